@@ -1,0 +1,46 @@
+# Every target sets up its own virtual environment first, so a fresh clone needs only `make`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# torch is pinned for development and CI; where the build machines keep wheels on disk, use them.
+FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
+
+.PHONY: setup generate check-generated lint test test-all demo bench bench-peer clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
+	$(PIP_INSTALL) -e ".[dev,server]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+generate: setup
+	$(PY) -m codegen
+
+check-generated: setup
+	$(PY) -m codegen --check
+
+lint: setup
+	$(VENV)/bin/ruff check agilerl codegen tests bench
+	$(VENV)/bin/mypy agilerl codegen
+
+test: setup check-generated
+	$(PY) -m pytest -q
+
+test-all: setup
+	$(PY) -m pytest -q -m ""
+
+demo: setup
+	$(PY) -m agilerl.demo
+
+bench: setup
+	$(PY) bench/run_all.py
+
+bench-peer: setup
+	$(PY) bench/peer.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,41 @@
+"""Suite-wide test settings: deterministic, single-threaded, offline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def peer_manifests_dir() -> Path:
+    path = SHARED / "peer-manifests"
+    if not path.is_dir():
+        pytest.skip("shared/peer-manifests is not beside this checkout")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _single_thread_torch():
+    """Keep torch to one thread so two test workers do not oversubscribe two cores."""
+    try:
+        import sys
+
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)
+    except Exception:  # pragma: no cover - torch missing is fine for light tests
+        pass
+    yield
