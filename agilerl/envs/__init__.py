@@ -1,0 +1,35 @@
+"""Environments: Gymnasium vector envs, PettingZoo envs and user entrypoints.
+
+Every vector env built here uses Gymnasium's ``NEXT_STEP`` autoreset mode
+(:data:`AUTORESET_MODE`); see :mod:`agilerl.envs.gym_env` for the construction and
+vectorisation rules.
+"""
+
+from __future__ import annotations
+
+from agilerl.envs.entrypoint import load_module, resolve_entrypoint
+from agilerl.envs.gym_env import (
+    AUTORESET_MODE,
+    BOX2D_INSTALL_HINT,
+    NATIVE_MIN_ENVS,
+    make_env_factory,
+    make_single_env,
+    make_vector_env,
+    vector_mode,
+)
+from agilerl.envs.wrappers import apply_wrappers, resolve_wrapper, resolve_wrappers
+
+__all__ = [
+    "AUTORESET_MODE",
+    "BOX2D_INSTALL_HINT",
+    "NATIVE_MIN_ENVS",
+    "apply_wrappers",
+    "load_module",
+    "make_env_factory",
+    "make_single_env",
+    "make_vector_env",
+    "resolve_entrypoint",
+    "resolve_wrapper",
+    "resolve_wrappers",
+    "vector_mode",
+]
