@@ -1,0 +1,237 @@
+"""Vector env construction: modes, config/wrappers, seeding, NEXT_STEP autoreset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from agilerl.envs import (
+    AUTORESET_MODE,
+    NATIVE_MIN_ENVS,
+    gym_env,
+    make_single_env,
+    make_vector_env,
+    vector_mode,
+)
+
+
+def spec(**fields: object) -> SimpleNamespace:
+    fields.setdefault("num_envs", 4)
+    return SimpleNamespace(**fields)
+
+
+def test_autoreset_mode_is_next_step() -> None:
+    assert AUTORESET_MODE is AutoresetMode.NEXT_STEP
+
+
+@pytest.mark.parametrize(
+    ("fields", "extra", "mode"),
+    [
+        ({"name": "CartPole-v1", "num_envs": 16}, None, "native"),
+        ({"name": "CartPole-v1", "num_envs": 16, "sync": True}, None, "native"),
+        (
+            {"name": "CartPole-v1", "num_envs": 16, "config": {"sutton_barto_reward": True}},
+            None,
+            "native",
+        ),
+        ({"name": "CartPole-v1", "num_envs": 16, "config": {"render_fps_x": 1}}, None, "async"),
+        ({"name": "CartPole-v1", "num_envs": 16}, [lambda env: env], "async"),
+        (
+            {"name": "CartPole-v1", "num_envs": 16, "wrappers": ["gymnasium.wrappers.ClipReward"]},
+            None,
+            "async",
+        ),
+        ({"name": "CartPole-v1", "num_envs": NATIVE_MIN_ENVS - 1, "sync": True}, None, "sync"),
+        ({"name": "CartPole-v1", "num_envs": 1}, None, "sync"),
+        ({"name": "Pendulum-v1", "num_envs": 8, "sync": True}, None, "sync"),
+        ({"name": "Pendulum-v1", "num_envs": 8}, None, "async"),
+        ({"name": "x", "entrypoint": "m:f", "num_envs": 8, "sync": True}, None, "sync"),
+    ],
+)
+def test_vector_mode_rule(fields: dict, extra: list | None, mode: str) -> None:
+    assert vector_mode(spec(**fields), extra) == mode
+
+
+@pytest.mark.parametrize(
+    ("fields", "cls"),
+    [
+        ({"name": "CartPole-v1", "num_envs": 4}, CartPoleVectorEnv),
+        ({"name": "Acrobot-v1", "num_envs": 2, "sync": True}, SyncVectorEnv),
+        ({"name": "MountainCar-v0", "num_envs": 2, "sync": False}, AsyncVectorEnv),
+    ],
+)
+def test_every_vectoriser_reports_next_step(fields: dict, cls: type) -> None:
+    env = make_vector_env(spec(**fields), seed=0)
+    try:
+        assert isinstance(env, cls)
+        assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+        obs, _ = env.reset(seed=1)
+        assert obs.shape == (fields["num_envs"], *env.single_observation_space.shape)
+    finally:
+        env.close()
+
+
+def test_registered_cartpole_one_sync_env_resets() -> None:
+    env = make_vector_env(spec(name="CartPole-v1", num_envs=1, sync=True))
+    obs, info = env.reset()
+    assert isinstance(env, SyncVectorEnv)
+    assert obs.shape == (1, 4)
+    env.close()
+
+
+def test_config_and_wrappers_apply_to_registered_ids() -> None:
+    # The reference ignores both without an entrypoint (its quirk Q7); we apply them.
+    env = make_vector_env(
+        spec(
+            name="Pendulum-v1",
+            num_envs=2,
+            sync=True,
+            config={"g": 3.5},
+            wrappers=[("gymnasium.wrappers.TimeLimit", {"max_episode_steps": 2})],
+        )
+    )
+    assert env.envs[0].unwrapped.g == 3.5
+    env.reset(seed=0)
+    env.step(np.zeros((2, 1), dtype=np.float32))
+    _, _, _, truncated, _ = env.step(np.zeros((2, 1), dtype=np.float32))
+    assert truncated.all()
+    env.close()
+
+
+def test_custom_entrypoint_config_and_wrappers(user_env_dir: Path) -> None:
+    custom = spec(
+        name="Count",
+        num_envs=2,
+        sync=True,
+        entrypoint="envs_pkg.custom:make_count_env",
+        path=str(user_env_dir),
+        config={"limit": 2, "reward": 0.5},
+        wrappers=[["envs_pkg.custom:Tag", {"tag": "a"}], "envs_pkg.custom:Tag"],
+    )
+    env = make_vector_env(custom, extra_wrappers=[("envs_pkg.custom:Tag", {"tag": "extra"})])
+    assert isinstance(env, SyncVectorEnv)
+    assert env.envs[0].unwrapped.tags == ["a", "x", "extra"]
+    assert env.envs[1].unwrapped.limit == 2
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, _ = env.step(np.zeros(2, dtype=np.int64))
+    assert reward.tolist() == [0.5, 0.5] and not terminated.any()
+    env.close()
+
+
+def test_next_step_autoreset_semantics(user_env_dir: Path) -> None:
+    """The step after a terminal step is a reset step: reward 0, flags false, first obs."""
+    custom = spec(
+        name="Count",
+        num_envs=2,
+        sync=False,
+        entrypoint="envs_pkg/custom.py:CountEnv",
+        path=str(user_env_dir),
+        config={"limit": 2},
+    )
+    env = make_vector_env(custom)
+    assert isinstance(env, AsyncVectorEnv)  # user file survives the subprocess hand-off
+    env.reset(seed=0)
+    actions = np.zeros(2, dtype=np.int64)
+    rows = [env.step(actions) for _ in range(3)]
+    env.close()
+    assert rows[1][0][:, 0].tolist() == [2.0, 2.0] and rows[1][2].all()
+    obs, reward, terminated, truncated, _ = rows[2]
+    assert obs[:, 0].tolist() == [0.0, 0.0]
+    assert reward.tolist() == [0.0, 0.0]
+    assert not terminated.any() and not truncated.any()
+
+
+def test_single_env(user_env_dir: Path) -> None:
+    env = make_single_env(spec(name="CartPole-v1", config={"sutton_barto_reward": True}))
+    assert env.unwrapped._sutton_barto_reward is True
+    custom = make_single_env(
+        spec(
+            name="c", entrypoint="envs_pkg.custom:CountEnv", path=user_env_dir, config={"limit": 9}
+        )
+    )
+    assert custom.limit == 9
+
+
+def _rollout(env: gym.vector.VectorEnv, seed: int, steps: int = 60) -> list[np.ndarray]:
+    obs, _ = env.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    out = [obs]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, _ = env.step(rng.integers(0, 2, size=env.num_envs))
+        out += [obs, reward, terminated, truncated]
+    env.close()
+    return out
+
+
+@pytest.mark.parametrize("fields", [{"num_envs": 4}, {"num_envs": 3, "sync": True}])
+def test_same_seed_same_trajectory(fields: dict) -> None:
+    first = _rollout(make_vector_env(spec(name="CartPole-v1", **fields)), seed=7)
+    second = _rollout(make_vector_env(spec(name="CartPole-v1", **fields)), seed=7)
+    other = _rollout(make_vector_env(spec(name="CartPole-v1", **fields)), seed=8)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    assert not np.array_equal(first[0], other[0])
+
+
+def test_seed_argument_makes_unseeded_resets_deterministic() -> None:
+    runs = []
+    for _ in range(2):
+        env = make_vector_env(spec(name="CartPole-v1", num_envs=4), seed=3)
+        runs.append((env.reset()[0], env.action_space.sample()))
+        env.close()
+    assert np.array_equal(runs[0][0], runs[1][0])
+    assert np.array_equal(runs[0][1], runs[1][1])
+
+
+def test_native_and_sync_share_dynamics_and_autoreset() -> None:
+    """From the same states and actions, native CartPole matches per-env CartPole exactly.
+
+    (Initial states differ between the two for one seed: the native env draws all sub-envs
+    from one generator, a sync env seeds sub-env ``i`` with ``seed + i``.)
+    """
+    n = 4
+    native = make_vector_env(spec(name="CartPole-v1", num_envs=n))
+    sync = make_vector_env(
+        spec(name="CartPole-v1", num_envs=n, sync=True, wrappers=[]), [lambda e: e]
+    )
+    assert isinstance(sync, SyncVectorEnv)
+    start, _ = native.reset(seed=0)
+    sync.reset(seed=0)
+    for i, sub in enumerate(sync.envs):
+        sub.unwrapped.state = native.unwrapped.state[:, i].copy()
+    rng = np.random.default_rng(1)
+    done = np.zeros(n, dtype=bool)  # episode ended: later states come from different RNGs
+    checked_reset_step = np.zeros(n, dtype=bool)
+    for _ in range(40):
+        actions = rng.integers(0, 2, size=n)
+        a = native.step(actions)
+        b = sync.step(actions)
+        live = ~done
+        np.testing.assert_allclose(a[0][live], b[0][live], rtol=1e-5, atol=1e-6)
+        for x, y in zip(a[1:4], b[1:4], strict=True):
+            np.testing.assert_array_equal(x[live], y[live])  # reward, terminated, truncated
+        resetting = done & ~checked_reset_step
+        for result in (a, b):  # the reset step: reward 0, both flags false
+            assert (result[1][resetting] == 0).all()
+            assert not (result[2][resetting] | result[3][resetting]).any()
+        checked_reset_step = checked_reset_step | resetting
+        done |= a[2] | a[3]
+    native.close()
+    sync.close()
+    assert checked_reset_step.any(), "the rollout should cross at least one episode boundary"
+
+
+def test_box2d_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gym_env, "_box2d_installed", lambda: False)
+    with pytest.raises(ImportError, match=r"pip install 'agilerl\[box2d\]'"):
+        make_vector_env(spec(name="LunarLander-v3"))
+
+
+def test_bad_num_envs() -> None:
+    with pytest.raises(ValueError, match="num_envs"):
+        make_vector_env(spec(name="CartPole-v1", num_envs=0))
