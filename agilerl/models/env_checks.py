@@ -1,0 +1,211 @@
+"""Cheap local checks on the environment section: nothing is built or imported.
+
+* Gymnasium ids are looked up in Gymnasium's registry (read once per Gymnasium version and
+  cached on disk, so repeated validations do not pay for importing Gymnasium).
+* PettingZoo module paths are looked up on disk below the installed top-level package
+  (``importlib.util.find_spec`` on the top level only: importing the module would run it).
+* Data files are looked up relative to the manifest's folder, then the working directory.
+
+A check reports a definite error only when the value is clearly wrong (a known name with a
+version that does not exist, a close misspelling of a known id or module); anything it
+cannot decide locally (a namespace whose package is not installed, an env registered by
+user code at run time) is a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from agilerl.models.suggest import closest
+
+_GYM_ID = re.compile(r"^(?:(?P<ns>[^/]+)/)?(?P<name>.+?)(?:-v(?P<version>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Result of one check: an error or a warning, with an optional suggestion."""
+
+    severity: str
+    message: str
+    suggestion: str | None = None
+
+
+# --------------------------------------------------------------------------- Gymnasium ids
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "agilerl"
+
+
+def gymnasium_ids() -> frozenset[str] | None:
+    """Ids registered by importing Gymnasium, or None when Gymnasium is not installed."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        gym_version = version("gymnasium")
+    except PackageNotFoundError:
+        return None
+    key = hashlib.sha1(f"{sys.prefix}|{gym_version}".encode()).hexdigest()[:12]
+    cache = _cache_dir() / f"gymnasium-ids-{gym_version}-{key}.json"
+    try:
+        return frozenset(json.loads(cache.read_text()))
+    except (OSError, ValueError):
+        pass
+    try:
+        import gymnasium
+    except Exception:  # a broken install is reported as "cannot check", not as a crash
+        return None
+    ids = sorted(gymnasium.registry)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(ids))
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return frozenset(ids)
+
+
+def check_gym_id(env_id: str, registered: frozenset[str] | None = None) -> Finding | None:
+    """None when ``env_id`` is registered; otherwise an error or warning explaining why not."""
+    ids = gymnasium_ids() if registered is None else registered
+    if ids is None:
+        return Finding("warning", "Gymnasium is not installed here; the id was not checked")
+    if env_id in ids:
+        return None
+    match = _GYM_ID.match(env_id)
+    ns, name, version = (match.group("ns"), match.group("name"), match.group("version")) if match else (None, env_id, None)
+    family = f"{ns}/{name}" if ns else name
+    versions = sorted(
+        (int(m.group("version")) for other in ids if (m := _GYM_ID.match(other)) and m.group("version")
+         and (f"{m.group('ns')}/{m.group('name')}" if m.group("ns") else m.group("name")) == family),
+    )
+    if versions:
+        latest = f"{family}-v{versions[-1]}"
+        have = ", ".join(f"v{v}" for v in versions)
+        what = f"version v{version}" if version is not None else "an id without a version"
+        return Finding("error", f"'{env_id}' is not registered: {what} of '{family}' does not "
+                       f"exist (registered: {have})", latest)
+    namespaces = {other.split("/", 1)[0] for other in ids if "/" in other}
+    if ns and ns not in namespaces:
+        return Finding("warning", f"Gymnasium namespace '{ns}' is not registered here (its "
+                       "package is not installed or not imported); the id was not checked")
+    suggestion = closest(env_id, ids, cutoff=0.85)
+    if suggestion:
+        return Finding("error", f"'{env_id}' is not a registered Gymnasium id", suggestion)
+    return Finding("warning", f"'{env_id}' is not a registered Gymnasium id here; it must be "
+                   "registered (e.g. by an imported package) when the environment is built")
+
+
+# --------------------------------------------------------------------------- Python modules
+
+
+def _module_names(folder: Path) -> list[str]:
+    suffixes = tuple(importlib.machinery.all_suffixes())
+    names = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.is_dir() and entry.name.isidentifier():
+            names.append(entry.name)
+        elif entry.name.endswith(suffixes):
+            names.append(entry.name.split(".", 1)[0])
+    return [n for n in names if not n.startswith("_")]
+
+
+def _find_child(folders: list[str], part: str) -> tuple[bool, list[str]]:
+    """Whether ``part`` exists in one of ``folders``; its own search folders if a package."""
+    suffixes = importlib.machinery.all_suffixes()
+    for folder in folders:
+        base = Path(folder) / part
+        if base.is_dir():
+            return True, [str(base)]
+        if any((Path(folder) / f"{part}{suffix}").is_file() for suffix in suffixes):
+            return True, []
+    return False, []
+
+
+def _leaf_elsewhere(leaf: str, top: str) -> str | None:
+    """A top-level package other than ``top`` that ships a module called ``leaf``."""
+    for other in ("mpe2",):  # PettingZoo's MPE environments moved into the mpe2 package
+        spec = importlib.util.find_spec(other) if other != top else None
+        if spec and spec.submodule_search_locations:
+            found, _ = _find_child(list(spec.submodule_search_locations), leaf)
+            if found:
+                return f"{other}.{leaf}"
+    return None
+
+
+def check_module_path(dotted: str) -> Finding | None:
+    """None when ``dotted`` (e.g. ``mpe2.simple_speaker_listener_v4``) exists on disk."""
+    parts = dotted.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return Finding("error", f"'{dotted}' is not a Python module path (expected e.g. "
+                       "'mpe2.simple_speaker_listener_v4')")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return Finding("warning", f"package '{parts[0]}' is not installed here; "
+                       f"'{dotted}' was not checked")
+    folders = list(spec.submodule_search_locations or [])
+    for depth, part in enumerate(parts[1:], start=1):
+        if not folders:
+            return Finding("error", f"'{'.'.join(parts[:depth])}' is a module, not a package, "
+                           f"so '{dotted}' does not exist")
+        found, sub = _find_child(folders, part)
+        if not found:
+            return _missing_module(dotted, parts, depth, folders)
+        folders = sub
+    return None
+
+
+def _missing_module(dotted: str, parts: list[str], depth: int, folders: list[str]) -> Finding:
+    parent = ".".join(parts[:depth])
+    siblings = [name for folder in folders for name in _module_names(Path(folder))]
+    near = closest(parts[depth], siblings, cutoff=0.8)
+    if near:
+        fixed = ".".join([*parts[:depth], near, *parts[depth + 1 :]])
+        return Finding("error", f"module '{dotted}' does not exist: '{parent}' has no "
+                       f"'{parts[depth]}'", fixed)
+    moved = _leaf_elsewhere(parts[-1], parts[0]) if depth == len(parts) - 1 else None
+    if moved:
+        return Finding("warning", f"module '{dotted}' is not installed here; the same "
+                       f"environment is available as '{moved}'", moved)
+    return Finding("warning", f"module '{dotted}' was not found below '{parent}'; it must be "
+                   "importable when the environment is built")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def find_file(value: str, base_dir: Path | None) -> Path | None:
+    """``value`` resolved against the manifest folder, then the working directory."""
+    candidate = Path(os.path.expanduser(value))
+    if candidate.is_absolute():
+        return candidate if candidate.exists() else None
+    for root in (base_dir, Path.cwd()):
+        if root is not None and (root / candidate).exists():
+            return root / candidate
+    return None
+
+
+def check_file(value: str, base_dir: Path | None) -> Finding | None:
+    """None when the file exists; an error naming where it was looked for otherwise."""
+    if find_file(value, base_dir) is not None:
+        return None
+    places = [str(p) for p in dict.fromkeys(p for p in (base_dir, Path.cwd()) if p is not None)]
+    where = " or ".join(places)
+    return Finding("error", f"file '{value}' not found (looked in {where})")

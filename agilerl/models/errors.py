@@ -1,0 +1,139 @@
+"""Manifest problems reported to users: one exception carrying every issue found.
+
+Each issue names the dotted path of the offending key (``algorithm.lr``,
+``network.encoder_config.hidden_size[0]``), says what is wrong, and, when the manifest
+came from a file, where the key is written (``file:line:col``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a key or value is written in a manifest file (1-based line and column)."""
+
+    file: str | None
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        prefix = f"{self.file}:" if self.file else "line "
+        return f"{prefix}{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class ManifestIssue:
+    """One problem (or warning) found in a manifest."""
+
+    path: str
+    message: str
+    location: Location | None = None
+    severity: Severity = "error"
+    suggestion: str | None = None
+    kind: str = "invalid"
+
+    def __str__(self) -> str:
+        where = f"{self.location}: " if self.location else ""
+        path = self.path or "<manifest>"
+        hint = f" (did you mean '{self.suggestion}'?)" if self.suggestion else ""
+        return f"{where}{path}: {self.message}{hint}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain form for ``--json`` output."""
+        loc = self.location
+        return {
+            "path": self.path,
+            "message": self.message,
+            "severity": self.severity,
+            "kind": self.kind,
+            "suggestion": self.suggestion,
+            "file": loc.file if loc else None,
+            "line": loc.line if loc else None,
+            "column": loc.column if loc else None,
+        }
+
+
+@dataclass
+class ManifestReport:
+    """Everything found while validating one manifest: errors and warnings."""
+
+    source: str | None = None
+    errors: list[ManifestIssue] = field(default_factory=list)
+    warnings: list[ManifestIssue] = field(default_factory=list)
+    manifest: Any = None
+    """The validated ``TrainingManifest`` (when valid and requested)."""
+    resolved: dict[str, Any] | None = None
+    """JSON-mode dump of the validated manifest (when valid and requested)."""
+
+    def add(self, issue: ManifestIssue) -> None:
+        (self.errors if issue.severity == "error" else self.warnings).append(issue)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class ManifestError(ValueError):
+    """A manifest is invalid. ``issues`` lists every problem found, not just the first.
+
+    It is a ``ValueError`` so code written against the reference library (which raises
+    ``ValueError``/Pydantic ``ValidationError``) keeps catching it.
+    """
+
+    def __init__(
+        self,
+        issues: list[ManifestIssue],
+        *,
+        source: str | None = None,
+        warnings: list[ManifestIssue] | None = None,
+    ) -> None:
+        self.issues = list(issues)
+        self.source = source
+        self.warnings = list(warnings or [])
+        super().__init__(self._render())
+
+    @property
+    def errors(self) -> list[ManifestIssue]:
+        """Alias of ``issues``."""
+        return self.issues
+
+    @property
+    def paths(self) -> list[str]:
+        """Dotted paths of every error, in report order."""
+        return [issue.path for issue in self.issues]
+
+    def _render(self) -> str:
+        count = len(self.issues)
+        head = f"{self.source}: " if self.source else ""
+        noun = "problem" if count == 1 else "problems"
+        lines = [f"{head}invalid manifest ({count} {noun})"]
+        lines += [f"  {issue}" for issue in self.issues]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self._render()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "valid": False,
+            "errors": [issue.to_dict() for issue in self.issues],
+            "warnings": [issue.to_dict() for issue in self.warnings],
+        }
+
+
+class UnknownAlgorithmError(ManifestError, KeyError):
+    """``algorithm.name`` is not a registered algorithm.
+
+    Also a ``KeyError``: the reference library raises a bare ``KeyError`` for an unknown
+    name, so callers catching ``KeyError`` still catch this, while everything else about
+    it (all problems listed, file positions) is a :class:`ManifestError`.
+    """
+
+    def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
+        return self._render()
