@@ -1,0 +1,65 @@
+"""Members living in this process, trained one after the other."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agilerl.checkpoint.rng import seed_everything
+from agilerl.population.backend import MemberTrainer, TrainReport
+
+
+class LocalPopulation:
+    """A list of agents plus the env they are evaluated on, behind the backend protocol.
+
+    Before every ``train`` and ``evaluate`` call the process-wide generators (python, numpy,
+    torch) are seeded from the ``seed`` the loop passes, so each member's work depends only
+    on its own state and that seed: the result does not depend on which members ran before
+    it in this process, which is what makes resume exact and lets a parallel backend
+    reproduce a sequential run.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Any],
+        env: Any,
+        train_member: MemberTrainer,
+        *,
+        eval_steps: int | None = None,
+        eval_loop: int = 1,
+    ) -> None:
+        self.agents: list[Any] = list(agents)
+        self.env = env
+        self.train_member = train_member
+        self.eval_steps = eval_steps
+        self.eval_loop = eval_loop
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+        seed_everything(seed)
+        start = time.perf_counter()
+        report = self.train_member(self.agents[member], steps, seed=seed)
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def evaluate(self, member: int, *, seed: int) -> float:
+        seed_everything(seed)
+        self.env.reset(seed=seed)  # later resets inside ``test`` continue from this seed
+        return float(self.agents[member].test(self.env, max_steps=self.eval_steps,
+                                              loop=self.eval_loop))
+
+    def get_state(self, member: int) -> dict[str, Any]:
+        return dict(self.agents[member].get_state())
+
+    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+        agent = self.agents[member]
+        self.agents[member] = type(agent).from_state(state, device=agent.device)
+
+    def steps(self, member: int) -> int:
+        return int(self.agents[member].steps[-1])
+
+    def hyperparameters(self, member: int) -> dict[str, Any]:
+        return dict(self.agents[member].hyperparameters)

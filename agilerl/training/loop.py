@@ -1,0 +1,252 @@
+"""The generation loop shared by every single-agent RL paradigm.
+
+One generation:
+
+1. train every member for ``evo_steps`` env steps (``backend.train``; the paradigm, off- or
+   on-policy, lives in the member trainer behind the backend, never here);
+2. evaluate every member (``backend.evaluate``: ``eval_steps``, ``eval_loop``);
+3. report metrics (logger, progress display);
+4. early-stop check (:mod:`agilerl.training.early_stop`);
+5. selection + mutation, only when BOTH operators exist (spec §1);
+6. checkpoint check (every ``checkpoint_steps`` of the most-trained member).
+
+Before the first generation, a population with mutation but no selection is mutated once
+(the spec's "pre-training mutation") and never evolves afterwards. The loop runs while every
+member has trained fewer than ``max_steps`` steps; a member's last segment is shortened so
+no member trains past ``max_steps``.
+
+Every train/evaluate call gets a seed derived from (run seed, generation, member, phase), so
+a run is a pure function of its seed, and the loop state (:class:`LoopState`) plus the
+members' states is all a checkpoint needs to continue exactly, including from the middle of
+a generation (an interrupted run stops between two members).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agilerl.checkpoint.rng import derive_seed
+from agilerl.population.backend import PopulationBackend, TrainReport
+from agilerl.training.early_stop import EarlyStopping
+
+PHASE_TRAIN = 0
+PHASE_EVAL = 1
+PHASE_EVOLVE = 2
+PHASE_PRE_MUTATION = 3
+
+
+class Evolution(Protocol):
+    """Selection and mutation over a backend (operators hold their own seeded RNGs)."""
+
+    def pre_training(self, backend: PopulationBackend) -> None:
+        """The one mutation applied before training when there is no selection."""
+
+    def evolve(self, backend: PopulationBackend, fitnesses: list[float]) -> int:
+        """Select and mutate in place; return the slot holding the elite (unmutated)."""
+        ...
+
+    @property
+    def evolves(self) -> bool:
+        """True when both selection and mutation exist (evolution every generation)."""
+        ...
+
+    @property
+    def mutates_before_training(self) -> bool:
+        """True when mutation exists without selection."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+class LoopHooks(Protocol):
+    """What the loop tells the outside world, and asks of it."""
+
+    def on_member_trained(self, state: LoopState, member: int, report: TrainReport) -> None: ...
+
+    def on_generation(self, state: LoopState, metrics: dict[str, Any]) -> None: ...
+
+    def on_evolved(self, state: LoopState, elite: int, fitnesses: list[float]) -> None: ...
+
+    def checkpoint(self, state: LoopState, *, reason: str) -> None: ...
+
+    def interrupt_requested(self) -> bool: ...
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (SIGINT); a checkpoint was written before raising."""
+
+
+@dataclass
+class LoopSettings:
+    max_steps: int
+    evo_steps: int
+    seed: int
+    target_score: float | None = None
+    checkpoint_steps: int | None = None
+
+
+@dataclass
+class LoopState:
+    """Everything the loop itself must remember across a checkpoint."""
+
+    generation: int = 0
+    members_done: int = 0
+    reports: list[TrainReport] = field(default_factory=list)
+    checkpoints_written: int = 0
+    pre_mutation_done: bool = False
+    fitnesses: list[float] = field(default_factory=list)
+    finished: bool = False
+    stopped_early: bool = False
+    elite: int | None = None
+    train_seconds: float = 0.0
+    early_stop: EarlyStopping = field(default_factory=lambda: EarlyStopping(None))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "members_done": self.members_done,
+            "reports": [vars(r).copy() for r in self.reports],
+            "checkpoints_written": self.checkpoints_written,
+            "pre_mutation_done": self.pre_mutation_done,
+            "fitnesses": list(self.fitnesses),
+            "finished": self.finished,
+            "stopped_early": self.stopped_early,
+            "elite": self.elite,
+            "train_seconds": self.train_seconds,
+            "early_stop": self.early_stop.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.generation = int(state["generation"])
+        self.members_done = int(state["members_done"])
+        self.reports = [TrainReport(**r) for r in state["reports"]]
+        self.checkpoints_written = int(state["checkpoints_written"])
+        self.pre_mutation_done = bool(state["pre_mutation_done"])
+        self.fitnesses = [float(f) for f in state["fitnesses"]]
+        self.finished = bool(state["finished"])
+        self.stopped_early = bool(state["stopped_early"])
+        self.elite = state["elite"]
+        self.train_seconds = float(state["train_seconds"])
+        self.early_stop.load_state_dict(state["early_stop"])
+
+
+def _budget_left(backend: PopulationBackend, max_steps: int) -> bool:
+    return all(backend.steps(m) < max_steps for m in range(len(backend)))
+
+
+def run_generations(
+    backend: PopulationBackend,
+    settings: LoopSettings,
+    state: LoopState,
+    hooks: LoopHooks,
+    evolution: Evolution | None = None,
+) -> list[float]:
+    """Run generations until ``max_steps``, early stop or interruption; return fitnesses.
+
+    Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
+    turns true; the run can then be resumed from that checkpoint.
+    """
+    state.early_stop.target_score = settings.target_score
+    if evolution is not None and evolution.mutates_before_training and not state.pre_mutation_done:
+        evolution.pre_training(backend)
+        state.pre_mutation_done = True
+    while not state.finished and (state.members_done or _budget_left(backend, settings.max_steps)):
+        _train_members(backend, settings, state, hooks)
+        fitnesses = [
+            backend.evaluate(m, seed=derive_seed(settings.seed, state.generation, m, PHASE_EVAL))
+            for m in range(len(backend))
+        ]
+        state.fitnesses = fitnesses
+        state.elite = _best(fitnesses)
+        state.early_stop.record(fitnesses)
+        hooks.on_generation(state, generation_metrics(backend, state, fitnesses))
+        state.stopped_early = state.early_stop.should_stop()
+        if evolution is not None and evolution.evolves and not state.stopped_early:
+            state.elite = evolution.evolve(backend, fitnesses)
+            hooks.on_evolved(state, state.elite, fitnesses)
+        state.generation += 1
+        state.members_done = 0
+        state.reports = []
+        state.finished = state.stopped_early or not _budget_left(backend, settings.max_steps)
+        _maybe_checkpoint(backend, settings, state, hooks)
+        if hooks.interrupt_requested() and not state.finished:
+            hooks.checkpoint(state, reason="interrupted")
+            raise Interrupted
+    state.finished = True
+    return list(state.fitnesses)
+
+
+def _train_members(
+    backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks
+) -> None:
+    for member in range(state.members_done, len(backend)):
+        if hooks.interrupt_requested():
+            hooks.checkpoint(state, reason="interrupted")
+            raise Interrupted
+        steps = min(settings.evo_steps, max(settings.max_steps - backend.steps(member), 0))
+        seed = derive_seed(settings.seed, state.generation, member, PHASE_TRAIN)
+        report = backend.train(member, steps, seed=seed) if steps else TrainReport(steps=0)
+        state.train_seconds += report.seconds
+        state.reports.append(report)
+        state.members_done = member + 1
+        hooks.on_member_trained(state, member, report)
+
+
+def _maybe_checkpoint(
+    backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks
+) -> None:
+    every = settings.checkpoint_steps
+    if not every:
+        return
+    most = max(backend.steps(m) for m in range(len(backend)))
+    if most // every > state.checkpoints_written:
+        state.checkpoints_written = most // every
+        hooks.checkpoint(state, reason="scheduled")
+
+
+def _best(fitnesses: list[float]) -> int | None:
+    finite = [(f, i) for i, f in enumerate(fitnesses) if math.isfinite(f)]
+    return max(finite, key=lambda pair: (pair[0], -pair[1]))[1] if finite else None
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return math.fsum(finite) / len(finite) if finite else math.nan
+
+
+def generation_metrics(
+    backend: PopulationBackend, state: LoopState, fitnesses: list[float]
+) -> dict[str, Any]:
+    """The per-generation metrics dict (names follow the reference's W&B keys)."""
+    reports = state.reports
+    gen_steps = sum(r.steps for r in reports)
+    gen_seconds = sum(r.seconds for r in reports)
+    best = state.elite
+    metrics: dict[str, Any] = {
+        "train/generation": state.generation,
+        "train/global_step": sum(backend.steps(m) for m in range(len(backend))),
+        "train/steps_per_second": gen_steps / gen_seconds if gen_seconds > 0 else math.nan,
+        "eval/mean_fitness": _mean(fitnesses),
+        "eval/best_fitness": fitnesses[best] if best is not None else math.nan,
+        "train/mean_score": _mean([r.score for r in reports]),
+        "eval/target_window_mean": state.early_stop.recent_mean,
+    }
+    metric_names = sorted({k for r in reports for k in r.metrics})
+    for name in metric_names:
+        metrics[f"train/mean_{name}"] = _mean([r.metrics.get(name, math.nan) for r in reports])
+    for i in range(len(backend)):
+        metrics[f"train/agent_{i}/local_steps"] = backend.steps(i)
+        metrics[f"eval/agent_{i}/fitness"] = fitnesses[i]
+        if i < len(reports):
+            metrics[f"train/agent_{i}/score"] = reports[i].score
+            for name, value in reports[i].metrics.items():
+                metrics[f"train/agent_{i}/{name}"] = value
+        for name, value in backend.hyperparameters(i).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                metrics[f"train/agent_{i}/{name}"] = value
+    return metrics
