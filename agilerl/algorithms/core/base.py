@@ -1,0 +1,357 @@
+"""The interface every single-agent RL algorithm shares, and the plumbing behind it.
+
+An algorithm subclass holds only its maths (networks it needs, ``get_action``, ``learn``,
+greedy action for evaluation). Everything the training loops, the population seam,
+mutation, selection and checkpoints rely on lives here:
+
+* construction from spaces + hyperparameters validated by the algorithm's generated spec
+  class (``agilerl.models``), so every default and bound has one home (``schemas/``);
+* counters: ``steps`` (``steps[-1]`` = env steps trained so far), ``scores`` (mean
+  training episode returns), ``fitness`` (one entry per evaluation), ``mut`` (last
+  mutation applied);
+* ``test`` (greedy evaluation on a Gymnasium >= 1.0 vector env);
+* ``clone``, ``get_state``/``set_state``/``from_state``, ``save_checkpoint``/``load``;
+* hyperparameter mutation (``set_hyperparameter``: learning rates update the optimizer).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from agilerl.algorithms.core.evaluation import evaluate_greedy
+from agilerl.algorithms.core.spaces import ObsEncoder
+from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.config import NetworkConfig, normalise_net_config
+from agilerl.networks.optim import carry_state, make_optimizer, state_by_name
+
+STATE_FORMAT = 1
+
+
+class RLAlgorithm(ABC):
+    """Base class of single-agent RL algorithms (DQN, PPO, ...).
+
+    Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``hyperparameter_names``
+    (the spec fields the maths reads, stored as attributes), ``lr_names`` (the
+    hyperparameters that are optimizer learning rates), and implement
+    ``_build(net_config)``, ``get_action``, ``greedy_action`` and ``learn``.
+
+    Networks and optimizers are registered in ``self.networks`` / ``self.optimizers``
+    (name -> object) so cloning, checkpoints and mutation need no per-algorithm code.
+    ``self.optimizer_networks`` maps an optimizer name to the network names it trains.
+    """
+
+    algo: ClassVar[str]
+    hyperparameter_names: ClassVar[tuple[str, ...]]
+    lr_names: ClassVar[tuple[str, ...]] = ("lr",)
+    #: Networks that mirror another network's architecture (e.g. a DQN target network):
+    #: name -> source name. Architecture mutations are applied to both identically.
+    mirrored_networks: ClassVar[dict[str, str]] = {}
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        index: int = 0,
+        net_config: Any = None,
+        hp_config: Mapping[str, Any] | None = None,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        **hyperparameters: Any,
+    ) -> None:
+        if observation_space is None or action_space is None:
+            raise ValueError(
+                f"{type(self).__name__} requires an observation_space and an action_space."
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.index = int(index)
+        self.device = torch.device(device)
+        self.seed = seed
+        self.spec = self.validate_hyperparameters(hyperparameters)
+        for name in self.hyperparameter_names:
+            setattr(self, name, getattr(self.spec, name))
+        self.hp_config: dict[str, dict[str, float]] = _plain_hp_config(hp_config)
+        self.net_config: NetworkConfig = normalise_net_config(net_config, self.network_spec_name())
+
+        self.steps: list[int] = [0]
+        self.scores: list[float] = []
+        self.fitness: list[float] = []
+        self.mut: str = "None"
+
+        # The agent's own randomness: numpy for exploration, torch for sampling and init.
+        self.np_rng = np.random.default_rng(seed)
+        self.torch_rng = torch.Generator(device="cpu")
+        self.torch_rng.manual_seed(int(self.np_rng.integers(0, 2**62)))
+
+        self.obs_encoder = ObsEncoder(observation_space)
+        self.networks: dict[str, EvolvableNetwork] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.optimizer_networks: dict[str, tuple[str, ...]] = {}
+        self._build(self.net_config)
+
+    # ------------------------------------------------------------------ spec plumbing
+    @classmethod
+    def spec_class(cls) -> type:
+        """The generated Pydantic spec class of this algorithm (e.g. ``DQNSpec``)."""
+        import agilerl.models as models
+
+        return getattr(models, f"{cls.algo}Spec")
+
+    @classmethod
+    def network_spec_name(cls) -> str:
+        """Name of the network spec class used to fill ``net_config`` defaults."""
+        return "NetworkSpec"
+
+    @classmethod
+    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
+        """Validate ``hyperparameters`` with the spec class; defaults and bounds come from it."""
+        return cls.spec_class().model_validate(dict(hyperparameters))
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """Current values of the hyperparameters the maths reads (mutation may change them)."""
+        return {name: getattr(self, name) for name in self.hyperparameter_names}
+
+    def set_hyperparameter(self, name: str, value: Any) -> None:
+        """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
+        if name not in self.hyperparameter_names:
+            raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
+        current = getattr(self, name)
+        if isinstance(current, bool):
+            value = bool(value)
+        elif isinstance(current, int):
+            value = int(round(value))
+        else:
+            value = float(value)
+        setattr(self, name, value)
+        if name in self.lr_names:
+            for opt_name in self._optimizers_for_lr(name):
+                for group in self.optimizers[opt_name].param_groups:
+                    group["lr"] = value
+
+    def _optimizers_for_lr(self, lr_name: str) -> list[str]:
+        """Optimizers driven by the learning rate ``lr_name`` (single optimizer: all)."""
+        return list(self.optimizers)
+
+    # ------------------------------------------------------------------ maths hooks
+    @abstractmethod
+    def _build(self, net_config: NetworkConfig) -> None:
+        """Create networks and optimizers and register them in ``networks``/``optimizers``."""
+
+    @abstractmethod
+    def get_action(self, obs: Any, *args: Any, **kwargs: Any) -> Any:
+        """Training-time action selection, batched over the sub-envs of a vector env."""
+
+    @abstractmethod
+    def greedy_action(self, obs: Any) -> np.ndarray:
+        """Deterministic action for evaluation, batched, ready for ``env.step``."""
+
+    @abstractmethod
+    def learn(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """One learning update; returns scalar metrics (e.g. ``{"loss": ...}``)."""
+
+    # ------------------------------------------------------------------ evaluation
+    def test(
+        self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    ) -> float:
+        """Greedy evaluation on a vector env; appends the result to ``fitness``.
+
+        ``loop`` rounds; each resets the env (the first with ``seed``) and runs one greedy
+        episode in every sub-env (a sub-env is ignored after its first episode ends, so
+        autoreset in any mode never mixes episodes). ``max_steps`` caps a round's vector
+        steps; an unfinished episode then counts with its partial return. Returns (and
+        appends to ``fitness``) the mean episode return over sub-envs and rounds.
+        """
+        fitness = evaluate_greedy(self, env, max_steps=max_steps, loop=loop, seed=seed)
+        self.fitness.append(fitness)
+        return fitness
+
+    # ------------------------------------------------------------------ tensors
+    def to_tensor(self, obs: Any) -> torch.Tensor:
+        """Observations (numpy, batched) -> float tensor on the agent's device."""
+        return self.obs_encoder(obs, self.device)
+
+    # ------------------------------------------------------------------ cloning & state
+    def clone(self, index: int | None = None) -> RLAlgorithm:
+        """An independent copy (weights, optimizer state, counters, RNG state)."""
+        new = type(self).from_state(self.get_state(), device=self.device)
+        if index is not None:
+            new.index = int(index)
+        return new
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild this agent exactly; picklable by ``torch.save``."""
+        return {
+            "format": STATE_FORMAT,
+            "algo": self.algo,
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "index": self.index,
+            "seed": self.seed,
+            "spec": self.spec.model_dump(mode="json", exclude_unset=False),
+            "hyperparameters": self.hyperparameters,
+            "hp_config": copy.deepcopy(self.hp_config),
+            "net_config": copy.deepcopy(self.net_config),
+            "architectures": {n: net.architecture() for n, net in self.networks.items()},
+            "weights": {n: _cpu_state(net.state_dict()) for n, net in self.networks.items()},
+            "optimizers": {n: _cpu_state(opt.state_dict()) for n, opt in self.optimizers.items()},
+            "steps": list(self.steps),
+            "scores": list(self.scores),
+            "fitness": list(self.fitness),
+            "mut": self.mut,
+            "np_rng": copy.deepcopy(self.np_rng.bit_generator.state),
+            "torch_rng": self.torch_rng.get_state(),
+            "extra": self._extra_state(),
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Load a state produced by ``get_state`` (architectures are rebuilt to match)."""
+        if state["algo"] != self.algo:
+            raise ValueError(f"state is for {state['algo']}, not {self.algo}")
+        self.index = int(state["index"])
+        for name, value in state["hyperparameters"].items():
+            setattr(self, name, value)
+        self.hp_config = copy.deepcopy(dict(state["hp_config"]))
+        for name, arch in state["architectures"].items():
+            net = self.networks[name]
+            if net.architecture() != arch:
+                net = type(net).from_architecture(arch, device=self.device)
+                self.networks[name] = net
+                setattr(self, name, net)
+            net.load_state_dict(state["weights"][name])
+        for opt_name, opt_state in state["optimizers"].items():
+            self._rebuild_optimizer(opt_name)
+            self.optimizers[opt_name].load_state_dict(opt_state)
+        self.steps = list(state["steps"])
+        self.scores = list(state["scores"])
+        self.fitness = list(state["fitness"])
+        self.mut = state["mut"]
+        self.np_rng.bit_generator.state = copy.deepcopy(state["np_rng"])
+        self.torch_rng.set_state(state["torch_rng"])
+        self._load_extra_state(state.get("extra", {}))
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
+        """Build an agent from ``get_state`` output (dispatching on the stored algorithm)."""
+        target = cls if getattr(cls, "algo", None) == state["algo"] else _registered(state["algo"])
+        hyper = {k: v for k, v in state["spec"].items() if k not in _NOT_HYPERPARAMETERS}
+        agent = target(
+            state["observation_space"],
+            state["action_space"],
+            index=state["index"],
+            net_config=state["net_config"],
+            hp_config=state["hp_config"],
+            device=device if device is not None else "cpu",
+            seed=state["seed"],
+            **hyper,
+        )
+        agent.set_state(state)
+        return agent
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Write ``get_state()`` to ``path`` atomically (temporary file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save(self.get_state(), tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"):
+        """Load an agent saved with ``save_checkpoint``; it can act straight away."""
+        state = torch.load(Path(path), map_location="cpu", weights_only=False)
+        return cls.from_state(state, device=device)
+
+    # ------------------------------------------------------------------ mutation support
+    def mutable_networks(self) -> list[str]:
+        """Networks whose architecture may be mutated (mirrors follow their source)."""
+        return [n for n in self.networks if n not in self.mirrored_networks]
+
+    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
+        """Apply one architecture mutation ``plan`` to a network and its mirrors.
+
+        Optimizers that train the network are rebuilt with their state carried over
+        (see ``agilerl.networks.optim.rebuild_optimizer``).
+        """
+        names = [network_name] + [m for m, src in self.mirrored_networks.items() if src == network_name]
+        affected = [o for o, nets in self.optimizer_networks.items() if network_name in nets]
+        carried = {o: state_by_name(self.optimizers[o], self._optimizer_nets(o)) for o in affected}
+        for name in names:
+            new = self.networks[name].mutated(plan)
+            self.networks[name] = new
+            setattr(self, name, new)
+        for opt_name in affected:
+            self._rebuild_optimizer(opt_name)
+            carry_state(self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name])
+
+    def _optimizer_nets(self, opt_name: str) -> list[EvolvableNetwork]:
+        return [self.networks[n] for n in self.optimizer_networks[opt_name]]
+
+    def _rebuild_optimizer(self, opt_name: str) -> None:
+        """(Re)create optimizer ``opt_name`` over the current networks, empty state."""
+        self.optimizers[opt_name] = make_optimizer(
+            self._optimizer_nets(opt_name), lr=self._lr_for_optimizer(opt_name)
+        )
+
+    def _lr_for_optimizer(self, opt_name: str) -> float:
+        return float(getattr(self, self.lr_names[0]))
+
+    # hooks for algorithm-specific state (e.g. nothing for DQN/PPO today)
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(index={self.index}, steps={self.steps[-1]}, mut={self.mut!r})"
+
+
+#: Spec keys that are constructor arguments of their own, not hyperparameters.
+_NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", "seed"})
+
+
+def _registered(name: str) -> type[RLAlgorithm]:
+    from agilerl.algorithms.registry import algorithm_class
+
+    return algorithm_class(name)
+
+
+def _cpu_state(obj: Any) -> Any:
+    """Deep-copy a (nested) state dict with every tensor moved to the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _cpu_state(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cpu_state(v) for v in obj]
+    return copy.deepcopy(obj)
+
+
+def _plain_hp_config(hp_config: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """``rl_hp_selection``-shaped mapping (models or dicts) -> plain dicts."""
+    if not hp_config:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for name, value in hp_config.items():
+        if hasattr(value, "model_dump"):
+            value = value.model_dump()
+        out[str(name)] = {k: float(v) for k, v in dict(value).items()}
+    return out

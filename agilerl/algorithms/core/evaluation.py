@@ -1,0 +1,33 @@
+"""Greedy evaluation of an agent on a vector env (the fitness of a population member)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def evaluate_greedy(agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None) -> float:
+    """Mean return of ``loop`` rounds of one greedy episode per sub-env.
+
+    Each round resets the env (the first with ``seed``), then steps every sub-env with
+    ``agent.greedy_action`` until it finishes its first episode; sub-envs that finished
+    are no longer counted (so autoreset, in any mode, never mixes episodes). With
+    ``max_steps`` a round stops after that many vector steps and unfinished episodes
+    count with their partial return. Fitness = mean over sub-envs and rounds.
+    """
+    num_envs = int(env.num_envs)
+    totals: list[float] = []
+    for round_index in range(max(1, int(loop))):
+        obs, _ = env.reset(seed=seed if round_index == 0 else None)
+        returns = np.zeros(num_envs, dtype=np.float64)
+        running = np.ones(num_envs, dtype=bool)
+        steps = 0
+        while running.any() and (max_steps is None or steps < max_steps):
+            action = agent.greedy_action(obs)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            returns += np.where(running, np.asarray(reward, dtype=np.float64), 0.0)
+            running &= ~(np.asarray(terminated) | np.asarray(truncated))
+            steps += 1
+        totals.extend(returns.tolist())
+    return float(np.mean(totals))

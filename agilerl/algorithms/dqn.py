@@ -1,0 +1,122 @@
+"""Deep Q-Network (DQN) with an optional double-DQN target and soft target updates.
+
+Loss: mean squared TD error (the reference's choice; its tuned learning rates assume it).
+Targets bootstrap through truncation and stop only at termination (``done`` in a batch is
+the *terminated* flag). Exploration is epsilon-greedy with the epsilon the loop passes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+
+from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.networks.config import NetworkConfig
+from agilerl.networks.optim import make_optimizer
+from agilerl.networks.q_network import QNetwork
+
+
+class DQN(RLAlgorithm):
+    """DQN for discrete action spaces."""
+
+    algo = "DQN"
+    hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double")
+    mirrored_networks = {"actor_target": "actor"}
+
+    batch_size: int
+    lr: float
+    learn_step: int
+    gamma: float
+    tau: float
+    double: bool
+
+    @classmethod
+    def network_spec_name(cls) -> str:
+        return "QNetworkSpec"
+
+    def _build(self, net_config: NetworkConfig) -> None:
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise ValueError(f"DQN needs a Discrete action space, got {self.action_space}")
+        self.num_actions = int(self.action_space.n)
+        self.actor = QNetwork.build(self.obs_encoder.dim, self.num_actions, net_config, self.torch_rng).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor)
+        self.networks = {"actor": self.actor, "actor_target": self.actor_target}
+        self.optimizer_networks = {"optimizer": ("actor",)}
+        self.optimizers = {"optimizer": make_optimizer([self.actor], self.lr)}
+
+    # ------------------------------------------------------------------ acting
+    @torch.inference_mode()
+    def get_action(self, obs: Any, epsilon: float = 0.0, action_mask: Any = None) -> np.ndarray:
+        """Epsilon-greedy actions for a batch of observations (one per sub-env).
+
+        ``action_mask`` (optional, shape ``(batch, num_actions)``, truthy = allowed)
+        restricts both the greedy and the random choice.
+        """
+        q = self.actor(self.to_tensor(obs))
+        if action_mask is not None:
+            mask = torch.as_tensor(np.asarray(action_mask, dtype=bool), device=q.device).reshape(q.shape)
+            q = q.masked_fill(~mask, float("-inf"))
+        actions = q.argmax(dim=-1).cpu().numpy()
+        if epsilon > 0.0:
+            explore = self.np_rng.random(actions.shape[0]) < epsilon
+            if explore.any():
+                actions[explore] = self._random_actions(int(explore.sum()), action_mask, explore)
+        return actions
+
+    def _random_actions(self, count: int, action_mask: Any, rows: np.ndarray) -> np.ndarray:
+        if action_mask is None:
+            return self.np_rng.integers(0, self.num_actions, size=count)
+        allowed = np.asarray(action_mask, dtype=bool).reshape(-1, self.num_actions)[rows]
+        return np.array([self.np_rng.choice(np.flatnonzero(m)) for m in allowed])
+
+    def greedy_action(self, obs: Any) -> np.ndarray:
+        return self.get_action(obs, epsilon=0.0)
+
+    # ------------------------------------------------------------------ learning
+    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
+        obs = self.to_tensor(experiences["obs"])
+        next_obs = self.to_tensor(experiences["next_obs"])
+        action = _tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
+        reward = _tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
+        done = _tensor(experiences["done"], self.device, torch.float32).reshape(-1)
+
+        # --- TD target: r + gamma * (1 - done) * Q_target(s', a*) ---
+        with torch.no_grad():
+            q_next_target = self.actor_target(next_obs)
+            if self.double:
+                best = self.actor(next_obs).argmax(dim=-1, keepdim=True)
+                q_next = q_next_target.gather(1, best).squeeze(1)
+            else:
+                q_next = q_next_target.max(dim=-1).values
+            target = reward + self.gamma * (1.0 - done) * q_next
+
+        # --- regression of Q(s, a) onto the target ---
+        q = self.actor(obs).gather(1, action).squeeze(1)
+        loss = F.mse_loss(q, target)
+        optimizer = self.optimizers["optimizer"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+        # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
+        self.soft_update()
+        return {"loss": float(loss.detach())}
+
+    @torch.no_grad()
+    def soft_update(self) -> None:
+        target = list(self.actor_target.parameters())
+        online = list(self.actor.parameters())
+        torch._foreach_lerp_(target, online, self.tau)
+
+
+def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=dtype)
+    return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)

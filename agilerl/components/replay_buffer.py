@@ -1,0 +1,154 @@
+"""Replay buffers: preallocated numpy ring buffers filled a vector-env step at a time.
+
+Storage is allocated on the first ``add`` from the shapes and dtypes of the fields seen
+(``obs``, ``action``, ``reward``, ``next_obs``, ``done`` for the off-policy loops, but any
+names work), so adding a batch of ``num_envs`` transitions is one slice assignment per
+field (two when it wraps) and no Python objects are created per transition.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+class ReplayBuffer:
+    """Uniform experience replay of at most ``max_size`` transitions.
+
+    ``sample`` draws with replacement from a numpy ``Generator``: the one passed in, or the
+    buffer's own (seeded by ``seed``; its state is part of ``state_dict``).
+    """
+
+    def __init__(self, max_size: int, device: Any = "cpu", seed: int | None = None):
+        if int(max_size) < 1:
+            raise ValueError(f"max_size must be >= 1, got {max_size}")
+        self.max_size = int(max_size)
+        self.device = device
+        self.rng = np.random.default_rng(seed)
+        self._data: dict[str, np.ndarray] = {}
+        self.pos = 0
+        self.size = 0
+        self.counter = 0  # transitions ever added
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _allocate(self, batch: Mapping[str, np.ndarray]) -> None:
+        self._data = {
+            name: np.zeros((self.max_size, *value.shape[1:]), dtype=value.dtype)
+            for name, value in batch.items()
+        }
+
+    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None:
+        """Add a batch of transitions: every field has the same leading batch dimension."""
+        batch = {k: np.asarray(v) for k, v in {**(transitions or {}), **fields}.items()}
+        if not self._data:
+            self._allocate(batch)
+        if set(batch) != set(self._data):
+            raise KeyError(f"transition fields {sorted(batch)} != buffer fields {sorted(self._data)}")
+        n = len(next(iter(batch.values())))
+        if n == 0:
+            return
+        if n > self.max_size:  # only the newest max_size survive anyway
+            batch = {k: v[-self.max_size :] for k, v in batch.items()}
+            self.counter += n - self.max_size
+            n = self.max_size
+        first = min(n, self.max_size - self.pos)
+        for name, value in batch.items():
+            store = self._data[name]
+            store[self.pos : self.pos + first] = value[:first]
+            if first < n:
+                store[: n - first] = value[first:]
+        self.pos = (self.pos + n) % self.max_size
+        self.size = min(self.size + n, self.max_size)
+        self.counter += n
+
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """``batch_size`` transitions drawn uniformly with replacement."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = (rng or self.rng).integers(0, self.size, size=int(batch_size))
+        return {name: store[index] for name, store in self._data.items()}
+
+    def clear(self) -> None:
+        self._data = {}
+        self.pos = self.size = self.counter = 0
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Contents (oldest first is not needed: stored as-is with the write position)."""
+        return {
+            "max_size": self.max_size,
+            "pos": self.pos,
+            "size": self.size,
+            "counter": self.counter,
+            "data": {k: v[: self.size].copy() for k, v in self._data.items()},
+            "rng": copy.deepcopy(self.rng.bit_generator.state),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.max_size = int(state["max_size"])
+        self.pos, self.size, self.counter = int(state["pos"]), int(state["size"]), int(state["counter"])
+        self._data = {}
+        for name, value in state["data"].items():
+            store = np.zeros((self.max_size, *value.shape[1:]), dtype=value.dtype)
+            store[: self.size] = value
+            self._data[name] = store
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+
+
+class MultiStepReplayBuffer(ReplayBuffer):
+    """Replay of n-step transitions, built per sub-env from a vector env's stream.
+
+    ``add`` takes one vector step (leading dimension ``num_envs``); each sub-env keeps its
+    last ``n_step`` transitions and, once full (or when an episode ends), stores
+    ``(obs_t, action_t, R_t^(n), next_obs_{t+k}, done, n=k)`` with
+    ``R = sum_i gamma^i r_{t+i}`` truncated at the first ``done``. Transitions marked
+    ``valid=False`` (autoreset steps) must not be passed in.
+    """
+
+    def __init__(self, max_size: int, n_step: int, gamma: float, device: Any = "cpu", seed: int | None = None):
+        super().__init__(max_size, device=device, seed=seed)
+        if int(n_step) < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        self.n_step = int(n_step)
+        self.gamma = float(gamma)
+        self._pending: dict[int, list[dict[str, np.ndarray]]] = {}
+
+    def add_vector_step(self, env_ids: np.ndarray, **fields: Any) -> None:
+        """Add one transition for each sub-env in ``env_ids`` (fields: one row per id)."""
+        rows = {k: np.asarray(v) for k, v in fields.items()}
+        out: list[dict[str, np.ndarray]] = []
+        for j, env_id in enumerate(np.asarray(env_ids).tolist()):
+            queue = self._pending.setdefault(int(env_id), [])
+            queue.append({k: v[j] for k, v in rows.items()})
+            if bool(queue[-1]["done"]) or bool(queue[-1].get("truncated", False)):
+                while queue:
+                    out.append(self._fold(queue))
+                    queue.pop(0)
+            elif len(queue) == self.n_step:
+                out.append(self._fold(queue))
+                queue.pop(0)
+        if out:
+            super().add({k: np.stack([t[k] for t in out]) for k in out[0]})
+
+    def _fold(self, queue: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        first, last = queue[0], queue[-1]
+        ret = np.zeros_like(first["reward"], dtype=np.float32)
+        for i, step in enumerate(queue):
+            ret = ret + (self.gamma**i) * step["reward"]
+        folded = {**first, "reward": ret, "next_obs": last["next_obs"], "done": last["done"]}
+        folded["n"] = np.int64(len(queue))  # the learner discounts next_obs by gamma ** n
+        return folded
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["pending"] = copy.deepcopy(self._pending)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._pending = copy.deepcopy(dict(state.get("pending", {})))

@@ -1,0 +1,275 @@
+"""An evolvable multi-layer perceptron.
+
+``EvolvableMLP`` is a plain MLP (``Linear -> [LayerNorm] -> activation`` per hidden layer,
+then an output ``Linear`` and optional output activation) described by a small
+architecture dict. Mutations never edit a module in place: ``mutated(plan)`` returns a new
+module with the weights transferred, so the old one (and its optimizer) stay valid until
+the caller swaps them.
+
+Function preservation (outputs right after the mutation equal those before):
+
+* ``add_nodes``: the new units' outgoing weights start at zero, so the next layer sees
+  exactly what it saw before. With layer norm, the new units' incoming weights are the
+  mean of the existing rows (their pre-norm value equals the layer mean, so the mean is
+  unchanged) and the old units' norm gains are scaled by ``sqrt(n / (n + k))`` to undo
+  the variance shrink; equal up to the norm's epsilon (allclose).
+* ``add_layer``: the new last hidden layer starts as the identity map. This is exact
+  when the activation is idempotent on the previous layer's outputs (``ReLU`` after
+  ``ReLU``, ``Identity``) and there is no layer norm; otherwise it is the closest
+  cheap start and the function changes.
+* ``remove_layer`` / ``remove_nodes`` / ``activation`` cannot preserve the function.
+* ``resize_input``/``resize_output`` (latent width changes): new input columns start at
+  zero; new output units get fresh weights (a following layer's zero columns hide them).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+#: Activation names accepted in manifests (``activation`` / ``output_activation``).
+ACTIVATIONS: dict[str, Any] = {
+    "ReLU": nn.ReLU,
+    "Tanh": nn.Tanh,
+    "GELU": nn.GELU,
+    "ELU": nn.ELU,
+    "LeakyReLU": nn.LeakyReLU,
+    "Sigmoid": nn.Sigmoid,
+    "Softplus": nn.Softplus,
+    "Softmax": lambda: nn.Softmax(dim=-1),
+    "PReLU": nn.PReLU,
+    "Identity": nn.Identity,
+}
+
+#: Layer-count/width fields of an MLP architecture that mutations must respect.
+ARCH_KEYS = (
+    "in_dim",
+    "out_dim",
+    "hidden_size",
+    "activation",
+    "output_activation",
+    "layer_norm",
+    "init_layers",
+    "output_vanish",
+    "min_hidden_layers",
+    "max_hidden_layers",
+    "min_mlp_nodes",
+    "max_mlp_nodes",
+)
+
+
+def make_activation(name: str | None) -> nn.Module:
+    """Activation module from its manifest name (``None`` -> identity)."""
+    if name is None:
+        return nn.Identity()
+    try:
+        return ACTIVATIONS[name]()
+    except KeyError:
+        raise ValueError(
+            f"unsupported activation {name!r}; expected one of {sorted(ACTIVATIONS)}"
+        ) from None
+
+
+class EvolvableMLP(nn.Module):
+    """MLP built from an architecture dict (see ``ARCH_KEYS``)."""
+
+    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+        super().__init__()
+        self.arch: dict[str, Any] = {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS}
+        self.arch["hidden_size"] = [int(h) for h in self.arch["hidden_size"]]
+        sizes = [self.arch["in_dim"], *self.arch["hidden_size"], self.arch["out_dim"]]
+        self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.norms = nn.ModuleList(
+            nn.LayerNorm(h) if self.arch["layer_norm"] else nn.Identity()
+            for h in self.arch["hidden_size"]
+        )
+        self.acts = nn.ModuleList(make_activation(self.arch["activation"]) for _ in self.arch["hidden_size"])
+        self.out_act = make_activation(self.arch["output_activation"])
+        self._init_weights(generator)
+
+    # ------------------------------------------------------------------ maths
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for linear, norm, act in zip(self.linears, self.norms, self.acts):
+            x = act(norm(linear(x)))
+        return self.out_act(self.linears[-1](x))
+
+    def _init_weights(self, generator: torch.Generator | None) -> None:
+        with torch.no_grad():
+            for i, linear in enumerate(self.linears):
+                _init_linear(linear, generator, orthogonal=self.arch["init_layers"])
+                if i == len(self.linears) - 1 and self.arch["output_vanish"]:
+                    # Small output layer: initial outputs near zero (common RL practice).
+                    linear.weight.mul_(0.1)
+                    linear.bias.zero_()
+
+    # ------------------------------------------------------------------ mutation
+    def architecture(self) -> dict[str, Any]:
+        return copy.deepcopy(self.arch)
+
+    def can(self, op: str) -> bool:
+        """Whether ``op`` is allowed within the min/max bounds."""
+        hidden, a = self.arch["hidden_size"], self.arch
+        if op == "add_layer":
+            return len(hidden) < a["max_hidden_layers"]
+        if op == "remove_layer":
+            return len(hidden) > a["min_hidden_layers"]
+        if op == "add_nodes":
+            return any(h < a["max_mlp_nodes"] for h in hidden)
+        if op == "remove_nodes":
+            return any(h > a["min_mlp_nodes"] for h in hidden)
+        return op == "activation"
+
+    def mutated(self, plan: Mapping[str, Any]) -> EvolvableMLP:
+        """A new MLP with mutation ``plan`` applied and weights transferred.
+
+        ``plan``: ``{"op": ..., "seed": int, ...}`` with ``layer``/``nodes`` for node
+        changes and ``activation`` for activation changes (see ``draw_mlp_plan``).
+        """
+        op = plan["op"]
+        gen = torch.Generator().manual_seed(int(plan["seed"]))
+        arch = self.architecture()
+        hidden = arch["hidden_size"]
+        if op == "add_layer":
+            hidden.append(hidden[-1])
+        elif op == "remove_layer":
+            hidden.pop()
+        elif op in ("add_nodes", "remove_nodes"):
+            layer = int(plan["layer"])
+            delta = int(plan["nodes"]) if op == "add_nodes" else -int(plan["nodes"])
+            hidden[layer] = _clip(hidden[layer] + delta, arch["min_mlp_nodes"], arch["max_mlp_nodes"])
+        elif op == "activation":
+            arch["activation"] = plan["activation"]
+        else:
+            raise ValueError(f"unknown MLP mutation {op!r}")
+        new = EvolvableMLP(arch, gen)
+        with torch.no_grad():
+            if op == "add_layer":
+                _transfer_add_layer(self, new)
+            elif op == "add_nodes":
+                _transfer_add_nodes(self, new, int(plan["layer"]), gen)
+            else:
+                _transfer_overlap(self, new)
+        return new
+
+    def resized(self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0) -> EvolvableMLP:
+        """A new MLP with a different input or output width, weights transferred.
+
+        New input columns are zero (the extra inputs are ignored at first); new output
+        units get fresh weights.
+        """
+        arch = self.architecture()
+        if in_dim is not None:
+            arch["in_dim"] = int(in_dim)
+        if out_dim is not None:
+            arch["out_dim"] = int(out_dim)
+        new = EvolvableMLP(arch, torch.Generator().manual_seed(int(seed)))
+        with torch.no_grad():
+            _transfer_overlap(self, new, zero_new_inputs=True)
+        return new
+
+
+def draw_mlp_plan(mlp: EvolvableMLP, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    """Draw the random details of an ``op`` on ``mlp`` (numpy Generator); None if impossible."""
+    if not mlp.can(op):
+        return None
+    plan: dict[str, Any] = {"op": op, "seed": int(rng.integers(0, 2**31 - 1))}
+    hidden, a = mlp.arch["hidden_size"], mlp.arch
+    if op == "add_nodes":
+        layers = [i for i, h in enumerate(hidden) if h < a["max_mlp_nodes"]]
+        plan["layer"] = int(rng.choice(layers))
+        plan["nodes"] = int(rng.choice([16, 32, 64]))
+    elif op == "remove_nodes":
+        layers = [i for i, h in enumerate(hidden) if h > a["min_mlp_nodes"]]
+        plan["layer"] = int(rng.choice(layers))
+        plan["nodes"] = int(rng.choice([16, 32, 64]))
+    elif op == "activation":
+        choices = [x for x in activations if x != a["activation"]]
+        if not choices:
+            return None
+        plan["activation"] = str(rng.choice(choices))
+    return plan
+
+
+# ---------------------------------------------------------------------- helpers
+def _clip(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
+
+
+def _init_linear(linear: nn.Linear, generator: torch.Generator | None, *, orthogonal: bool) -> None:
+    if orthogonal:
+        nn.init.orthogonal_(linear.weight, gain=math.sqrt(2), generator=generator)
+        linear.bias.zero_()
+    else:
+        # torch's default Linear init, drawn from our generator for reproducibility
+        nn.init.kaiming_uniform_(linear.weight, a=math.sqrt(5), generator=generator)
+        bound = 1 / math.sqrt(linear.in_features) if linear.in_features > 0 else 0
+        nn.init.uniform_(linear.bias, -bound, bound, generator=generator)
+
+
+def _copy_overlap(dst: torch.Tensor, src: torch.Tensor) -> None:
+    index = tuple(slice(0, min(d, s)) for d, s in zip(dst.shape, src.shape))
+    dst[index] = src[index]
+
+
+def _copy_module_overlap(dst: nn.Module, src: nn.Module) -> None:
+    src_params = dict(src.named_parameters())
+    for name, param in dst.named_parameters():
+        if name in src_params:
+            _copy_overlap(param.data, src_params[name].data)
+
+
+def _transfer_overlap(old: EvolvableMLP, new: EvolvableMLP, *, zero_new_inputs: bool = False) -> None:
+    """Copy every weight into the overlapping slice of its counterpart by position.
+
+    Hidden layers are matched by index; the output layer maps to the output layer.
+    """
+    n_old, n_new = len(old.linears), len(new.linears)
+    pairs = [(i, i) for i in range(min(n_old, n_new) - 1)] + [(n_new - 1, n_old - 1)]
+    for new_i, old_i in pairs:
+        dst, src = new.linears[new_i], old.linears[old_i]
+        if zero_new_inputs and new_i == 0 and dst.in_features > src.in_features:
+            dst.weight[:, src.in_features :] = 0.0
+        _copy_overlap(dst.weight.data, src.weight.data)
+        _copy_overlap(dst.bias.data, src.bias.data)
+    for i in range(min(len(old.norms), len(new.norms))):
+        _copy_module_overlap(new.norms[i], old.norms[i])
+        _copy_module_overlap(new.acts[i], old.acts[i])
+    _copy_module_overlap(new.out_act, old.out_act)
+
+
+def _transfer_add_layer(old: EvolvableMLP, new: EvolvableMLP) -> None:
+    """New last hidden layer = identity; the old output layer moves after it unchanged."""
+    _transfer_overlap(old, new)
+    inserted = new.linears[-2]
+    inserted.weight.copy_(torch.eye(inserted.out_features, inserted.in_features))
+    inserted.bias.zero_()
+    new.linears[-1].load_state_dict(old.linears[-1].state_dict())
+
+
+def _transfer_add_nodes(old: EvolvableMLP, new: EvolvableMLP, layer: int, gen: torch.Generator) -> None:
+    """Grow hidden layer ``layer``: new units have zero outgoing weights (function kept)."""
+    n_old = old.linears[layer].out_features
+    n_new = new.linears[layer].out_features
+    grown_in, grown_out = new.linears[layer], new.linears[layer + 1]
+    fresh_w, fresh_b = grown_in.weight[n_old:].clone(), grown_in.bias[n_old:].clone()
+    _transfer_overlap(old, new)
+    grown_out.weight[:, n_old:] = 0.0
+    if not new.arch["layer_norm"]:
+        grown_in.weight[n_old:] = fresh_w
+        grown_in.bias[n_old:] = fresh_b
+        return
+    # Layer norm: the new pre-norm values equal the layer mean (linear in the input), so
+    # the mean is unchanged and the variance shrinks by n_old / n_new; rescale the gains.
+    src = old.linears[layer]
+    grown_in.weight[n_old:] = src.weight.mean(dim=0, keepdim=True)
+    grown_in.bias[n_old:] = src.bias.mean()
+    norm = new.norms[layer]
+    norm.weight[:n_old] = old.norms[layer].weight * math.sqrt(n_old / n_new)
+    norm.weight[n_old:] = 1.0
+    # A positive offset keeps the new units alive (they would otherwise output act(0)).
+    norm.bias[n_old:] = torch.empty(n_new - n_old).uniform_(0.1, 1.0, generator=gen)

@@ -1,0 +1,89 @@
+"""Stochastic actor and value function for policy-gradient methods (PPO).
+
+One module holds both so that ``share_encoders`` (one encoder, two heads) and separate
+encoders are the same code: ``head_inputs`` says which encoder feeds each head.
+
+* Discrete actions: the policy head outputs logits of a Categorical distribution.
+* Box actions: the policy head outputs the Gaussian mean; the log standard deviation is a
+  state-independent parameter initialised to ``log(action_std_init)``. With
+  ``squash_output`` the environment receives ``tanh(u)`` rescaled to the action bounds
+  (``u`` the Gaussian sample, which is what the learner stores); otherwise ``u`` clipped
+  to the bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.config import NetworkConfig, mlp_arch
+
+#: Lower bound on the initial standard deviation (``action_std_init`` may be 0).
+MIN_STD = 1e-6
+
+
+class ActorCritic(EvolvableNetwork):
+    """Policy head ``policy`` and value head ``value`` over one or two MLP encoders."""
+
+    def __init__(self, arch: dict[str, Any], generator: torch.Generator | None = None):
+        super().__init__(arch, generator)
+        extra = self.arch["extra"]
+        self.continuous = bool(extra["continuous"])
+        if self.continuous:
+            std = max(float(extra["action_std_init"]), MIN_STD)
+            self.log_std = nn.Parameter(torch.full((extra["action_dim"],), math.log(std)))
+
+    @classmethod
+    def build(
+        cls,
+        obs_dim: int,
+        action_dim: int,
+        *,
+        continuous: bool,
+        net_config: NetworkConfig,
+        share_encoders: bool,
+        action_std_init: float,
+        generator: torch.Generator,
+    ) -> ActorCritic:
+        enc, head, latent = net_config["encoder_config"], net_config["head_config"], net_config["latent_dim"]
+        enc_arch = mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))
+        names = ("encoder", "encoder") if share_encoders else ("actor", "critic")
+        arch: dict[str, Any] = {
+            "encoders": {name: dict(enc_arch) for name in dict.fromkeys(names)},
+            "heads": {
+                "policy": mlp_arch(head, latent, action_dim),
+                "value": mlp_arch(head, latent, 1),
+            },
+            "head_inputs": {"policy": names[0], "value": names[1]},
+            "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
+            "extra": {
+                "continuous": continuous,
+                "action_dim": action_dim,
+                "action_std_init": float(action_std_init),
+                "squash_output": bool(net_config.get("squash_output", False)),
+            },
+        }
+        return cls(arch, generator)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy output (logits or Gaussian mean) and state value."""
+        inputs = self.arch["head_inputs"]
+        policy_latent = self.encoders[inputs["policy"]](obs)
+        if inputs["value"] == inputs["policy"]:
+            value_latent = policy_latent
+        else:
+            value_latent = self.encoders[inputs["value"]](obs)
+        return self.heads["policy"](policy_latent), self.heads["value"](value_latent).squeeze(-1)
+
+    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.heads["policy"](self.encoders[self.arch["head_inputs"]["policy"]](obs))
+
+    def distribution(self, policy_out: torch.Tensor) -> torch.distributions.Distribution:
+        if self.continuous:
+            std = self.log_std.exp().expand_as(policy_out)
+            return torch.distributions.Normal(policy_out, std)
+        return torch.distributions.Categorical(logits=policy_out)

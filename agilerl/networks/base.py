@@ -1,0 +1,123 @@
+"""Evolvable networks: named MLP encoders feeding named MLP heads.
+
+A network is described entirely by its ``architecture()`` dict, so it can be rebuilt from
+a checkpoint (``from_architecture``) and compared cheaply. Architecture mutations are
+two-phase: ``draw_plan`` uses the caller's numpy generator to decide *what* changes (a
+small JSON-able dict), ``mutated(plan)`` applies it deterministically and returns a new
+network. Applying the same plan to a mirror (e.g. a DQN target network) keeps the two
+architectures identical.
+
+Plan targets: ``"encoder:<name>"``, ``"head:<name>"``, ``"latent:<encoder name>"`` (the
+encoder's output width = the input width of every head reading from it) and ``"all"``
+(activation change across every MLP).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from agilerl.modules.mlp import EvolvableMLP, draw_mlp_plan
+
+MLP_OPS = ("add_layer", "remove_layer", "add_nodes", "remove_nodes")
+LATENT_STEPS = (8, 16, 32)
+
+
+class EvolvableNetwork(nn.Module):
+    """Encoders (``encoders[name]``) feeding heads (``heads[name]``, input ``head_inputs``).
+
+    ``arch`` keys: ``encoders`` and ``heads`` (name -> MLP architecture), ``head_inputs``
+    (head -> encoder), ``latent`` (``min``/``max`` latent width), ``extra`` (subclass data).
+    """
+
+    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+        super().__init__()
+        self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
+        self.encoders = nn.ModuleDict(
+            {n: EvolvableMLP(a, generator) for n, a in self.arch["encoders"].items()}
+        )
+        self.heads = nn.ModuleDict({n: EvolvableMLP(a, generator) for n, a in self.arch["heads"].items()})
+
+    @classmethod
+    def from_architecture(cls, arch: Mapping[str, Any], device: str | torch.device = "cpu"):
+        return cls(arch).to(device)
+
+    def architecture(self) -> dict[str, Any]:
+        arch = copy.deepcopy(self.arch)
+        arch["encoders"] = {n: m.architecture() for n, m in self.encoders.items()}
+        arch["heads"] = {n: m.architecture() for n, m in self.heads.items()}
+        return arch
+
+    # ------------------------------------------------------------------ mutation
+    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+        """Random details of mutation ``op`` (numpy Generator ``rng``); None if impossible."""
+        if op == "activation":
+            current = next(iter(self.encoders.values())).arch["activation"]
+            choices = [a for a in activations if a != current]
+            if not choices:
+                return None
+            return {"target": "all", "op": "activation", "activation": str(rng.choice(choices)), "seed": 0}
+        candidates: list[tuple[str, dict[str, Any]]] = []
+        for kind, modules in (("encoder", self.encoders), ("head", self.heads)):
+            for name, mlp in modules.items():
+                plan = draw_mlp_plan(mlp, op, rng, activations)
+                if plan is not None:
+                    candidates.append((f"{kind}:{name}", plan))
+        if op in ("add_nodes", "remove_nodes"):
+            for name, mlp in self.encoders.items():
+                if self._latent_can(name, op):
+                    step = int(rng.choice(LATENT_STEPS))
+                    seed = int(rng.integers(0, 2**31 - 1))
+                    candidates.append((f"latent:{name}", {"op": op, "nodes": step, "seed": seed}))
+        if not candidates:
+            return None
+        target, plan = candidates[int(rng.integers(len(candidates)))]
+        return {"target": target, **plan}
+
+    def _latent_can(self, encoder: str, op: str) -> bool:
+        width = self.encoders[encoder].arch["out_dim"]
+        bounds = self.arch["latent"]
+        return width < bounds["max"] if op == "add_nodes" else width > bounds["min"]
+
+    def mutated(self, plan: Mapping[str, Any]) -> EvolvableNetwork:
+        """A new network with ``plan`` applied (weights and extra parameters carried)."""
+        new = copy.deepcopy(self)
+        target = plan["target"]
+        if target == "all":
+            for modules in (new.encoders, new.heads):
+                for name in list(modules):
+                    modules[name] = modules[name].mutated(plan)
+        elif target.startswith("latent:"):
+            new._resize_latent(target.split(":", 1)[1], plan)
+        else:
+            kind, name = target.split(":", 1)
+            modules = new.encoders if kind == "encoder" else new.heads
+            modules[name] = modules[name].mutated(plan)
+        new.arch = new.architecture()
+        return new
+
+    def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
+        width = self.encoders[encoder].arch["out_dim"]
+        delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
+        bounds = self.arch["latent"]
+        new_width = max(bounds["min"], min(bounds["max"], width + delta))
+        seed = int(plan["seed"])
+        self.encoders[encoder] = self.encoders[encoder].resized(out_dim=new_width, seed=seed)
+        for head, source in self.arch["head_inputs"].items():
+            if source == encoder:
+                self.heads[head] = self.heads[head].resized(in_dim=new_width, seed=seed + 1)
+
+    def extra_repr(self) -> str:
+        enc = {n: m.arch["hidden_size"] for n, m in self.encoders.items()}
+        heads = {n: m.arch["hidden_size"] for n, m in self.heads.items()}
+        return f"encoders={enc}, heads={heads}"
+
+
+def encoder_output_activation(encoder_config: Mapping[str, Any]) -> Any:
+    """The latent's activation: the encoder's ``output_activation`` if set, else its
+    hidden ``activation`` (so encoder + head behave as one deeper MLP)."""
+    return encoder_config.get("output_activation") or encoder_config["activation"]

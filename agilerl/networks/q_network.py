@@ -1,0 +1,31 @@
+"""Q-network for discrete actions: observation -> one value per action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.config import NetworkConfig, mlp_arch
+
+
+class QNetwork(EvolvableNetwork):
+    """MLP encoder + MLP head producing ``num_actions`` Q-values."""
+
+    @classmethod
+    def build(
+        cls, obs_dim: int, num_actions: int, net_config: NetworkConfig, generator: torch.Generator
+    ) -> QNetwork:
+        enc, head, latent = net_config["encoder_config"], net_config["head_config"], net_config["latent_dim"]
+        arch: dict[str, Any] = {
+            "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
+            "heads": {"q": mlp_arch(head, latent, num_actions, head.get("output_activation"))},
+            "head_inputs": {"q": "encoder"},
+            "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
+            "extra": {},
+        }
+        return cls(arch, generator)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.heads["q"](self.encoders["encoder"](obs))
