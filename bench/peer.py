@@ -1,0 +1,253 @@
+"""Side by side with the reference library: the same manifests through both trainers.
+
+    python bench/peer.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps N] [--ours-only]
+
+The reference (``agilerl==2.58.0`` with ``torch==2.13.0``) is installed into its own virtual
+environment (``$AGILERL_PEER_VENV`` or ``/tmp/agilerl-peer-venv``) on first use. Each run is a
+fresh process started by this script, executing this same file in ``--driver`` mode, which:
+
+* counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class
+  (steps taken while a member is being evaluated are not counted as training);
+* times the first training step from the moment this script launched the process;
+* records, at every evaluation, the train steps and seconds elapsed, to report when a
+  member first reached 475;
+* reports the best final fitness returned by ``trainer.train()``.
+
+Peak RSS is sampled here from ``/proc`` for the driver and all its descendants (async vector
+envs run in subprocesses), every 0.2 s. Both libraries get identical manifests (with
+``--max-steps`` applied to both) and ``verbose=False``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST_DIR = REPO.parent / "shared" / "bench-manifests"
+PEER_VENV = Path(os.environ.get("AGILERL_PEER_VENV", "/tmp/agilerl-peer-venv"))
+# agilerl 2.58.0 imports peft unconditionally (agilerl.distributed) without declaring it.
+PEER_REQUIREMENTS = ["agilerl==2.58.0", "torch==2.13.0", "peft"]
+SOLVED = 475.0
+
+
+# --------------------------------------------------------------------------- driver side
+def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None) -> None:
+    import yaml
+
+    data = yaml.safe_load(Path(manifest_path).read_text())
+    if max_steps:
+        data["training"]["max_steps"] = max_steps
+        data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
+                                            max_steps)
+    record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
+                    "solved_at": None, "evaluating": False}
+
+    import gymnasium
+    from gymnasium.vector import VectorEnv, VectorWrapper
+
+    from agilerl.training.trainer import LocalTrainer
+
+    trainer = LocalTrainer.from_manifest(manifest=data)
+    built = time.time()
+
+    def all_subclasses(cls: type) -> set[type]:
+        out = set()
+        for sub in cls.__subclasses__():
+            out.add(sub)
+            out |= all_subclasses(sub)
+        return out
+
+    def wrap_step(cls: type) -> None:
+        original = cls.__dict__["step"]
+
+        def step(self, actions):  # type: ignore[no-untyped-def]
+            if not record["evaluating"]:
+                if record["first_step"] is None:
+                    record["first_step"] = time.time()
+                record["train_steps"] += int(self.num_envs)
+            return original(self, actions)
+
+        cls.step = step
+
+    for cls in all_subclasses(VectorEnv):
+        if not issubclass(cls, VectorWrapper) and "step" in cls.__dict__:
+            wrap_step(cls)
+    del gymnasium
+
+    def wrap_test(cls: type) -> None:
+        original = cls.test
+
+        def test(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            record["evaluating"] = True
+            start = time.time()
+            try:
+                fitness = original(self, *args, **kwargs)
+            finally:
+                record["evaluating"] = False
+                record["eval_seconds"] += time.time() - start
+            if record["solved_at"] is None and float(fitness) >= SOLVED:
+                record["solved_at"] = {"steps": record["train_steps"],
+                                       "seconds": time.time() - launched}
+            return fitness
+
+        cls.test = test
+
+    for cls in {type(agent) for agent in trainer.population}:
+        wrap_test(cls)
+    start = time.time()
+    _, fitnesses = trainer.train(verbose=False)
+    end = time.time()
+    flat = [float(f) for f in fitnesses]
+    first = record["first_step"]
+    train_seconds = (end - (first or start)) - record["eval_seconds"]
+    result = {
+        "wall_seconds": end - launched,
+        "build_seconds": built - launched,
+        "first_step_seconds": (first - launched) if first else None,
+        "train_steps": record["train_steps"],
+        "train_steps_per_second": record["train_steps"] / train_seconds if train_seconds else None,
+        "best_fitness": max(flat) if flat else None,
+        "solved_at": record["solved_at"],
+    }
+    Path(out).write_text(json.dumps(result))
+
+
+# --------------------------------------------------------------------------- parent side
+def _tree_rss_bytes(root: int) -> int:
+    """RSS of ``root`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    total, stack = 0, [root]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1]) * page
+        except OSError:
+            pass
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        launched = time.time()
+        cmd = [python, str(Path(__file__).resolve()), "--driver", str(manifest),
+               "--launched", repr(launched), "--out", str(out)]
+        if max_steps:
+            cmd += ["--max-steps", str(max_steps)]
+        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss_bytes(proc.pid))
+            time.sleep(0.2)
+        stderr = proc.stderr.read() if proc.stderr else ""
+        if proc.returncode != 0 or not out.exists():
+            return {"error": f"exit {proc.returncode}: {stderr.strip()[-800:]}"}
+        result = json.loads(out.read_text())
+        result["peak_rss_mb"] = peak / 2**20
+        return result
+
+
+def _ensure_peer_venv() -> str | None:
+    """Path to the reference's python, installing it on first use; None when impossible."""
+    python = PEER_VENV / "bin" / "python"
+    check = [str(python), "-c", "import agilerl, torch; assert agilerl.__version__ == '2.58.0'"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return str(python)
+    print(f"installing the reference ({' '.join(PEER_REQUIREMENTS)}) into {PEER_VENV} ...",
+          flush=True)
+    steps = [[sys.executable, "-m", "venv", str(PEER_VENV)],
+             [str(python), "-m", "pip", "install", "-q", *PEER_REQUIREMENTS]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            print("could not install the reference library:\n  " + "\n  ".join(tail))
+            return None
+    return str(python) if subprocess.run(check, capture_output=True).returncode == 0 else None
+
+
+def _fmt(value: object, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(name: str, r: dict) -> str:
+    if "error" in r:
+        return f"  {name:<10} FAILED: {r['error']}"
+    solved = r.get("solved_at") or {}
+    return (f"  {name:<10} {_fmt(r['wall_seconds'], '8.1f')} {_fmt(r['train_steps_per_second'], '10.0f')}"
+            f" {_fmt(r['first_step_seconds'], '9.2f')} {_fmt(r['peak_rss_mb'], '8.0f')}"
+            f" {_fmt(r['best_fitness'], '8.1f')} {_fmt(solved.get('steps'), '10d')}"
+            f" {_fmt(solved.get('seconds'), '9.1f')}")
+
+
+def _raw_env_rate(python: str, env: dict[str, str]) -> str:
+    script = REPO / "bench" / "env_step_rate.py"
+    if not script.exists():
+        return "bench/env_step_rate.py not found"
+    done = subprocess.run([python, str(script), "--seconds", "2", "--num-envs", "8",
+                           "--modes", "native"], capture_output=True, text=True, env=env,
+                          cwd=REPO)
+    return (done.stdout or done.stderr).strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"])
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="shrink training.max_steps (same for both libraries)")
+    parser.add_argument("--ours-only", action="store_true")
+    parser.add_argument("--driver", help=argparse.SUPPRESS)
+    parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.driver:
+        _driver(args.driver, args.launched, args.out, args.max_steps)
+        return 0
+
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    ours_env = {**env, "PYTHONPATH": str(REPO)}
+    peer_python = None if args.ours_only else _ensure_peer_venv()
+    if peer_python is None and not args.ours_only:
+        print("reference half skipped (see the message above); measuring ours only")
+    header = (f"  {'library':<10} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'RSS MB':>8}"
+              f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
+    for name in args.manifests:
+        manifest = MANIFEST_DIR / f"{name}.yaml"
+        print(f"\n{name} ({manifest})" + (f", max_steps={args.max_steps}" if args.max_steps else ""))
+        print(header, flush=True)
+        ours = _measure(sys.executable, manifest, args.max_steps, ours_env)
+        print(_row("agilerl", ours), flush=True)
+        if peer_python:
+            peer = _measure(peer_python, manifest, args.max_steps, env)
+            print(_row("reference", peer), flush=True)
+            if "error" not in ours and "error" not in peer and peer["train_steps_per_second"]:
+                print(f"  ratio: {ours['train_steps_per_second'] / peer['train_steps_per_second']:.2f}x "
+                      f"steps/s, {ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x RSS")
+    print("\nraw env + policy step rate (ceiling for the loop):")
+    print(_raw_env_rate(sys.executable, ours_env))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
