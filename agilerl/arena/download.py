@@ -1,0 +1,76 @@
+"""Saving downloaded files (checkpoints, metrics) without ever overwriting one.
+
+The server may suggest a file name (``Content-Disposition``); only its last path
+component is used, so a server can never write outside the chosen folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from agilerl.arena.errors import ArenaAPIError
+
+__all__ = ["check_new_file", "target_path", "write_new_file"]
+
+_DISPOSITION_NAME = re.compile(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", re.IGNORECASE)
+
+
+def target_path(
+    output_path: str | os.PathLike[str] | None, disposition: str | None, fallback: str
+) -> Path:
+    """Where a download goes; a server-given name is reduced to a bare file name."""
+    if output_path is not None and not Path(output_path).is_dir():
+        return Path(output_path)
+    name = fallback
+    match = _DISPOSITION_NAME.search(disposition or "")
+    if match:
+        # Never let the server choose a folder: keep only the last path component.
+        candidate = Path(match.group(1).replace("\\", "/")).name
+        if candidate not in ("", ".", ".."):
+            name = candidate
+    return Path(output_path or ".") / name
+
+
+def check_new_file(path: Path) -> None:
+    if path.exists():
+        raise FileExistsError(
+            f"Cannot write to {path}: it already exists. Remove it or choose another path."
+        )
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"Cannot write to {path}: {path.parent} is not a folder.")
+
+
+def write_new_file(path: Path, chunks: Iterator[bytes]) -> None:
+    """Write to a temp file beside *path*, then link it into place (never overwriting)."""
+    check_new_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    try:
+        with open(tmp, "xb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+        _link_new(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(f"Cannot write to {path}: it already exists.") from None
+    except httpx.HTTPError as exc:
+        raise ArenaAPIError(f"Download interrupted: {type(exc).__name__}: {exc}", 0) from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _link_new(tmp: Path, path: Path) -> None:
+    try:
+        os.link(tmp, path)  # fails if path appeared meanwhile, unlike os.replace
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links
+        check_new_file(path)
+        os.replace(tmp, path)
