@@ -1,0 +1,102 @@
+"""Per-generation metrics as a CSV file in the run folder."""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agilerl.logging.base import GLOBAL_STEP_KEY, MetricsLogger, as_scalar
+
+__all__ = ["METRICS_CSV_NAME", "CSVLogger"]
+
+METRICS_CSV_NAME = "metrics.csv"
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    scalar = as_scalar(value)
+    if scalar is not None and not isinstance(value, bool):
+        return int(scalar) if isinstance(value, int) else scalar
+    return value
+
+
+class CSVLogger(MetricsLogger):
+    """One row per ``log`` call; one column per metric key.
+
+    Columns keep the order in which keys were first seen (``train/global_step`` first).
+    A key that appears after rows were written adds a column: the file is rewritten
+    atomically with the wider header and earlier rows get empty cells. Each row is flushed
+    as it is written, so the file is complete up to the last generation if a run dies.
+
+    Args:
+        path: the CSV file, or a folder (then ``folder/metrics.csv``).
+        append: keep rows of an existing file (resuming a run) instead of starting afresh.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], append: bool = False):
+        target = Path(path)
+        if target.suffix.lower() != ".csv":
+            target = target / METRICS_CSV_NAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.path = target
+        self.fields: list[str] = []
+        if append and target.is_file():
+            with target.open(newline="") as handle:
+                self.fields = list(csv.DictReader(handle).fieldnames or [])
+        elif target.exists():
+            target.unlink()
+        self._handle: Any = None
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        row = {key: _cell(value) for key, value in metrics.items()}
+        if GLOBAL_STEP_KEY not in row and step is not None:
+            row = {GLOBAL_STEP_KEY: int(step), **row}
+        new = [key for key in row if key not in self.fields]
+        if new:
+            self._widen(new)
+        handle = self._open()
+        csv.DictWriter(handle, fieldnames=self.fields).writerow(row)
+        handle.flush()
+
+    def _open(self) -> Any:
+        if self._handle is None:
+            exists = self.path.is_file() and self.path.stat().st_size > 0
+            self._handle = self.path.open("a", newline="")
+            if not exists:
+                csv.DictWriter(self._handle, fieldnames=self.fields).writeheader()
+        return self._handle
+
+    def _widen(self, new_fields: list[str]) -> None:
+        self.close()
+        rows: list[dict[str, str]] = []
+        if self.path.is_file():
+            with self.path.open(newline="") as handle:
+                rows = list(csv.DictReader(handle))
+        self.fields = [*self.fields, *new_fields]
+        if GLOBAL_STEP_KEY in new_fields:  # keep the x-axis as the first column
+            self.fields.remove(GLOBAL_STEP_KEY)
+            self.fields.insert(0, GLOBAL_STEP_KEY)
+        if not rows:
+            if self.path.exists():
+                self.path.unlink()
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".metrics-", suffix=".csv")
+        try:
+            with os.fdopen(fd, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=self.fields)
+                writer.writeheader()
+                writer.writerows(rows)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None

@@ -1,0 +1,100 @@
+"""The summary printed when a training run ends."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from agilerl.logging.progress import format_duration
+
+__all__ = ["render_summary", "summary_rows"]
+
+
+def summary_rows(
+    *,
+    best_fitness: float | None,
+    fitnesses: Sequence[float] | None = None,
+    elite_path: str | os.PathLike[str] | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
+    total_steps: int | None = None,
+    wall_time_s: float | None = None,
+    stopped_early: bool = False,
+    interrupted: bool = False,
+    extra: Sequence[tuple[str, str]] = (),
+) -> list[tuple[str, str]]:
+    """The summary as ``(label, value)`` pairs, in display order."""
+    rows: list[tuple[str, str]] = []
+    if interrupted:
+        rows.append(
+            ("status", "interrupted (checkpoint written)" if checkpoint_path else "interrupted")
+        )
+    elif stopped_early:
+        rows.append(("status", "target score reached"))
+    else:
+        rows.append(("status", "finished"))
+    best = "-" if best_fitness is None or not math.isfinite(best_fitness) else f"{best_fitness:.2f}"
+    rows.append(("best fitness", best))
+    if fitnesses:
+        rows.append(("final fitnesses", ", ".join(f"{f:.2f}" for f in fitnesses)))
+    if total_steps is not None:
+        rows.append(("env steps", f"{int(total_steps):,}"))
+    if wall_time_s is not None:
+        rate = ""
+        if total_steps and wall_time_s > 0:
+            rate = f" ({total_steps / wall_time_s:,.0f} steps/s)"
+        rows.append(("wall time", f"{format_duration(wall_time_s)}{rate}"))
+    rows.append(("elite saved to", str(Path(elite_path).resolve()) if elite_path else "not saved"))
+    rows.append(
+        ("checkpoints in", str(Path(checkpoint_path).resolve()) if checkpoint_path else "none")
+    )
+    rows.extend(extra)
+    return rows
+
+
+def render_summary(
+    console: Console | None = None,
+    *,
+    verbose: bool = True,
+    title: str = "Training summary",
+    best_fitness: float | None,
+    fitnesses: Sequence[float] | None = None,
+    elite_path: str | os.PathLike[str] | None = None,
+    checkpoint_path: str | os.PathLike[str] | None = None,
+    total_steps: int | None = None,
+    wall_time_s: float | None = None,
+    stopped_early: bool = False,
+    interrupted: bool = False,
+    extra: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Print the end-of-run summary: a panel on a terminal, ``label: value`` lines otherwise."""
+    if not verbose:
+        return
+    console = console or Console()
+    rows = summary_rows(
+        best_fitness=best_fitness,
+        fitnesses=fitnesses,
+        elite_path=elite_path,
+        checkpoint_path=checkpoint_path,
+        total_steps=total_steps,
+        wall_time_s=wall_time_s,
+        stopped_early=stopped_early,
+        interrupted=interrupted,
+        extra=extra,
+    )
+    if console.is_terminal:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        for label, value in rows:
+            grid.add_row(label, value)
+        console.print(Panel(grid, title=title, expand=False))
+        return
+    console.print(f"{title}:", markup=False, highlight=False)
+    for label, value in rows:
+        console.print(f"  {label}: {value}", markup=False, highlight=False, soft_wrap=True)

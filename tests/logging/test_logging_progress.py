@@ -1,0 +1,128 @@
+"""Progress display and summary render without a terminal; silent when not verbose."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from agilerl.logging import ProgressDisplay, format_duration, generation_table, render_summary
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _plain_console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=200), buffer
+
+
+def test_plain_lines_are_periodic_and_final_line_printed() -> None:
+    console, buffer = _plain_console()
+    clock = Clock()
+    with ProgressDisplay(1000, console=console, plain_interval_s=5.0, clock=clock) as display:
+        assert not display.live
+        for generation in range(1, 10):
+            clock.now += 2.0
+            display.update(
+                generation * 100, generation=generation, best_fitness=generation, mean_fitness=0.5
+            )
+    lines = buffer.getvalue().splitlines()
+    # first update, then at most one line per 5 s (every third 2 s update), then the last one
+    assert [line.split(" |")[0] for line in lines] == [
+        "steps 100/1,000 (10%)",
+        "steps 400/1,000 (40%)",
+        "steps 700/1,000 (70%)",
+        "steps 900/1,000 (90%)",
+    ]
+    assert "50 steps/s" in lines[-1]
+    assert "gen 9 | best 9.00 | mean 0.50" in lines[-1]
+    assert "ETA 0:00:02" in lines[-1]
+
+
+def test_explicit_rate_and_completion_line() -> None:
+    console, buffer = _plain_console()
+    clock = Clock()
+    display = ProgressDisplay(500, console=console, plain_interval_s=60.0, clock=clock)
+    clock.now = 1.0
+    display.update(100, steps_per_second=1234.0)
+    clock.now = 2.0
+    display.update(500, generation=3)  # completion is always printed
+    display.close()
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "1,234 steps/s" in lines[0]
+    assert lines[1].startswith("steps 500/500 (100%)") and "ETA 0:00:00" in lines[1]
+
+
+def test_silent_when_not_verbose() -> None:
+    console, buffer = _plain_console()
+    with ProgressDisplay(10, verbose=False, console=console) as display:
+        display.update(5, generation=1, best_fitness=1.0)
+        display.show_generation({"eval/agent_0/fitness": 1.0})
+    render_summary(console, verbose=False, best_fitness=1.0)
+    assert buffer.getvalue() == ""
+
+
+def test_live_view_on_terminal() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, force_terminal=True)
+    with ProgressDisplay(1000, console=console) as display:
+        assert display.live
+        display.update(250, generation=2, best_fitness=10.0, mean_fitness=5.0)
+    assert "steps 250/1,000 (25%)" in buffer.getvalue()
+    assert "gen 2 | best 10.00 | mean 5.00" in buffer.getvalue()
+
+
+def test_generation_table() -> None:
+    table = generation_table(
+        {
+            "train/global_step": 2048,
+            "train/agent_1/score": 3.0,
+            "eval/agent_0/fitness": 10.0,
+            "eval/agent_1/fitness": 20.0,
+            "train/agent_0/score": 1.0,
+            "train/agent_0/lr": 0.001,
+            "train/agent_1/lr": 0.003,
+            "eval/mean_fitness": 15.0,
+        }
+    )
+    console, buffer = _plain_console()
+    console.print(table)
+    text = buffer.getvalue()
+    assert "Global steps 2,048" in text
+    assert [c.header for c in table.columns] == ["metric", "agent 0", "agent 1", "mean"]
+    rows = [line for line in text.splitlines() if "│" in line]
+    assert [r.split("│")[1].strip() for r in rows] == ["eval/fitness", "train/score", "train/lr"]
+    assert "15.00" in rows[0] and "2.00" in rows[1]
+
+
+def test_summary_plain() -> None:
+    console, buffer = _plain_console()
+    render_summary(
+        console,
+        best_fitness=480.5,
+        fitnesses=[480.5, 300.0],
+        elite_path="/runs/elite.pt",
+        checkpoint_path="/runs/ckpt",
+        total_steps=20000,
+        wall_time_s=10.0,
+        stopped_early=True,
+    )
+    text = buffer.getvalue()
+    assert "status: target score reached" in text
+    assert "best fitness: 480.50" in text
+    assert "elite saved to: /runs/elite.pt" in text
+    assert "checkpoints in: /runs/ckpt" in text
+    assert "wall time: 0:00:10 (2,000 steps/s)" in text
+
+
+def test_format_duration() -> None:
+    assert format_duration(3725.4) == "1:02:05"
+    assert format_duration(None) == "-"
+    assert format_duration(float("inf")) == "-"
