@@ -30,6 +30,13 @@ class ObsEncoder:
                 "(Box, Discrete and MultiBinary are)"
             )
 
+    def numpy(self, obs: Any) -> np.ndarray:
+        """The network input as a float32 array of shape ``(batch, dim)``."""
+        if self._discrete:
+            index = np.asarray(obs, dtype=np.int64).reshape(-1)
+            return np.eye(self._discrete, dtype=np.float32)[index]
+        return np.asarray(obs, dtype=np.float32).reshape(-1, self.dim)
+
     def __call__(self, obs: Any, device: torch.device) -> torch.Tensor:
         if self._discrete:
             index = torch.as_tensor(np.asarray(obs), dtype=torch.long, device=device).reshape(-1)

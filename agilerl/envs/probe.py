@@ -1,0 +1,150 @@
+"""Probe environments: tiny MDPs with known answers, for testing that a learner learns.
+
+Each isolates one ability (after Andy Jones' "debugging RL" probes):
+
+============================  ==========================================  ===================
+env                           what it checks                              analytic answer
+============================  ==========================================  ===================
+``ConstantRewardEnv``         value learning at all                       V = Q = 1
+``ObsDependentRewardEnv``     values depend on the observation            V(0) = -1, V(1) = 1
+``DiscountedRewardEnv``       bootstrapping through time, discounting     V(0) = gamma, V(1) = 1
+``FixedObsPolicyEnv``         action-dependent reward (policy learning)   Q = [-1, 1], pi -> 1
+``ObsPolicyEnv``              policy depends on the observation           pi(s) = s
+``ConstantRewardContEnv``     value learning, continuous actions          V = 1
+``FixedObsPolicyContEnv``     continuous policy improvement               a -> 1 (reward -(a-1)^2)
+``ObsPolicyContEnv``          observation-dependent continuous policy     a -> s (reward -(a-s)^2)
+============================  ==========================================  ===================
+
+Observations are ``Box(0, 1, (1,))``; every episode is one step except the discounted one
+(two). ``make_probe_vector_env`` builds a vector env of any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+
+class _ProbeEnv(gym.Env):
+    """One-step episode on an observation in {0, 1}; subclasses define reward and obs."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    random_obs = False
+
+    def __init__(self, continuous: bool = False, num_actions: int = 2):
+        self.observation_space = spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
+        if continuous:
+            self.action_space = spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
+        else:
+            self.action_space = spaces.Discrete(num_actions)
+        self._obs = 0.0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._obs = float(self.np_random.integers(0, 2)) if self.random_obs else 0.0
+        return self._observation(), {}
+
+    def _observation(self) -> np.ndarray:
+        return np.array([self._obs], dtype=np.float32)
+
+    def reward(self, action: Any) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def step(self, action: Any):
+        return self._observation(), float(self.reward(action)), True, False, {}
+
+
+class ConstantRewardEnv(_ProbeEnv):
+    def __init__(self) -> None:
+        super().__init__(num_actions=1)
+
+    def reward(self, action: Any) -> float:
+        return 1.0
+
+
+class ObsDependentRewardEnv(_ProbeEnv):
+    random_obs = True
+
+    def __init__(self) -> None:
+        super().__init__(num_actions=1)
+
+    def reward(self, action: Any) -> float:
+        return 1.0 if self._obs > 0.5 else -1.0
+
+
+class DiscountedRewardEnv(_ProbeEnv):
+    """Two steps: obs 0 (reward 0), then obs 1 (reward 1, episode ends)."""
+
+    def __init__(self) -> None:
+        super().__init__(num_actions=1)
+
+    def step(self, action: Any):
+        if self._obs < 0.5:
+            self._obs = 1.0
+            return self._observation(), 0.0, False, False, {}
+        return self._observation(), 1.0, True, False, {}
+
+
+class FixedObsPolicyEnv(_ProbeEnv):
+    def reward(self, action: Any) -> float:
+        return 1.0 if int(action) == 1 else -1.0
+
+
+class ObsPolicyEnv(_ProbeEnv):
+    random_obs = True
+
+    def reward(self, action: Any) -> float:
+        return 1.0 if int(action) == int(self._obs) else -1.0
+
+
+class ConstantRewardContEnv(_ProbeEnv):
+    def __init__(self) -> None:
+        super().__init__(continuous=True)
+
+    def reward(self, action: Any) -> float:
+        return 1.0
+
+
+class FixedObsPolicyContEnv(_ProbeEnv):
+    def __init__(self) -> None:
+        super().__init__(continuous=True)
+
+    def reward(self, action: Any) -> float:
+        return -float((np.asarray(action).reshape(-1)[0] - 1.0) ** 2)
+
+
+class ObsPolicyContEnv(_ProbeEnv):
+    random_obs = True
+
+    def __init__(self) -> None:
+        super().__init__(continuous=True)
+
+    def reward(self, action: Any) -> float:
+        return -float((np.asarray(action).reshape(-1)[0] - self._obs) ** 2)
+
+
+PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
+    cls.__name__: cls
+    for cls in (
+        ConstantRewardEnv,
+        ObsDependentRewardEnv,
+        DiscountedRewardEnv,
+        FixedObsPolicyEnv,
+        ObsPolicyEnv,
+        ConstantRewardContEnv,
+        FixedObsPolicyContEnv,
+        ObsPolicyContEnv,
+    )
+}
+
+
+def make_probe_vector_env(
+    env: str | type[_ProbeEnv], num_envs: int = 4, autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP
+) -> SyncVectorEnv:
+    """A ``SyncVectorEnv`` of ``num_envs`` copies of a probe env (class or class name)."""
+    cls = PROBE_ENVS[env] if isinstance(env, str) else env
+    return SyncVectorEnv([cls for _ in range(num_envs)], autoreset_mode=autoreset_mode)

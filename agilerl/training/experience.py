@@ -1,0 +1,188 @@
+"""Per-member experience collection: the "train(member, steps)" half of the population seam.
+
+Each function runs one member for a number of env steps on a Gymnasium >= 1.0 vector env
+and learns from what it collects. The env is reset at the start of every call with the
+``seed`` the caller gives, and all randomness comes from that seed, the agent's own RNG
+state and the buffer contents, so a call's result is a pure function of
+(agent state, memory state, seed): a run resumed from a checkpoint repeats it exactly.
+
+Autoreset: both Gymnasium modes are supported (``agilerl.algorithms.core.autoreset``).
+In NEXT_STEP mode the step that only resets a finished sub-env is never stored or learned
+from; in SAME_STEP mode the final observation from ``info["final_obs"]`` is used as the
+transition's ``next_obs``. Episode boundaries never mix observations.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agilerl.algorithms.core.autoreset import Autoreset
+from agilerl.components.replay_buffer import ReplayBuffer
+from agilerl.components.rollout_buffer import RolloutBuffer
+
+
+@dataclass(frozen=True)
+class EpsilonSchedule:
+    """Epsilon-greedy schedule: ``max(end, start * decay ** vector_steps)``.
+
+    The schedule is a function of the member's own vector-step count
+    (``agent.steps[-1] // num_envs``), so it carries over across generations, through
+    cloning and checkpoints, without separate state.
+    """
+
+    start: float
+    end: float
+    decay: float
+
+    def value(self, vector_steps: int) -> float:
+        return max(self.end, self.start * self.decay**vector_steps)
+
+
+class _Episodes:
+    """Running returns per sub-env and the returns of episodes completed in this call."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.completed: list[float] = []
+
+    def update(self, reward: np.ndarray, ended: np.ndarray, valid: np.ndarray) -> None:
+        self.returns += np.where(valid, reward, 0.0)
+        if ended.any():
+            self.completed.extend(self.returns[ended].tolist())
+            self.returns[ended] = 0.0
+
+    def mean(self) -> float:
+        return float(np.mean(self.completed)) if self.completed else float("nan")
+
+
+def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
+    """(updates per qualifying vector step, vector steps between updates).
+
+    One update per ``learn_step`` env steps: several per vector step when
+    ``learn_step < num_envs``, else one every ``learn_step // num_envs`` vector steps.
+    """
+    if learn_step <= num_envs:
+        return max(1, num_envs // learn_step), 1
+    return 1, max(1, learn_step // num_envs)
+
+
+def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
+    if not metrics:
+        return {}
+    keys = metrics[0].keys()
+    return {k: float(np.mean([m[k] for m in metrics if k in m])) for k in keys}
+
+
+def _finish(agent: Any, episodes: _Episodes, env_steps: int, learn: list[dict[str, float]], start: float) -> dict[str, Any]:
+    agent.steps[-1] += env_steps
+    score = episodes.mean()
+    if episodes.completed:
+        agent.scores.append(score)
+    return {
+        "steps": env_steps,
+        "score": score,
+        "episodes": len(episodes.completed),
+        "learn_updates": len(learn),
+        "metrics": _mean_metrics(learn),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def train_off_policy_member(
+    agent: Any,
+    env: Any,
+    memory: ReplayBuffer,
+    steps: int,
+    *,
+    learning_delay: int = 0,
+    epsilon: EpsilonSchedule | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
+
+    Learns once per ``agent.learn_step`` env steps when ``len(memory) >= batch_size`` and
+    ``len(memory) > learning_delay``, on batches sampled with a generator seeded from
+    ``seed``. Returns ``{steps, score, episodes, learn_updates, metrics, seconds}`` (score:
+    mean return of episodes completed during the call, NaN if none).
+    """
+    start = time.perf_counter()
+    stepper = Autoreset(env)
+    num_envs = stepper.num_envs
+    obs = stepper.reset(seed=seed)
+    sample_rng = np.random.default_rng(seed)
+    episodes = _Episodes(num_envs)
+    learn: list[dict[str, float]] = []
+    vector_steps = max(1, int(steps) // num_envs)
+    first = agent.steps[-1] // num_envs
+    for i in range(vector_steps):
+        eps = epsilon.value(first + i) if epsilon is not None else 0.0
+        action = agent.get_action(obs, epsilon=eps)
+        new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(action)
+        transition = {"obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "done": terminated}
+        if not valid.all():
+            transition = {k: np.asarray(v)[valid] for k, v in transition.items()}
+        memory.add(transition)
+        episodes.update(reward, (terminated | truncated) & valid, valid)
+        obs = new_obs
+        if len(memory) >= agent.batch_size and len(memory) > learning_delay:
+            per_step, every = _learn_schedule(int(agent.learn_step), num_envs)
+            if (first + i) % every == 0:
+                for _ in range(per_step):
+                    learn.append(agent.learn(memory.sample(agent.batch_size, sample_rng)))
+    return _finish(agent, episodes, vector_steps * num_envs, learn, start)
+
+
+def train_on_policy_member(
+    agent: Any,
+    env: Any,
+    steps: int,
+    *,
+    seed: int | None = None,
+    on_rollout: Callable[[dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """``ceil(steps / learn_step)`` rollouts of ``ceil(learn_step / num_envs)`` vector
+    steps, each followed by ``agent.learn(rollout)`` (PPO-style agents).
+
+    The agent must provide ``get_action(obs) -> (env_action, action, log_prob, value)``,
+    ``get_value(obs)``, ``gamma`` and ``gae_lambda``. Truncated episodes are bootstrapped
+    with ``gamma * V(final_obs)`` added to their last reward.
+    """
+    start = time.perf_counter()
+    stepper = Autoreset(env)
+    num_envs = stepper.num_envs
+    obs = stepper.reset(seed=seed)
+    learn_step = int(agent.learn_step)
+    horizon = math.ceil(learn_step / num_envs)
+    rollouts = math.ceil(int(steps) / learn_step)
+    action_space = agent.action_space
+    action_shape = tuple(action_space.shape) if agent.continuous else ()
+    buffer = RolloutBuffer(
+        horizon, num_envs, agent.obs_encoder.dim, action_shape, np.float32 if agent.continuous else np.int64
+    )
+    episodes = _Episodes(num_envs)
+    learn: list[dict[str, float]] = []
+    for _ in range(rollouts):
+        buffer.reset()
+        for _t in range(horizon):
+            env_action, action, log_prob, value = agent.get_action(obs)
+            new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(env_action)
+            ended = (terminated | truncated) & valid
+            episodes.update(reward, ended, valid)
+            cut = truncated & ~terminated & valid
+            if cut.any():
+                reward = reward.copy()
+                reward[cut] += agent.gamma * agent.get_value(np.asarray(next_obs)[cut])
+            buffer.add(agent.obs_encoder.numpy(obs), action, log_prob, value, reward, ended, valid)
+            obs = new_obs
+        buffer.compute_gae(agent.get_value(obs), agent.gamma, agent.gae_lambda)
+        metrics = agent.learn(buffer)
+        learn.append(metrics)
+        if on_rollout is not None:
+            on_rollout(metrics)
+    return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
