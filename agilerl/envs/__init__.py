@@ -1,4 +1,4 @@
-"""Environments: Gymnasium vector envs, PettingZoo envs and user entrypoints.
+"""Environments: Gymnasium vector envs, PettingZoo vector envs and user entrypoints.
 
 Every vector env built here uses Gymnasium's ``NEXT_STEP`` autoreset mode
 (:data:`AUTORESET_MODE`); see :mod:`agilerl.envs.gym_env` for the construction and
@@ -17,15 +17,25 @@ from agilerl.envs.gym_env import (
     make_vector_env,
     vector_mode,
 )
+from agilerl.envs.pettingzoo_env import (
+    PettingZooVectorEnv,
+    make_pz_env_factory,
+    make_pz_single_env,
+    make_pz_vector_env,
+)
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrapper, resolve_wrappers
 
 __all__ = [
     "AUTORESET_MODE",
     "BOX2D_INSTALL_HINT",
     "NATIVE_MIN_ENVS",
+    "PettingZooVectorEnv",
     "apply_wrappers",
     "load_module",
     "make_env_factory",
+    "make_pz_env_factory",
+    "make_pz_single_env",
+    "make_pz_vector_env",
     "make_single_env",
     "make_vector_env",
     "resolve_entrypoint",
