@@ -126,6 +126,9 @@ def make_env_factory(
     else:
         if not name:
             raise ValueError("Environment spec needs a 'name' (a Gymnasium id) or an 'entrypoint'.")
+        # Unknown ids fail here, in this process, with Gymnasium's "Did you mean" message,
+        # rather than inside a subprocess of an async vector env.
+        gymnasium.spec(name)
         _check_box2d(name)
 
         def constructor(**kwargs: Any) -> gymnasium.Env:

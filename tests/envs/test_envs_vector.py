@@ -235,3 +235,8 @@ def test_box2d_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_num_envs() -> None:
     with pytest.raises(ValueError, match="num_envs"):
         make_vector_env(spec(name="CartPole-v1", num_envs=0))
+
+
+def test_unknown_id_fails_before_subprocesses_start() -> None:
+    with pytest.raises(gym.error.NameNotFound, match="Did you mean: `CartPole`"):
+        make_vector_env(spec(name="CartPol-v1", num_envs=4, sync=False))
