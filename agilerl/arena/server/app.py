@@ -1,0 +1,170 @@
+"""The ASGI application: wiring, error rendering, body limits and authentication."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agilerl.arena.server.auth import Authenticator, User
+from agilerl.arena.server.config import ServerConfig
+from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.scheduler import Scheduler
+from agilerl.arena.server.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Context:
+    """What every route may use; one per app."""
+
+    config: ServerConfig
+    store: Store
+    auth: Authenticator
+    scheduler: Scheduler
+
+
+def ok(data: Any, status: int = 200) -> JSONResponse:
+    """The success envelope of spec §9.1."""
+    return JSONResponse({"ok": True, "data": data}, status_code=status)
+
+
+def error_response(err: ApiError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+
+def context(request: Request) -> Context:
+    ctx: Context = request.app.state.ctx
+    return ctx
+
+
+def current_user(request: Request) -> User:
+    """Dependency guarding every ``/api`` route."""
+    return context(request).auth.authenticate(request.headers.get("authorization"))
+
+
+class BodyLimit:
+    """413 for request bodies over the limit: declared lengths up front, chunked as counted."""
+
+    def __init__(self, app: ASGIApp, config: ServerConfig) -> None:
+        self.app = app
+        self.config = config
+
+    def _limit(self, scope: Scope) -> int:
+        headers = dict(scope.get("headers") or [])
+        ctype = headers.get(b"content-type", b"").decode("latin-1").lower()
+        if ctype.startswith("multipart/"):
+            return self.config.max_upload_bytes
+        return self.config.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self._limit(scope)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _drain(receive, int(declared), limit)
+            await JSONResponse(_too_large(limit).body(), status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    # An HTTPException passes through FastAPI's body parsing unchanged.
+                    raise StarletteHTTPException(413, _too_large(limit).message)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "PAYLOAD_TOO_LARGE",
+                    f"Request body exceeds this server's limit of {limit} bytes", limit=limit)
+
+
+async def _drain(receive: Receive, declared: int, limit: int) -> None:
+    """Read (and drop) a modestly oversized body so the client gets to read the 413."""
+    if declared > 8 * limit + (1 << 20):
+        return  # far too large: answer at once and let the connection close
+    more = True
+    while more:
+        message = await receive()
+        more = message["type"] == "http.request" and message.get("more_body", False)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))
+            errors.append(f"{loc or 'body'}: {err.get('msg', 'invalid')}")
+        return error_response(ApiError(422, "INVALID_REQUEST",
+                                       "The request is invalid: " + "; ".join(errors),
+                                       errors=errors))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+        return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"),
+                                       str(exc.detail)))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        # uvicorn logs the traceback; the client gets no internals.
+        return error_response(ApiError(500, "INTERNAL", "Internal server error"))
+
+
+def create_app(config: ServerConfig) -> FastAPI:
+    """Build the server; the scheduler starts with the app's lifespan."""
+    from agilerl.arena.server import routes_auth, routes_catalog, routes_experiments
+
+    config.ensure_dirs()
+    store = Store(config.db_path)
+    ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ctx.scheduler.start()
+        try:
+            yield
+        finally:
+            ctx.scheduler.shutdown()
+            store.close()
+
+    app = FastAPI(title="Arena-compatible server (agilerl)", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.ctx = ctx
+    _install_error_handlers(app)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"ok": True, "data": {"status": "ok"}}
+
+    app.include_router(routes_auth.public)
+    guarded = [Depends(current_user)]
+    app.include_router(routes_auth.api, dependencies=guarded)
+    app.include_router(routes_catalog.router, dependencies=guarded)
+    app.include_router(routes_experiments.router, dependencies=guarded)
+    app.include_router(routes_catalog.fallback, dependencies=guarded)
+    app.add_middleware(BodyLimit, config=config)
+    return app

@@ -1,0 +1,214 @@
+"""``arena-server``: run the server, mint access tokens, approve device logins.
+
+    arena-server serve --host 127.0.0.1 --port 8080 --data-dir DIR [--slots K]
+                       [--allow-custom-code] [--job-command CMD] [limits ...]
+    arena-server tokens create --data-dir DIR --user NAME [--admin]
+    arena-server device approve --data-dir DIR --user NAME CODE
+
+``tokens create`` prints the new token alone on stdout. Exit status: 0 ok, 1 a runtime
+problem (data folder unusable, port taken, unknown code), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+from agilerl.arena.server.config import ServerConfig
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got '{text}'") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _command(text: str) -> list[str]:
+    try:
+        parts = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"cannot parse command: {exc}") from None
+    if not parts:
+        raise argparse.ArgumentTypeError("the job command is empty")
+    return parts
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arena-server",
+                                     description="Self-hosted Arena-compatible training server")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the HTTP server and its job scheduler")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=_port, default=8080, help="port (0 = any free port)")
+    serve.add_argument("--data-dir", type=Path, required=True, help="database, secrets, runs")
+    serve.add_argument("--slots", type=_positive, default=1, help="jobs run at once")
+    serve.add_argument("--allow-custom-code", action="store_true",
+                       help="accept manifests that import user code (entrypoint, wrappers, ...)")
+    serve.add_argument("--job-command", type=_command, default=None,
+                       help="worker command (default: '<python> -m agilerl.train')")
+    serve.add_argument("--stop-grace", type=_seconds, default=10.0,
+                       help="seconds between SIGTERM and SIGKILL on stop")
+    serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20)
+    serve.add_argument("--max-upload-bytes", type=_positive, default=16 << 20)
+    serve.add_argument("--max-total-steps", type=_positive, default=50_000_000,
+                       help="cap on pop_size * max_steps per job")
+    serve.add_argument("--max-active-jobs", type=_positive, default=20,
+                       help="queued or running jobs per user")
+    serve.add_argument("--public-url", default="",
+                       help="URL users reach this server at (for device-login links)")
+    serve.add_argument("--log-level", default="info",
+                       choices=["critical", "error", "warning", "info", "debug"])
+
+    tokens = sub.add_parser("tokens", help="personal access tokens")
+    tsub = tokens.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = tsub.add_parser("create", help="create a user if needed and print a new token")
+    create.add_argument("--data-dir", type=Path, required=True)
+    create.add_argument("--user", required=True)
+    create.add_argument("--admin", action="store_true", help="may mint tokens for others")
+
+    device = sub.add_parser("device", help="device logins")
+    dsub = device.add_subparsers(dest="action", required=True, metavar="ACTION")
+    approve = dsub.add_parser("approve", help="approve a pending device login")
+    approve.add_argument("--data-dir", type=Path, required=True)
+    approve.add_argument("--user", required=True)
+    approve.add_argument("user_code")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"arena-server: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _config(args: argparse.Namespace) -> ServerConfig:
+    cfg = ServerConfig(
+        data_dir=args.data_dir, slots=args.slots, allow_custom_code=args.allow_custom_code,
+        stop_grace_s=args.stop_grace, max_body_bytes=args.max_body_bytes,
+        max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
+        max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
+    )
+    if args.job_command:
+        cfg.job_command = args.job_command
+    return cfg
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from agilerl.arena.server.app import create_app
+
+    try:
+        cfg = _config(args)
+        app = create_app(cfg)
+    except (OSError, ValueError) as exc:
+        return _fail(f"cannot use data folder {args.data_dir}: {exc}")
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    if args.host not in _LOOPBACK:
+        print("arena-server: warning: listening beyond loopback without TLS; put an HTTPS"
+              " proxy in front of it", file=sys.stderr)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"arena-server listening on http://{shown}:{port} (data: {cfg.data_dir})",
+          file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on",
+                                           access_log=args.log_level == "debug"))
+    server.run(sockets=[sock])
+    return 0
+
+
+def _tokens_create(args: argparse.Namespace) -> int:
+    from agilerl.arena.server.auth import Authenticator
+    from agilerl.arena.server.store import Store
+
+    user = args.user.strip()
+    if not user or any(c.isspace() for c in user):
+        return _fail("--user must be a non-empty name without spaces")
+    try:
+        cfg = ServerConfig(data_dir=args.data_dir)
+        cfg.ensure_dirs()
+        store = Store(cfg.db_path)
+        token = Authenticator(store, cfg).create_pat(user, admin=args.admin)
+        store.close()
+    except OSError as exc:
+        return _fail(f"cannot use data folder {args.data_dir}: {exc}")
+    print(token)
+    return 0
+
+
+def _device_approve(args: argparse.Namespace) -> int:
+    from agilerl.arena.server.auth import Authenticator, User
+    from agilerl.arena.server.errors import ApiError
+    from agilerl.arena.server.store import Store
+
+    cfg = ServerConfig(data_dir=args.data_dir)
+    if not cfg.db_path.exists():
+        return _fail(f"{args.data_dir} holds no server database")
+    store = Store(cfg.db_path)
+    try:
+        row = store.user_by_name(args.user)
+        if row is None:
+            return _fail(f"unknown user '{args.user}' (create one with 'tokens create')")
+        user = User(id=row["id"], name=row["name"], is_admin=bool(row["is_admin"]))
+        Authenticator(store, cfg).approve_device(args.user_code, user)
+    except ApiError as exc:
+        return _fail(exc.message)
+    finally:
+        store.close()
+    print(f"approved device login {args.user_code.upper()} for {args.user}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "tokens":
+        return _tokens_create(args)
+    return _device_approve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

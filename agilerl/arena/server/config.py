@@ -1,0 +1,71 @@
+"""Server settings: one dataclass, filled by the command line or by tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_RESOURCE_ID = "local-cpu"
+
+
+def default_job_command() -> list[str]:
+    """The training CLI every job runs (manifest path and flags are appended)."""
+    return [sys.executable, "-m", "agilerl.train"]
+
+
+@dataclass
+class ServerConfig:
+    """Everything the server needs to know; defaults are safe for a shared machine."""
+
+    data_dir: Path
+    slots: int = 1
+    allow_custom_code: bool = False
+    #: argv prefix of the worker; the server appends ``MANIFEST --checkpoint-path P ...``.
+    job_command: list[str] = field(default_factory=default_job_command)
+    #: seconds between SIGTERM and SIGKILL when a run is stopped.
+    stop_grace_s: float = 10.0
+    #: JSON / form request bodies (bytes).
+    max_body_bytes: int = 1 << 20
+    #: multipart uploads (bytes).
+    max_upload_bytes: int = 16 << 20
+    #: cap on ``training.pop_size * training.max_steps`` for one job.
+    max_total_steps: int = 50_000_000
+    #: jobs a user may have waiting or running at once (QUEUED, STARTING, RUNNING, STOPPING).
+    max_active_jobs_per_user: int = 20
+    #: how many times a run interrupted by a server restart is re-queued before it fails.
+    max_restarts: int = 2
+    access_token_ttl_s: int = 900
+    refresh_token_ttl_s: int = 30 * 24 * 3600
+    device_code_ttl_s: int = 600
+    device_poll_interval_s: int = 5
+    #: checkpoint every ``max_steps // checkpoint_fraction`` steps unless the manifest says.
+    checkpoint_fraction: int = 10
+    #: where devices are told to approve; filled in from the bound address when empty.
+    public_url: str = ""
+    realm: str = "arena"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir).expanduser().resolve()
+        if self.slots < 1:
+            raise ValueError("slots must be at least 1")
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "arena.sqlite3"
+
+    @property
+    def secret_path(self) -> Path:
+        return self.data_dir / "jwt_secret"
+
+    @property
+    def experiments_dir(self) -> Path:
+        return self.data_dir / "experiments"
+
+    def ensure_dirs(self) -> None:
+        """Create the data folder readable by its owner only."""
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.data_dir, 0o700)
+        self.experiments_dir.mkdir(mode=0o700, exist_ok=True)

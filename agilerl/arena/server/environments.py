@@ -1,0 +1,54 @@
+"""The environments this server can run without uploads: installed Gymnasium ids."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from functools import lru_cache
+from typing import Any
+
+_GYM_ID = re.compile(r"^[A-Za-z][\w.-]*-v\d+$")
+BUILTIN_VERSION = "builtin"
+
+
+@lru_cache(maxsize=1)
+def gym_ids() -> dict[str, str]:
+    """Registered Gymnasium ids and their entry points (imported on first use)."""
+    import gymnasium
+
+    return {name: str(spec.entry_point) for name, spec in gymnasium.registry.items()}
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def exists(name: str) -> bool:
+    return name in gym_ids() or ("." in name and _module_exists(name))
+
+
+def catalogue(name: str | None) -> dict[str, Any]:
+    """``{env: {version: {"validated", "profiled"}}}`` for the built-in ids."""
+    return {
+        env: {BUILTIN_VERSION: {"validated": True, "profiled": False}}
+        for env in sorted(gym_ids())
+        if not name or name.lower() in env.lower()
+    }
+
+
+def missing_from_manifest(manifest: dict[str, Any]) -> str | None:
+    """The environment name a plain Gymnasium manifest asks for but this machine lacks.
+
+    Only ids of the ``Name-vN`` form without a custom entrypoint are checked; anything
+    else (PettingZoo modules, datasets, labels of custom envs) is left to the trainer.
+    """
+    env = manifest.get("environment")
+    if not isinstance(env, dict) or env.get("entrypoint"):
+        return None
+    name = env.get("name")
+    if not isinstance(name, str) or "/" in name or ":" in name or not _GYM_ID.match(name):
+        return None
+    return None if name in gym_ids() else name

@@ -1,0 +1,123 @@
+"""Projects, resources, environments and the routes this server deliberately lacks."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+
+from agilerl.arena.server import environments
+from agilerl.arena.server.app import context, current_user, ok
+from agilerl.arena.server.auth import User
+from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
+from agilerl.arena.server.errors import ApiError
+
+router = APIRouter()
+#: included last so it never shadows a real route.
+fallback = APIRouter()
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,127}$"
+V1 = "/api/cli/v1"
+
+
+def blank(value: str | None) -> str | None:
+    """Spec §9.1: an empty query value means the parameter is absent."""
+    return value if value not in (None, "") else None
+
+
+class ProjectCreate(BaseModel):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=2000)
+    llm_based: bool = False
+
+
+class ProjectDelete(BaseModel):
+    name: str = Field(min_length=1, max_length=128)
+
+
+def _project_row(row: dict[str, object]) -> dict[str, object]:
+    return {"name": row["name"], "type": "LLM" if row["llm_based"] else "Classic RL",
+            "description": row["description"], "created_at": row["created_at"]}
+
+
+@router.get("/api/cli/v1/capabilities")
+def capabilities() -> Response:
+    # No on-prem installer here; 404 makes the reference client hide `arena on-prem`.
+    raise ApiError(404, "NOT_FOUND", "This server has no on-prem capabilities")
+
+
+@router.get(V1 + "/projects")
+def list_projects(request: Request, user: User = Depends(current_user)) -> Response:
+    return ok([_project_row(r) for r in context(request).store.projects(user.id)])
+
+
+@router.post(V1 + "/projects/create")
+def create_project(body: ProjectCreate, request: Request,
+                   user: User = Depends(current_user)) -> Response:
+    row = context(request).store.create_project(user.id, body.name.strip(), body.description,
+                                                body.llm_based)
+    return ok(_project_row(row), status=201)
+
+
+@router.delete(V1 + "/projects/delete")
+def delete_project(body: ProjectDelete, request: Request,
+                   user: User = Depends(current_user)) -> Response:
+    context(request).store.delete_project(user.id, body.name.strip())
+    return ok({"deleted": body.name.strip()})
+
+
+def _ram_gb() -> float:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return 0.0
+
+
+@router.get(V1 + "/resources/list")
+def resources(request: Request) -> Response:
+    slots = context(request).config.slots
+    tier = {"name": f"This machine ({slots} slot{'s' if slots != 1 else ''})", "num_gpus": 0,
+            "gpu_type": None, "num_cpus": os.cpu_count() or 1, "ram_gb": _ram_gb(),
+            "price_per_node_hour": 0, "slots": slots}
+    return ok({"tiers": {DEFAULT_RESOURCE_ID: tier}})
+
+
+@router.get(V1 + "/environments")
+def list_environments(name: str | None = None, include_arena: bool = False) -> Response:
+    if not include_arena:
+        return ok({})  # no uploaded environments on this server
+    return ok(environments.catalogue(blank(name)))
+
+
+@router.get(V1 + "/environments/exists")
+def environment_exists(name: str, version: str | None = None) -> Response:
+    return ok({"exists": environments.exists(name)})
+
+
+@router.get(V1 + "/environments/entrypoints")
+def environment_entrypoints(name: str, version: str | None = None) -> Response:
+    entry = environments.gym_ids().get(name)
+    if entry is None:
+        raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{name}' not found")
+    return ok([entry])
+
+
+_UNSUPPORTED = re.compile(
+    r"^/api/cli/v1/(environments/(create-and-validate|validate|profile|delete|duplicate)"
+    r"|datasets.*|inference/.*|on-prem/.*)$"
+)
+
+
+@fallback.api_route("/api/cli/v1/{rest:path}", methods=["GET", "POST", "DELETE", "PATCH", "PUT"])
+def unsupported(request: Request) -> Response:
+    """Reference routes this server does not offer, answered plainly instead of a bare 404."""
+    path = request.url.path
+    if _UNSUPPORTED.match(path):
+        raise ApiError(
+            501, "NOT_SUPPORTED",
+            f"{path} is not offered by this self-hosted server: environment uploads, datasets"
+            " and deployments are hosted-Arena features. Use a built-in Gymnasium id, or an"
+            " installed package's entrypoint with a server started with --allow-custom-code.",
+        )
+    raise ApiError(404, "NOT_FOUND", f"No route {request.method} {path}")

@@ -1,0 +1,299 @@
+"""Experiment routes: submit, list, status, logs, stop, resume, checkpoints, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from agilerl.arena.server import policy, states, submission
+from agilerl.arena.server.app import Context, context, current_user, ok
+from agilerl.arena.server.auth import User
+from agilerl.arena.server.errors import ApiError, invalid_state
+from agilerl.arena.server.routes_catalog import blank
+from agilerl.arena.server.store import Row
+
+router = APIRouter()
+JOBS = "/api/cli/v1/experiments/jobs"
+NDJSON = "application/x-ndjson"
+FOLLOW_POLL_S = 0.2
+MAX_PREVIEW_ROWS = 1_000_000
+
+
+def _event(kind: str, stage: str, status: str, message: str,
+           detail: dict[str, Any] | None = None, level: str | None = None) -> bytes:
+    event: dict[str, Any] = {"kind": kind, "stage": stage, "status": status, "message": message}
+    if detail is not None:
+        event["detail"] = detail
+    if level is not None:
+        event["level"] = level
+    return (json.dumps(event) + "\n").encode()
+
+
+def public_row(ctx: Context, row: Row) -> dict[str, Any]:
+    """The experiment row of spec §9.4 (list/status)."""
+    steps = row["steps"]
+    if row["state"] in states.LIVE:
+        steps = max(steps, ctx.scheduler.live_steps(row["id"]) or 0)
+    return {key: row[key] for key in (
+        "id", "name", "project", "state", "algorithm", "environment", "resource_id",
+        "num_nodes", "created_at", "started_at", "finished_at")} | {
+        "steps": steps, "max_steps": row["max_steps"], "attempt": row["attempt"]}
+
+
+def find(ctx: Context, user: User, name: str | None, project: str | None = None) -> Row:
+    """The caller's experiment called ``name`` (or with that numeric id)."""
+    name = blank(name.strip() if name else name)
+    if name is None:
+        raise ApiError(422, "INVALID_REQUEST", "experiment_name is required",
+                       errors=["experiment_name: required"])
+    project_id = None
+    if blank(project) is not None:
+        found = ctx.store.project(user.id, str(project))
+        if found is None:
+            raise ApiError(404, "PROJECT_NOT_FOUND", f"Project '{project}' not found")
+        project_id = found["id"]
+    rows = ctx.store.find_experiments(user.id, name, project_id)
+    if not rows and name.isdigit():
+        by_id = ctx.store.experiment(int(name))
+        if by_id is not None and by_id["user_id"] == user.id:
+            rows = [by_id]
+    if not rows:
+        raise ApiError(404, "EXPERIMENT_NOT_FOUND", f"Experiment '{name}' not found")
+    if len(rows) > 1:
+        raise ApiError(409, "AMBIGUOUS_EXPERIMENT",
+                       f"Several projects hold an experiment '{name}'; pass project",
+                       projects=[r["project"] for r in rows])
+    return rows[0]
+
+
+# ---- submit and listing --------------------------------------------------------------
+
+
+@router.post(JOBS + "/submit")
+async def submit(request: Request, user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    req = await submission.parse(request)
+    key = blank(request.headers.get("idempotency-key"))
+    row, created = await run_in_threadpool(submission.submit, ctx, user, req, key)
+    lines = [_event("status", "validation", "running", "Validating manifest")]
+    lines += [_event("warning", "validation", "running", w, level="secondary-info")
+              for w in req.warnings]
+    lines.append(_event("status", "validation", "completed", "Manifest is valid"))
+    message = "Job submitted" if created else "Job already submitted (same Idempotency-Key)"
+    detail = {"accepted": True, "experiment_id": row["id"], "experiment_name": row["name"],
+              "project": row["project"], "state": row["state"],
+              "resource_id": row["resource_id"], "num_nodes": row["num_nodes"],
+              "created": created}
+    lines.append(_event("status", "submission", "completed", message, detail))
+    return Response(b"".join(lines), media_type=NDJSON)
+
+
+@router.get("/api/cli/v1/experiments/list")
+def list_experiments(request: Request, project: str | None = None,
+                     user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    project_id = None
+    if blank(project) is not None:
+        found = ctx.store.project(user.id, str(project))
+        if found is None:
+            raise ApiError(404, "PROJECT_NOT_FOUND", f"Project '{project}' not found")
+        project_id = found["id"]
+    return ok([public_row(ctx, r) for r in ctx.store.experiments(user.id, project_id)])
+
+
+@router.get(JOBS + "/status")
+def status(request: Request, experiment_name: str | None = None, project: str | None = None,
+           user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, experiment_name, project)
+    latest = ctx.scheduler.run_dir(row["id"]).latest_checkpoint()
+    return ok(public_row(ctx, row) | {
+        "error": row["error"],
+        "latest_checkpoint": latest.row() if latest else None,
+        "transitions": ctx.store.transitions(row["id"]),
+    })
+
+
+# ---- logs ------------------------------------------------------------------------------
+
+
+def _log_line(entry: dict[str, Any]) -> bytes:
+    detail = {"seq": entry.get("seq"), "ts": entry.get("ts"), "stream": entry.get("stream")}
+    return _event("log", "training", "running", str(entry.get("message", "")), detail)
+
+
+def _final(row: Row, follow: bool) -> bytes:
+    detail = {"state": row["state"], "experiment_name": row["name"], "steps": row["steps"]}
+    if row["error"]:
+        detail["error"] = row["error"]
+    if follow and row["state"] == states.FAILED:
+        detail["error_code"] = "JOB_FAILED"
+        return _event("status", "training", "failed", row["error"] or "Job failed", detail)
+    return _event("status", "training", "completed", f"Job is {row['state']}", detail)
+
+
+async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> AsyncIterator[bytes]:
+    run = ctx.scheduler.run_dir(row["id"])
+    offset = 0
+    while True:
+        current = await run_in_threadpool(ctx.store.experiment, row["id"])
+        terminal = current is None or current["state"] in states.TERMINAL
+        entries, offset = await run_in_threadpool(run.read_logs, offset)
+        chunk = b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
+        if chunk:
+            yield chunk
+        if not follow or terminal:
+            break
+        await asyncio.sleep(FOLLOW_POLL_S)
+    yield _final(current or row, follow)
+
+
+@router.get(JOBS + "/logs")
+def logs(request: Request, experiment_name: str | None = None, project: str | None = None,
+         follow: bool = False, since: int = 0,
+         user: User = Depends(current_user)) -> StreamingResponse:
+    ctx = context(request)
+    row = find(ctx, user, experiment_name, project)
+    return StreamingResponse(_log_stream(ctx, row, follow, since), media_type=NDJSON,
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+# ---- stop and resume -------------------------------------------------------------------
+
+
+class StopRequest(BaseModel):
+    experiment_name: str = Field(min_length=1, max_length=200)
+    project: str | None = None
+
+
+class ResumeRequest(BaseModel):
+    experiment_name: str = Field(min_length=1, max_length=200)
+    max_steps: int = Field(ge=1)
+    project: str | None = None
+
+
+@router.post(JOBS + "/stop")
+def stop(body: StopRequest, request: Request, user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, body.experiment_name, body.project)
+    exp_id = row["id"]
+    if ctx.store.transition(exp_id, states.STOPPED, reason="stopped by user",
+                            only_from=(states.PENDING, states.QUEUED)) is None:
+        if ctx.store.transition(exp_id, states.STOPPING, reason="stop requested") is not None:
+            ctx.scheduler.signal_stop(exp_id)
+        else:
+            current = ctx.store.experiment(exp_id) or row
+            if current["state"] != states.STOPPING:
+                raise invalid_state(row["name"], current["state"], "stop")
+    return ok(public_row(ctx, ctx.store.experiment(exp_id) or row))
+
+
+@router.post(JOBS + "/resume")
+def resume(body: ResumeRequest, request: Request,
+           user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, body.experiment_name, body.project)
+    if row["state"] not in states.TERMINAL:
+        raise invalid_state(row["name"], row["state"], "resume")
+    run = ctx.scheduler.run_dir(row["id"])
+    latest = run.latest_checkpoint()
+    if latest is None:
+        raise ApiError(409, "NO_CHECKPOINT",
+                       f"Experiment '{row['name']}' has no checkpoint to resume from")
+    if body.max_steps <= latest.steps:
+        raise ApiError(422, "INVALID_REQUEST",
+                       f"max_steps must exceed the {latest.steps} steps already trained",
+                       errors=[f"max_steps: must be greater than {latest.steps}"])
+    policy.check_budget(body.max_steps, row["pop_size"], ctx.config.max_total_steps)
+    if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
+        raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
+                       limit=ctx.config.max_active_jobs_per_user)
+    manifest = run.read_manifest()
+    manifest.setdefault("training", {})["max_steps"] = body.max_steps
+    run.write_manifest(manifest)
+    if ctx.store.transition(row["id"], states.QUEUED, reason=f"resumed from {latest.name}",
+                            only_from=tuple(states.TERMINAL), attempt=row["attempt"] + 1,
+                            max_steps=body.max_steps, error=None) is None:
+        current = ctx.store.experiment(row["id"]) or row
+        raise invalid_state(row["name"], current["state"], "resume")
+    ctx.scheduler.wake()
+    return ok(public_row(ctx, ctx.store.experiment(row["id"]) or row))
+
+
+# ---- checkpoints and metrics -----------------------------------------------------------
+
+
+@router.get(JOBS + "/checkpoints")
+def checkpoints(request: Request, experiment_name: str | None = None,
+                project: str | None = None, user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, experiment_name, project)
+    return ok([c.row() for c in ctx.scheduler.run_dir(row["id"]).list_checkpoints()])
+
+
+@router.get(JOBS + "/checkpoints/download")
+def download_checkpoint(request: Request, experiment_name: str | None = None,
+                        checkpoint: str | None = None, project: str | None = None,
+                        user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, experiment_name, project)
+    run = ctx.scheduler.run_dir(row["id"])
+    wanted = blank(checkpoint)
+    if wanted is None:
+        chosen = run.best_checkpoint()
+    else:
+        # Only names the listing produced are accepted, so no path can leave the folder.
+        chosen = next((c for c in run.list_checkpoints() if c.name == wanted), None)
+    if chosen is None:
+        what = f"Checkpoint '{wanted}'" if wanted else "A checkpoint"
+        raise ApiError(404, "CHECKPOINT_NOT_FOUND",
+                       f"{what} not found for experiment '{row['name']}'")
+    data = run.checkpoint_archive(chosen)
+    filename = re.sub(r"[^A-Za-z0-9._-]", "_", f"{row['name']}_{chosen.name}") + ".tar.gz"
+    return Response(data, media_type="application/octet-stream",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+def _wanted_metrics(names: list[str], asked: Iterable[str]) -> list[str]:
+    wanted = [m for m in asked if m]
+    unknown = [m for m in wanted if m not in names]
+    if unknown:
+        raise ApiError(422, "UNKNOWN_METRIC", f"Unknown metric(s): {', '.join(unknown)}",
+                       available=names)
+    return wanted
+
+
+@router.get("/api/cli/v1/experiments/metrics")
+def metrics(request: Request, experiment_name: str | None = None, project: str | None = None,
+            details: bool = False, preview_rows: str | None = None,
+            metric: list[str] = Query(default=[]),
+            user: User = Depends(current_user)) -> Response:
+    ctx = context(request)
+    row = find(ctx, user, experiment_name, project)
+    run = ctx.scheduler.run_dir(row["id"])
+    names = run.metric_names()
+    if blank(preview_rows) is None:
+        return ok({"experiment_id": row["id"], "metrics": names} if details else names)
+    try:
+        rows = int(str(preview_rows))
+    except ValueError:
+        raise ApiError(422, "INVALID_REQUEST", "preview_rows must be an integer",
+                       errors=["preview_rows: expected an integer"]) from None
+    if rows < 0:
+        raise ApiError(422, "INVALID_REQUEST", "preview_rows must be >= 0",
+                       errors=["preview_rows: must be >= 0"])
+    if not names:
+        raise ApiError(404, "METRICS_NOT_FOUND",
+                       f"No metrics recorded yet for experiment '{row['name']}'")
+    text = run.metrics_csv(_wanted_metrics(names, metric), min(rows, MAX_PREVIEW_ROWS))
+    filename = re.sub(r"[^A-Za-z0-9._-]", "_", row["name"]) + "_metrics.csv"
+    return Response(text, media_type="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})

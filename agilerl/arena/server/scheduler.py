@@ -1,0 +1,297 @@
+"""Runs queued experiments as subprocesses in a fixed number of slots.
+
+Each run is ``<job_command> manifest.yaml --checkpoint-path <exp>/checkpoints
+--checkpoint-steps N --run-dir <exp>/run --no-verbose [--resume-from-checkpoint <latest>]``
+started in its own session (process group) with the experiment folder as working
+directory. Two reader
+threads copy stdout/stderr line by line into ``logs.ndjson``; a waiter thread records the
+outcome. Stopping sends SIGTERM to the group, then SIGKILL after the grace period.
+
+Restart rule (applied by :meth:`Scheduler.recover` before the first job starts): a run
+that was STARTING or RUNNING when the previous server process ended is recorded as FAILED
+("interrupted by server restart"), its leftover processes are killed, and it is re-queued
+(attempt + 1, resuming from its latest checkpoint, from scratch without one) as long as it
+has been re-queued this way fewer than ``max_restarts`` times; a run that was STOPPING
+becomes STOPPED; a PENDING submission whose files were written becomes QUEUED, otherwise
+FAILED. QUEUED jobs simply stay queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import agilerl
+from agilerl.arena.server import states
+from agilerl.arena.server.config import ServerConfig
+from agilerl.arena.server.runs import LogWriter, RunDir
+from agilerl.arena.server.store import Row, Store
+
+log = logging.getLogger(__name__)
+_TICK_S = 0.5
+
+
+@dataclass
+class _Job:
+    exp_id: int
+    proc: subprocess.Popen[str]
+    writer: LogWriter
+    started: threading.Event = field(default_factory=threading.Event)
+    killer: threading.Timer | None = None
+
+
+def _group_alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class Scheduler:
+    """Slot-limited job runner; all state changes go through the store."""
+
+    def __init__(self, store: Store, config: ServerConfig) -> None:
+        self.store = store
+        self.config = config
+        self._jobs: dict[int, _Job] = {}
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_dir(self, exp_id: int) -> RunDir:
+        return RunDir(self.config.experiments_dir / str(exp_id))
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="arena-scheduler", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def shutdown(self) -> None:
+        """Stop scheduling and end every run; their states are left for :meth:`recover`."""
+        self._closing.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            jobs = list(self._jobs.values())
+        for job in jobs:
+            _signal_group(job.proc.pid, signal.SIGTERM)
+        for job in jobs:
+            try:
+                job.proc.wait(timeout=min(self.config.stop_grace_s, 5.0))
+            except subprocess.TimeoutExpired:
+                _signal_group(job.proc.pid, signal.SIGKILL)
+                job.proc.wait(timeout=5)
+
+    def recover(self) -> None:
+        """Apply the restart rule (module docstring) to rows left by a previous process."""
+        for row in self.store.in_states({states.PENDING}):
+            if self.run_dir(row["id"]).manifest.exists():
+                self.store.transition(row["id"], states.QUEUED, reason="submission recovered")
+            else:
+                self.store.transition(row["id"], states.FAILED, reason="submission interrupted",
+                                      error="Submission interrupted by a server restart")
+        for row in self.store.in_states(states.LIVE):
+            if row["pid"]:
+                self._kill_orphan(int(row["pid"]), self.run_dir(row["id"]).root)
+            if row["state"] == states.STOPPING:
+                self.store.transition(row["id"], states.STOPPED, reason="server restart")
+                continue
+            self.store.transition(row["id"], states.FAILED, reason="server restart",
+                                  error="Interrupted by a server restart")
+            if row["restarts"] < self.config.max_restarts:
+                self.store.transition(
+                    row["id"], states.QUEUED, reason="re-queued after server restart",
+                    attempt=row["attempt"] + 1, restarts=row["restarts"] + 1, error=None,
+                )
+
+    def _kill_orphan(self, pid: int, root: Path) -> None:
+        """End a worker left by a dead server, only if it is still that experiment's run."""
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return
+        if Path(cwd) != root or not _group_alive(pid):
+            return
+        _signal_group(pid, signal.SIGTERM)
+        for _ in range(int(self.config.stop_grace_s * 10) + 1):
+            if not _group_alive(pid):
+                return
+            self._closing.wait(0.1)
+        _signal_group(pid, signal.SIGKILL)
+
+    # ---- scheduling -------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._fill_slots()
+            except Exception:  # keep scheduling whatever one launch did
+                log.exception("scheduler iteration failed")
+            self._wake.wait(_TICK_S)
+            self._wake.clear()
+
+    def _fill_slots(self) -> None:
+        with self._lock:
+            free = self.config.slots - len(self._jobs)
+        if free <= 0:
+            return
+        for row in self.store.queued(free):
+            if self._closing.is_set():
+                return
+            self._launch(row)
+
+    def _command(self, row: Row, run: RunDir) -> list[str]:
+        manifest = run.read_manifest()
+        training = manifest.get("training") or {}
+        every = training.get("checkpoint_steps") or max(
+            1, int(row["max_steps"]) // self.config.checkpoint_fraction)
+        cmd = [*self.config.job_command, str(run.manifest),
+               "--checkpoint-path", str(run.checkpoints),
+               "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run),
+               "--no-verbose"]
+        latest = run.latest_checkpoint() if row["attempt"] > 1 else None
+        if latest is not None:
+            cmd += ["--resume-from-checkpoint", str(latest.path)]
+        return cmd
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        root = str(Path(agilerl.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.config.extra_env)
+        return env
+
+    def _launch(self, row: Row) -> None:
+        exp_id = int(row["id"])
+        run = self.run_dir(exp_id)
+        with self._lock:
+            if self.store.transition(exp_id, states.STARTING, reason="slot assigned") is None:
+                return  # stopped while waiting
+            writer = LogWriter(run.logs)
+            try:
+                cmd = self._command(row, run)
+                proc = subprocess.Popen(
+                    cmd, cwd=run.root, env=self._env(), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    errors="replace", bufsize=1, start_new_session=True,
+                )
+            except (OSError, ValueError) as exc:
+                writer.write("stderr", f"could not start the training process: {exc}")
+                writer.close()
+                self.store.transition(exp_id, states.FAILED, reason="launch failed",
+                                      error=f"Could not start the training process: {exc}")
+                return
+            job = _Job(exp_id, proc, writer)
+            self._jobs[exp_id] = job
+            self.store.update(exp_id, pid=proc.pid)
+        readers = [
+            threading.Thread(target=self._read, args=(job, proc.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._read, args=(job, proc.stderr, "stderr"), daemon=True),
+        ]
+        for t in readers:
+            t.start()
+        threading.Thread(target=self._wait, args=(job, readers), daemon=True,
+                         name=f"arena-job-{exp_id}").start()
+
+    def _read(self, job: _Job, pipe: IO[str] | None, stream: str) -> None:
+        if pipe is None:
+            return
+        for line in pipe:
+            job.writer.write(stream, line.rstrip("\r\n"))
+            if not job.started.is_set():
+                job.started.set()
+                self.store.transition(job.exp_id, states.RUNNING, reason="first output",
+                                      only_from=(states.STARTING,))
+        pipe.close()
+
+    def _wait(self, job: _Job, readers: list[threading.Thread]) -> None:
+        code = job.proc.wait()
+        for t in readers:
+            t.join()
+        job.writer.close()
+        if job.killer is not None:
+            job.killer.cancel()
+        with self._lock:
+            self._jobs.pop(job.exp_id, None)
+        if not self._closing.is_set():
+            self._record_exit(job.exp_id, code)
+        self._wake.set()
+
+    def _record_exit(self, exp_id: int, code: int) -> None:
+        run = self.run_dir(exp_id)
+        steps = self.live_steps(exp_id)
+        extra: dict[str, Any] = {"steps": steps} if steps is not None else {}
+        if code == 0:
+            done = self.store.transition(exp_id, states.COMPLETED, reason="exit 0",
+                                         only_from=(states.STARTING, states.RUNNING), **extra)
+        else:
+            err = f"Training process exited with code {code}"
+            tail = _last_stderr(run)
+            if tail:
+                err += f": {tail}"
+            done = self.store.transition(exp_id, states.FAILED, reason=f"exit {code}",
+                                         only_from=(states.STARTING, states.RUNNING),
+                                         error=err, **extra)
+        if done is None:  # a stop was in progress
+            self.store.transition(exp_id, states.STOPPED, reason="process ended", **extra)
+
+    def live_steps(self, exp_id: int) -> int | None:
+        run = self.run_dir(exp_id)
+        found = [s for s in (run.last_metric_step(),) if s is not None]
+        latest = run.latest_checkpoint()
+        if latest is not None:
+            found.append(latest.steps)
+        return max(found) if found else None
+
+    # ---- stopping ---------------------------------------------------------------------
+
+    def signal_stop(self, exp_id: int) -> None:
+        """SIGTERM the run now, SIGKILL it after the grace period if it is still there."""
+        with self._lock:
+            job = self._jobs.get(exp_id)
+        if job is None:
+            # No process: the row moved to STOPPING between launch steps or after a restart.
+            self.store.transition(exp_id, states.STOPPED, reason="no process to stop",
+                                  only_from=(states.STOPPING,))
+            return
+        _signal_group(job.proc.pid, signal.SIGTERM)
+        job.killer = threading.Timer(self.config.stop_grace_s, self._kill, args=(job,))
+        job.killer.daemon = True
+        job.killer.start()
+
+    def _kill(self, job: _Job) -> None:
+        if job.proc.poll() is None or _group_alive(job.proc.pid):
+            _signal_group(job.proc.pid, signal.SIGKILL)
+
+    def running(self) -> list[int]:
+        with self._lock:
+            return list(self._jobs)
+
+
+def _last_stderr(run: RunDir) -> str:
+    entries, _ = run.read_logs(max(0, run.logs.stat().st_size - 8192) if run.logs.exists() else 0)
+    for entry in reversed(entries):
+        if entry.get("stream") == "stderr" and str(entry.get("message", "")).strip():
+            return str(entry["message"]).strip()[:300]
+    return ""

@@ -1,0 +1,173 @@
+"""Turning a submit request into a recorded, queued experiment (spec §9.4, first row)."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from starlette.datastructures import UploadFile
+
+from agilerl.arena.server import environments, policy, states
+from agilerl.arena.server.app import Context
+from agilerl.arena.server.auth import User
+from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
+from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.store import Row
+
+EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DEFAULT_PROJECT = "default"
+MAX_IDEMPOTENCY_KEY = 200
+
+
+@dataclass
+class SubmitRequest:
+    manifest: Any
+    resource_id: str | None = None
+    num_nodes: int | None = None
+    project: str | None = None
+    experiment_name: str | None = None
+    reward_file: bytes | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _bad(message: str, loc: str) -> ApiError:
+    return ApiError(422, "INVALID_REQUEST", message, errors=[f"{loc}: {message}"])
+
+
+def _text(value: Any, loc: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _bad("expected a string", loc)
+    return str(value).strip() or None
+
+
+def _nodes(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        nodes = int(value)
+    except (TypeError, ValueError):
+        raise _bad("expected an integer", "num_nodes") from None
+    if isinstance(value, bool) or nodes < 1:
+        raise _bad("must be a positive integer", "num_nodes")
+    return nodes
+
+
+async def parse(request: Request) -> SubmitRequest:
+    """Read a JSON or multipart submit body (the reference client sends both)."""
+    ctype = request.headers.get("content-type", "")
+    reward: bytes | None = None
+    if ctype.startswith("multipart/form-data"):
+        form = await request.form()
+        body: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
+        upload = form.get("reward_file")
+        if isinstance(upload, UploadFile):
+            reward = await upload.read()
+        try:
+            body["manifest"] = json.loads(body.get("manifest", ""))
+        except ValueError:
+            raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
+    else:
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError as exc:
+            raise ApiError(400, "INVALID_JSON", f"Request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict) or "manifest" not in body:
+            raise _bad("the body must be an object with a 'manifest' field", "manifest")
+    return SubmitRequest(
+        manifest=body.get("manifest"),
+        resource_id=_text(body.get("resource_id"), "resource_id"),
+        num_nodes=_nodes(body.get("num_nodes")),
+        project=_text(body.get("project"), "project"),
+        experiment_name=_text(body.get("experiment_name"), "experiment_name"),
+        reward_file=reward,
+    )
+
+
+def _resource(req: SubmitRequest) -> tuple[str, int]:
+    resource = req.resource_id or DEFAULT_RESOURCE_ID
+    if resource != DEFAULT_RESOURCE_ID:
+        req.warnings.append(f"Resource '{resource}' is not offered by this server;"
+                            f" running on '{DEFAULT_RESOURCE_ID}'")
+        resource = DEFAULT_RESOURCE_ID
+    nodes = req.num_nodes or 1
+    if nodes > 1:
+        req.warnings.append(f"num_nodes={nodes}: this server runs each job in one slot")
+    return resource, nodes
+
+
+def _name(req: SubmitRequest, manifest: dict[str, Any]) -> str:
+    if req.experiment_name is not None:
+        if not EXPERIMENT_NAME.match(req.experiment_name):
+            raise _bad("use letters, digits, '.', '_' or '-' (at most 128, no spaces)",
+                       "experiment_name")
+        return req.experiment_name
+    algo = str((manifest.get("algorithm") or {}).get("name", "job"))
+    env = str((manifest.get("environment") or {}).get("name", "env"))
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{algo}-{env}").strip("-._")[:100] or "job"
+    return f"{stem}-{secrets.token_hex(3)}".lower()
+
+
+def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
+    manifest, warnings = policy.validate_manifest(req.manifest)
+    req.warnings.extend(warnings)
+    policy.check_custom_code(manifest, ctx.config.allow_custom_code)
+    if req.reward_file is not None and not ctx.config.allow_custom_code:
+        raise ApiError(422, "CUSTOM_CODE_DISABLED",
+                       "A reward file is code; this server was not started with"
+                       " --allow-custom-code", errors=["reward_file: refused (runs custom code)"])
+    policy.check_paths(manifest)
+    max_steps, pop_size = policy.budget(manifest)
+    policy.check_budget(max_steps, pop_size, ctx.config.max_total_steps)
+    missing = environments.missing_from_manifest(manifest)
+    if missing is not None:
+        raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{missing}' not found",
+                       errors=[f"environment.name: '{missing}' is not a registered"
+                               " Gymnasium id on this server"])
+    return manifest, max_steps, pop_size
+
+
+def submit(ctx: Context, user: User, req: SubmitRequest,
+           idempotency_key: str | None) -> tuple[Row, bool]:
+    """Validate, record (PENDING), write the run folder, queue. Returns (row, created)."""
+    if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise ApiError(400, "INVALID_IDEMPOTENCY_KEY",
+                       f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    manifest, max_steps, pop_size = _check(ctx, req)
+    if req.project is None:
+        project = ctx.store.ensure_project(user.id, DEFAULT_PROJECT)
+    else:
+        found = ctx.store.project(user.id, req.project)
+        if found is None:
+            raise ApiError(404, "PROJECT_NOT_FOUND", f"Project '{req.project}' not found")
+        project = found
+    resource, nodes = _resource(req)
+    fields = {
+        "user_id": user.id, "project_id": project["id"], "name": _name(req, manifest),
+        "algorithm": (manifest.get("algorithm") or {}).get("name"),
+        "environment": (manifest.get("environment") or {}).get("name"),
+        "resource_id": resource, "num_nodes": nodes, "max_steps": max_steps,
+        "pop_size": pop_size, "idempotency_key": idempotency_key,
+    }
+    row, created = ctx.store.insert_experiment(
+        fields, max_active=ctx.config.max_active_jobs_per_user)
+    if not created:
+        return row, False
+    run = ctx.scheduler.run_dir(row["id"])
+    try:
+        run.create(manifest)
+        if req.reward_file is not None:
+            (run.root / "reward.py").write_bytes(req.reward_file)
+    except OSError as exc:
+        ctx.store.transition(row["id"], states.FAILED, reason="could not write run folder",
+                             error=f"Could not write the experiment folder: {exc}")
+        raise ApiError(500, "STORAGE_ERROR", "Could not write the experiment folder") from None
+    ctx.store.transition(row["id"], states.QUEUED, reason="accepted")
+    ctx.scheduler.wake()
+    fresh = ctx.store.experiment(row["id"])
+    return (fresh or row), True
