@@ -1,0 +1,96 @@
+"""Printing answers for the ``arena`` command: aligned tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+__all__ = ["csv_table", "emit", "table", "to_text"]
+
+
+def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
+    """Print *value* as JSON (``--json``) or as a table / text."""
+    stream = out or sys.stdout
+    if as_json:
+        stream.write(json.dumps(value, indent=2, default=str) + "\n")
+    else:
+        text = to_text(value)
+        if text:
+            stream.write(text + "\n")
+    stream.flush()
+
+
+def to_text(value: Any) -> str:
+    """A human rendering: dict -> Field/Value table, list of dicts -> one table."""
+    if isinstance(value, dict):
+        if value and all(_is_env_versions(v) for v in value.values()):
+            return _environments(value)
+        return table(["Field", "Value"], [[k, _cell(v)] for k, v in value.items()])
+    if isinstance(value, list):
+        if not value:
+            return "(none)"
+        if all(isinstance(row, dict) for row in value):
+            columns: list[str] = []
+            for row in value:
+                columns.extend(k for k in row if k not in columns)
+            return table(columns, [[_cell(row.get(c)) for c in columns] for row in value])
+        return table(["Value"], [[_cell(v)] for v in value])
+    return "" if value is None else str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain aligned text table."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def csv_table(text: str) -> str:
+    """Render CSV text as a table (pivoted when it has more columns than rows)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return "(no rows)"
+    header, body = rows[0], rows[1:]
+    if len(header) > len(body) + 1:
+        pivot = [
+            [name] + [r[i] if i < len(r) else "" for r in body] for i, name in enumerate(header)
+        ]
+        return table(["metric"] + [f"row {i + 1}" for i in range(len(body))], pivot)
+    return table(header, body)
+
+
+def _is_env_versions(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(v, dict) and {"validated", "profiled"} <= set(v) for v in value.values()
+    )
+
+
+def _environments(catalogue: dict[str, Any]) -> str:
+    rows = [
+        [name, version, _tick(flags.get("validated")), _tick(flags.get("profiled"))]
+        for name, versions in catalogue.items()
+        for version, flags in versions.items()
+    ]
+    return table(["Environment", "Version", "Validated", "Profiled"], rows)
+
+
+def _tick(flag: Any) -> str:
+    return "yes" if flag else "no"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, default=str)
+    return str(value)
