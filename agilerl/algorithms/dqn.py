@@ -44,7 +44,9 @@ class DQN(RLAlgorithm):
         if not isinstance(self.action_space, spaces.Discrete):
             raise ValueError(f"DQN needs a Discrete action space, got {self.action_space}")
         self.num_actions = int(self.action_space.n)
-        self.actor = QNetwork.build(self.obs_encoder.dim, self.num_actions, net_config, self.torch_rng).to(self.device)
+        self.actor = QNetwork.build(
+            self.obs_encoder.dim, self.num_actions, net_config, self.torch_rng
+        ).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
         self.networks = {"actor": self.actor, "actor_target": self.actor_target}
         self.optimizer_networks = {"optimizer": ("actor",)}
@@ -60,7 +62,9 @@ class DQN(RLAlgorithm):
         """
         q = self.actor(self.to_tensor(obs))
         if action_mask is not None:
-            mask = torch.as_tensor(np.asarray(action_mask, dtype=bool), device=q.device).reshape(q.shape)
+            mask = torch.as_tensor(np.asarray(action_mask, dtype=bool), device=q.device).reshape(
+                q.shape
+            )
             q = q.masked_fill(~mask, float("-inf"))
         actions = q.argmax(dim=-1).cpu().numpy()
         if epsilon > 0.0:

@@ -92,7 +92,9 @@ class PPO(RLAlgorithm):
         else:
             probs = torch.softmax(policy_out, dim=-1)
             action = torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1)
-            log_prob = torch.log(probs.gather(1, action.to(probs.device).unsqueeze(1)).squeeze(1).clamp_min(1e-30))
+            log_prob = torch.log(
+                probs.gather(1, action.to(probs.device).unsqueeze(1)).squeeze(1).clamp_min(1e-30)
+            )
         action_np = action.cpu().numpy()
         return self._env_action(action_np), action_np, log_prob.cpu().numpy(), value.cpu().numpy()
 
@@ -134,7 +136,14 @@ class PPO(RLAlgorithm):
         returns = torch.as_tensor(data["returns"], device=self.device)
         optimizer = self.optimizers["optimizer"]
         net = self.actor_critic
-        sums = {"loss": 0.0, "policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
+        sums = {
+            "loss": 0.0,
+            "policy_loss": 0.0,
+            "value_loss": 0.0,
+            "entropy": 0.0,
+            "approx_kl": 0.0,
+            "clipfrac": 0.0,
+        }
         updates = 0
         batch_size = max(1, min(int(self.batch_size), n))
         for _epoch in range(int(self.update_epochs)):

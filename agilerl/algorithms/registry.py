@@ -31,7 +31,15 @@ def algorithm_class(name: str) -> type[RLAlgorithm]:
 #: Spec fields that are not constructor hyperparameters (runtime objects, the registry
 #: name, and what build_algorithm passes explicitly).
 _NOT_FORWARDED = frozenset(
-    {"name", "net_config", "hp_config", "actor_network", "critic_network", "critic_networks", "actor_networks"}
+    {
+        "name",
+        "net_config",
+        "hp_config",
+        "actor_network",
+        "critic_network",
+        "critic_networks",
+        "actor_networks",
+    }
 )
 
 

@@ -48,7 +48,9 @@ class ReplayBuffer:
         if not self._data:
             self._allocate(batch)
         if set(batch) != set(self._data):
-            raise KeyError(f"transition fields {sorted(batch)} != buffer fields {sorted(self._data)}")
+            raise KeyError(
+                f"transition fields {sorted(batch)} != buffer fields {sorted(self._data)}"
+            )
         n = len(next(iter(batch.values())))
         if n == 0:
             return
@@ -66,7 +68,9 @@ class ReplayBuffer:
         self.size = min(self.size + n, self.max_size)
         self.counter += n
 
-    def sample(self, batch_size: int, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+    def sample(
+        self, batch_size: int, rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
         """``batch_size`` transitions drawn uniformly with replacement."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
@@ -91,7 +95,11 @@ class ReplayBuffer:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.max_size = int(state["max_size"])
-        self.pos, self.size, self.counter = int(state["pos"]), int(state["size"]), int(state["counter"])
+        self.pos, self.size, self.counter = (
+            int(state["pos"]),
+            int(state["size"]),
+            int(state["counter"]),
+        )
         self._data = {}
         for name, value in state["data"].items():
             store = np.zeros((self.max_size, *value.shape[1:]), dtype=value.dtype)
@@ -110,7 +118,9 @@ class MultiStepReplayBuffer(ReplayBuffer):
     ``valid=False`` (autoreset steps) must not be passed in.
     """
 
-    def __init__(self, max_size: int, n_step: int, gamma: float, device: Any = "cpu", seed: int | None = None):
+    def __init__(
+        self, max_size: int, n_step: int, gamma: float, device: Any = "cpu", seed: int | None = None
+    ):
         super().__init__(max_size, device=device, seed=seed)
         if int(n_step) < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")

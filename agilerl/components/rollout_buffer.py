@@ -20,7 +20,14 @@ import numpy as np
 class RolloutBuffer:
     """Fixed-length rollout of ``num_steps`` vector steps over ``num_envs`` sub-envs."""
 
-    def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_shape: tuple[int, ...], action_dtype: Any):
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: Any,
+    ):
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         shape = (self.num_steps, self.num_envs)
         self.obs = np.zeros((*shape, obs_dim), dtype=np.float32)
@@ -41,7 +48,9 @@ class RolloutBuffer:
     def full(self) -> bool:
         return self.pos == self.num_steps
 
-    def add(self, obs: Any, action: Any, log_prob: Any, value: Any, reward: Any, ended: Any, valid: Any) -> None:
+    def add(
+        self, obs: Any, action: Any, log_prob: Any, value: Any, reward: Any, ended: Any, valid: Any
+    ) -> None:
         t = self.pos
         self.obs[t] = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
         self.actions[t] = np.asarray(action).reshape(self.actions.shape[1:])

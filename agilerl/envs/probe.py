@@ -143,7 +143,9 @@ PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
 
 
 def make_probe_vector_env(
-    env: str | type[_ProbeEnv], num_envs: int = 4, autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP
+    env: str | type[_ProbeEnv],
+    num_envs: int = 4,
+    autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
 ) -> SyncVectorEnv:
     """A ``SyncVectorEnv`` of ``num_envs`` copies of a probe env (class or class name)."""
     cls = PROBE_ENVS[env] if isinstance(env, str) else env

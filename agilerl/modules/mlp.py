@@ -83,18 +83,22 @@ class EvolvableMLP(nn.Module):
         self.arch: dict[str, Any] = {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS}
         self.arch["hidden_size"] = [int(h) for h in self.arch["hidden_size"]]
         sizes = [self.arch["in_dim"], *self.arch["hidden_size"], self.arch["out_dim"]]
-        self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.linears = nn.ModuleList(
+            nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=False)
+        )
         self.norms = nn.ModuleList(
             nn.LayerNorm(h) if self.arch["layer_norm"] else nn.Identity()
             for h in self.arch["hidden_size"]
         )
-        self.acts = nn.ModuleList(make_activation(self.arch["activation"]) for _ in self.arch["hidden_size"])
+        self.acts = nn.ModuleList(
+            make_activation(self.arch["activation"]) for _ in self.arch["hidden_size"]
+        )
         self.out_act = make_activation(self.arch["output_activation"])
         self._init_weights(generator)
 
     # ------------------------------------------------------------------ maths
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for linear, norm, act in zip(self.linears, self.norms, self.acts):
+        for linear, norm, act in zip(self.linears, self.norms, self.acts, strict=False):
             x = act(norm(linear(x)))
         return self.out_act(self.linears[-1](x))
 
@@ -141,7 +145,9 @@ class EvolvableMLP(nn.Module):
         elif op in ("add_nodes", "remove_nodes"):
             layer = int(plan["layer"])
             delta = int(plan["nodes"]) if op == "add_nodes" else -int(plan["nodes"])
-            hidden[layer] = _clip(hidden[layer] + delta, arch["min_mlp_nodes"], arch["max_mlp_nodes"])
+            hidden[layer] = _clip(
+                hidden[layer] + delta, arch["min_mlp_nodes"], arch["max_mlp_nodes"]
+            )
         elif op == "activation":
             arch["activation"] = plan["activation"]
         else:
@@ -156,7 +162,9 @@ class EvolvableMLP(nn.Module):
                 _transfer_overlap(self, new)
         return new
 
-    def resized(self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0) -> EvolvableMLP:
+    def resized(
+        self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
+    ) -> EvolvableMLP:
         """A new MLP with a different input or output width, weights transferred.
 
         New input columns are zero (the extra inputs are ignored at first); new output
@@ -173,7 +181,9 @@ class EvolvableMLP(nn.Module):
         return new
 
 
-def draw_mlp_plan(mlp: EvolvableMLP, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+def draw_mlp_plan(
+    mlp: EvolvableMLP, op: str, rng: Any, activations: list[str]
+) -> dict[str, Any] | None:
     """Draw the random details of an ``op`` on ``mlp`` (numpy Generator); None if impossible."""
     if not mlp.can(op):
         return None
@@ -212,7 +222,7 @@ def _init_linear(linear: nn.Linear, generator: torch.Generator | None, *, orthog
 
 
 def _copy_overlap(dst: torch.Tensor, src: torch.Tensor) -> None:
-    index = tuple(slice(0, min(d, s)) for d, s in zip(dst.shape, src.shape))
+    index = tuple(slice(0, min(d, s)) for d, s in zip(dst.shape, src.shape, strict=False))
     dst[index] = src[index]
 
 
@@ -223,7 +233,9 @@ def _copy_module_overlap(dst: nn.Module, src: nn.Module) -> None:
             _copy_overlap(param.data, src_params[name].data)
 
 
-def _transfer_overlap(old: EvolvableMLP, new: EvolvableMLP, *, zero_new_inputs: bool = False) -> None:
+def _transfer_overlap(
+    old: EvolvableMLP, new: EvolvableMLP, *, zero_new_inputs: bool = False
+) -> None:
     """Copy every weight into the overlapping slice of its counterpart by position.
 
     Hidden layers are matched by index; the output layer maps to the output layer.
@@ -251,7 +263,9 @@ def _transfer_add_layer(old: EvolvableMLP, new: EvolvableMLP) -> None:
     new.linears[-1].load_state_dict(old.linears[-1].state_dict())
 
 
-def _transfer_add_nodes(old: EvolvableMLP, new: EvolvableMLP, layer: int, gen: torch.Generator) -> None:
+def _transfer_add_nodes(
+    old: EvolvableMLP, new: EvolvableMLP, layer: int, gen: torch.Generator
+) -> None:
     """Grow hidden layer ``layer``: new units have zero outgoing weights (function kept)."""
     n_old = old.linears[layer].out_features
     n_new = new.linears[layer].out_features

@@ -49,7 +49,11 @@ class ActorCritic(EvolvableNetwork):
         action_std_init: float,
         generator: torch.Generator,
     ) -> ActorCritic:
-        enc, head, latent = net_config["encoder_config"], net_config["head_config"], net_config["latent_dim"]
+        enc, head, latent = (
+            net_config["encoder_config"],
+            net_config["head_config"],
+            net_config["latent_dim"],
+        )
         enc_arch = mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))
         names = ("encoder", "encoder") if share_encoders else ("actor", "critic")
         arch: dict[str, Any] = {

@@ -40,7 +40,9 @@ class EvolvableNetwork(nn.Module):
         self.encoders = nn.ModuleDict(
             {n: EvolvableMLP(a, generator) for n, a in self.arch["encoders"].items()}
         )
-        self.heads = nn.ModuleDict({n: EvolvableMLP(a, generator) for n, a in self.arch["heads"].items()})
+        self.heads = nn.ModuleDict(
+            {n: EvolvableMLP(a, generator) for n, a in self.arch["heads"].items()}
+        )
 
     @classmethod
     def from_architecture(cls, arch: Mapping[str, Any], device: str | torch.device = "cpu"):
@@ -60,7 +62,12 @@ class EvolvableNetwork(nn.Module):
             choices = [a for a in activations if a != current]
             if not choices:
                 return None
-            return {"target": "all", "op": "activation", "activation": str(rng.choice(choices)), "seed": 0}
+            return {
+                "target": "all",
+                "op": "activation",
+                "activation": str(rng.choice(choices)),
+                "seed": 0,
+            }
         candidates: list[tuple[str, dict[str, Any]]] = []
         for kind, modules in (("encoder", self.encoders), ("head", self.heads)):
             for name, mlp in modules.items():
@@ -68,7 +75,7 @@ class EvolvableNetwork(nn.Module):
                 if plan is not None:
                     candidates.append((f"{kind}:{name}", plan))
         if op in ("add_nodes", "remove_nodes"):
-            for name, mlp in self.encoders.items():
+            for name in self.encoders:
                 if self._latent_can(name, op):
                     step = int(rng.choice(LATENT_STEPS))
                     seed = int(rng.integers(0, 2**31 - 1))

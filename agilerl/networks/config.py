@@ -34,7 +34,9 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
     elif isinstance(net_config, Mapping):
         raw = copy.deepcopy(dict(net_config))
     else:
-        raise TypeError(f"net_config must be a network spec or a mapping, not {type(net_config).__name__}")
+        raise TypeError(
+            f"net_config must be a network spec or a mapping, not {type(net_config).__name__}"
+        )
 
     encoder = dict(raw.get("encoder_config") or {})
     arch = raw.pop("arch", None) or encoder.get("arch") or "mlp"
@@ -63,7 +65,9 @@ def _dump_network_model(model: Any) -> dict[str, Any]:
     return data
 
 
-def mlp_arch(mlp_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any = None) -> dict[str, Any]:
+def mlp_arch(
+    mlp_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any = None
+) -> dict[str, Any]:
     """Architecture dict for ``EvolvableMLP`` from an ``MlpSpec``-shaped mapping."""
     return {
         "in_dim": int(in_dim),

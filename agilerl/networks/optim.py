@@ -28,12 +28,16 @@ def make_optimizer(nets: Sequence[nn.Module], lr: float) -> torch.optim.Optimize
     return torch.optim.Adam(params, lr=lr)
 
 
-def state_by_name(opt: torch.optim.Optimizer, nets: Sequence[nn.Module]) -> dict[str, dict[str, Any]]:
+def state_by_name(
+    opt: torch.optim.Optimizer, nets: Sequence[nn.Module]
+) -> dict[str, dict[str, Any]]:
     """Per-parameter optimizer state keyed by parameter name (call before mutating)."""
     return {name: dict(opt.state[p]) for name, p in named_parameters(nets) if p in opt.state}
 
 
-def carry_state(opt: torch.optim.Optimizer, nets: Sequence[nn.Module], old: dict[str, dict[str, Any]]) -> None:
+def carry_state(
+    opt: torch.optim.Optimizer, nets: Sequence[nn.Module], old: dict[str, dict[str, Any]]
+) -> None:
     """Load ``old`` (from ``state_by_name``) into a freshly built optimizer ``opt``."""
     for name, param in named_parameters(nets):
         prev = old.get(name)
@@ -45,7 +49,9 @@ def carry_state(opt: torch.optim.Optimizer, nets: Sequence[nn.Module], old: dict
                 state[key] = value.clone()
             elif isinstance(value, torch.Tensor) and value.dim() == param.dim() and value.dim() > 0:
                 fresh = torch.zeros_like(param, memory_format=torch.preserve_format)
-                index = tuple(slice(0, min(a, b)) for a, b in zip(fresh.shape, value.shape))
+                index = tuple(
+                    slice(0, min(a, b)) for a, b in zip(fresh.shape, value.shape, strict=False)
+                )
                 fresh[index] = value[index]
                 state[key] = fresh
             elif isinstance(value, torch.Tensor):

@@ -17,7 +17,11 @@ class QNetwork(EvolvableNetwork):
     def build(
         cls, obs_dim: int, num_actions: int, net_config: NetworkConfig, generator: torch.Generator
     ) -> QNetwork:
-        enc, head, latent = net_config["encoder_config"], net_config["head_config"], net_config["latent_dim"]
+        enc, head, latent = (
+            net_config["encoder_config"],
+            net_config["head_config"],
+            net_config["latent_dim"],
+        )
         arch: dict[str, Any] = {
             "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
             "heads": {"q": mlp_arch(head, latent, num_actions, head.get("output_activation"))},

@@ -79,7 +79,9 @@ def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([m[k] for m in metrics if k in m])) for k in keys}
 
 
-def _finish(agent: Any, episodes: _Episodes, env_steps: int, learn: list[dict[str, float]], start: float) -> dict[str, Any]:
+def _finish(
+    agent: Any, episodes: _Episodes, env_steps: int, learn: list[dict[str, float]], start: float
+) -> dict[str, Any]:
     agent.steps[-1] += env_steps
     score = episodes.mean()
     if episodes.completed:
@@ -124,7 +126,13 @@ def train_off_policy_member(
         eps = epsilon.value(first + i) if epsilon is not None else 0.0
         action = agent.get_action(obs, epsilon=eps)
         new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(action)
-        transition = {"obs": obs, "action": action, "reward": reward, "next_obs": next_obs, "done": terminated}
+        transition = {
+            "obs": obs,
+            "action": action,
+            "reward": reward,
+            "next_obs": next_obs,
+            "done": terminated,
+        }
         if not valid.all():
             transition = {k: np.asarray(v)[valid] for k, v in transition.items()}
         memory.add(transition)
@@ -163,7 +171,11 @@ def train_on_policy_member(
     action_space = agent.action_space
     action_shape = tuple(action_space.shape) if agent.continuous else ()
     buffer = RolloutBuffer(
-        horizon, num_envs, agent.obs_encoder.dim, action_shape, np.float32 if agent.continuous else np.int64
+        horizon,
+        num_envs,
+        agent.obs_encoder.dim,
+        action_shape,
+        np.float32 if agent.continuous else np.int64,
     )
     episodes = _Episodes(num_envs)
     learn: list[dict[str, float]] = []

@@ -42,7 +42,9 @@ class Autoreset:
         self._resetting[:] = False
         return obs
 
-    def step(self, action: Any) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    def step(
+        self, action: Any
+    ) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step; returns ``(obs, next_obs, reward, terminated, truncated, valid, info)``.
 
         ``valid[i]`` is False when sub-env ``i`` only reset (NEXT_STEP); its reward and

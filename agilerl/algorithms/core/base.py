@@ -30,6 +30,7 @@ import torch
 
 from agilerl.algorithms.core.evaluation import evaluate_greedy
 from agilerl.algorithms.core.spaces import ObsEncoder
+from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import carry_state, make_optimizer, state_by_name
@@ -81,7 +82,7 @@ class RLAlgorithm(ABC):
         self.spec = self.validate_hyperparameters(hyperparameters)
         for name in self.hyperparameter_names:
             setattr(self, name, getattr(self.spec, name))
-        self.hp_config: dict[str, dict[str, float]] = _plain_hp_config(hp_config)
+        self.hp_config: dict[str, dict[str, float]] = plain_hp_config(hp_config)
         self.net_config: NetworkConfig = normalise_net_config(net_config, self.network_spec_name())
 
         self.steps: list[int] = [0]
@@ -290,7 +291,9 @@ class RLAlgorithm(ABC):
         Optimizers that train the network are rebuilt with their state carried over
         (see ``agilerl.networks.optim.rebuild_optimizer``).
         """
-        names = [network_name] + [m for m, src in self.mirrored_networks.items() if src == network_name]
+        names = [network_name] + [
+            m for m, src in self.mirrored_networks.items() if src == network_name
+        ]
         affected = [o for o, nets in self.optimizer_networks.items() if network_name in nets]
         carried = {o: state_by_name(self.optimizers[o], self._optimizer_nets(o)) for o in affected}
         for name in names:
@@ -299,7 +302,9 @@ class RLAlgorithm(ABC):
             setattr(self, name, new)
         for opt_name in affected:
             self._rebuild_optimizer(opt_name)
-            carry_state(self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name])
+            carry_state(
+                self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name]
+            )
 
     def _optimizer_nets(self, opt_name: str) -> list[EvolvableNetwork]:
         return [self.networks[n] for n in self.optimizer_networks[opt_name]]
@@ -321,7 +326,9 @@ class RLAlgorithm(ABC):
         return None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(index={self.index}, steps={self.steps[-1]}, mut={self.mut!r})"
+        return (
+            f"{type(self).__name__}(index={self.index}, steps={self.steps[-1]}, mut={self.mut!r})"
+        )
 
 
 #: Spec keys that are constructor arguments of their own, not hyperparameters.
@@ -343,15 +350,3 @@ def _cpu_state(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_cpu_state(v) for v in obj]
     return copy.deepcopy(obj)
-
-
-def _plain_hp_config(hp_config: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
-    """``rl_hp_selection``-shaped mapping (models or dicts) -> plain dicts."""
-    if not hp_config:
-        return {}
-    out: dict[str, dict[str, float]] = {}
-    for name, value in hp_config.items():
-        if hasattr(value, "model_dump"):
-            value = value.model_dump()
-        out[str(name)] = {k: float(v) for k, v in dict(value).items()}
-    return out

@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 
-def evaluate_greedy(agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None) -> float:
+def evaluate_greedy(
+    agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+) -> float:
     """Mean return of ``loop`` rounds of one greedy episode per sub-env.
 
     Each round resets the env (the first with ``seed``), then steps every sub-env with

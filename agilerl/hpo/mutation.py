@@ -1,0 +1,183 @@
+"""Mutation of population members: architecture, weights, activation, RL hyperparameters.
+
+For every member one mutation kind is drawn with probabilities proportional to
+``no_mutation``, ``architecture``, ``parameters``, ``activation`` and ``rl_hp`` (the
+manifest's ``no_mut``, ``arch_mut``, ``params_mut``, ``act_mut``, ``rl_hp_mut``). An
+architecture mutation is a *layer* change (add or remove a hidden layer) with probability
+``new_layer_prob`` (the manifest's ``new_layer``), else a *node* change (add or remove
+units of a hidden layer or of the latent width); it is drawn for one of the member's
+mutable networks and applied identically to its mirrors (e.g. a DQN target network).
+
+* ``params_mut``: Gaussian noise ``N(0, mutation_sd)`` added to a random 10% of the
+  entries of every weight matrix of one network (biases and norms untouched).
+* ``act_mut``: the hidden activation of one network becomes another of
+  ``activation_selection``.
+* ``rl_hp_mut``: one hyperparameter listed in the member's ``hp_config`` (else this
+  operator's ``rl_hp_selection``) is multiplied by its ``grow_factor`` or
+  ``shrink_factor`` (even odds) and clipped to ``[min, max]``; integers move by at least
+  one. Learning rates are pushed into the optimizer (``agent.set_hyperparameter``).
+
+All randomness comes from the operator's own ``np.random.Generator`` (``rand_seed``),
+exposed by ``get_state``/``set_state``; members are changed only through their public
+API (``mutable_networks``, ``apply_architecture_mutation``, ``set_hyperparameter``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from agilerl.hpo.ranges import plain_hp_config
+
+#: Activations an ``act_mut`` chooses from unless ``activation_selection`` says otherwise.
+DEFAULT_ACTIVATIONS = ("ReLU", "ELU", "GELU")
+#: Share of weight entries perturbed by a parameter mutation.
+PARAM_FRACTION = 0.1
+
+KINDS = ("None", "arch", "param", "act", "rl_hp")
+
+
+class Mutations:
+    """Mutation operator (see module docstring); ``mutation(population)`` applies it."""
+
+    def __init__(
+        self,
+        no_mutation: float,
+        architecture: float,
+        new_layer_prob: float,
+        parameters: float,
+        activation: float,
+        rl_hp: float,
+        mutation_sd: float = 0.1,
+        activation_selection: Sequence[str] = DEFAULT_ACTIVATIONS,
+        mutate_elite: bool = True,
+        rl_hp_selection: Mapping[str, Any] | None = None,
+        rand_seed: int | None = None,
+    ):
+        probs = np.array(
+            [no_mutation, architecture, parameters, activation, rl_hp], dtype=np.float64
+        )
+        if (probs < 0).any() or probs.sum() <= 0:
+            raise ValueError("mutation probabilities must be >= 0 and not all zero")
+        self.probabilities = probs / probs.sum()
+        self.new_layer_prob = float(new_layer_prob)
+        self.mutation_sd = float(mutation_sd)
+        self.activation_selection = list(activation_selection)
+        self.mutate_elite = bool(mutate_elite)
+        self.rl_hp_selection = plain_hp_config(rl_hp_selection)
+        self.rng = np.random.default_rng(rand_seed)
+
+    @classmethod
+    def from_spec(cls, spec: Any, **kwargs: Any) -> Mutations:
+        """From a ``MutationSpec`` (probabilities, ``mutation_sd``, ``rand_seed``, hp ranges)."""
+        p = spec.probabilities
+        return cls(
+            no_mutation=p.no_mut,
+            architecture=p.arch_mut,
+            new_layer_prob=p.new_layer,
+            parameters=p.params_mut,
+            activation=p.act_mut,
+            rl_hp=p.rl_hp_mut,
+            mutation_sd=spec.mutation_sd,
+            rl_hp_selection=spec.rl_hp_selection,
+            rand_seed=kwargs.pop("rand_seed", spec.rand_seed),
+            **kwargs,
+        )
+
+    # ------------------------------------------------------------------ population
+    def mutation(self, population: Sequence[Any], pre_training_mut: bool = False) -> list[Any]:
+        """Mutate every member in place (slot 0, the elite, only if ``mutate_elite`` or
+        ``pre_training_mut``); returns the population. ``agent.mut`` names what changed."""
+        for slot, agent in enumerate(population):
+            kind = KINDS[int(self.rng.choice(len(KINDS), p=self.probabilities))]
+            if slot == 0 and not (self.mutate_elite or pre_training_mut):
+                kind = "None"
+            agent.mut = self.mutate(agent, kind)
+        return list(population)
+
+    def mutate(self, agent: Any, kind: str) -> str:
+        """Apply one mutation of ``kind`` to ``agent``; returns the label stored in ``mut``."""
+        if kind == "arch":
+            return self.architecture_mutate(agent)
+        if kind == "param":
+            return self.parameter_mutation(agent)
+        if kind == "act":
+            return self.activation_mutation(agent)
+        if kind == "rl_hp":
+            return self.rl_hyperparam_mutation(agent)
+        return "None"
+
+    # ------------------------------------------------------------------ kinds
+    def architecture_mutate(self, agent: Any) -> str:
+        network = self._pick_network(agent)
+        if self.rng.random() < self.new_layer_prob:
+            ops = (
+                ["add_layer", "remove_layer"]
+                if self.rng.random() < 0.5
+                else ["remove_layer", "add_layer"]
+            )
+        else:
+            ops = (
+                ["add_nodes", "remove_nodes"]
+                if self.rng.random() < 0.5
+                else ["remove_nodes", "add_nodes"]
+            )
+        for op in ops:  # fall back to the opposite change when at a bound
+            plan = agent.networks[network].draw_plan(op, self.rng, self.activation_selection)
+            if plan is not None:
+                agent.apply_architecture_mutation(network, plan)
+                return op
+        return "None"
+
+    def activation_mutation(self, agent: Any) -> str:
+        network = self._pick_network(agent)
+        plan = agent.networks[network].draw_plan("activation", self.rng, self.activation_selection)
+        if plan is None:
+            return "None"
+        agent.apply_architecture_mutation(network, plan)
+        return "act"
+
+    def parameter_mutation(self, agent: Any) -> str:
+        network = agent.networks[self._pick_network(agent)]
+        gen = torch.Generator().manual_seed(int(self.rng.integers(0, 2**62)))
+        with torch.no_grad():
+            for name, param in network.named_parameters():
+                if param.dim() < 2 or not name.endswith("weight"):
+                    continue
+                noise = torch.randn(param.shape, generator=gen) * self.mutation_sd
+                mask = torch.rand(param.shape, generator=gen) < PARAM_FRACTION
+                param.add_((noise * mask).to(param.device))
+        return "param"
+
+    def rl_hyperparam_mutation(self, agent: Any) -> str:
+        ranges = agent.hp_config or self.rl_hp_selection
+        names = [n for n in ranges if n in agent.hyperparameter_names]
+        if not names:
+            return "None"
+        name = names[int(self.rng.integers(len(names)))]
+        spec = ranges[name]
+        current = getattr(agent, name)
+        grow = self.rng.random() < 0.5
+        value = current * (spec["grow_factor"] if grow else spec["shrink_factor"])
+        if isinstance(current, int) and not isinstance(current, bool):
+            value = round(value)
+            if value == current:
+                value = current + (1 if grow else -1)
+        value = min(max(value, spec["min"]), spec["max"])
+        agent.set_hyperparameter(name, value)
+        return name
+
+    def _pick_network(self, agent: Any) -> str:
+        names = agent.mutable_networks()
+        return names[int(self.rng.integers(len(names)))]
+
+    # ------------------------------------------------------------------ checkpoints
+    def get_state(self) -> dict[str, Any]:
+        return {"rng": copy.deepcopy(self.rng.bit_generator.state)}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.rng.bit_generator.state = copy.deepcopy(state["rng"])

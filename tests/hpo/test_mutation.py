@@ -1,0 +1,160 @@
+"""Mutations: function preservation, bounds, hyperparameter ranges, determinism."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from agilerl.algorithms import DQN, PPO
+from agilerl.envs.probe import make_probe_vector_env
+from agilerl.hpo.mutation import Mutations
+from agilerl.modules.mlp import EvolvableMLP
+
+OBS = torch.randn(64, 1, generator=torch.Generator().manual_seed(0))
+
+
+def _mlp(layer_norm: bool, activation: str = "ReLU") -> EvolvableMLP:
+    arch = {
+        "in_dim": 3, "out_dim": 2, "hidden_size": [16, 24], "activation": activation,
+        "output_activation": None, "layer_norm": layer_norm, "init_layers": True,
+        "output_vanish": False, "min_hidden_layers": 1, "max_hidden_layers": 4,
+        "min_mlp_nodes": 8, "max_mlp_nodes": 128,
+    }  # fmt: skip
+    return EvolvableMLP(arch, torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+@pytest.mark.parametrize("layer", [0, 1])
+def test_add_nodes_preserves_function(layer_norm, layer):
+    mlp = _mlp(layer_norm)
+    x = torch.randn(50, 3, generator=torch.Generator().manual_seed(2))
+    grown = mlp.mutated({"op": "add_nodes", "layer": layer, "nodes": 32, "seed": 3})
+    assert grown.arch["hidden_size"][layer] == mlp.arch["hidden_size"][layer] + 32
+    with torch.no_grad():
+        torch.testing.assert_close(grown(x), mlp(x), atol=1e-4, rtol=1e-4)
+
+
+def test_add_layer_preserves_relu_function_without_norm():
+    mlp = _mlp(layer_norm=False)
+    x = torch.randn(50, 3, generator=torch.Generator().manual_seed(2))
+    deeper = mlp.mutated({"op": "add_layer", "seed": 3})
+    assert len(deeper.arch["hidden_size"]) == 3
+    with torch.no_grad():
+        torch.testing.assert_close(deeper(x), mlp(x))
+
+
+def test_new_units_are_trainable_after_add_nodes_with_norm():
+    mlp = _mlp(layer_norm=True)
+    grown = mlp.mutated({"op": "add_nodes", "layer": 1, "nodes": 16, "seed": 3})
+    x = torch.randn(50, 3, generator=torch.Generator().manual_seed(2))
+    grown(x).pow(2).sum().backward()
+    assert grown.linears[2].weight.grad[:, 24:].abs().sum() > 0
+
+
+def _dqn(net: dict, seed: int = 0, **hp) -> DQN:
+    env = make_probe_vector_env("ObsPolicyEnv", 2)
+    return DQN(env.single_observation_space, env.single_action_space, net_config=net, seed=seed, **hp)
+
+
+def test_agent_network_mutations_preserve_q_values_and_mirror_target(small_net):
+    net = dict(
+        small_net,
+        encoder_config={"arch": "mlp", "hidden_size": [32], "layer_norm": False},
+        head_config={"hidden_size": [32], "layer_norm": False},
+    )
+    agent = _dqn(net)
+    rng = np.random.default_rng(0)
+    for op in ("add_nodes", "add_layer", "add_nodes", "add_layer", "add_nodes"):
+        before = agent.actor(OBS).detach()
+        plan = agent.actor.draw_plan(op, rng, ["ReLU"])
+        agent.apply_architecture_mutation("actor", plan)
+        after = agent.actor(OBS).detach()
+        torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-5)
+        assert agent.actor_target.architecture() == agent.actor.architecture()
+    # the optimizer trains the new parameters
+    assert {id(p) for g in agent.optimizers["optimizer"].param_groups for p in g["params"]} == {
+        id(p) for p in agent.actor.parameters()
+    }
+
+
+def test_architecture_mutations_respect_bounds(small_net):
+    net = dict(small_net)
+    net["encoder_config"] = {"arch": "mlp", "hidden_size": [16], "min_mlp_nodes": 8, "max_mlp_nodes": 40, "max_hidden_layers": 2}
+    net["head_config"] = {"hidden_size": [16], "min_mlp_nodes": 8, "max_mlp_nodes": 40, "max_hidden_layers": 2}
+    agent = _dqn(net)
+    mutations = Mutations(0, 1, 0.5, 0, 0, 0, rand_seed=1)
+    for _ in range(40):
+        mutations.mutation([agent])
+        for mlp in [*agent.actor.encoders.values(), *agent.actor.heads.values()]:
+            hidden = mlp.arch["hidden_size"]
+            assert 1 <= len(hidden) <= 2
+            assert all(8 <= h <= 40 for h in hidden)
+        assert 8 <= agent.actor.encoders["encoder"].arch["out_dim"] <= 128
+
+
+def test_rl_hp_mutation_stays_within_ranges_and_updates_optimizer(small_net):
+    agent = _dqn(small_net, batch_size=32, learn_step=2)
+    ranges = {
+        "lr": {"min": 1e-4, "max": 1e-3, "grow_factor": 1.5, "shrink_factor": 0.5},
+        "batch_size": {"min": 16, "max": 80, "grow_factor": 1.5, "shrink_factor": 0.5},
+        "learn_step": {"min": 1, "max": 4, "grow_factor": 1.5, "shrink_factor": 0.5},
+    }
+    agent.hp_config = ranges
+    mutations = Mutations(0, 0, 0, 0, 0, 1, rand_seed=3)
+    seen = set()
+    for _ in range(60):
+        mutations.mutation([agent])
+        seen.add(agent.mut)
+        assert 1e-4 <= agent.lr <= 1e-3
+        assert 16 <= agent.batch_size <= 80 and isinstance(agent.batch_size, int)
+        assert 1 <= agent.learn_step <= 4 and isinstance(agent.learn_step, int)
+        assert agent.optimizers["optimizer"].param_groups[0]["lr"] == agent.lr
+    assert seen == {"lr", "batch_size", "learn_step"}
+
+
+def test_activation_and_parameter_mutations(small_net):
+    agent = _dqn(small_net)
+    before = copy.deepcopy(agent.actor.state_dict())
+    Mutations(0, 0, 0, 1, 0, 0, mutation_sd=0.5, rand_seed=0).mutation([agent])
+    assert agent.mut == "param"
+    changed = [k for k, v in agent.actor.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed and all(k.endswith("weight") for k in changed)
+    Mutations(0, 0, 0, 0, 1, 0, activation_selection=["ELU"], rand_seed=0).mutation([agent])
+    assert agent.mut == "act"
+    assert all(m.arch["activation"] == "ELU" for m in agent.actor.encoders.values())
+    assert agent.actor_target.architecture() == agent.actor.architecture()
+
+
+def test_mutation_is_deterministic_and_state_restorable(small_net):
+    def run(mutations: Mutations) -> list[str]:
+        pop = [_dqn(small_net, seed=i) for i in range(3)]
+        for p in pop:
+            p.hp_config = {"lr": {"min": 1e-5, "max": 1e-2, "grow_factor": 1.2, "shrink_factor": 0.8}}
+        labels = []
+        for _ in range(4):
+            labels += [a.mut for a in mutations.mutation(pop)]
+        return labels + [str(p.actor.architecture()) for p in pop]
+
+    assert run(Mutations(0.2, 0.2, 0.5, 0.2, 0.2, 0.2, rand_seed=7)) == run(
+        Mutations(0.2, 0.2, 0.5, 0.2, 0.2, 0.2, rand_seed=7)
+    )
+    m = Mutations(0.2, 0.2, 0.5, 0.2, 0.2, 0.2, rand_seed=7)
+    state = m.get_state()
+    first = m.rng.random(3)
+    m.set_state(state)
+    assert np.array_equal(first, m.rng.random(3))
+
+
+def test_ppo_mutations_keep_agent_working(small_net):
+    env = make_probe_vector_env("ObsPolicyContEnv", 2)
+    agent = PPO(env.single_observation_space, env.single_action_space, net_config=small_net, seed=0, share_encoders=False)
+    mutations = Mutations(0, 1, 0.5, 1, 1, 0, rand_seed=0)
+    for _ in range(10):
+        mutations.mutation([agent])
+        env_action, action, log_prob, value = agent.get_action(np.zeros((2, 1), dtype=np.float32))
+        assert env_action.shape == (2, 1) and np.isfinite(log_prob).all()
+    clone = agent.clone(index=5)
+    assert clone.actor_critic.architecture() == agent.actor_critic.architecture()
