@@ -1,0 +1,45 @@
+"""Compute every generated file (path relative to the repository root -> text)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codegen import bundle, docs
+from codegen.catalog import Catalog, load
+from codegen.codegen_input import codegen_document
+from codegen.pydantic_gen import rewrite, run_datamodel_codegen
+from codegen.registry_gen import class_tags, init_module, registry_module
+from codegen.targets import models_for
+from codegen.templates import ARENA_DOC, BASE_MODULE, LOCAL_DOC
+
+PACKAGES = {"local": "agilerl/models/_generated", "arena": "agilerl/arena/models/_generated"}
+BUNDLE_PATH = "agilerl/schemas/manifest.schema.json"
+ARENA_BUNDLE_PATH = "agilerl/schemas/arena-manifest.schema.json"
+DOCS_PATH = "docs/reference/manifest.md"
+
+
+def _model_set(catalog: Catalog, target: str) -> dict[str, str]:
+    models = models_for(catalog, target)
+    unions = {n: (s["x-discriminator"], s.get("x-default-tag")) for n, s in models.items()
+              if "x-discriminator" in s}
+    source = run_datamodel_codegen(codegen_document(models))
+    package = PACKAGES[target]
+    return {
+        f"{package}/__init__.py": init_module(LOCAL_DOC if target == "local" else ARENA_DOC,
+                                              {n: s for n, s in models.items()}, catalog),
+        f"{package}/_base.py": BASE_MODULE,
+        f"{package}/models.py": rewrite(source, target, class_tags(models), unions),
+        f"{package}/registry.py": registry_module(catalog, models, target),
+    }
+
+
+def outputs(repo: Path) -> dict[str, str]:
+    """Every generated file of the repository rooted at ``repo``."""
+    catalog = load(repo / "schemas")
+    files: dict[str, str] = {}
+    for target in PACKAGES:
+        files.update(_model_set(catalog, target))
+    files[BUNDLE_PATH] = bundle.render(catalog, "local")
+    files[ARENA_BUNDLE_PATH] = bundle.render(catalog, "arena")
+    files[DOCS_PATH] = docs.render(catalog)
+    return files
