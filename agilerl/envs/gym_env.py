@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import gymnasium
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector import async_vector_env as _gym_async
 
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.wrappers import ResolvedWrapper, apply_wrappers, resolve_wrappers
@@ -185,6 +187,23 @@ def vector_mode(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> Vecto
     return "async"
 
 
+def _worker_ignoring_sigint(*args: Any) -> None:
+    """Gymnasium's async worker, deaf to Ctrl-C.
+
+    Ctrl-C reaches every process of the terminal's process group; Gymnasium's worker
+    exits on it, so the trainer could not finish its step and checkpoint. Only the main
+    process handles the interrupt; it closes the workers.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _gym_async._async_worker(*args)
+
+
+# Private in Gymnasium; fall back to its default worker should it move.
+_ASYNC_WORKER = (
+    _worker_ignoring_sigint if callable(getattr(_gym_async, "_async_worker", None)) else None
+)
+
+
 def make_vector_env(
     spec: Any, extra_wrappers: Sequence[Any] | None = None, seed: int | None = None
 ) -> VectorEnv:
@@ -218,7 +237,7 @@ def make_vector_env(
         if mode == "sync":
             env = SyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE)
         else:
-            env = AsyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE)
+            env = AsyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE, worker=_ASYNC_WORKER)
     reported = env.metadata.get("autoreset_mode")
     if reported != AUTORESET_MODE:
         env.close()

@@ -240,3 +240,21 @@ def test_bad_num_envs() -> None:
 def test_unknown_id_fails_before_subprocesses_start() -> None:
     with pytest.raises(gym.error.NameNotFound, match="Did you mean: `CartPole`"):
         make_vector_env(spec(name="CartPol-v1", num_envs=4, sync=False))
+
+
+def test_async_workers_survive_ctrl_c() -> None:
+    """Ctrl-C goes to the whole process group; workers leave it to the main process."""
+    import os
+    import signal
+
+    env = make_vector_env(spec(name="Pendulum-v1", num_envs=2, sync=False))
+    try:
+        assert isinstance(env, AsyncVectorEnv)
+        env.reset(seed=0)
+        for process in env.processes:
+            os.kill(process.pid, signal.SIGINT)
+        obs, *_ = env.step(np.zeros((2, 1), dtype=np.float32))
+        assert obs.shape == (2, 3)
+        assert all(process.is_alive() for process in env.processes)
+    finally:
+        env.close()
