@@ -11,7 +11,8 @@ Resolution (manifest spec §3.2, "Custom entrypoint resolution"):
 3. candidate files, relative to the base directory unless absolute: the reference as
    given, the reference with ``.`` replaced by the path separator, and each of those with
    ``.py`` appended (unless it already ends in ``.py``); the first existing file is
-   executed as a fresh module under a synthetic name;
+   executed as a fresh module under a synthetic name (with its folder importable while it
+   runs, so it can import sibling files);
 4. otherwise the reference is imported as an ordinary module.
 """
 
@@ -70,11 +71,20 @@ def _exec_file(file: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     # Registered before execution so dataclasses and pickling inside the file work.
     sys.modules[name] = module
+    # The file's folder is importable while it runs, so ``import helpers`` of a sibling
+    # file works as it would with ``python file.py``.
+    folder = str(file.parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
     return module
 
 

@@ -141,3 +141,13 @@ def _spec(**fields: object):  # type: ignore[no-untyped-def]
     fields.setdefault("name", "Custom")
     fields.setdefault("num_envs", 1)
     return SimpleNamespace(**fields)
+
+
+def test_user_file_can_import_a_sibling(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "helpers_for_env_xyz.py").write_text("LIMIT = 11\n")
+    (tmp_path / "proj" / "env_file.py").write_text(
+        "import helpers_for_env_xyz\n\ndef make():\n    return helpers_for_env_xyz.LIMIT\n"
+    )
+    assert resolve_entrypoint("proj/env_file.py:make", path=tmp_path)() == 11
+    assert str(tmp_path / "proj") not in __import__("sys").path
