@@ -50,6 +50,10 @@ class PopulationBackend(Protocol):
         """Replace ``member`` with ``state`` (architecture included)."""
         ...
 
+    def apply_mutation(self, operator: Any, *, pre_training: bool = False) -> None:
+        """Apply a mutation operator to every member, in slot order."""
+        ...
+
     def steps(self, member: int) -> int:
         """Env steps ``member`` has trained for."""
         ...

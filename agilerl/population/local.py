@@ -58,6 +58,10 @@ class LocalPopulation:
         agent = self.agents[member]
         self.agents[member] = type(agent).from_state(state, device=agent.device)
 
+    def apply_mutation(self, operator: Any, *, pre_training: bool = False) -> None:
+        """Mutate the members in slot order with ``operator`` (its own seeded RNG)."""
+        self.agents = list(operator.mutation(self.agents, pre_training_mut=pre_training))
+
     def steps(self, member: int) -> int:
         return int(self.agents[member].steps[-1])
 

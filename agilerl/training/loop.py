@@ -44,8 +44,8 @@ class Evolution(Protocol):
     def pre_training(self, backend: PopulationBackend) -> None:
         """The one mutation applied before training when there is no selection."""
 
-    def evolve(self, backend: PopulationBackend, fitnesses: list[float]) -> int:
-        """Select and mutate in place; return the slot holding the elite (unmutated)."""
+    def evolve(self, backend: PopulationBackend, fitnesses: list[float]) -> int | None:
+        """Select and mutate in place; return the slot now holding the elite, if known."""
         ...
 
     @property
@@ -70,7 +70,7 @@ class LoopHooks(Protocol):
 
     def on_generation(self, state: LoopState, metrics: dict[str, Any]) -> None: ...
 
-    def on_evolved(self, state: LoopState, elite: int, fitnesses: list[float]) -> None: ...
+    def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None: ...
 
     def checkpoint(self, state: LoopState, *, reason: str) -> None: ...
 

@@ -1,0 +1,185 @@
+"""``agilerl train MANIFEST [PATH=VALUE ...] [options]`` (also ``python -m agilerl.train``).
+
+Trains the population a manifest describes, on this machine, with a live progress display
+and a summary at the end. Options follow the reference library's ``python -m agilerl.train``;
+``--seed`` and dotted overrides (``training.pop_size=8 algorithm.lr=3e-4``, values parsed as
+YAML) are additions. Overrides are applied to the file's contents before validation, so an
+override is checked exactly like the file and problems with it are reported naming it.
+
+Every run writes a run folder (``--run-dir``, default ``runs/{env}-{algo}-{timestamp}``)
+holding ``manifest.yaml`` (the resolved manifest), ``metrics.csv`` (one row per generation),
+``checkpoints/`` (unless ``--checkpoint-path`` puts them elsewhere) and ``elite.pt`` (with
+``--save-elite``, unless ``--elite-path``).
+
+Ctrl-C finishes the member being trained, writes a checkpoint, prints how to resume and
+exits with status 130; a second Ctrl-C aborts at once (the last checkpoint stays valid).
+
+Exit status: 0 trained; 1 the manifest (or an override) is invalid, or asks for something
+this version cannot train; 2 usage error (bad option, missing file, malformed override,
+unusable checkpoint, missing optional dependency); 3 internal error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+NAME = "train"
+HELP = "train a population locally from a training manifest"
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+def _default_device() -> str:
+    # Only consult torch when it is already imported (parsing --help must stay instant);
+    # the trainer resolves "auto" otherwise.
+    return "auto"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The reference's options, plus ``--seed``, ``--run-dir`` and dotted overrides."""
+    parser.add_argument("manifest", type=Path, help="training manifest (YAML or JSON)")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="PATH=VALUE",
+        help="override manifest values, e.g. training.pop_size=8 algorithm.lr=3e-4",
+    )
+    parser.add_argument("-d", "--device", default=_default_device(),
+                        help="torch device (default: cuda when available, else cpu)")
+    parser.add_argument("--use-accelerator", action="store_true",
+                        help="create a HuggingFace Accelerator (needs the 'accelerate' package)")
+    parser.add_argument("--wb", action="store_true", help="log to Weights & Biases")
+    parser.add_argument("--wandb-api-key", default=None, help="W&B API key")
+    parser.add_argument("--checkpoint-steps", type=int, default=None,
+                        help="checkpoint every N env steps (default: training.checkpoint_steps)")
+    parser.add_argument("--checkpoint-path", default=None,
+                        help="folder for checkpoints (default: training.checkpoint_path, "
+                             "else RUN_DIR/checkpoints)")
+    parser.add_argument("--overwrite-checkpoints", action="store_true", default=None,
+                        help="keep only the latest checkpoint")
+    parser.add_argument("--resume-from-checkpoint", default=None,
+                        help="checkpoint folder (or a folder of checkpoints: the latest is used) "
+                             "to continue exactly from")
+    parser.add_argument("--save-elite", action="store_true", help="save the best agent")
+    parser.add_argument("--elite-path", default=None,
+                        help="where to save the elite (default RUN_DIR/elite.pt)")
+    parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
+                        help="log to TensorBoard")
+    parser.add_argument("--tensorboard-log-dir", default="tensorboard_logs",
+                        help="TensorBoard log folder")
+    parser.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=True,
+                        help="live progress display and summary")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed everything: the same seed gives the same run on CPU")
+    parser.add_argument("--run-dir", type=Path, default=None,
+                        help="run folder (default runs/{env}-{algo}-{timestamp})")
+
+
+def _error(message: str) -> None:
+    print(f"agilerl train: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate, build, train; report errors as messages with an exit status."""
+    from agilerl.training.overrides import OverrideError, parse_overrides
+
+    try:
+        overrides = parse_overrides(args.overrides)
+    except OverrideError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    if not args.manifest.is_file():
+        what = "is a folder" if args.manifest.is_dir() else "does not exist"
+        _error(f"manifest {args.manifest} {what}")
+        return EXIT_USAGE
+    return _run_checked(args, overrides)
+
+
+def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
+    from agilerl.checkpoint import CheckpointError
+    from agilerl.models import ManifestError
+    from agilerl.training.manifest_input import load_manifest
+    from agilerl.training.trainer import (
+        LocalTrainer,
+        TrainingInterrupted,
+        UnsupportedAlgorithmError,
+    )
+
+    try:
+        manifest = load_manifest(args.manifest, overrides)
+        accelerator = _accelerator() if args.use_accelerator else None
+        trainer = LocalTrainer.from_manifest(
+            manifest=manifest,
+            resume_from_checkpoint=args.resume_from_checkpoint,
+            device=args.device,
+            accelerator=accelerator,
+            seed=args.seed,
+        )
+    except ManifestError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    except UnsupportedAlgorithmError as exc:
+        _error(str(exc))
+        return EXIT_INVALID
+    except (CheckpointError, _UsageError, FileNotFoundError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    try:
+        trainer.train(
+            wb=args.wb,
+            wandb_api_key=args.wandb_api_key,
+            tensorboard=args.tensorboard,
+            tensorboard_log_dir=args.tensorboard_log_dir,
+            checkpoint_steps=args.checkpoint_steps,
+            checkpoint_path=args.checkpoint_path,
+            overwrite_checkpoints=args.overwrite_checkpoints,
+            save_elite=args.save_elite,
+            elite_path=args.elite_path,
+            verbose=args.verbose,
+            run_dir=args.run_dir if args.run_dir is not None else "auto",
+            source=str(args.manifest),
+        )
+    except TrainingInterrupted as exc:
+        _error(f"interrupted; checkpoint written to {exc.checkpoint}\n"
+               f"  resume with: agilerl train {args.manifest} "
+               f"--resume-from-checkpoint {exc.checkpoint}")
+        return EXIT_INTERRUPTED
+    except (CheckpointError, _UsageError) as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _accelerator() -> Any:
+    try:
+        from accelerate import Accelerator
+    except ImportError:
+        raise _UsageError(
+            "--use-accelerator needs the 'accelerate' package: pip install 'agilerl[llm]' "
+            "(or pip install accelerate)"
+        ) from None
+    return Accelerator()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
+    parser = argparse.ArgumentParser(prog="python -m agilerl.train", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        _error("aborted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # last line of defence: a message, never a traceback
+        _error(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL

@@ -1,0 +1,7 @@
+"""Local training: the trainers, the generation loop and the per-paradigm member trainers.
+
+``agilerl.training.trainer`` holds ``Trainer`` and ``LocalTrainer`` (``ArenaTrainer`` is
+re-exported from ``agilerl.arena.trainer``); :mod:`agilerl.training.loop` is the generation
+loop; :mod:`agilerl.training.off_policy` / :mod:`agilerl.training.on_policy` adapt the
+experience collectors of :mod:`agilerl.training.experience` to the population seam.
+"""

@@ -1,0 +1,141 @@
+"""Building the parts a LocalTrainer trains with: agents, memory, HPO operators, device."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from agilerl.checkpoint.rng import derive_seed
+from agilerl.training.networks import resolve_net_config
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
+
+#: Replay memory size when an off-policy manifest has no ``replay_buffer`` section.
+DEFAULT_MEMORY_SIZE = 100_000
+
+_SEED_AGENT = 0xA6E7
+_SEED_MEMORY = 0xB0FF
+_SEED_SELECTION = 0x5E1E
+
+
+def resolve_device(device: Any) -> str:
+    """``"auto"``/None -> ``"cuda"`` when available else ``"cpu"``; anything else as given."""
+    if device is None or str(device) == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def resolve_seed(seed: int | None) -> int:
+    """The run seed: the one given, or a fresh random one (recorded in checkpoints)."""
+    if seed is None:
+        return secrets.randbits(31)
+    if int(seed) < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return int(seed)
+
+
+def check_selection(selection_spec: Any) -> None:
+    """Refuse selection strategies this version cannot run (MF-PBT)."""
+    from agilerl.training.trainer import UnsupportedAlgorithmError
+
+    if selection_spec is not None and getattr(selection_spec, "strategy", "tournament") != "tournament":
+        raise UnsupportedAlgorithmError(
+            f"selection strategy {selection_spec.strategy!r} is not implemented yet in this "
+            "version of agilerl (LocalTrainer supports 'tournament')"
+        )
+
+
+def _spaces(env: Any) -> tuple[Any, Any]:
+    obs = getattr(env, "single_observation_space", None) or env.observation_space
+    act = getattr(env, "single_action_space", None) or env.action_space
+    return obs, act
+
+
+def _hp_config(trainer: LocalTrainer) -> Any:
+    spec_hp = getattr(trainer.algorithm_spec, "hp_config", None)
+    if spec_hp:
+        return spec_hp
+    mutation = trainer.mutation_spec
+    selection = getattr(mutation, "rl_hp_selection", None) if mutation is not None else None
+    return dict(selection) if selection else None
+
+
+def make_population(trainer: LocalTrainer) -> list[Any]:
+    """``pop_size`` agents, each seeded from the run seed and its slot index."""
+    from agilerl.algorithms import build_algorithm
+
+    obs_space, action_space = _spaces(trainer.env)
+    spec = trainer.algorithm_spec
+    num_envs = int(getattr(trainer.env, "num_envs", 1))
+    if "num_envs" in type(spec).model_fields:
+        spec = spec.model_copy(update={"num_envs": num_envs})
+    net_config = resolve_net_config(
+        getattr(spec, "net_config", None), obs_space,
+        recurrent=bool(getattr(spec, "recurrent", False)),
+    )
+    hp_config = _hp_config(trainer)
+    pop_size = int(trainer.training_spec.pop_size)
+    return [
+        build_algorithm(
+            spec, obs_space, action_space, index=i, net_config=net_config,
+            hp_config=hp_config, device=trainer.device,
+            seed=derive_seed(trainer.seed, _SEED_AGENT, i),
+        )
+        for i in range(pop_size)
+    ]
+
+
+def make_memory(trainer: LocalTrainer) -> Any:
+    """The shared replay memory of an off-policy run (None for on-policy)."""
+    if trainer.paradigm != "off_policy":
+        return None
+    from agilerl.components.replay_buffer import ReplayBuffer
+
+    spec = trainer.replay_buffer_spec
+    if spec is None:
+        import warnings
+
+        warnings.warn(
+            f"no replay_buffer section: using a replay buffer of {DEFAULT_MEMORY_SIZE:,} "
+            "transitions", UserWarning, stacklevel=4,
+        )
+        size = DEFAULT_MEMORY_SIZE
+    else:
+        if getattr(spec, "per_buffer", False) or getattr(spec, "n_step_buffer", False):
+            from agilerl.training.trainer import UnsupportedAlgorithmError, algo_name
+
+            raise UnsupportedAlgorithmError(
+                "replay_buffer.per_buffer / n_step_buffer are not implemented yet in this "
+                "version of agilerl for "
+                f"{algo_name(trainer.algorithm_spec)}"
+            )
+        size = int(spec.max_size)
+    return ReplayBuffer(size, device=trainer.device,
+                        seed=derive_seed(trainer.seed, _SEED_MEMORY))
+
+
+def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:
+    """The mutation operator of a ``MutationSpec`` (None when absent).
+
+    Its generator is seeded by the manifest's ``mutation.rand_seed`` (as documented there).
+    """
+    if mutation_spec is None:
+        return None
+    from agilerl.hpo.mutation import Mutations
+
+    return Mutations.from_spec(mutation_spec)
+
+
+def make_selection(selection_spec: Any, pop_size: int, seed: int) -> Any:
+    """The tournament selection operator (None when absent)."""
+    if selection_spec is None:
+        return None
+    from agilerl.hpo.tournament import TournamentSelection
+
+    # eval_loop=1: a member's fitness entry already averages its eval_loop episodes.
+    return TournamentSelection.from_spec(
+        selection_spec, pop_size, eval_loop=1, rand_seed=derive_seed(seed, _SEED_SELECTION)
+    )

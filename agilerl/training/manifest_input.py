@@ -1,0 +1,48 @@
+"""Load a manifest file for training, with dotted command-line overrides applied.
+
+Without overrides the file is validated as is (errors carry ``file:line:col``). With
+overrides, the file is parsed, the overrides applied to its data, and the result validated
+the same way; each problem at an overridden path is reported naming the override
+(``training.pop_size=0``) instead of a file position, and the others keep their position in
+the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agilerl.training.overrides import Override, apply_overrides, override_for_path
+
+
+def load_manifest(path: str | os.PathLike[str], overrides: Sequence[Override] = ()) -> Any:
+    """A validated ``TrainingManifest`` (raises ``ManifestError`` / ``OverrideError``)."""
+    import agilerl.models as models
+    from agilerl.models.loading import load_file
+
+    if not overrides:
+        return models.TrainingManifest.get_validated(os.fspath(path), mode="python")
+    doc = load_file(path)
+    data = apply_overrides(doc.data, overrides)
+    try:
+        return models.TrainingManifest.get_validated(data, mode="python")
+    except models.ManifestError as exc:
+        raise _relocated(exc, doc, overrides) from None
+
+
+def _relocated(exc: Any, doc: Any, overrides: Sequence[Override]) -> Any:
+    """The same error with positions from the file, or the override that set the value."""
+    issues = []
+    for issue in exc.issues:
+        override = override_for_path(issue.path, overrides)
+        if override is not None:
+            issues.append(replace(issue, location=None,
+                                  message=f"{issue.message} (set by override '{override.text}')"))
+        else:
+            key = tuple(part for part in issue.path.replace("]", "").replace("[", ".").split("."))
+            key = tuple(int(p) if p.isdigit() else p for p in key if p)
+            issues.append(replace(issue, location=doc.locate(key)))
+    return type(exc)(issues, source=f"{doc.file} (with overrides)",
+                     warnings=list(getattr(exc, "warnings", [])))

@@ -1,0 +1,66 @@
+"""Deferred network resolution (spec §5.3): a manifest ``network`` without an ``arch``.
+
+The encoder architecture is inferred from the observation space, in this priority:
+Dict/Tuple space -> ``multiinput``; Box with a 3-D shape -> ``cnn``; ``network.simba`` ->
+``simba``; algorithm ``recurrent`` -> ``lstm``; otherwise ``mlp``. Only the fields each
+encoder requires are seeded (below); the user's ``encoder_config`` keys overlay the seed and
+every optional field takes its default from the network spec class when the algorithm
+validates its ``net_config``. A ``net_config`` that already names an arch is left untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from gymnasium import spaces
+
+#: Required encoder fields seeded for a deferred network, per inferred arch.
+ENCODER_SEEDS: dict[str, dict[str, Any]] = {
+    "mlp": {"hidden_size": [64, 64]},
+    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
+    "simba": {"hidden_size": 128, "num_blocks": 2},
+    "lstm": {"hidden_state_size": 128, "num_layers": 2},
+    "multiinput": {},
+}
+
+
+def infer_encoder_arch(observation_space: spaces.Space, *, simba: bool, recurrent: bool) -> str:
+    """The encoder arch for an observation space (space type beats flags, simba beats lstm)."""
+    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
+        return "multiinput"
+    if isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
+        return "cnn"
+    if simba:
+        return "simba"
+    if recurrent:
+        return "lstm"
+    return "mlp"
+
+
+def _has_arch(net_config: Mapping[str, Any]) -> bool:
+    encoder = net_config.get("encoder_config")
+    return bool(net_config.get("arch")) or (
+        isinstance(encoder, Mapping) and bool(encoder.get("arch"))
+    )
+
+
+def resolve_net_config(
+    net_config: Any, observation_space: spaces.Space, *, recurrent: bool = False
+) -> Any:
+    """Return ``net_config`` with its encoder arch resolved (unchanged if already set).
+
+    ``None`` stays ``None`` (the algorithm's built-in default network); a spec object (an
+    eager network validated by the manifest) is returned as is.
+    """
+    if net_config is None or not isinstance(net_config, Mapping) or _has_arch(net_config):
+        return net_config
+    resolved = copy.deepcopy(dict(net_config))
+    arch = infer_encoder_arch(
+        observation_space, simba=bool(resolved.get("simba")), recurrent=recurrent
+    )
+    user_encoder = dict(resolved.get("encoder_config") or {})
+    resolved["encoder_config"] = {**copy.deepcopy(ENCODER_SEEDS[arch]), **user_encoder,
+                                  "arch": arch}
+    return resolved

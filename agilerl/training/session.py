@@ -1,0 +1,303 @@
+"""One call of ``LocalTrainer.train()``: loggers, progress, checkpoints, Ctrl-C, elite, summary.
+
+The generation loop (:mod:`agilerl.training.loop`) knows nothing of files or terminals; the
+session is its :class:`~agilerl.training.loop.LoopHooks`: it logs metrics (CSV in the run
+folder, TensorBoard, W&B), drives the progress display, writes checkpoint folders, turns the
+first Ctrl-C into "finish the member being trained, checkpoint, stop", saves the elite and
+prints the summary.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agilerl.checkpoint import capture_rng_state, write_checkpoint
+from agilerl.checkpoint.folder import prune_checkpoints
+from agilerl.population import LocalPopulation, TrainReport
+from agilerl.training.early_stop import EarlyStopping
+from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
+
+ELITE_FILE = "elite.pt"
+MANIFEST_FILE = "manifest.yaml"
+CHECKPOINTS_DIR = "checkpoints"
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on Ctrl-C after writing a checkpoint (``checkpoint``)."""
+
+    def __init__(self, checkpoint: Path | None) -> None:
+        super().__init__(f"training interrupted; checkpoint: {checkpoint}")
+        self.checkpoint = checkpoint
+
+
+@dataclass
+class TrainOptions:
+    """``train()`` arguments that are not manifest settings."""
+
+    verbose: bool = True
+    save_elite: bool = False
+    elite_path: Path | None = None
+    wb: bool = False
+    tensorboard: bool = False
+    tensorboard_log_dir: str | None = None
+    wandb_api_key: str | None = None
+    wandb_kwargs: dict[str, Any] = field(default_factory=dict)
+    run_dir: str | os.PathLike[str] | None = None
+    checkpoint_replay_buffer: bool = True
+    source: str | None = None
+
+
+class TrainSession:
+    """Runs the loop for a trainer and implements the loop's hooks."""
+
+    def __init__(self, trainer: LocalTrainer, options: TrainOptions) -> None:
+        from agilerl.training.evolution import LocalEvolution
+
+        self.trainer = trainer
+        self.options = options
+        training = trainer.training_spec
+        self.settings = LoopSettings(
+            max_steps=int(training.max_steps),
+            evo_steps=trainer.evo_steps,
+            seed=trainer.seed,
+            target_score=training.target_score,
+            checkpoint_steps=training.checkpoint_steps,
+        )
+        self.state = LoopState(early_stop=EarlyStopping(training.target_score))
+        self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
+        self.backend = LocalPopulation(
+            trainer.population, trainer.env, _member_trainer(trainer),
+            eval_steps=training.eval_steps, eval_loop=int(training.eval_loop),
+        )
+        self.timestamp = time.strftime("%Y%m%d-%H%M%S")
+        self._run_dir: Path | None = None
+        self._interrupt = False
+        self.last_checkpoint: Path | None = None
+        self.elite_path: Path | None = None
+        self._resumed = trainer._resume is not None
+        if trainer._resume is not None:
+            self._restore(trainer._resume)
+
+    # ------------------------------------------------------------------ entry point
+    def run(self) -> tuple[list[Any], list[float]]:
+        from agilerl.logging import ProgressDisplay, make_run_loggers
+
+        trainer, options = self.trainer, self.options
+        if options.run_dir is not None:
+            self._write_manifest()
+        self.loggers = make_run_loggers(
+            algo=self.algo, env_name=self.env_name,
+            csv_path=self.run_dir if options.run_dir is not None else None,
+            csv_append=self._resumed,
+            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
+            wb=options.wb, wandb_api_key=options.wandb_api_key,
+            wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
+        )
+        total = self.settings.max_steps * len(self.backend)
+        self.progress = ProgressDisplay(total, verbose=options.verbose,
+                                        title=f"{self.algo} {self.env_name}")
+        started = time.perf_counter()
+        interrupted = False
+        try:
+            with self._sigint(), self.progress:
+                self.progress.update(self._global_steps(), generation=self.state.generation)
+                fitnesses = run_generations(self.backend, self.settings, self.state, self,
+                                            self.evolution)
+        except Interrupted:
+            interrupted = True
+            fitnesses = list(self.state.fitnesses)
+        finally:
+            trainer.population = self.backend.agents
+            self.loggers.close()
+        trainer._resume = None
+        if not interrupted and options.save_elite:
+            self._save_elite()
+        trainer.last_elite_path = self.elite_path
+        trainer.last_checkpoint = self.last_checkpoint
+        trainer.last_run_dir = self._run_dir
+        self._summary(fitnesses, time.perf_counter() - started, interrupted)
+        if interrupted:
+            raise TrainingInterrupted(self.last_checkpoint)
+        return trainer.population, fitnesses
+
+    # ------------------------------------------------------------------ names and folders
+    @property
+    def algo(self) -> str:
+        from agilerl.training.trainer import algo_name
+
+        return algo_name(self.trainer.algorithm_spec)
+
+    @property
+    def env_name(self) -> str:
+        return str(getattr(self.trainer.env_spec, "name", None) or "env")
+
+    @property
+    def run_dir(self) -> Path:
+        """The run folder (created on first use)."""
+        if self._run_dir is None:
+            chosen = self.options.run_dir
+            if chosen is None or str(chosen) == "auto":
+                name = f"{self.env_name}-{self.algo}-{self.timestamp}".replace("/", "_")
+                path = Path("runs") / name
+            else:
+                path = Path(chosen)
+            path.mkdir(parents=True, exist_ok=True)
+            self._run_dir = path
+        return self._run_dir
+
+    @property
+    def checkpoint_root(self) -> Path:
+        configured = self.trainer.training_spec.checkpoint_path
+        return Path(configured) if configured else self.run_dir / CHECKPOINTS_DIR
+
+    def _write_manifest(self) -> None:
+        import yaml
+
+        manifest = self.trainer.manifest_dict()
+        header = (f"# resolved manifest of this run (seed {self.trainer.seed}"
+                  + (f", from {self.options.source}" if self.options.source else "") + ")\n")
+        (self.run_dir / MANIFEST_FILE).write_text(
+            header + yaml.safe_dump(manifest, sort_keys=False))
+
+    def _global_steps(self) -> int:
+        return sum(self.backend.steps(m) for m in range(len(self.backend)))
+
+    # ------------------------------------------------------------------ loop hooks
+    def on_member_trained(self, state: LoopState, member: int, report: TrainReport) -> None:
+        self.progress.update(self._global_steps(), generation=state.generation + 1)
+
+    def on_generation(self, state: LoopState, metrics: dict[str, Any]) -> None:
+        self.loggers.log(metrics, step=int(metrics["train/global_step"]))
+        self.progress.update(
+            self._global_steps(), generation=state.generation + 1,
+            best_fitness=_finite(metrics["eval/best_fitness"]),
+            mean_fitness=_finite(metrics["eval/mean_fitness"]),
+        )
+        self.progress.show_generation(metrics)
+
+    def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None:
+        if self.options.save_elite:
+            self._save_elite()
+
+    def interrupt_requested(self) -> bool:
+        return self._interrupt
+
+    def checkpoint(self, state: LoopState, *, reason: str) -> None:
+        step = self._global_steps()
+        name = f"gen{state.generation:05d}-step{step:010d}"
+        if state.members_done:
+            name += f"-member{state.members_done}"
+        memory = self.trainer.memory
+        keep_buffer = memory is not None and self.options.checkpoint_replay_buffer
+        folder = write_checkpoint(
+            self.checkpoint_root / name,
+            members=[self.backend.get_state(m) for m in range(len(self.backend))],
+            trainer_state=self._trainer_state(reason),
+            summary={"global_step": step, "generation": state.generation,
+                     "members_done": state.members_done, "reason": reason,
+                     "algorithm": self.algo, "env": self.env_name,
+                     "best_fitness": _finite(max(state.fitnesses, default=math.nan))},
+            replay_buffer=memory.state_dict() if keep_buffer else None,
+            manifest=self.trainer.manifest_dict(),
+        )
+        if self.trainer.training_spec.overwrite_checkpoints:
+            prune_checkpoints(self.checkpoint_root, keep=folder)
+        self.last_checkpoint = folder
+
+    def _trainer_state(self, reason: str) -> dict[str, Any]:
+        return {
+            "seed": self.trainer.seed,
+            "algorithm": self.algo,
+            "paradigm": self.trainer.paradigm,
+            "loop": self.state.state_dict(),
+            "evolution": self.evolution.state_dict(),
+            "rng": capture_rng_state(),
+            "settings": vars(self.settings).copy(),
+            "logger_step": self.state.generation,
+            "reason": reason,
+        }
+
+    def _restore(self, resume: Any) -> None:
+        from agilerl.checkpoint import restore_rng_state
+
+        self.state.load_state_dict(resume["loop"])
+        self.evolution.load_state_dict(resume["evolution"])
+        restore_rng_state(resume["rng"])
+        # A resumed run may be given a larger budget: it then continues past its old end.
+        self.state.finished = False
+
+    # ------------------------------------------------------------------ Ctrl-C
+    def _sigint(self) -> Any:
+        session = self
+
+        class _Handler:
+            previous: Any = None
+
+            def __enter__(self) -> None:
+                if threading.current_thread() is threading.main_thread():
+                    self.previous = signal.signal(signal.SIGINT, session._on_sigint)
+
+            def __exit__(self, *exc: object) -> None:
+                if self.previous is not None:
+                    signal.signal(signal.SIGINT, self.previous)
+
+        return _Handler()
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self._interrupt:
+            raise KeyboardInterrupt  # second Ctrl-C: abort now (last checkpoint stays valid)
+        self._interrupt = True
+        print("\nCtrl-C: finishing the current member, then writing a checkpoint "
+              "(press Ctrl-C again to abort without one)", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ results
+    def _save_elite(self) -> None:
+        elite = self.state.elite
+        if elite is None:
+            return
+        path = self.options.elite_path or self.run_dir / ELITE_FILE
+        if path.suffix != ".pt":
+            path = path.with_name(path.name + ".pt")
+        self.backend.agents[elite].save_checkpoint(path)
+        self.elite_path = path
+
+    def _summary(self, fitnesses: list[float], seconds: float, interrupted: bool) -> None:
+        from agilerl.logging import render_summary
+
+        finite = [f for f in fitnesses if math.isfinite(f)]
+        extra = [("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
+        if self._run_dir is not None:
+            extra.append(("run folder", str(self._run_dir.resolve())))
+        render_summary(
+            self.progress.console, verbose=self.options.verbose,
+            best_fitness=max(finite) if finite else None, fitnesses=fitnesses,
+            elite_path=self.elite_path,
+            checkpoint_path=self.last_checkpoint,
+            total_steps=self._global_steps(), wall_time_s=seconds,
+            stopped_early=self.state.stopped_early, interrupted=interrupted, extra=extra,
+        )
+
+
+def _finite(value: float) -> float | None:
+    return value if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _member_trainer(trainer: LocalTrainer) -> Any:
+    if trainer.paradigm == "off_policy":
+        from agilerl.training.off_policy import OffPolicyMemberTrainer
+
+        return OffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
+    from agilerl.training.on_policy import OnPolicyMemberTrainer
+
+    return OnPolicyMemberTrainer(trainer.env)

@@ -1,0 +1,384 @@
+"""Trainers: build a population from specs or a manifest, and train it.
+
+:class:`Trainer` holds what every trainer shares (spec resolution, the deprecated
+``tournament`` keyword, ``from_manifest``, ``to_manifest``); :class:`LocalTrainer` trains on
+this machine. ``ArenaTrainer`` (remote training) lives in :mod:`agilerl.arena.trainer` and is
+re-exported here lazily, so importing this module does not import the Arena client.
+
+Differences from the reference library, on purpose:
+
+* ``from_manifest(..., device=, resume_from_checkpoint=, accelerator=)`` honours every
+  argument (the reference silently drops them).
+* ``train(checkpoint_steps=None, checkpoint_path=None, overwrite_checkpoints=None)``: ``None``
+  means "use the manifest's ``training`` value"; the reference overwrites the manifest's
+  values with its own defaults, so a manifest's checkpoint settings only worked when passed
+  again. Values passed to ``train()`` still win and are stored on ``training_spec``.
+* ``training.target_score`` stops a run by the rule in :mod:`agilerl.training.early_stop`
+  (the reference also needs 100 generations).
+* A ``seed`` makes a run reproducible on CPU, and checkpoints resume exactly.
+* Algorithms without an implementation in this version are refused when the trainer is
+  built (:class:`UnsupportedAlgorithmError`), never trained with a stand-in.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agilerl.training.session import TrainingInterrupted, TrainOptions, TrainSession
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.arena.trainer import ArenaTrainer
+
+__all__ = [
+    "ArenaTrainer",
+    "LocalTrainer",
+    "Trainer",
+    "TrainingInterrupted",
+    "UnsupportedAlgorithmError",
+]
+
+_TOURNAMENT_WARNING = (
+    "The 'tournament' argument of {cls} is deprecated; pass 'selection_strategy' instead."
+)
+
+
+TrainerT = TypeVar("TrainerT", bound="Trainer")
+
+
+class UnsupportedAlgorithmError(NotImplementedError):
+    """The manifest is valid but asks for something this version cannot train yet."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ArenaTrainer":
+        from agilerl.arena.trainer import ArenaTrainer
+
+        return ArenaTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _models() -> Any:
+    import agilerl.models as models
+
+    return models
+
+
+def _fold_tournament(cls_name: str, selection: Any, kwargs: dict[str, Any]) -> Any:
+    """Fold the deprecated ``tournament=`` kwarg into ``selection_strategy``."""
+    if "tournament" in kwargs:
+        tournament = kwargs.pop("tournament")
+        warnings.warn(_TOURNAMENT_WARNING.format(cls=cls_name), DeprecationWarning, stacklevel=4)
+        if tournament is not None:
+            if selection is not None and selection != tournament:
+                raise ValueError(
+                    "conflicting selection strategies: 'tournament' and 'selection_strategy' "
+                    "were both given with different values"
+                )
+            selection = tournament
+    if kwargs:
+        names = ", ".join(repr(k) for k in sorted(kwargs))
+        raise TypeError(f"{cls_name} got unexpected keyword argument(s): {names}.")
+    return selection
+
+
+class Trainer:
+    """Shared construction: algorithm/env/training/HPO specs, manifests in and out."""
+
+    def __init__(
+        self,
+        algorithm: Any,
+        environment: Any,
+        training: Any = None,
+        mutation: Any = None,
+        selection_strategy: Any = None,
+        replay_buffer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        selection_strategy = _fold_tournament(type(self).__name__, selection_strategy, kwargs)
+        models = _models()
+        if isinstance(algorithm, str):
+            algorithm = models.ALGO_REGISTRY[algorithm]()  # unknown name -> KeyError
+        self.algorithm_spec = algorithm
+        self.training_spec = training if training is not None else models.TrainingSpec()
+        self.mutation_spec = mutation
+        self.selection_strategy_spec = selection_strategy
+        self.replay_buffer_spec = replay_buffer
+        self.env_spec = self._resolve_env_spec(environment)
+
+    # ------------------------------------------------------------------ hooks
+    def _resolve_env_spec(self, environment: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _resolve_env_spec")
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement the train method")
+
+    # ------------------------------------------------------------------ manifests
+    @classmethod
+    def from_manifest(cls: type[TrainerT], manifest: Any, **kwargs: Any) -> TrainerT:
+        """Build a trainer from a manifest path, a mapping, or a validated ``TrainingManifest``.
+
+        ``kwargs`` (``device``, ``resume_from_checkpoint``, ``accelerator``, ``seed``, ...)
+        are forwarded to the constructor.
+        """
+        models = _models()
+        if not isinstance(manifest, models.TrainingManifest):
+            if isinstance(manifest, os.PathLike):
+                manifest = os.fspath(manifest)
+            manifest = models.TrainingManifest.get_validated(manifest, mode="python")
+        return cls(
+            algorithm=manifest.algorithm,
+            environment=cls._env_spec_from_manifest(manifest),
+            training=manifest.training,
+            mutation=manifest.mutation,
+            selection_strategy=manifest.selection_strategy,
+            replay_buffer=manifest.replay_buffer,
+            **kwargs,
+        )
+
+    @classmethod
+    def _env_spec_from_manifest(cls, manifest: Any) -> Any:
+        return _models().resolve_env_spec(manifest.environment, manifest.algorithm)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The trainer's specs as a JSON-serialisable manifest mapping."""
+        models = _models()
+        manifest = models.TrainingManifest.from_trainer_specs(
+            algorithm=self.algorithm_spec,
+            environment=self.env_spec,
+            training=self.training_spec,
+            mutation=self.mutation_spec,
+            replay_buffer=self.replay_buffer_spec,
+            selection_strategy=self.selection_strategy_spec,
+        )
+        return dict(manifest.model_dump(mode="json", exclude_none=True))
+
+    # ------------------------------------------------------------------ deprecated names
+    @property
+    def tournament_selection_spec(self) -> Any:
+        """Deprecated: the tournament selection spec (None under MF-PBT)."""
+        warnings.warn("tournament_selection_spec is deprecated; use selection_strategy_spec",
+                      DeprecationWarning, stacklevel=2)
+        spec = self.selection_strategy_spec
+        return spec if getattr(spec, "strategy", "tournament") == "tournament" else None
+
+
+class LocalTrainer(Trainer):
+    """Evolutionary population training on this machine.
+
+    Args:
+        algorithm: an algorithm spec or a registry name (``"DQN"``, ``"PPO"``).
+        environment: an env spec, an object with ``make_env()``, or a Gymnasium id string.
+        training: a ``TrainingSpec`` (default: all defaults).
+        mutation: a ``MutationSpec`` or None.
+        selection_strategy: a ``TournamentSelectionSpec`` or None. Evolution (selection and
+            mutation every generation) needs both; mutation alone mutates once before
+            training.
+        replay_buffer: a ``ReplayBufferSpec`` (off-policy algorithms; default 100 000).
+        hpo: add default mutation and tournament specs where none were given.
+        resume_from_checkpoint: a checkpoint folder (or a folder of checkpoints: the latest)
+            to continue exactly from, or an agent file (``save_checkpoint``/elite) loaded
+            into every slot.
+        device: torch device; ``"auto"`` picks CUDA when available.
+        accelerator: accepted for API compatibility; RL training here does not use it.
+        seed: seed for everything (envs, networks, exploration, selection sampling); the
+            same seed gives the same run on CPU. Default: a random seed, recorded in
+            checkpoints so a resumed run still continues exactly.
+        tournament: deprecated alias of ``selection_strategy``.
+    """
+
+    def __init__(
+        self,
+        algorithm: Any,
+        environment: Any,
+        training: Any = None,
+        mutation: Any = None,
+        selection_strategy: Any = None,
+        replay_buffer: Any = None,
+        *,
+        hpo: bool = False,
+        resume_from_checkpoint: str | os.PathLike[str] | None = None,
+        device: str = "cpu",
+        accelerator: Any = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(algorithm, environment, training, mutation, selection_strategy,
+                         replay_buffer, **kwargs)
+        from agilerl.training import build
+
+        models = _models()
+        self.paradigm = _paradigm(self.algorithm_spec)
+        if hpo:
+            self.mutation_spec = self.mutation_spec or models.MutationSpec()
+            if self.selection_strategy_spec is None:
+                self.selection_strategy_spec = models.TournamentSelectionSpec()
+        build.check_selection(self.selection_strategy_spec)
+        self.device = build.resolve_device(device)
+        self.accelerator = accelerator
+        self.tokenizer = None
+        self.seed = build.resolve_seed(seed)
+        self.env = self._make_env()
+        self.env_factory = None
+        self.population = build.make_population(self)
+        self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
+        self.selection_strategy = build.make_selection(
+            self.selection_strategy_spec, len(self.population), self.seed
+        )
+        self.memory = build.make_memory(self)
+        self.n_step_memory = None
+        self.train_fn = TrainSession.run
+        self._resume: Any = None
+        #: Where the last ``train()`` call saved the elite, its last checkpoint, its run folder.
+        self.last_elite_path: Path | None = None
+        self.last_checkpoint: Path | None = None
+        self.last_run_dir: Path | None = None
+        if resume_from_checkpoint is not None:
+            from agilerl.training.resume import load_resume
+
+            self._resume = load_resume(self, resume_from_checkpoint)
+
+    # ------------------------------------------------------------------ construction
+    def _resolve_env_spec(self, environment: Any) -> Any:
+        if isinstance(environment, str):
+            return _models().GymEnvSpec(name=environment)
+        return environment
+
+    def _make_env(self) -> Any:
+        from agilerl.checkpoint.rng import derive_seed
+        from agilerl.envs import make_vector_env
+
+        if hasattr(self.env_spec, "make_env") and not _is_gym_spec(self.env_spec):
+            return self.env_spec.make_env()
+        return make_vector_env(self.env_spec, seed=derive_seed(self.seed, 0xE7))
+
+    @property
+    def tournament_selection(self) -> Any:
+        """Deprecated: the tournament selection operator (None under MF-PBT)."""
+        warnings.warn("tournament_selection is deprecated; use selection_strategy",
+                      DeprecationWarning, stacklevel=2)
+        return self.selection_strategy
+
+    # ------------------------------------------------------------------ training
+    def train(
+        self,
+        verbose: bool = True,
+        save_elite: bool = False,
+        elite_path: str | os.PathLike[str] | None = None,
+        wb: bool = False,
+        tensorboard: bool = False,
+        tensorboard_log_dir: str | os.PathLike[str] | None = None,
+        checkpoint_steps: int | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        overwrite_checkpoints: bool | None = None,
+        wandb_api_key: str | None = None,
+        wandb_kwargs: Mapping[str, Any] | None = None,
+        *,
+        run_dir: str | os.PathLike[str] | None = None,
+        checkpoint_replay_buffer: bool = True,
+        source: str | None = None,
+    ) -> tuple[list[Any], list[float]]:
+        """Train the population; return ``(population, fitnesses)``.
+
+        ``checkpoint_steps``/``checkpoint_path``/``overwrite_checkpoints`` default to the
+        manifest's ``training`` values (None means "use the manifest"); given values win and
+        are stored on ``training_spec``. Checkpoints are folders under ``checkpoint_path``
+        (default ``RUN_DIR/checkpoints``). ``run_dir``: the run folder for the metrics CSV,
+        the resolved manifest and default checkpoint/elite paths; ``"auto"`` creates
+        ``runs/{env}-{algo}-{timestamp}``; None (default) writes a run folder only when a
+        file must be written (checkpoints, elite). ``checkpoint_replay_buffer`` saves the
+        replay memory in each checkpoint (needed for an exact off-policy resume).
+
+        Ctrl-C (SIGINT, main thread) finishes the member being trained, writes a checkpoint
+        and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) naming it.
+        """
+        training = self.training_spec
+        if checkpoint_steps is not None:
+            training.checkpoint_steps = checkpoint_steps
+        if checkpoint_path is not None:
+            training.checkpoint_path = os.fspath(checkpoint_path)
+        if overwrite_checkpoints is not None:
+            training.overwrite_checkpoints = overwrite_checkpoints
+        if training.checkpoint_path and not training.checkpoint_steps:
+            warnings.warn("checkpoint_path is set without checkpoint_steps: no periodic "
+                          "checkpoints will be written", UserWarning, stacklevel=2)
+        if elite_path is not None and not save_elite:
+            warnings.warn("elite_path is set without save_elite: no elite will be saved",
+                          UserWarning, stacklevel=2)
+        if getattr(training, "max_wall_seconds", None) is not None:
+            warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
+                          "it is ignored here", UserWarning, stacklevel=2)
+        options = TrainOptions(
+            verbose=verbose, save_elite=save_elite,
+            elite_path=Path(elite_path) if elite_path is not None else None,
+            wb=wb, tensorboard=tensorboard,
+            tensorboard_log_dir=os.fspath(tensorboard_log_dir) if tensorboard_log_dir else None,
+            wandb_api_key=wandb_api_key, wandb_kwargs=dict(wandb_kwargs or {}),
+            run_dir=run_dir, checkpoint_replay_buffer=checkpoint_replay_buffer, source=source,
+        )
+        return TrainSession(self, options).run()
+
+    # ------------------------------------------------------------------ info
+    @property
+    def evo_steps(self) -> int:
+        """Generation length: ``training.evo_steps`` or the algorithm's default."""
+        value = getattr(self.training_spec, "evo_steps", None)
+        if value:
+            return int(value)
+        return int(_algo_meta(self.algorithm_spec, "default_evo_steps", 10_000))
+
+    def manifest_dict(self) -> dict[str, Any]:
+        """``to_manifest()`` with a fallback for duck-typed env specs."""
+        try:
+            return self.to_manifest()
+        except Exception:  # a custom env object is not serialisable: keep the rest
+            return {"algorithm": {"name": algo_name(self.algorithm_spec)},
+                    "training": self.training_spec.model_dump(mode="json", exclude_none=True)}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalTrainer:  # pragma: no cover
+        raise TypeError("LocalTrainer holds live environments and cannot be deep-copied")
+
+
+def _is_gym_spec(spec: Any) -> bool:
+    models = _models()
+    gym_spec = getattr(models, "GymEnvSpec", None)
+    return gym_spec is not None and isinstance(spec, gym_spec)
+
+
+def _algo_meta(spec: Any, name: str, default: Any = None) -> Any:
+    """Per-algorithm registry metadata (``off_policy``, ``default_evo_steps``, ...)."""
+    for source in (spec, type(spec)):
+        value = getattr(source, name, None)
+        if value is not None and not callable(value):
+            return value
+    return default
+
+
+def algo_name(spec: Any) -> str:
+    """Registered name of an algorithm spec (``"DQN"``)."""
+    return str(getattr(spec, "algo_name", None) or getattr(spec, "name", type(spec).__name__))
+
+
+def _paradigm(spec: Any) -> str:
+    """``"off_policy"`` or ``"on_policy"``; refuses what this version cannot train."""
+    from agilerl.algorithms.registry import algorithm_class
+
+    name = algo_name(spec)
+    kind = str(getattr(_algo_meta(spec, "agent_type", "single_agent"), "value",
+                       _algo_meta(spec, "agent_type", "single_agent")))
+    supported = kind == "single_agent" and not _algo_meta(spec, "offline", False) \
+        and not _algo_meta(spec, "bandit", False)
+    try:
+        if supported:
+            algorithm_class(name)
+    except NotImplementedError:
+        supported = False
+    if not supported:
+        raise UnsupportedAlgorithmError(
+            f"algorithm {name!r} is not implemented yet in this version of agilerl "
+            "(LocalTrainer trains DQN and PPO on Gymnasium environments)"
+        )
+    return "off_policy" if _algo_meta(spec, "off_policy", False) else "on_policy"

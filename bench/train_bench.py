@@ -1,0 +1,48 @@
+"""Our trainer alone, quickly: steps/s, time to first step, peak RSS, fitness.
+
+    python bench/train_bench.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps 20000]
+
+Runs each benchmark manifest (``../shared/bench-manifests``) with a reduced budget in a fresh
+process, measured exactly as ``bench/peer.py`` measures both libraries (same driver), then
+prints the raw vectorised env + policy step rate for the loop-overhead comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _peer_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("_peer_bench", HERE / "peer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"])
+    parser.add_argument("--max-steps", type=int, default=20_000)
+    args = parser.parse_args(argv)
+    peer = _peer_module()
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
+    print(f"  {'manifest':<14} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'RSS MB':>8}"
+          f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
+    for name in args.manifests:
+        result = peer._measure(sys.executable, peer.MANIFEST_DIR / f"{name}.yaml",
+                               args.max_steps, env)
+        print(peer._row(name, result), flush=True)
+    print("\nraw env + policy step rate (ceiling for the loop):")
+    print(peer._raw_env_rate(sys.executable, env))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
