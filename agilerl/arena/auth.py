@@ -41,6 +41,7 @@ logger = logging.getLogger("agilerl.arena.auth")
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 EXPIRY_SKEW_S = 60.0
 SLOW_DOWN_STEP_S = 5.0
+MIN_INTERVAL_S = 0.1
 _RELOGIN_HINT = "Run 'arena login' (or ArenaClient().login()) to sign in again."
 
 
@@ -293,7 +294,9 @@ class _DeviceFlow:
         prompt(url, grant.get("user_code"))
         if open_browser and url and not _open(url):
             logger.warning("Could not open a browser; open the address above yourself.")
-        interval = float(grant.get("interval") or 5)
+        given = grant.get("interval")
+        # RFC 8628: 5 s when the server names none; never a busy loop.
+        interval = max(MIN_INTERVAL_S, float(given)) if given is not None else 5.0
         limit = min(timeout, float(grant.get("expires_in") or timeout))
         return self._poll(str(grant["device_code"]), interval, limit, timeout)
 
