@@ -14,7 +14,7 @@ def plain_hp_config(selection: Mapping[str, Any] | None) -> dict[str, dict[str, 
     out: dict[str, dict[str, float]] = {}
     for name, value in selection.items():
         if not hasattr(value, "model_dump"):
-            import agilerl.models as models
+            import agilerl.models.hpo as models
 
             value = models.RLHyperparameter.model_validate(dict(value))
         out[str(name)] = {k: float(v) for k, v in value.model_dump().items()}

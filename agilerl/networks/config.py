@@ -25,7 +25,7 @@ DEFAULT_NETWORK: dict[str, Any] = {
 
 def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> NetworkConfig:
     """Validate and complete a network section; only MLP encoders are supported here."""
-    import agilerl.models as models
+    import agilerl.models.networks as models
 
     if net_config is None:
         raw: dict[str, Any] = copy.deepcopy(DEFAULT_NETWORK)

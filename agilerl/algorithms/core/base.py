@@ -105,9 +105,9 @@ class RLAlgorithm(ABC):
     @classmethod
     def spec_class(cls) -> type:
         """The generated Pydantic spec class of this algorithm (e.g. ``DQNSpec``)."""
-        import agilerl.models as models
+        import agilerl.models.algorithms as specs
 
-        return getattr(models, f"{cls.algo}Spec")
+        return getattr(specs, f"{cls.algo}Spec")
 
     @classmethod
     def network_spec_name(cls) -> str:
