@@ -1,0 +1,226 @@
+"""Job lifecycle over real HTTP with a scripted worker: run, logs, stop, resume, failure."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import threading
+import time
+from typing import Any
+
+from .conftest import Api, manifest, ndjson
+
+JOBS = "/api/cli/v1/experiments/jobs"
+
+
+def _states(row: dict[str, Any]) -> list[str]:
+    return [t["to_state"] for t in row["transitions"]]
+
+
+def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) -> None:
+    srv, api = server
+    detail = api.submit(manifest(400, checkpoint_steps=100), experiment_name="cart-1")
+    assert detail["accepted"] is True and detail["experiment_name"] == "cart-1"
+    assert detail["state"] == "QUEUED" and detail["project"] == "default"
+    assert detail["resource_id"] == "local-cpu" and detail["num_nodes"] == 1
+
+    row = api.wait("cart-1", {"COMPLETED", "FAILED"})
+    assert row["state"] == "COMPLETED", row
+    assert _states(row) == ["PENDING", "QUEUED", "STARTING", "RUNNING", "COMPLETED"]
+    stamps = [t["at"] for t in row["transitions"]]
+    assert stamps == sorted(stamps) and all(s.endswith("Z") for s in stamps)
+    assert row["steps"] == 400 and row["max_steps"] == 400 and row["error"] is None
+    assert row["latest_checkpoint"]["name"] == "step_400"
+
+    lines = api.logs("cart-1")
+    # stdout and stderr are read concurrently; order is kept within each stream.
+    messages = [e["message"] for e in lines
+                if e["kind"] == "log" and e["detail"]["stream"] == "stdout"]
+    assert messages == ["training to 400 steps", "step 100", "step 200", "step 300",
+                        "step 400", "done"]
+    assert {e["detail"]["stream"] for e in lines if e["kind"] == "log"} == {"stdout", "stderr"}
+    seqs = [e["detail"]["seq"] for e in lines if e["kind"] == "log"]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert lines[-1]["status"] == "completed" and lines[-1]["detail"]["state"] == "COMPLETED"
+    later = api.logs("cart-1", since=seqs[-2])
+    assert [e["detail"]["seq"] for e in later if e["kind"] == "log"] == [seqs[-1]]
+
+    ckpts = api.http.get(f"{JOBS}/checkpoints", params={"experiment_name": "cart-1"})
+    rows = ckpts.json()["data"]
+    assert [r["steps"] for r in rows] == [100, 200, 300, 400]
+    assert rows[0]["name"] == "step_100" and rows[0]["evaluation_score"] == 2.0
+
+    names = api.http.get("/api/cli/v1/experiments/metrics", params={"experiment_name": "cart-1"})
+    assert names.json()["data"] == ["train/global_step", "eval/mean_fitness"]
+    details = api.http.get("/api/cli/v1/experiments/metrics",
+                           params={"experiment_name": "cart-1", "details": "true"})
+    assert details.json()["data"]["metrics"] == ["train/global_step", "eval/mean_fitness"]
+    csv = api.http.get("/api/cli/v1/experiments/metrics", params=[
+        ("experiment_name", "cart-1"), ("preview_rows", "2"), ("metric", "train/global_step")])
+    assert csv.headers["content-type"].startswith("text/csv")
+    assert 'filename="cart-1_metrics.csv"' in csv.headers["content-disposition"]
+    assert csv.text == "train/global_step\n100\n200\n"
+
+    # Best checkpoint by evaluation score: step % 7 is largest for 300 (6).
+    dl = api.http.get(f"{JOBS}/checkpoints/download", params={"experiment_name": "cart-1"})
+    assert dl.status_code == 200
+    assert dl.headers["content-type"] == "application/octet-stream"
+    assert 'filename="cart-1_step_300.tar.gz"' in dl.headers["content-disposition"]
+    with tarfile.open(fileobj=io.BytesIO(dl.content)) as tar:
+        assert sorted(tar.getnames()) == ["step_300", "step_300/index.json",
+                                          "step_300/member_0.pt"]
+    named = api.http.get(f"{JOBS}/checkpoints/download",
+                         params={"experiment_name": "cart-1", "checkpoint": "step_100"})
+    assert 'step_100' in named.headers["content-disposition"]
+    escape = api.http.get(f"{JOBS}/checkpoints/download",
+                          params={"experiment_name": "cart-1", "checkpoint": "../../arena"})
+    assert escape.status_code == 404
+
+    listed = api.http.get("/api/cli/v1/experiments/list", params={"project": "default"})
+    (only,) = listed.json()["data"]
+    assert only["name"] == "cart-1" and only["state"] == "COMPLETED"
+    assert only["algorithm"] == "DQN" and only["environment"] == "CartPole-v1"
+    run_dir = srv.data_dir / "experiments" / str(only["id"])
+    assert (run_dir / "manifest.yaml").is_file() and (run_dir / "logs.ndjson").is_file()
+
+
+def test_follow_streams_lines_while_written(make_server: Any) -> None:
+    _, api = make_server(extra_env={"JOB_STEP_S": "0.15"})
+    api.submit(manifest(500, checkpoint_steps=100), experiment_name="follow")
+    api.wait("follow", {"RUNNING"})
+    arrivals: list[tuple[float, dict[str, Any]]] = []
+    with api.http.stream("GET", f"{JOBS}/logs",
+                         params={"experiment_name": "follow", "follow": "true"}) as resp:
+        assert resp.headers["content-type"].startswith("application/x-ndjson")
+        for line in resp.iter_lines():
+            if line.strip():
+                arrivals.append((time.monotonic(), ndjson(line)[0]))
+    events = [e for _, e in arrivals]
+    assert events[-1]["status"] == "completed"
+    assert events[-1]["detail"]["state"] == "COMPLETED"
+    steps = [e["message"] for e in events if e["message"].startswith("step ")]
+    assert steps == ["step 100", "step 200", "step 300", "step 400", "step 500"]
+    times = [t for t, e in arrivals if e["message"].startswith("step ")]
+    assert times[-1] - times[0] > 0.3  # delivered as written, not in one burst at the end
+
+
+def test_stop_running_job_then_resume_from_latest_checkpoint(make_server: Any) -> None:
+    srv, api = make_server(extra_env={"JOB_STEP_S": "0.1"})
+    api.submit(manifest(100_000, checkpoint_steps=100), experiment_name="long")
+    deadline = time.monotonic() + 20
+    while not api.status("long")["latest_checkpoint"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    resp = api.post(f"{JOBS}/stop", {"experiment_name": " long "})
+    assert resp.status_code == 200 and resp.json()["data"]["state"] in {"STOPPING", "STOPPED"}
+    row = api.wait("long", {"STOPPED"}, timeout=10)
+    assert _states(row)[-2:] == ["STOPPING", "STOPPED"]
+    again = api.post(f"{JOBS}/stop", {"experiment_name": "long"})
+    assert again.status_code == 409 and again.json()["error_code"] == "INVALID_STATE"
+
+    stopped_at = row["latest_checkpoint"]["steps"]
+    small = api.post(f"{JOBS}/resume", {"experiment_name": "long", "max_steps": stopped_at})
+    assert small.status_code == 422
+    resp = api.post(f"{JOBS}/resume", {"experiment_name": "long", "max_steps": stopped_at + 200})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["data"]["attempt"] == 2
+    row = api.wait("long", {"COMPLETED", "FAILED"})
+    assert row["state"] == "COMPLETED" and row["steps"] == stopped_at + 200
+    assert _states(row)[-6:] == ["STOPPING", "STOPPED", "QUEUED", "STARTING", "RUNNING",
+                                 "COMPLETED"]
+    messages = [e["message"] for e in api.logs("long") if e["kind"] == "log"]
+    assert f"resuming from step_{stopped_at} at step {stopped_at}" in messages
+    again = api.post(f"{JOBS}/resume", {"experiment_name": "long", "max_steps": 10})
+    assert again.status_code == 422  # below what is already trained
+    manifest_text = (srv.data_dir / "experiments" / str(row["id"]) / "manifest.yaml").read_text()
+    assert f"max_steps: {stopped_at + 200}" in manifest_text
+
+
+def test_stop_escalates_to_sigkill_after_grace(make_server: Any) -> None:
+    _, api = make_server(stop_grace_s=0.5, extra_env={"JOB_MODE": "stubborn", "JOB_STEP_S": "0.1"})
+    api.submit(manifest(100_000, checkpoint_steps=100), experiment_name="stubborn")
+    api.wait("stubborn", {"RUNNING"})
+    started = time.monotonic()
+    assert api.post(f"{JOBS}/stop", {"experiment_name": "stubborn"}).status_code == 200
+    api.wait("stubborn", {"STOPPED"}, timeout=10)
+    assert time.monotonic() - started >= 0.4  # SIGTERM was ignored; SIGKILL ended it
+
+
+def test_stop_queued_job_and_slots_are_respected(make_server: Any) -> None:
+    _, api = make_server(slots=1, extra_env={"JOB_STEP_S": "0.1"})
+    api.submit(manifest(100_000, checkpoint_steps=100), experiment_name="first")
+    api.submit(manifest(100_000, checkpoint_steps=100), experiment_name="second")
+    api.wait("first", {"RUNNING"})
+    time.sleep(0.6)
+    assert api.status("second")["state"] == "QUEUED"  # one slot only
+    resp = api.post(f"{JOBS}/stop", {"experiment_name": "second"})
+    assert resp.json()["data"]["state"] == "STOPPED"
+    assert _states(api.status("second")) == ["PENDING", "QUEUED", "STOPPED"]
+    none = api.post(f"{JOBS}/resume", {"experiment_name": "second", "max_steps": 500})
+    assert none.status_code == 409 and none.json()["error_code"] == "NO_CHECKPOINT"
+    running = api.post(f"{JOBS}/resume", {"experiment_name": "first", "max_steps": 500})
+    assert running.status_code == 409 and running.json()["error_code"] == "INVALID_STATE"
+    api.post(f"{JOBS}/stop", {"experiment_name": "first"})
+    api.wait("first", {"STOPPED"})
+
+
+def test_failed_job_reports_error_and_follow_ends_failed(make_server: Any) -> None:
+    _, api = make_server(extra_env={"JOB_MODE": "fail"})
+    api.submit(manifest(400, checkpoint_steps=100), experiment_name="crash")
+    row = api.wait("crash", {"COMPLETED", "FAILED"})
+    assert row["state"] == "FAILED"
+    assert row["error"] == "Training process exited with code 3: boom: simulated crash"
+    events = api.logs("crash", follow="true")
+    assert events[-1]["status"] == "failed"
+    assert events[-1]["detail"]["error_code"] == "JOB_FAILED"
+    resumed = api.post(f"{JOBS}/resume", {"experiment_name": "crash", "max_steps": 800})
+    assert resumed.status_code == 200  # FAILED with a checkpoint may resume
+
+
+def test_missing_worker_command_fails_the_job_cleanly(make_server: Any) -> None:
+    _, api = make_server(job_command=["/nonexistent/trainer"])
+    api.submit(manifest(), experiment_name="nowhere")
+    row = api.wait("nowhere", {"FAILED", "COMPLETED"})
+    assert row["state"] == "FAILED" and "Could not start" in row["error"]
+
+
+def test_follow_waits_through_the_queue(make_server: Any) -> None:
+    _, api = make_server(slots=1, extra_env={"JOB_STEP_S": "0.05"})
+    api.submit(manifest(300, checkpoint_steps=100), experiment_name="a")
+    api.submit(manifest(300, checkpoint_steps=100), experiment_name="b")
+    result: dict[str, Any] = {}
+
+    def follow() -> None:
+        result["events"] = api.logs("b", follow="true")
+
+    t = threading.Thread(target=follow)
+    t.start()
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert result["events"][-1]["detail"]["state"] == "COMPLETED"
+    assert "done" in [e["message"] for e in result["events"]]
+
+
+def test_worker_runs_in_its_own_folder_and_session(server: Any) -> None:
+    srv, api = server
+    api.submit(manifest(200, checkpoint_steps=100), experiment_name="where")
+    row = api.wait("where", {"COMPLETED", "FAILED"})
+    folder = srv.data_dir / "experiments" / str(row["id"])
+    assert (folder / "run" / "metrics.csv").is_file()
+    assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step_100", "step_200"]
+    assert os.stat(folder).st_mode & 0o077 == 0
+
+
+def test_submission_returns_immediately_and_list_is_per_user(server: Any) -> None:
+    srv, api = server
+    other = api.post("/api/admin/tokens", {"user": "bob"}).json()["data"]["token"]
+    bob = Api(srv, other)
+    try:
+        bob.submit(manifest(200, checkpoint_steps=100), experiment_name="bobs")
+        assert api.http.get("/api/cli/v1/experiments/list").json()["data"] == []
+        hidden = api.http.get(f"{JOBS}/status", params={"experiment_name": "bobs"})
+        assert hidden.status_code == 404
+        bob.wait("bobs", {"COMPLETED"})
+    finally:
+        bob.close()
