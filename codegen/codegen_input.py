@@ -14,8 +14,8 @@ from typing import Any
 from codegen.catalog import walk_schemas
 
 # Custom keywords rendered into Field(json_schema_extra=...) so the post-processor sees them.
-FIELD_MARKERS = ("x-aliases", "x-runtime-only", "x-exclude", "x-arena-exclude", "x-not-null",
-                 "x-discriminator", "x-default-tag")
+FIELD_MARKERS = ("x-aliases", "x-runtime-only", "x-python-objects", "x-exclude", "x-arena-exclude",
+                 "x-not-null", "x-discriminator", "x-default-tag")
 _DROP = ("examples", "title", "$comment")
 
 
@@ -59,9 +59,6 @@ def _strip(node: dict[str, Any]) -> dict[str, Any]:
         if key.startswith("x-") and key not in FIELD_MARKERS:
             continue
         out[key] = value
-    if out.get("x-runtime-only"):
-        # Python-only objects: typed Any here, checked by a generated validator.
-        out = {k: v for k, v in out.items() if k in ("description", "default", *FIELD_MARKERS)}
     if "allOf" in out:
         # Keep inheritance; drop conditional rules (if/then), which Python checks elsewhere.
         out["allOf"] = [s for s in out["allOf"] if "$ref" in s]

@@ -5,8 +5,10 @@ exact and deterministic) adds what JSON Schema cannot say to it:
 
 * every class derives from the generated ``_base.SpecModel`` (closed, strict, deferred build);
 * ``x-aliases`` become ``validation_alias=AliasChoices(...)`` (first listed wins);
-* ``x-runtime-only`` fields become ``RuntimeObject`` (``None`` or a non-JSON Python object),
-  excluded from dumps; ``x-exclude`` (and on Arena ``x-arena-exclude``) fields are excluded;
+* ``x-runtime-only`` and ``x-python-objects`` fields also accept ``RuntimeObject`` (a
+  non-JSON Python object such as a torch module or a peft config) besides the JSON the
+  schema allows; runtime-only ones, and ``x-exclude`` (on Arena also ``x-arena-exclude``)
+  ones, are excluded from dumps;
 * ``x-not-null`` (optional without a default) fields reject an explicit null;
 * ``x-discriminator`` unions become discriminated unions (with a default tag if declared);
 * integers accept integral floats (``Integer``) as JSON Schema does;
@@ -84,31 +86,31 @@ class _Rewriter(ast.NodeTransformer):
     def _field(self, stmt: ast.AnnAssign) -> None:
         stmt.annotation = _IntRewriter().visit(stmt.annotation)
         call = _field_call(stmt.annotation)
-        if call is None:
+        extra_kw = _call_kw(call, "json_schema_extra") if call is not None else None
+        if call is None or extra_kw is None:
             return
-        extra_kw = _call_kw(call, "json_schema_extra")
-        if extra_kw is None:
-            return
+        # Annotated[T, Field(...)]: elts[0] is the type, the rest metadata.
+        elts = stmt.annotation.slice.elts  # type: ignore[attr-defined]
         extra = ast.literal_eval(extra_kw.value)
         call.keywords.remove(extra_kw)
         if "x-aliases" in extra:
             call.keywords.append(ast.keyword("validation_alias", ast.Call(
                 ast.Name("AliasChoices"), [ast.Constant(a) for a in extra["x-aliases"]], [])))
         exclude = extra.get("x-exclude") or (self.target == "arena" and extra.get("x-arena-exclude"))
-        if extra.get("x-runtime-only"):
-            assert isinstance(stmt.annotation, ast.Subscript)
-            assert isinstance(stmt.annotation.slice, ast.Tuple)
-            stmt.annotation.slice.elts[0] = ast.Name("RuntimeObject")
-            exclude = True
+        if extra.get("x-runtime-only") or extra.get("x-python-objects"):
+            # JSON data as the schema allows it, or (from Python) any non-JSON object.
+            typ = elts[0]
+            elts[0] = ast.Name("RuntimeObject") if (
+                isinstance(typ, ast.Constant) and typ.value is None) else ast.BinOp(
+                typ, ast.BitOr(), ast.Name("RuntimeObject"))
+            exclude = exclude or bool(extra.get("x-runtime-only"))
         if exclude:
             call.keywords.append(ast.keyword("exclude", ast.Constant(True)))
         if extra.get("x-not-null"):
-            assert isinstance(stmt.annotation.slice, ast.Tuple)  # type: ignore[union-attr]
-            stmt.annotation.slice.elts.append(ast.Name("NOT_NULL"))  # type: ignore[union-attr]
+            elts.append(ast.Name("NOT_NULL"))
         if "x-discriminator" in extra:
-            union = stmt.annotation.slice.elts[0]  # type: ignore[union-attr]
-            stmt.annotation.slice.elts[0] = _tagged_union(  # type: ignore[union-attr]
-                union, self.tags, extra["x-discriminator"], extra.get("x-default-tag"))
+            elts[0] = _tagged_union(elts[0], self.tags, extra["x-discriminator"],
+                                    extra.get("x-default-tag"))
 
 
 class _IntRewriter(ast.NodeTransformer):

@@ -25,7 +25,7 @@ Wrappers3 = Annotated[list[Wrappers31 | dict[str, Any]], Field(max_length=2, min
 
 class AlgoSpec(SpecModel):
     batch_size: Annotated[Integer, Field(description='Samples per gradient update (LLM: prompts per device batch).', ge=1)] = 128
-    hp_config: Annotated[RuntimeObject, Field(description='Mutable-hyperparameter configuration; normally derived from mutation.rl_hp_selection. Runtime-only: set from Python, never from a manifest (only null is accepted there).', exclude=True)] = None
+    hp_config: Annotated[dict[str, RLHyperparameter] | None | RuntimeObject, Field(description='Mutable-hyperparameter configuration; normally derived from mutation.rl_hp_selection. A manifest may give a mapping name -> RLHyperparameter; Python code may pass a configuration object. Not written by dumps.', exclude=True)] = None
 
 
 class BanditEnvSpec(SpecModel):
@@ -103,7 +103,7 @@ class LLMAlgorithmSpec(AlgoSpec):
     attn_implementation: Annotated[str | None, Field(description='Attention implementation forwarded to the model config (auto keeps the model default).')] = None
     pretrained_model_name_or_path: Annotated[str | None, Field(description='Base model; normally given by network.pretrained_model_name_or_path, which overrides it. Must be set after merging.', min_length=1)] = None
     max_model_len: Annotated[Integer, Field(description='Maximum model context length; overwritten by network.max_context_length.', ge=1)] = 1024
-    lora_config: Annotated[dict[str, Any] | None, Field(description='LoRA settings; overwritten by network.lora_config.')] = None
+    lora_config: Annotated[dict[str, Any] | None | RuntimeObject, Field(description='LoRA settings (mapping, or a peft LoRA config object from Python); overwritten by network.lora_config.')] = None
 
 
 class CISPOSpec(LLMAlgorithmSpec):
@@ -297,7 +297,7 @@ class MultiAgentRLAlgorithmSpec(AlgoSpec):
     learn_step: Annotated[Integer, Field(description='Environment steps between learning updates.', ge=1)] = 2048
     gamma: Annotated[float, Field(description='Discount factor.', ge=0.0, le=1.0)] = 0.99
     torch_compiler: Annotated[str | None, Field(description='torch.compile mode for the networks; null disables compilation.')] = None
-    net_config: Annotated[RuntimeObject, Field(description='Network configuration (one spec, or one per agent group); filled from the network section. Runtime-only: set from Python, never from a manifest (only null is accepted there).', exclude=True)] = None
+    net_config: Annotated[dict[str, Any] | None | RuntimeObject, Field(description='Network configuration (one spec, or one per agent group); filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass spec objects. Not written by dumps.', exclude=True)] = None
 
 
 class IPPOSpec(MultiAgentRLAlgorithmSpec):
@@ -441,7 +441,7 @@ class QNetworkSpec(NetworkSpec):
 class RLAlgorithmSpec(AlgoSpec):
     learn_step: Annotated[Integer, Field(description='Environment steps between learning updates.', ge=1)] = 5
     gamma: Annotated[float, Field(description='Discount factor.', ge=0.0, le=1.0)] = 0.99
-    net_config: Annotated[RuntimeObject, Field(description='Network configuration; filled from the network section. Runtime-only: set from Python, never from a manifest (only null is accepted there).', exclude=True)] = None
+    net_config: Annotated[dict[str, Any] | None | RuntimeObject, Field(description='Network configuration; filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass a network spec object. Not written by dumps.', exclude=True)] = None
 
 
 class CQNSpec(RLAlgorithmSpec):
