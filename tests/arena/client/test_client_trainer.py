@@ -1,0 +1,153 @@
+"""ArenaTrainer: building the Arena payload and driving the client."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from agilerl.arena.trainer import ArenaTrainer
+
+from .conftest import Recorder, ndjson, ok
+
+SUBMIT = "/api/cli/v1/experiments/jobs/submit"
+MANIFEST = {
+    "algorithm": {"name": "DQN", "batch_size": 64, "lr": 0.001},
+    "environment": {"name": "CartPole-v1", "num_envs": 4},
+    "training": {"max_steps": 2000, "evo_steps": 500, "pop_size": 2},
+    "tournament_selection": {"tournament_size": 2, "elitism": True},
+    "network": {"latent_dim": 32},
+}
+
+
+def accepted(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content)
+    return ndjson(
+        {
+            "kind": "status",
+            "stage": "submission",
+            "status": "completed",
+            "message": "Job submitted",
+            "detail": {
+                "accepted": True,
+                "experiment_id": 3,
+                "experiment_name": body["experiment_name"] or "auto-1",
+                "project": body["project"],
+            },
+        }
+    )
+
+
+@pytest.fixture
+def arena(make_client, server: Recorder):
+    server.add("POST", SUBMIT, accepted)
+    return make_client()
+
+
+def submitted(server: Recorder) -> dict:
+    return json.loads(server.last(SUBMIT).content)
+
+
+def test_from_manifest_file_submits_the_arena_payload(arena, server, tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(MANIFEST))
+    trainer = ArenaTrainer.from_manifest(manifest=path, client=arena)
+    ack = trainer.train(project="demo", experiment_name="e1", resource_id="local", num_nodes=1)
+    assert ack["experiment_name"] == "e1" and ack["accepted"] is True
+    body = submitted(server)
+    assert {k: body[k] for k in ("project", "experiment_name", "resource_id", "num_nodes")} == {
+        "project": "demo",
+        "experiment_name": "e1",
+        "resource_id": "local",
+        "num_nodes": 1,
+    }
+    payload = body["manifest"]
+    assert payload["algorithm"]["name"] == "DQN" and payload["algorithm"]["batch_size"] == 64
+    assert payload["environment"]["name"] == "CartPole-v1"
+    assert payload["tournament_selection"]["tournament_size"] == 2
+    assert "selection_strategy" not in payload
+    assert payload["network"]["latent_dim"] == 32
+    assert {"mutation", "tournament_selection", "network"} <= set(payload)
+    assert payload["training"]["max_steps"] == 2000
+
+
+def test_sections_always_present_and_string_environment(arena) -> None:
+    trainer = ArenaTrainer("DQN", "CartPole-v1", {"max_steps": 1000}, client=arena)
+    payload = trainer.to_manifest()
+    assert payload["mutation"] == {} or isinstance(payload["mutation"], dict)
+    assert payload["tournament_selection"] == {} or isinstance(
+        payload["tournament_selection"], dict
+    )
+    assert payload["network"] == {}
+    assert payload["environment"]["name"] == "CartPole-v1"
+    assert payload["environment"]["num_envs"] == 16
+
+
+def test_wait_returns_the_final_status(arena, server) -> None:
+    status = "/api/cli/v1/experiments/jobs/status"
+    server.add("GET", status, ok({"state": "RUNNING"}), ok({"state": "COMPLETED", "steps": 9}))
+    trainer = ArenaTrainer("DQN", "CartPole-v1", client=arena)
+    final = trainer.train(project="demo", experiment_name="w", wait=True, poll_interval=0.01)
+    assert final == {"state": "COMPLETED", "steps": 9}
+    assert server.last(status).url.params["experiment_name"] == "w"
+
+
+def test_delegation(arena, server) -> None:
+    server.add("POST", "/api/cli/v1/experiments/jobs/resume", ok({"state": "QUEUED"}))
+    server.add("GET", "/api/cli/v1/experiments/list", ok([{"name": "a"}]))
+    server.add("GET", "/api/cli/v1/experiments/jobs/checkpoints", ok([{"steps": 5}]))
+    trainer = ArenaTrainer("DQN", "CartPole-v1", client=arena)
+    assert trainer.resume_from_checkpoint("a", 5000) == {"state": "QUEUED"}
+    assert json.loads(server.last().content) == {"experiment_name": "a", "max_steps": 5000}
+    assert trainer.list_experiments("demo") == [{"name": "a"}]
+    assert trainer.list_checkpoints("a") == [{"steps": 5}]
+    assert server.last().url.params["experiment_name"] == "a"
+
+
+def test_multi_frequency_selection_is_refused(arena) -> None:
+    with pytest.raises(ValueError, match="only supports tournament selection"):
+        ArenaTrainer(
+            "DQN", "CartPole-v1", client=arena, selection_strategy={"strategy": "multi_frequency"}
+        )
+
+
+def test_unknown_algorithm_and_foreign_objects(arena) -> None:
+    with pytest.raises(KeyError, match="NotAnAlgo"):
+        ArenaTrainer("NotAnAlgo", "CartPole-v1", client=arena)
+    with pytest.raises(TypeError, match="serialized manifest"):
+        ArenaTrainer.from_manifest(manifest=object(), client=arena)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unexpected"):
+        ArenaTrainer("DQN", "CartPole-v1", client=arena, bogus=1)
+
+
+def test_invalid_manifest_is_refused_before_sending(arena, server) -> None:
+    bad = {**MANIFEST, "algorithm": {"name": "DQN", "batch_size": 0}}
+    with pytest.raises(ValueError, match="batch_size"):
+        ArenaTrainer.from_manifest(manifest=bad, client=arena)
+    assert server.requests == []
+
+
+def test_legacy_tournament_selection_argument_warns(arena) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = ArenaTrainer(
+            "DQN", "CartPole-v1", client=arena, tournament_selection={"tournament_size": 3}
+        )
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert trainer.to_manifest()["tournament_selection"]["tournament_size"] == 3
+
+
+def test_spec_objects_are_accepted(arena) -> None:
+    from agilerl.arena import models
+
+    algo = models.DQNSpec(batch_size=16)
+    trainer = ArenaTrainer(
+        algo, "CartPole-v1", client=arena, training=models.TrainingSpec(max_steps=500)
+    )
+    payload = trainer.to_manifest()
+    assert payload["algorithm"]["name"] == "DQN" and payload["algorithm"]["batch_size"] == 16
+    assert payload["training"]["max_steps"] == 500
