@@ -26,6 +26,7 @@ import httpx
 from agilerl.arena import config
 from agilerl.arena.auth import Authenticator
 from agilerl.arena.download import check_new_file, target_path, write_new_file
+from agilerl.arena.environments import EnvironmentRequests, close_parts
 from agilerl.arena.errors import ArenaAPIError, ArenaConfigError, ArenaError
 from agilerl.arena.payload import manifest_payload
 from agilerl.arena.retry import RetryPolicy
@@ -37,7 +38,7 @@ from agilerl.arena.stream import (
     StreamInterrupted,
 )
 from agilerl.arena.transport import IDEMPOTENCY_HEADER, Transport
-from agilerl.arena.upload import discover_sidecars, file_part, pack_source
+from agilerl.arena.upload import file_part
 
 __all__ = ["TERMINAL_STATES", "ArenaClient"]
 
@@ -54,7 +55,7 @@ def _log_event(event: Event) -> None:
         logger.log(level, "[%s] %s", event.stage or event.status, event.message)
 
 
-class ArenaClient:
+class ArenaClient(EnvironmentRequests):
     """A session with an Arena server.
 
     :param api_key: A personal access token or access token (else ``ARENA_API_KEY``,
@@ -231,105 +232,6 @@ class ArenaClient:
     def _resolve_project(self, project: str | None) -> str | None:
         return project or config.read_default_project()
 
-    # -- environments ------------------------------------------------------------------
-    def list_environments(
-        self, name: str | None = None, include_arena: bool = False
-    ) -> dict[str, Any]:
-        """Registered environments: ``{name: {version: {"validated", "profiled"}}}``."""
-        params = {"name": name, "include_arena": include_arena}
-        return dict(self._transport.request("GET", f"{_API}/environments", params=params))
-
-    def environment_exists(self, name: str, version: str | None = None) -> bool:
-        """True when the environment (version; default latest) is registered."""
-        params = {"name": name, "version": version}
-        answer = self._transport.request("GET", f"{_API}/environments/exists", params=params)
-        return bool(answer.get("exists", False)) if isinstance(answer, dict) else False
-
-    def list_environment_entrypoints(self, name: str, version: str | None = None) -> list[str]:
-        """The ``module:Class`` entry points found in an environment's source."""
-        params = {"name": name, "version": version}
-        return list(
-            self._transport.request("GET", f"{_API}/environments/entrypoints", params=params)
-        )
-
-    def validate_environment(
-        self,
-        name: str,
-        version: str | None = None,
-        source: str | os.PathLike[str] | bytes | None = None,
-        env_config: str | os.PathLike[str] | None = None,
-        requirements: str | os.PathLike[str] | None = None,
-        entrypoint: str | None = None,
-        description: str | None = None,
-        multi_agent: bool = False,
-        language_based: bool = False,
-        do_rollouts: bool = False,
-    ) -> dict[str, Any]:
-        """Validate a registered environment, or upload *source* and register + validate it.
-
-        :raises ArenaValidationError: when a check fails (the message names it).
-        """
-        if source is None:
-            body: dict[str, Any] = {"name": name, "version": version, "do_rollouts": do_rollouts}
-            if entrypoint:
-                body["entrypoint"] = entrypoint
-            return self._stream_result(
-                "POST",
-                f"{_API}/environments/validate",
-                json=body,
-                timeout=self._transport.upload_timeout,
-            )
-        req_path, cfg_path = discover_sidecars(source, requirements, env_config)
-        data = {
-            "name": name,
-            "version": version or "v1",
-            "multi_agent": str(multi_agent).lower(),
-            "language_based": str(language_based).lower(),
-            "do_rollouts": str(do_rollouts).lower(),
-        }
-        if entrypoint:
-            data["entrypoint"] = entrypoint
-        if description:
-            data["description"] = description
-        files = {
-            "file": pack_source(source),
-            "env_config": _config_part(cfg_path),
-            "requirements": file_part(req_path, "requirements.txt", "text/plain")
-            if req_path
-            else ("requirements.txt", b"", "text/plain"),
-        }
-        try:
-            return self._stream_result(
-                "POST",
-                f"{_API}/environments/create-and-validate",
-                data=data,
-                files=files,
-                timeout=self._transport.upload_timeout,
-            )
-        finally:
-            _close_parts(files)
-
-    def profile_environment(self, name: str, version: str | None = None) -> dict[str, Any]:
-        """Measure an environment's speed and footprint (server-side)."""
-        return self._stream_result(
-            "POST",
-            f"{_API}/environments/profile",
-            json={"name": name, "version": version},
-            timeout=self._transport.upload_timeout,
-        )
-
-    def delete_environment(self, name: str, version: str | None = None) -> Any:
-        """Delete one version of an environment (``version=None``: every version)."""
-        body = {"name": name, "version": version}
-        return self._transport.request("DELETE", f"{_API}/environments/delete", json=body)
-
-    def duplicate_environment_version(
-        self, name: str, new_version: str, version: str | None = None
-    ) -> Any:
-        """Copy an environment version (default latest) under a new version name."""
-        body = {"name": name, "new_version_name": new_version, "version": version}
-        return self._transport.request("POST", f"{_API}/environments/duplicate", json=body)
-
     # -- experiments --------------------------------------------------------------------
     def submit_experiment(
         self,
@@ -378,7 +280,7 @@ class ArenaClient:
         try:
             return self._submit_with_retries(kwargs)
         finally:
-            _close_parts(kwargs.get("files"))
+            close_parts(kwargs.get("files"))
 
     def _submit_with_retries(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         # The transport retries failures before the answer starts; a connection lost
@@ -568,17 +470,3 @@ class ArenaClient:
     def _stream_result(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         with self._transport.open_stream(method, path, self._handler, **kwargs) as stream:
             return stream.collect()
-
-
-def _config_part(path: Path | None) -> tuple[str, Any, str]:
-    if path is None:
-        return ("env_config.yaml", b"", "application/x-yaml")
-    kind = "application/json" if path.suffix.lower() == ".json" else "application/x-yaml"
-    return file_part(path, path.name, kind)
-
-
-def _close_parts(files: dict[str, Any] | None) -> None:
-    for part in (files or {}).values():
-        handle = part[1] if isinstance(part, tuple) else None
-        if handle is not None and hasattr(handle, "close"):
-            handle.close()
