@@ -37,6 +37,7 @@ from agilerl.arena.stream import (
     StatusEvent,
     StreamInterrupted,
 )
+from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import IDEMPOTENCY_HEADER, Transport
 from agilerl.arena.upload import file_part
 
@@ -45,7 +46,6 @@ __all__ = ["TERMINAL_STATES", "ArenaClient"]
 logger = logging.getLogger("agilerl.arena.client")
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "STOPPED"})
-_API = "/api/cli/v1"
 _SUBMIT = f"{_API}/experiments/jobs/submit"
 
 

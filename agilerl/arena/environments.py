@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.stream import Event
+from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import Transport
 from agilerl.arena.upload import discover_sidecars, file_part, pack_source
 
 __all__ = ["EnvironmentRequests"]
-
-_API = "/api/cli/v1"
 
 
 class EnvironmentRequests:

@@ -23,11 +23,13 @@ from agilerl.arena.errors import ArenaAPIError, ArenaAuthError, error_class_for_
 from agilerl.arena.retry import IDEMPOTENT_METHODS, RetryPolicy
 from agilerl.arena.stream import Event, NDJsonStream
 
-__all__ = ["IDEMPOTENCY_HEADER", "Transport"]
+__all__ = ["API_PREFIX", "IDEMPOTENCY_HEADER", "Transport"]
 
 logger = logging.getLogger("agilerl.arena.client")
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+API_PREFIX = "/api/cli/v1"
+"""Every CLI endpoint lives under this path."""
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
