@@ -1,10 +1,16 @@
 """Raw vectorised env step rate for CartPole-v1: the ceiling for the training loop.
 
-Prints env steps per second (sub-env steps, i.e. ``num_envs`` per ``step`` call) for the
-native, sync and async vector envs with 16 and 1 sub-envs, with random actions and with a
-batched policy forward pass (a small torch MLP under ``torch.inference_mode``).
+Prints env steps per second (sub-env steps, i.e. ``num_envs`` per ``step`` call) with 16
+and 1 sub-envs, with random actions and with a batched policy forward pass (a small torch
+MLP under ``torch.inference_mode``), for each vectoriser:
 
-    python bench/env_step_rate.py [--seconds 3] [--num-envs 16 1] [--modes native sync async]
+* ``native``: Gymnasium's NumPy ``CartPoleVectorEnv``;
+* ``sync``: Gymnasium's ``SyncVectorEnv``;
+* ``async``: Gymnasium's ``AsyncVectorEnv`` (one process per sub-env, as the reference);
+* ``chunked``: our ``ChunkedAsyncVectorEnv`` (one process per core), what
+  ``make_vector_env`` uses for ``sync: false`` when no native env applies.
+
+    python bench/env_step_rate.py [--seconds 3] [--num-envs 16 1] [--modes native sync async chunked]
 """
 
 from __future__ import annotations
@@ -42,15 +48,15 @@ def _build(mode: str, num_envs: int):  # type: ignore[no-untyped-def]
     import gymnasium
     from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
-    from agilerl.envs import AUTORESET_MODE, make_env_factory
+    from agilerl.envs import AUTORESET_MODE, ChunkedAsyncVectorEnv, make_env_factory
 
     if mode == "native":
         return gymnasium.make_vec(
             "CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point"
         )
     factory = make_env_factory(SimpleNamespace(name="CartPole-v1", num_envs=num_envs))
-    vectoriser = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    return vectoriser([factory] * num_envs, autoreset_mode=AUTORESET_MODE)
+    vectoriser = {"sync": SyncVectorEnv, "async": AsyncVectorEnv, "chunked": ChunkedAsyncVectorEnv}
+    return vectoriser[mode]([factory] * num_envs, autoreset_mode=AUTORESET_MODE)
 
 
 def measure(mode: str, num_envs: int, with_policy: bool, seconds: float) -> float:
@@ -84,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[16, 1])
-    parser.add_argument("--modes", nargs="+", default=["native", "sync", "async"])
+    parser.add_argument("--modes", nargs="+", default=["native", "sync", "async", "chunked"])
     args = parser.parse_args()
     from agilerl.envs import vector_mode
 
@@ -97,6 +103,7 @@ def main() -> None:
             print(f"{mode:<10} {num_envs:>8} {random_rate:>15,.0f} {policy_rate:>12,.0f}")
         chosen = vector_mode(SimpleNamespace(name="CartPole-v1", num_envs=num_envs))
         print(f"  make_vector_env picks '{chosen}' for CartPole-v1 with {num_envs} env(s)")
+    print("(sync: false without a native env means 'chunked'; sync: true means 'sync')")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ vectorisation rules.
 
 from __future__ import annotations
 
+from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
 from agilerl.envs.entrypoint import load_module, resolve_entrypoint
 from agilerl.envs.gym_env import (
     AUTORESET_MODE,
@@ -29,6 +30,7 @@ __all__ = [
     "AUTORESET_MODE",
     "BOX2D_INSTALL_HINT",
     "NATIVE_MIN_ENVS",
+    "ChunkedAsyncVectorEnv",
     "PettingZooVectorEnv",
     "apply_wrappers",
     "load_module",

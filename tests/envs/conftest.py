@@ -47,6 +47,13 @@ USER_ENV = textwrap.dedent(
             env.unwrapped.tags = [*order, tag]
 
 
+    class BoomEnv(CountEnv):
+        """Fails on its first step."""
+
+        def step(self, action):
+            raise ValueError("boom in step")
+
+
     NOT_CALLABLE = 42
     '''
 )

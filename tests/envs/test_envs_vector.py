@@ -9,11 +9,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from agilerl.envs import (
     AUTORESET_MODE,
     NATIVE_MIN_ENVS,
+    ChunkedAsyncVectorEnv,
     gym_env,
     make_single_env,
     make_vector_env,
@@ -63,7 +64,7 @@ def test_vector_mode_rule(fields: dict, extra: list | None, mode: str) -> None:
     [
         ({"name": "CartPole-v1", "num_envs": 4}, CartPoleVectorEnv),
         ({"name": "Acrobot-v1", "num_envs": 2, "sync": True}, SyncVectorEnv),
-        ({"name": "MountainCar-v0", "num_envs": 2, "sync": False}, AsyncVectorEnv),
+        ({"name": "MountainCar-v0", "num_envs": 2, "sync": False}, ChunkedAsyncVectorEnv),
     ],
 )
 def test_every_vectoriser_reports_next_step(fields: dict, cls: type) -> None:
@@ -135,7 +136,7 @@ def test_next_step_autoreset_semantics(user_env_dir: Path) -> None:
         config={"limit": 2},
     )
     env = make_vector_env(custom)
-    assert isinstance(env, AsyncVectorEnv)  # user file survives the subprocess hand-off
+    assert isinstance(env, ChunkedAsyncVectorEnv)  # user file survives the subprocess hand-off
     env.reset(seed=0)
     actions = np.zeros(2, dtype=np.int64)
     rows = [env.step(actions) for _ in range(3)]
@@ -246,15 +247,62 @@ def test_async_workers_survive_ctrl_c() -> None:
     """Ctrl-C goes to the whole process group; workers leave it to the main process."""
     import os
     import signal
+    import time
 
     env = make_vector_env(spec(name="Pendulum-v1", num_envs=2, sync=False))
     try:
-        assert isinstance(env, AsyncVectorEnv)
+        assert isinstance(env, ChunkedAsyncVectorEnv)
         env.reset(seed=0)
         for process in env.processes:
             os.kill(process.pid, signal.SIGINT)
+        time.sleep(0.05)
         obs, *_ = env.step(np.zeros((2, 1), dtype=np.float32))
         assert obs.shape == (2, 3)
         assert all(process.is_alive() for process in env.processes)
     finally:
         env.close()
+
+
+def test_chunked_async_matches_sync_trajectories() -> None:
+    """Sub-env i is seeded seed + i in both, so equal actions give equal trajectories."""
+    fields = {
+        "name": "CartPole-v1",
+        "num_envs": 5,
+        "wrappers": ["gymnasium.wrappers.RecordEpisodeStatistics"],
+    }
+    chunked = make_vector_env(spec(**fields, sync=False))
+    sync = make_vector_env(spec(**fields, sync=True))
+    assert isinstance(chunked, ChunkedAsyncVectorEnv) and isinstance(sync, SyncVectorEnv)
+    assert chunked.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    a_obs, _ = chunked.reset(seed=11)
+    b_obs, _ = sync.reset(seed=11)
+    np.testing.assert_array_equal(a_obs, b_obs)
+    rng = np.random.default_rng(0)
+    episodes = 0
+    for _ in range(80):
+        actions = rng.integers(0, 2, size=5)
+        a, b = chunked.step(actions), sync.step(actions)
+        for x, y in zip(a[:4], b[:4], strict=True):
+            np.testing.assert_array_equal(x, y)
+        if "episode" in b[4]:  # infos merged across chunks, masks included
+            np.testing.assert_array_equal(a[4]["_episode"], b[4]["_episode"])
+            np.testing.assert_array_equal(a[4]["episode"]["r"], b[4]["episode"]["r"])
+            episodes += int(b[4]["_episode"].sum())
+    chunked.close()
+    sync.close()
+    assert episodes > 0
+
+
+def test_chunked_async_worker_error_is_reported(user_env_dir: Path) -> None:
+    bad = spec(
+        name="Count",
+        num_envs=3,
+        entrypoint="envs_pkg.custom:BoomEnv",
+        path=str(user_env_dir),
+    )
+    env = make_vector_env(bad)
+    env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="Sub-env worker raised ValueError: boom in step"):
+        env.step(np.zeros(3, dtype=np.int64))
+    env.close()
+    assert not any(process.is_alive() for process in env.processes)
