@@ -10,6 +10,7 @@ and line.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,24 @@ from agilerl.models.errors import Location, ManifestError, ManifestIssue
 
 PathKey = tuple[Any, ...]
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """Safe loader (libyaml when available) that also reads ``1e-4`` as a number.
+
+    YAML 1.1 only treats exponent floats with a dot as numbers (``1.0e-4``), so ``1e-4``
+    would be the string "1e-4"; YAML 1.2 and JSON read it as a float, and so do we.
+    """
+
+    yaml_implicit_resolvers = {k: list(v) for k, v in _BaseLoader.yaml_implicit_resolvers.items()}
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 @dataclass
@@ -102,7 +120,10 @@ def parse_text(text: str, file: str | None = None) -> LocatedDocument:
 def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> ManifestError:
     mark = exc.problem_mark or exc.context_mark
     where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 1, 1)
-    parts = [part for part in (exc.context, exc.problem) if part]
+    context = exc.context
+    if context and exc.context_mark is not None and exc.context_mark is not mark:
+        context += f" (started at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1})"
+    parts = [part for part in (context, exc.problem) if part]
     message = "not valid YAML/JSON: " + ("; ".join(parts) if parts else str(exc))
     return ManifestError([ManifestIssue("", message, where, kind="syntax")], source=file)
 

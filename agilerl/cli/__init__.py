@@ -1,0 +1,1 @@
+"""The ``agilerl`` command line: ``agilerl validate|show|schema|train ...``."""

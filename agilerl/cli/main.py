@@ -1,0 +1,74 @@
+"""Entry point of the ``agilerl`` console script.
+
+Each subcommand lives in its own module listed in :data:`SUBCOMMANDS`; a module provides
+``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. Modules are imported
+only to build the parser, so they must keep their own heavy imports inside ``run``.
+Adding a subcommand is one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+SUBCOMMANDS: list[str] = [
+    "agilerl.cli.validate",
+    "agilerl.cli.show",
+    "agilerl.cli.schema",
+    "agilerl.cli.train",
+]
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+    """The top-level parser and the command modules by name."""
+    parser = argparse.ArgumentParser(
+        prog="agilerl",
+        description="Validate, inspect and run agilerl training manifests.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands: dict[str, ModuleType] = {}
+    for module_name in SUBCOMMANDS:
+        module = importlib.import_module(module_name)
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        commands[module.NAME] = module
+    return parser, commands
+
+
+def _version() -> str:
+    from agilerl import __version__
+
+    return f"agilerl {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit status (never raises to the user)."""
+    parser, commands = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(commands[args.command].run(args))
+    except KeyboardInterrupt:
+        print("agilerl: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # the last line of defence: a message, never a traceback
+        print(f"agilerl {args.command}: internal error: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

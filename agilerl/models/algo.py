@@ -1,0 +1,160 @@
+"""The algorithm registry and the base spec classes.
+
+Which algorithms exist and their class-level facts (agent type, off-policy, default
+``evo_steps``, network and environment spec classes, ...) come from the generated registry
+(``schemas/algorithms/*`` → ``x-agilerl``). This module turns each generated spec class
+into the public one: the same fields, plus those facts as class attributes and the rules a
+schema cannot state. ``ALGO_REGISTRY`` maps each registered name (exact, case-sensitive)
+to its public spec class.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import ValidationInfo, model_validator
+
+from agilerl.models import _generated as gen
+from agilerl.models._facade import public
+from agilerl.models.rules import Violation, algorithm_rules
+
+logger = logging.getLogger(__name__)
+
+
+class AgentType(str, Enum):
+    """Kind of agent an algorithm trains (decides the environment spec and training loop)."""
+
+    SingleAgent = "single_agent"
+    MultiAgent = "multi_agent"
+    LLMAgent = "llm_agent"
+    OfflineAgent = "offline_agent"
+    BanditAgent = "bandit_agent"
+
+
+def skip_rules(info: ValidationInfo | None) -> bool:
+    """True when the caller applies the cross-field rules itself (to report every one with
+    its own path) instead of letting the model raise the first."""
+    context = info.context if info is not None else None
+    return bool(context and context.get("collect_rules"))
+
+
+def raise_first(violations: list[Violation]) -> None:
+    """Raise the first broken rule as a ``ValueError`` (Pydantic reports it)."""
+    if violations:
+        raise ValueError(violations[0].message)
+
+
+@public
+class AlgoSpec(gen.AlgoSpec):
+    """Base of every algorithm spec. Class attributes describe the algorithm (from the
+    registry); instance fields are its hyperparameters."""
+
+    agent_type: ClassVar[AgentType] = AgentType.SingleAgent
+    off_policy: ClassVar[bool] = False
+    offline: ClassVar[bool] = False
+    bandit: ClassVar[bool] = False
+    default_evo_steps: ClassVar[int] = 10_000
+    network_spec: ClassVar[type[Any] | None] = None
+    """Network spec class the ``network`` section is validated with (eager path)."""
+    env_spec: ClassVar[type[Any] | None] = None
+    """Environment spec class the ``environment`` section is parsed into."""
+    env_kind: ClassVar[str] = "gym"
+    env_type: ClassVar[str | None] = None
+    """LLM environment type injected when the manifest omits it."""
+    training_loop: ClassVar[str] = ""
+    arena: ClassVar[bool] = False
+    algo_name: ClassVar[str] = ""
+    """Registered name (``DQN``)."""
+
+    @property
+    def display_name(self) -> str:
+        """Name used in run and checkpoint names (``Recurrent PPO`` for a recurrent PPO).
+        Serialisation always writes the registered name."""
+        if getattr(self, "recurrent", False):
+            return f"Recurrent {self.algo_name}"
+        return self.algo_name
+
+    @model_validator(mode="after")
+    def _check_rules(self, info: ValidationInfo) -> AlgoSpec:
+        if not skip_rules(info):
+            raise_first(algorithm_rules(self.algo_name, self))
+        return self
+
+
+@public
+class RLAlgorithmSpec(gen.RLAlgorithmSpec, AlgoSpec):
+    """Base of single-agent RL algorithm specs (including offline and bandit ones)."""
+
+
+@public
+class MultiAgentRLAlgorithmSpec(gen.MultiAgentRLAlgorithmSpec, AlgoSpec):
+    """Base of multi-agent RL algorithm specs."""
+
+    agent_type: ClassVar[AgentType] = AgentType.MultiAgent
+
+
+@public
+class LLMAlgorithmSpec(gen.LLMAlgorithmSpec, AlgoSpec):
+    """Base of LLM fine-tuning algorithm specs."""
+
+    agent_type: ClassVar[AgentType] = AgentType.LLMAgent
+
+
+@public
+class NeuralBanditSpec(gen.NeuralBanditSpec, RLAlgorithmSpec):
+    """Base of the neural contextual-bandit specs (NeuralTS, NeuralUCB)."""
+
+
+ALGO_REGISTRY: dict[str, type[AlgoSpec]] = {}
+"""Registered name (exact, case-sensitive) → spec class."""
+
+SpecT = TypeVar("SpecT", bound=type[AlgoSpec])
+
+
+def register_algorithm(name: str, spec_class: type[AlgoSpec]) -> None:
+    """Add (or replace, with a warning) a registry entry."""
+    if name in ALGO_REGISTRY and ALGO_REGISTRY[name] is not spec_class:
+        logger.warning("Algorithm %r is already registered; replacing %s with %s", name,
+                       ALGO_REGISTRY[name].__name__, spec_class.__name__)
+    ALGO_REGISTRY[name] = spec_class
+
+
+def registered(spec_class: SpecT) -> SpecT:
+    """Class decorator: copy the generated registry facts onto a public spec class and
+    register it under its name (the class name without ``Spec``)."""
+    public(spec_class)
+    name = spec_class.__name__.removesuffix("Spec")
+    entry = gen.REGISTRY[name]
+    spec_class.algo_name = name
+    spec_class.agent_type = AgentType(entry.agent_type)
+    spec_class.off_policy = entry.off_policy
+    spec_class.offline = entry.offline
+    spec_class.bandit = entry.bandit
+    spec_class.default_evo_steps = entry.default_evo_steps
+    spec_class.env_kind = entry.environment
+    spec_class.env_type = entry.env_type
+    spec_class.training_loop = entry.training_loop
+    spec_class.arena = entry.arena
+    spec_class.network_spec = _public_network(entry.network_spec.__name__)
+    spec_class.env_spec = _public_env(entry.environment)
+    register_algorithm(name, spec_class)
+    return spec_class
+
+
+def _public_network(name: str) -> type[Any]:
+    from agilerl.models.networks import NETWORK_SPECS
+
+    return NETWORK_SPECS[name]
+
+
+def _public_env(kind: str) -> type[Any]:
+    from agilerl.models.env import ENV_SPECS
+
+    return ENV_SPECS[kind]
+
+
+def generated_entry(name: str) -> gen.AlgorithmEntry:
+    """The generated registry entry of a registered algorithm."""
+    return gen.REGISTRY[name]

@@ -1,0 +1,12 @@
+"""``CISPOSpec``: the CISPO hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class CISPOSpec(gen.CISPOSpec, LLMAlgorithmSpec):
+    """CISPO algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["CISPOSpec"]

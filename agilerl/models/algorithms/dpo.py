@@ -1,0 +1,12 @@
+"""``DPOSpec``: the DPO hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class DPOSpec(gen.DPOSpec, LLMAlgorithmSpec):
+    """DPO algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["DPOSpec"]

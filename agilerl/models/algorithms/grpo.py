@@ -1,0 +1,12 @@
+"""``GRPOSpec``: the GRPO hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class GRPOSpec(gen.GRPOSpec, LLMAlgorithmSpec):
+    """GRPO algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["GRPOSpec"]

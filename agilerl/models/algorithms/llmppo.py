@@ -1,0 +1,12 @@
+"""``LLMPPOSpec``: the LLMPPO hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class LLMPPOSpec(gen.LLMPPOSpec, LLMAlgorithmSpec):
+    """LLMPPO algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["LLMPPOSpec"]

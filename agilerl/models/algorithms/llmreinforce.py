@@ -1,0 +1,12 @@
+"""``LLMREINFORCESpec``: the LLMREINFORCE hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class LLMREINFORCESpec(gen.LLMREINFORCESpec, LLMAlgorithmSpec):
+    """LLMREINFORCE algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["LLMREINFORCESpec"]

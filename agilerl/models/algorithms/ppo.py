@@ -1,0 +1,12 @@
+"""``PPOSpec``: the PPO hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import RLAlgorithmSpec, registered
+
+
+@registered
+class PPOSpec(gen.PPOSpec, RLAlgorithmSpec):
+    """PPO algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["PPOSpec"]

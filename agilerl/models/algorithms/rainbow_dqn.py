@@ -1,0 +1,12 @@
+"""``RainbowDQNSpec``: the RainbowDQN hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import RLAlgorithmSpec, registered
+
+
+@registered
+class RainbowDQNSpec(gen.RainbowDQNSpec, RLAlgorithmSpec):
+    """RainbowDQN algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["RainbowDQNSpec"]

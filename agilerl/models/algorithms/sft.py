@@ -1,0 +1,12 @@
+"""``SFTSpec``: the SFT hyperparameters (fields and defaults from ``schemas/``)."""
+
+from agilerl.models import _generated as gen
+from agilerl.models.algo import LLMAlgorithmSpec, registered
+
+
+@registered
+class SFTSpec(gen.SFTSpec, LLMAlgorithmSpec):
+    """SFT algorithm spec. See the manifest reference for every field."""
+
+
+__all__ = ["SFTSpec"]

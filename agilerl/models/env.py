@@ -1,0 +1,212 @@
+"""Environment specs (fields from ``schemas/environments/``), their source rules (spec §3.2,
+X11), and how a manifest's ``environment`` mapping becomes the right spec for an algorithm.
+
+Building environments is the job of :mod:`agilerl.envs`; the ``make_env`` methods here only
+delegate to it (imported on call, so this module needs neither gymnasium nor pettingzoo).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationInfo, model_validator
+
+from agilerl.models import _generated as gen
+from agilerl.models._facade import public
+from agilerl.models.algo import AgentType, raise_first, skip_rules
+from agilerl.models.rules import Violation, bandit_env_rules, llm_env_rules, offline_env_rules
+
+
+class LLMEnvType(str, Enum):
+    """Kinds of LLM environment."""
+
+    REASONING = "reasoning"
+    PREFERENCE = "preference"
+    SFT = "sft"
+    MULTITURN = "multiturn"
+
+
+class EnvSpec:
+    """Behaviour shared by the environment specs: rules and building (delegated)."""
+
+    #: Fields that name local files, resolved against the manifest's folder.
+    file_fields: ClassVar[tuple[str, ...]] = ()
+
+    def env_rules(self) -> list[Violation]:
+        """Cross-field source rules of this kind of environment (none by default)."""
+        return []
+
+    @model_validator(mode="after")
+    def _check_env_rules(self, info: ValidationInfo) -> Any:
+        if not skip_rules(info):
+            raise_first(self.env_rules())
+        return self
+
+    def with_files_resolved(self, base_dir: str | os.PathLike[str] | None) -> Any:
+        """A copy whose relative file fields point at files found under ``base_dir`` (the
+        manifest's folder) rather than the working directory; other values unchanged."""
+        if base_dir is None:
+            return self
+        from agilerl.models.env_checks import find_file
+
+        updates = {}
+        for name in self.file_fields:
+            value = getattr(self, name, None)
+            if isinstance(value, str) and not Path(value).is_absolute():
+                found = find_file(value, Path(base_dir))
+                if found is not None and not (Path.cwd() / value).exists():
+                    updates[name] = str(found)
+        return self.model_copy(update=updates) if updates else self  # type: ignore[attr-defined]
+
+
+@public
+class GymEnvSpec(EnvSpec, gen.GymEnvSpec):
+    """A Gymnasium environment (single-agent algorithms)."""
+
+    def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+        """The vectorised environment (``num_envs`` copies)."""
+        from agilerl.envs import make_vector_env
+
+        return make_vector_env(self, extra_wrappers=extra_wrappers)
+
+    def make_single_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+        """One unvectorised environment."""
+        from agilerl.envs import make_single_env
+
+        return make_single_env(self, extra_wrappers=extra_wrappers)
+
+
+@public
+class OfflineEnvSpec(gen.OfflineEnvSpec, GymEnvSpec):
+    """An offline dataset plus the Gymnasium environment used to evaluate on."""
+
+    file_fields: ClassVar[tuple[str, ...]] = ("dataset_path",)
+
+    def env_rules(self) -> list[Violation]:
+        return offline_env_rules(self)
+
+
+@public
+class PzEnvSpec(EnvSpec, gen.PzEnvSpec):
+    """A PettingZoo parallel environment (multi-agent algorithms)."""
+
+    def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+        """The vectorised environment (``num_envs`` copies)."""
+        from agilerl.envs import make_pz_vector_env
+
+        return make_pz_vector_env(self, extra_wrappers=extra_wrappers)
+
+    def make_single_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+        """One unvectorised parallel environment."""
+        from agilerl.envs import make_pz_single_env
+
+        return make_pz_single_env(self, extra_wrappers=extra_wrappers)
+
+
+@public
+class BanditEnvSpec(EnvSpec, gen.BanditEnvSpec):
+    """A contextual bandit: a feature/target table, or a custom environment."""
+
+    file_fields: ClassVar[tuple[str, ...]] = ("features", "targets")
+
+    def env_rules(self) -> list[Violation]:
+        return bandit_env_rules(self)
+
+    def make_env(self) -> Any:
+        """The bandit environment."""
+        from agilerl.envs import make_bandit_env  # type: ignore[attr-defined]
+
+        return make_bandit_env(self)
+
+
+@public
+class LLMEnvSpec(EnvSpec, gen.LLMEnvSpec):
+    """An LLM fine-tuning environment (reasoning, preference, SFT or multi-turn)."""
+
+    file_fields: ClassVar[tuple[str, ...]] = ("reward_file_path", "dataset")
+
+    def env_rules(self) -> list[Violation]:
+        return llm_env_rules(self)
+
+    @property
+    def name(self) -> str:
+        """The dataset, else the multi-turn environment id or entrypoint."""
+        return self.dataset or self.env_name or self.entrypoint or "multiturn"
+
+    def make_env(self, **kwargs: Any) -> Any:
+        """The LLM environment (``tokenizer=``, ``accelerator=`` ...); multi-turn
+        environments are built per episode by ``make_multiturn_env_factory`` instead."""
+        if self.env_type == LLMEnvType.MULTITURN.value:
+            raise TypeError("multi-turn LLM environments are not built with make_env(); use "
+                            "agilerl.envs.make_multiturn_env_factory(spec, ...)")
+        from agilerl.envs import make_llm_env  # type: ignore[attr-defined]
+
+        return make_llm_env(self, **kwargs)
+
+
+ENV_SPECS: dict[str, type[Any]] = {
+    "gym": GymEnvSpec,
+    "pettingzoo": PzEnvSpec,
+    "offline": OfflineEnvSpec,
+    "bandit": BanditEnvSpec,
+    "llm": LLMEnvSpec,
+}
+"""Environment kind (the registry's ``environment``) → public spec class."""
+
+AGENT_TYPE_ENV: dict[AgentType, str] = {
+    AgentType.SingleAgent: "gym",
+    AgentType.MultiAgent: "pettingzoo",
+    AgentType.OfflineAgent: "offline",
+    AgentType.BanditAgent: "bandit",
+    AgentType.LLMAgent: "llm",
+}
+
+
+def env_spec_class(algorithm: Any) -> type[Any]:
+    """The environment spec class of an algorithm (spec object or class)."""
+    kind = getattr(algorithm, "env_kind", None) or AGENT_TYPE_ENV[AgentType(algorithm.agent_type)]
+    return ENV_SPECS[kind]
+
+
+def environment_input(algorithm: Any, environment: Mapping[str, Any]) -> dict[str, Any]:
+    """The mapping the env spec is validated from: null values dropped (they mean "default")
+    and, for LLM algorithms, the algorithm's ``env_type`` filled in when omitted."""
+    data = {k: v for k, v in environment.items() if v is not None}
+    env_type = getattr(algorithm, "env_type", None)
+    if env_spec_class(algorithm) is LLMEnvSpec and env_type and "env_type" not in data:
+        data["env_type"] = env_type
+    return data
+
+
+def resolve_env_spec(
+    algorithm: Any,
+    environment: Mapping[str, Any] | BaseModel | str,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Turn a manifest ``environment`` (mapping, spec object, or a Gym/PettingZoo name) into
+    the spec class the algorithm needs. Relative data files found in ``base_dir`` (the
+    manifest's folder) are made absolute. Raises ``ValueError``/``TypeError`` on bad input."""
+    cls = env_spec_class(algorithm)
+    if isinstance(environment, str):
+        if cls not in (GymEnvSpec, PzEnvSpec):
+            raise ValueError("Only Gym and PettingZoo-based environments support passing a "
+                             "string for the environment.")
+        return cls(name=environment)
+    if isinstance(environment, cls):
+        return environment.with_files_resolved(base_dir)
+    if isinstance(environment, BaseModel):
+        environment = environment.model_dump(mode="json", by_alias=False)
+    if not isinstance(environment, Mapping):
+        raise TypeError(f"Expected a dict or environment spec, got {type(environment).__name__}")
+    spec = cls.model_validate(environment_input(algorithm, environment))
+    return spec.with_files_resolved(base_dir)
+
+
+__all__ = [
+    "BanditEnvSpec", "ENV_SPECS", "EnvSpec", "GymEnvSpec", "LLMEnvSpec", "LLMEnvType",
+    "OfflineEnvSpec", "PzEnvSpec", "env_spec_class", "environment_input", "resolve_env_spec",
+]

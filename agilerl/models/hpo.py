@@ -1,0 +1,78 @@
+"""Mutation and selection specs (fields from ``schemas/sections/``), with the multi-frequency
+(MF-PBT) rules a schema cannot state (spec §3.6, X5 and X10)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Tag, ValidationInfo, model_validator
+
+from agilerl.models import _generated as gen
+from agilerl.models._facade import public
+from agilerl.models.algo import raise_first, skip_rules
+from agilerl.models.rules import (
+    MFLayout,
+    default_frequency_ratios,
+    frequency_ratio_rules,
+    mf_layout,
+)
+
+MutationSpec = gen.MutationSpec
+MutationProbabilities = gen.MutationProbabilities
+RLHyperparameter = gen.RLHyperparameter
+TournamentSelectionSpec = gen.TournamentSelectionSpec
+
+
+@public
+class MultiFrequencySelectionSpec(gen.MultiFrequencySelectionSpec):
+    """Multi-frequency population-based training: sub-populations evolving at different
+    rates. Bracket sizes left null are resolved from the population size."""
+
+    @model_validator(mode="after")
+    def _rules(self, info: ValidationInfo) -> MultiFrequencySelectionSpec:
+        if not self.evolution_frequency_ratios:
+            self.evolution_frequency_ratios = default_frequency_ratios(self.n_subpopulations)
+        if not skip_rules(info):
+            raise_first(frequency_ratio_rules(self))
+        return self
+
+    def resolve_layout(self, pop_size: int, pop_size_given: bool = True) -> MFLayout:
+        """Fill the null bracket sizes for ``pop_size`` agents and write them back; raises
+        ``ValueError`` when the layout is impossible."""
+        layout, violations = mf_layout(self, pop_size, pop_size_given)
+        raise_first(violations)
+        assert layout is not None
+        self.n_winners = layout.n_winners
+        self.n_survivors = layout.n_survivors
+        self.n_open_for_migration = layout.n_open_for_migration
+        self.n_losers = layout.n_losers
+        return layout
+
+    def subpopulation_of(self, slot: int, pop_size: int) -> int:
+        """Sub-population id of population slot ``slot``."""
+        return slot // (pop_size // self.n_subpopulations)
+
+
+def _strategy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value.get("strategy", "tournament")
+    return getattr(value, "strategy", "tournament")
+
+
+SelectionStrategySpec = Annotated[
+    Annotated[TournamentSelectionSpec, Tag("tournament")]
+    | Annotated[MultiFrequencySelectionSpec, Tag("multi_frequency")],
+    Discriminator(_strategy),
+]
+"""A selection block: tournament (the default when ``strategy`` is omitted) or MF-PBT."""
+
+SELECTION_SPECS: dict[str, type[Any]] = {
+    "tournament": TournamentSelectionSpec,
+    "multi_frequency": MultiFrequencySelectionSpec,
+}
+"""``strategy`` tag → selection spec class."""
+
+__all__ = [
+    "MultiFrequencySelectionSpec", "MutationProbabilities", "MutationSpec", "RLHyperparameter",
+    "SELECTION_SPECS", "SelectionStrategySpec", "TournamentSelectionSpec",
+]

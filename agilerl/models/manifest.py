@@ -1,0 +1,240 @@
+"""``TrainingManifest``: a whole validated manifest (spec §1, §4).
+
+Construct it with :meth:`TrainingManifest.get_validated` (a file path or a mapping),
+:meth:`model_validate` (a mapping) or :meth:`from_trainer_specs` (spec objects). Every
+problem found is reported at once in one :class:`~agilerl.models.errors.ManifestError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
+
+from agilerl.models.errors import (
+    ManifestError,
+    ManifestIssue,
+    ManifestReport,
+    UnknownAlgorithmError,
+)
+from agilerl.models.loading import LocatedDocument, load_file
+from agilerl.models.validation import ManifestParts, check_document
+
+_RUNTIME_ONLY = frozenset({"hp_config", "net_config", "actor_network", "actor_networks",
+                           "critic_network", "critic_networks"})
+
+
+class ManifestWarning(UserWarning):
+    """Something in a manifest could not be checked locally or looks suspicious."""
+
+
+def _raise_for(report: ManifestReport) -> None:
+    """Emit the report's warnings; raise its errors as one exception."""
+    for issue in report.warnings:
+        warnings.warn(str(issue), ManifestWarning, stacklevel=4)
+    if report.errors:
+        unknown_algorithm = any(i.kind == "unknown_algorithm" for i in report.errors)
+        cls = UnknownAlgorithmError if unknown_algorithm else ManifestError
+        raise cls(report.errors, source=report.source, warnings=report.warnings)
+
+
+def _check(doc: LocatedDocument, check_environment: bool = True) -> ManifestParts:
+    report, parts = check_document(doc, check_environment=check_environment)
+    _raise_for(report)
+    return parts
+
+
+class TrainingManifest(BaseModel):
+    """A validated training manifest: algorithm spec, raw environment mapping, training
+    budget, and the optional network, mutation, replay buffer and selection sections."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True,
+                              defer_build=True)
+
+    algorithm: Any
+    """The algorithm spec object (class chosen by ``algorithm.name``)."""
+    environment: dict[str, Any]
+    """The environment mapping as written; see :attr:`env_spec` for the parsed spec."""
+    training: Any = None
+    """``TrainingSpec`` (all defaults when the section is omitted)."""
+    network: dict[str, Any] | None = None
+    """Normalised network section (eager), the raw one (deferred), or None."""
+    mutation: Any = None
+    replay_buffer: Any = None
+    selection_strategy: Any = Field(
+        default=None,
+        validation_alias=AliasChoices("selection_strategy", "tournament_selection"),
+        serialization_alias="tournament_selection",
+    )
+
+    _source: str | None = PrivateAttr(default=None)
+    _base_dir: Path | None = PrivateAttr(default=None)
+    _env_spec: Any = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        parts = _check(LocatedDocument(data=copy.deepcopy(data)))
+        super().__init__(**_fields_of(parts))
+        self._env_spec = parts.env_spec
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_parts(cls, parts: ManifestParts, *, source: str | None = None,
+                   base_dir: Path | None = None) -> TrainingManifest:
+        """Assemble a manifest from already validated pieces (no re-validation)."""
+        manifest = cls.model_construct(**_fields_of(parts))
+        manifest._source = source
+        manifest._base_dir = base_dir
+        manifest._env_spec = parts.env_spec
+        return manifest
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, strict: bool | None = None, extra: Any = None,
+                       from_attributes: bool | None = None, context: Any = None,
+                       by_alias: bool | None = None, by_name: bool | None = None) -> TrainingManifest:
+        """Validate a mapping (or return an existing manifest); raises ``ManifestError``."""
+        if isinstance(obj, cls):
+            return obj
+        if not isinstance(obj, Mapping):
+            raise ManifestError([ManifestIssue("", "the manifest must be a mapping of "
+                                               f"sections, got {type(obj).__name__}")])
+        return cls.from_document(LocatedDocument(data=copy.deepcopy(dict(obj))))
+
+    @classmethod
+    def from_document(cls, doc: LocatedDocument, *, check_environment: bool = True) -> TrainingManifest:
+        """Validate a parsed document (keeps its file positions for error messages)."""
+        parts = _check(doc, check_environment)
+        return cls.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
+
+    @classmethod
+    def load(cls, manifest: str | os.PathLike[str] | Mapping[str, Any]) -> TrainingManifest:
+        """Validate a manifest file or mapping into a ``TrainingManifest``."""
+        if isinstance(manifest, TrainingManifest):
+            return manifest
+        if isinstance(manifest, str | os.PathLike):
+            return cls.from_document(load_file(manifest))
+        if isinstance(manifest, Mapping):
+            return cls.model_validate(manifest)
+        raise TypeError(f"Expected a manifest path or mapping, got {type(manifest).__name__}")
+
+    @classmethod
+    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, Any],
+                      mode: Literal["json", "python"] = "json") -> Any:
+        """Validate a manifest file (a string is always a path) or mapping.
+
+        ``mode="json"``: a JSON-ready dict with every default filled in (spec §4.6);
+        ``mode="python"``: the :class:`TrainingManifest`. Raises ``FileNotFoundError`` for a
+        missing file and :class:`ManifestError` listing every problem otherwise.
+        """
+        if mode not in ("json", "python"):
+            raise ValueError(f"mode must be 'json' or 'python', got {mode!r}")
+        validated = cls.load(manifest)
+        return validated.to_json_dict() if mode == "json" else validated
+
+    @classmethod
+    def from_trainer_specs(cls, *, algorithm: Any, environment: Any, training: Any = None,
+                           mutation: Any = None, replay_buffer: Any = None,
+                           selection_strategy: Any = None, **kwargs: Any) -> TrainingManifest:
+        """Build a validated manifest from spec objects (or plain mappings). The network
+        section comes from the algorithm's ``net_config`` (LLMs: model name, context length
+        and LoRA settings). ``tournament_selection=`` is a deprecated spelling of
+        ``selection_strategy=``."""
+        from agilerl.models.trainer_specs import manifest_mapping, selection_from_kwargs
+
+        selection_strategy = selection_from_kwargs(selection_strategy, kwargs)
+        data = manifest_mapping(algorithm, environment, training, mutation, replay_buffer,
+                                selection_strategy)
+        manifest = cls.from_document(LocatedDocument(data=data), check_environment=False)
+        from agilerl.models.algo import AlgoSpec
+
+        if isinstance(algorithm, AlgoSpec) and type(algorithm) is type(manifest.algorithm):
+            if algorithm.net_config is None:
+                algorithm.net_config = manifest.algorithm.net_config
+            manifest.algorithm = algorithm
+        return manifest
+
+    @staticmethod
+    def to_arena_manifest(manifest: Any, *, mode: Literal["json", "python"] = "json") -> Any:
+        """Validate a core manifest object, mapping or file with the Arena models (the
+        payload the hosted service accepts)."""
+        try:
+            from agilerl.arena.models import TrainingManifest as ArenaManifest
+        except ImportError as exc:  # pragma: no cover - the light models ship with agilerl
+            raise ImportError("Arena dependencies are not installed: the agilerl.arena "
+                              "package is needed for to_arena_manifest") from exc
+        if isinstance(manifest, TrainingManifest):
+            manifest = manifest.to_json_dict(by_alias=True)
+        return ArenaManifest.get_validated(manifest, mode=mode)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def source(self) -> str | None:
+        """The file this manifest was read from (None when built from a mapping)."""
+        return self._source
+
+    @property
+    def base_dir(self) -> Path | None:
+        """Folder of the manifest file: relative data files are looked up there first."""
+        return self._base_dir
+
+    @property
+    def env_spec(self) -> Any:
+        """The environment parsed into the spec class the algorithm needs (relative data
+        files resolved against :attr:`base_dir`)."""
+        from agilerl.models.env import resolve_env_spec
+
+        spec = self._env_spec if self._env_spec is not None else self.environment
+        return resolve_env_spec(self.algorithm, spec, self._base_dir)
+
+    @property
+    def tournament_selection(self) -> Any:
+        """Deprecated: the tournament selection spec (None under MF-PBT or when unset)."""
+        warnings.warn("TrainingManifest.tournament_selection is deprecated; use "
+                      "selection_strategy", DeprecationWarning, stacklevel=2)
+        from agilerl.models.hpo import TournamentSelectionSpec
+
+        spec = self.selection_strategy
+        return spec if isinstance(spec, TournamentSelectionSpec) else None
+
+    def to_json_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
+        """JSON form (spec §4.6): defaults filled in, nulls dropped from the typed sections,
+        the environment and network as stored, absent optional sections omitted."""
+        out: dict[str, Any] = {"algorithm": _dump_algorithm(self.algorithm),
+                               "environment": copy.deepcopy(self.environment)}
+        if self.training is not None:
+            out["training"] = self.training.model_dump(mode="json", exclude_none=True)
+        if self.network is not None:
+            out["network"] = copy.deepcopy(self.network)
+        for key in ("mutation", "replay_buffer"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value.model_dump(mode="json", exclude_none=True)
+        if self.selection_strategy is not None:
+            key = "tournament_selection" if by_alias else "selection_strategy"
+            out[key] = self.selection_strategy.model_dump(mode="json", exclude_none=True)
+        return out
+
+
+def _dump_algorithm(spec: Any) -> dict[str, Any]:
+    data = spec.model_dump(mode="json", exclude_none=True, exclude=set(_RUNTIME_ONLY))
+    data["name"] = getattr(spec, "algo_name", None) or data.get("name")
+    return data
+
+
+def _fields_of(parts: ManifestParts) -> dict[str, Any]:
+    return {
+        "algorithm": parts.algorithm,
+        "environment": parts.environment if parts.environment is not None else {},
+        "training": parts.training,
+        "network": parts.network,
+        "mutation": parts.mutation,
+        "replay_buffer": parts.replay_buffer,
+        "selection_strategy": parts.selection_strategy,
+    }
+
+
+__all__ = ["ManifestWarning", "TrainingManifest"]

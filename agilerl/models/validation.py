@@ -1,0 +1,458 @@
+"""Validate a whole manifest and report every problem at once, each with its location.
+
+The checks, in order: document shape (duplicate keys, unknown sections), the algorithm
+(registry lookup, then its spec), each optional section with its model, the network
+(finetuning vs RL, eager vs deferred, §3.4), the environment (its spec for the algorithm,
+source rules, then cheap local checks: Gymnasium ids, PettingZoo modules, data files), and
+finally the rules across sections (MF-PBT layout, SimBa vs recurrent, LLM model name).
+Every problem becomes a :class:`ManifestIssue`; nothing stops at the first one.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agilerl.models import env_checks
+from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
+from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
+from agilerl.models.errors import Location, ManifestIssue, ManifestReport
+from agilerl.models.hpo import SELECTION_SPECS, MutationSpec
+from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
+from agilerl.models.networks import (
+    ENCODER_SPECS,
+    NETWORK_SPECS,
+    FinetuningNetworkSpec,
+    RLNetworkSection,
+    is_finetuning_network,
+    network_arch,
+    normalise_network,
+)
+from agilerl.models.pydantic_issues import field_names, issues_from_validation_error
+from agilerl.models.rules import (
+    Violation,
+    algorithm_rules,
+    llm_model_rule,
+    mf_layout,
+    network_rules,
+    simba_recurrent_rule,
+    training_rules,
+)
+from agilerl.models.suggest import closest
+from agilerl.models.training import ReplayBufferSpec, TrainingSpec
+
+SECTIONS = ("algorithm", "environment", "training", "network", "mutation", "replay_buffer",
+            "selection_strategy")
+LEGACY_SELECTION_KEY = "tournament_selection"
+_COLLECT = {"collect_rules": True}
+
+#: Seeds for the required encoder fields of a deferred network (spec §5.3), used only to
+#: check the keys and values the user wrote; the trainer seeds the real encoder.
+_DEFERRED_SEEDS: dict[str, dict[str, Any]] = {
+    "mlp": {"hidden_size": [64, 64]},
+    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
+    "simba": {"hidden_size": 128, "num_blocks": 2},
+    "lstm": {"hidden_state_size": 128, "num_layers": 2},
+    "multiinput": {},
+}
+
+
+class ManifestParts:
+    """The validated pieces of a manifest (what ``TrainingManifest`` is built from)."""
+
+    def __init__(self) -> None:
+        self.algorithm: AlgoSpec | None = None
+        self.environment: dict[str, Any] | None = None
+        self.env_spec: Any = None
+        self.training: TrainingSpec | None = None
+        self.network: dict[str, Any] | None = None
+        self.mutation: Any = None
+        self.replay_buffer: Any = None
+        self.selection_strategy: Any = None
+        self.selection_key: str = "selection_strategy"
+
+
+class _Checker:
+    """Collects issues for one document."""
+
+    def __init__(self, doc: LocatedDocument, *, check_environment: bool = True) -> None:
+        self.doc = doc
+        self.report = ManifestReport(source=doc.file)
+        self.check_environment = check_environment
+        self.parts = ManifestParts()
+
+    # ------------------------------------------------------------------ reporting
+    def issue(self, path: PathKey, message: str, *, kind: str, severity: str = "error",
+              suggestion: str | None = None, location: Location | None = None) -> None:
+        self.report.add(ManifestIssue(
+            path=format_path(path), message=message,
+            location=location or self.doc.locate(path),
+            severity=severity, suggestion=suggestion, kind=kind,  # type: ignore[arg-type]
+        ))
+
+    def violations(self, found: list[Violation], prefix: PathKey, data: Any = None,
+                   model: type[BaseModel] | None = None) -> None:
+        for violation in found:
+            path = self._written((*prefix, *violation.path), data, model, len(prefix))
+            self.issue(path, violation.message, kind="rule")
+
+    def _written(self, path: PathKey, data: Any, model: type[BaseModel] | None,
+                 depth: int) -> PathKey:
+        """Swap a canonical field name for the alias spelling the user wrote."""
+        if model is None or not isinstance(data, Mapping) or len(path) <= depth:
+            return path
+        field = path[depth]
+        info = model.model_fields.get(field) if isinstance(field, str) else None
+        if info is None or field in data:
+            return path
+        for spelling in field_names(model):
+            if spelling in data and model.model_fields.get(spelling) is None:
+                choices = getattr(info.validation_alias, "choices", ()) or ()
+                if spelling in choices:
+                    return (*path[:depth], spelling, *path[depth + 1:])
+        return path
+
+    def validate(self, model: type[BaseModel], data: Any, prefix: PathKey) -> Any:
+        """``model.model_validate(data)``; errors become located issues (returns None)."""
+        try:
+            return model.model_validate(data, context=_COLLECT)
+        except ValidationError as exc:
+            for issue in issues_from_validation_error(exc, data=data, prefix=prefix,
+                                                      doc=self.doc, model=model):
+                self.report.add(issue)
+            return None
+
+    # ------------------------------------------------------------------ pipeline
+    def run(self) -> ManifestParts:
+        data = self.doc.data
+        for path, first_line, _ in self.doc.duplicates:
+            self.issue(path, f"duplicate key: already written at line {first_line}; YAML "
+                       "would silently keep only this last value", kind="syntax")
+        self._top_level(data)
+        algorithm = self._algorithm(data.get("algorithm"))
+        self.parts.algorithm = algorithm
+        self.parts.training = self._section("training", TrainingSpec, data.get("training"), {})
+        self.parts.mutation = self._section("mutation", MutationSpec, data.get("mutation"))
+        self.parts.replay_buffer = self._section("replay_buffer", ReplayBufferSpec,
+                                                 data.get("replay_buffer"))
+        self._selection(data)
+        if algorithm is not None:
+            self._mutation_names(algorithm)
+            self._network(algorithm, data.get("network"))
+            self._environment(algorithm, data.get("environment"))
+        self._cross_section(algorithm)
+        return self.parts
+
+    def _top_level(self, data: Mapping[str, Any]) -> None:
+        allowed = (*SECTIONS, LEGACY_SELECTION_KEY)
+        for key in data:
+            if key not in allowed:
+                self.issue((key,), "unknown section", kind="schema",
+                           suggestion=closest(str(key), allowed))
+        for key in ("algorithm", "environment"):
+            if key not in data:
+                self.issue((key,), "required section is missing", kind="schema",
+                           location=Location(self.doc.file, 1, 1) if self.doc.file else None)
+        if "selection_strategy" in data and LEGACY_SELECTION_KEY in data:
+            self.issue((LEGACY_SELECTION_KEY,), "give the selection block once: "
+                       "'selection_strategy' and its legacy spelling 'tournament_selection' "
+                       "are both present", kind="schema")
+
+    def _algorithm(self, raw: Any) -> AlgoSpec | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            self.issue(("algorithm",), "must be a mapping with a 'name' key and the "
+                       f"algorithm's hyperparameters, got {type(raw).__name__}", kind="schema")
+            return None
+        registered = sorted(ALGO_REGISTRY)
+        name = raw.get("name")
+        if name is None:
+            self.issue(("algorithm", "name"), "required key is missing; registered "
+                       f"algorithms: {', '.join(registered)}", kind="schema")
+            return None
+        if not isinstance(name, str) or name not in ALGO_REGISTRY:
+            self.issue(("algorithm", "name"), f"unknown algorithm {name!r}; registered "
+                       f"algorithms: {', '.join(registered)}", kind="unknown_algorithm",
+                       suggestion=closest(str(name), registered, cutoff=0.6))
+            return None
+        spec_class = ALGO_REGISTRY[name]
+        spec = self.validate(spec_class, dict(raw), ("algorithm",))
+        if spec is not None:
+            self.violations(algorithm_rules(name, spec), ("algorithm",))
+        return spec
+
+    def _section(self, key: str, model: type[BaseModel], raw: Any, default: Any = None) -> Any:
+        if raw is None:
+            raw = default
+            if raw is None:
+                return None
+        if not isinstance(raw, Mapping):
+            self.issue((key,), f"must be a mapping, got {type(raw).__name__}", kind="schema")
+            return None
+        spec = self.validate(model, dict(raw), (key,))
+        if spec is not None and model is TrainingSpec:
+            self.violations(training_rules(spec), (key,), raw, model)
+        return spec
+
+    def _selection(self, data: Mapping[str, Any]) -> None:
+        key = "selection_strategy" if "selection_strategy" in data else (
+            LEGACY_SELECTION_KEY if LEGACY_SELECTION_KEY in data else None)
+        if key is None:
+            return
+        self.parts.selection_key = key
+        raw = data[key]
+        if raw is None:
+            return
+        if not isinstance(raw, Mapping):
+            self.issue((key,), f"must be a mapping, got {type(raw).__name__}", kind="schema")
+            return
+        tag = raw.get("strategy", "tournament")
+        model = SELECTION_SPECS.get(tag) if isinstance(tag, str) else None
+        if model is None:
+            tags = ", ".join(f"'{t}'" for t in SELECTION_SPECS)
+            self.issue((key, "strategy"), f"Input tag {tag!r} found using 'strategy' does not "
+                       f"match any of the expected tags: {tags}", kind="schema",
+                       suggestion=closest(str(tag), SELECTION_SPECS))
+            return
+        spec = self.validate(model, dict(raw), (key,))
+        if spec is not None and tag == "multi_frequency":
+            from agilerl.models.rules import frequency_ratio_rules
+
+            self.violations(frequency_ratio_rules(spec), (key,))
+        self.parts.selection_strategy = spec
+
+    def _mutation_names(self, algorithm: AlgoSpec) -> None:
+        mutation = self.parts.mutation
+        if mutation is None:
+            return
+        fields = [n for n, f in type(algorithm).model_fields.items()
+                  if f.annotation in (float, int, "float", "int", "Integer") or
+                  isinstance(getattr(algorithm, n, None), int | float)
+                  and not isinstance(getattr(algorithm, n, None), bool)]
+        for name in mutation.rl_hp_selection:
+            if name not in fields:
+                self.issue(("mutation", "rl_hp_selection", name), f"{name!r} is not a numeric "
+                           f"hyperparameter of {algorithm.algo_name}", kind="rule",
+                           suggestion=closest(name, fields))
+
+    # ------------------------------------------------------------------ network
+    def _network(self, algorithm: AlgoSpec, raw: Any) -> None:
+        if raw is None:
+            return
+        if not isinstance(raw, Mapping):
+            self.issue(("network",), f"must be a mapping, got {type(raw).__name__}",
+                       kind="schema")
+            return
+        is_llm = type(algorithm).env_kind == "llm"
+        if is_finetuning_network(raw) or is_llm:
+            if not is_llm:
+                self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
+                           f"network only applies to LLM algorithms, not {algorithm.algo_name}",
+                           kind="schema")
+                return
+            spec = self.validate(FinetuningNetworkSpec, dict(raw), ("network",))
+            if spec is not None:
+                self.parts.network = spec.model_dump(mode="json")
+                _merge_llm_network(algorithm, spec)
+            return
+        # Check the section as written (every key known, values in range), then resolve it.
+        if self.validate(RLNetworkSection, dict(raw), ("network",)) is None:
+            return
+        arch = network_arch(raw)
+        if arch is None:
+            self._deferred_network(algorithm, raw)
+            return
+        normalised = normalise_network(raw)
+        network_class = type(algorithm).network_spec or NETWORK_SPECS["NetworkSpec"]
+        data = {k: v for k, v in normalised.items()
+                if k in network_class.model_fields}
+        spec = self.validate(network_class, data, ("network",))
+        if spec is None:
+            return
+        wrote_top_arch = "arch" in raw and "arch" not in (raw.get("encoder_config") or {})
+        for violation in network_rules(spec):
+            path = ("network", *violation.path)
+            if wrote_top_arch and violation.path == ("encoder_config", "arch"):
+                path = ("network", "arch")
+            self.issue(path, violation.message, kind="rule")
+        section = spec.to_section()
+        if "squash_output" in raw and "squash_output" not in section:
+            section["squash_output"] = raw["squash_output"]
+        self.parts.network = section
+        algorithm.net_config = spec
+
+    def _deferred_network(self, algorithm: AlgoSpec, raw: Mapping[str, Any]) -> None:
+        """No ``arch``: the encoder is inferred from the observation space when the trainer
+        is built. Check the written encoder keys against the encoder kinds they could be."""
+        encoder = raw.get("encoder_config") or {}
+        candidates = _deferred_candidates(raw, algorithm)
+        errors: list[ManifestIssue] = []
+        for arch in candidates:
+            seeded = {**_DEFERRED_SEEDS[arch], **encoder, "arch": arch}
+            probe = _Checker(self.doc, check_environment=False)
+            spec = probe.validate(ENCODER_SPECS[arch], seeded, ("network", "encoder_config"))
+            if spec is not None:
+                found = [v.under("network", "encoder_config") for v in _encoder_rules(arch, spec)]
+                if not found:
+                    errors = []
+                    break
+                errors = errors or [ManifestIssue(format_path(v.path), v.message,
+                                                  self.doc.locate(v.path), kind="rule")
+                                    for v in found]
+            else:
+                errors = errors or probe.report.errors
+        for issue in errors:
+            self.report.add(issue)
+        if not errors:
+            self.parts.network = copy.deepcopy(dict(raw))
+            algorithm.net_config = copy.deepcopy(dict(raw))
+
+    # ------------------------------------------------------------------ environment
+    def _environment(self, algorithm: AlgoSpec, raw: Any) -> None:
+        if raw is None:
+            if "environment" in self.doc.data:
+                self.issue(("environment",), "must be a mapping, got null", kind="schema")
+            return
+        if not isinstance(raw, Mapping):
+            self.issue(("environment",), f"must be a mapping, got {type(raw).__name__}",
+                       kind="schema")
+            return
+        self.parts.environment = copy.deepcopy(dict(raw))
+        cls = env_spec_class(algorithm)
+        spec = self.validate(cls, environment_input(algorithm, raw), ("environment",))
+        if spec is None:
+            return
+        self.violations(spec.env_rules(), ("environment",))
+        self.parts.env_spec = spec
+        if self.check_environment:
+            self._local_environment_checks(spec)
+
+    def _local_environment_checks(self, spec: Any) -> None:
+        base = self.doc.base_dir
+        kind = type(spec).__name__
+        if kind in ("GymEnvSpec", "OfflineEnvSpec") and not spec.entrypoint:
+            self._finding(("environment", "name"), env_checks.check_gym_id(spec.name))
+        if kind == "PzEnvSpec" and not spec.entrypoint:
+            self._finding(("environment", "name"), env_checks.check_module_path(spec.name))
+        for field in ("features", "targets", "dataset_path"):
+            value = getattr(spec, field, None)
+            if isinstance(value, str):
+                self._finding(("environment", field), env_checks.check_file(value, base))
+        if isinstance(spec, LLMEnvSpec):
+            if spec.dataset and spec.dataset.endswith((".parquet", ".pq")):
+                self._finding(("environment", "dataset"), env_checks.check_file(spec.dataset, base))
+            if spec.reward_file_path:
+                found = env_checks.check_file(spec.reward_file_path, base)
+                if found is not None:  # read when training starts, from the working directory
+                    self._finding(("environment", "reward_file_path"),
+                                  env_checks.Finding("warning", found.message))
+
+    def _finding(self, path: PathKey, finding: env_checks.Finding | None) -> None:
+        if finding is not None:
+            self.issue(path, finding.message, kind="environment", severity=finding.severity,
+                       suggestion=finding.suggestion)
+
+    # ------------------------------------------------------------------ across sections
+    def _cross_section(self, algorithm: AlgoSpec | None) -> None:
+        data = self.doc.data
+        selection = self.parts.selection_strategy
+        training = self.parts.training
+        if selection is not None and training is not None and \
+                selection.strategy == "multi_frequency":
+            key = self.parts.selection_key
+            layout, found = mf_layout(selection, training.pop_size, training.pop_size_given)
+            found = [Violation((key, *v.path[1:]) if v.path[:1] == ("selection",) else v.path,
+                               v.message) for v in found]
+            self.violations(found, (), data.get("training") or {}, None)
+            if layout is not None:
+                selection.n_winners = layout.n_winners
+                selection.n_survivors = layout.n_survivors
+                selection.n_open_for_migration = layout.n_open_for_migration
+                selection.n_losers = layout.n_losers
+        if algorithm is None:
+            return
+        self.violations(simba_recurrent_rule(algorithm, data.get("network")), ())
+        if type(algorithm).env_kind == "llm":
+            self.violations(llm_model_rule(algorithm), ())
+
+
+def _merge_llm_network(algorithm: AlgoSpec, network: FinetuningNetworkSpec) -> None:
+    """The network section's model name, context length and LoRA settings override the
+    algorithm's (spec §3.4)."""
+    algorithm.pretrained_model_name_or_path = network.pretrained_model_name_or_path  # type: ignore[attr-defined]
+    algorithm.max_model_len = network.max_context_length  # type: ignore[attr-defined]
+    if network.lora_config is not None:
+        algorithm.lora_config = network.lora_config.model_dump(mode="json")  # type: ignore[attr-defined]
+
+
+def _deferred_candidates(raw: Mapping[str, Any], algorithm: AlgoSpec) -> list[str]:
+    """Encoder kinds a deferred network could resolve to, most likely first."""
+    encoder = raw.get("encoder_config") or {}
+    keys = set(encoder) if isinstance(encoder, Mapping) else set()
+    fits = [arch for arch, cls in ENCODER_SPECS.items() if keys <= set(cls.model_fields)]
+    preferred = "simba" if raw.get("simba") else ("lstm" if getattr(algorithm, "recurrent", False)
+                                                   else "mlp")
+    order = sorted(fits or list(ENCODER_SPECS), key=lambda a: a != preferred)
+    if not fits:  # no kind has every key: report against the preferred one (unknown keys)
+        return [preferred]
+    return order
+
+
+def _encoder_rules(arch: str, spec: Any) -> list[Violation]:
+    from agilerl.models.rules import encoder_rules
+
+    return encoder_rules(arch, spec)
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+def check_document(doc: LocatedDocument, *, check_environment: bool = True) -> tuple[ManifestReport, ManifestParts]:
+    """Validate a parsed document; the report lists every error and warning."""
+    checker = _Checker(doc, check_environment=check_environment)
+    parts = checker.run()
+    return checker.report, parts
+
+
+def validate_path(path: str | os.PathLike[str], *, keep_manifest: bool = False) -> ManifestReport:
+    """Validate a manifest file (never raises for a bad file: everything is in the report)."""
+    from agilerl.models.errors import ManifestError
+
+    source = os.fspath(path)
+    try:
+        doc = load_file(source)
+    except FileNotFoundError:
+        report = ManifestReport(source=source)
+        report.add(ManifestIssue("", "file not found", None, kind="file"))
+        return report
+    except ManifestError as exc:
+        report = ManifestReport(source=source)
+        for issue in exc.issues:
+            report.add(issue)
+        return report
+    except OSError as exc:
+        report = ManifestReport(source=source)
+        report.add(ManifestIssue("", f"cannot read the file: {exc.strerror or exc}", None,
+                                 kind="file"))
+        return report
+    report, parts = check_document(doc)
+    if keep_manifest and report.ok:
+        from agilerl.models.manifest import TrainingManifest
+
+        manifest = TrainingManifest.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
+        report.manifest = manifest
+        report.resolved = manifest.to_json_dict()
+    return report
+
+
+def base_dir_of(source: Any) -> Path | None:
+    """The folder a manifest file lives in (None for in-memory manifests)."""
+    if isinstance(source, str | os.PathLike):
+        return Path(os.fspath(source)).resolve().parent
+    return None
