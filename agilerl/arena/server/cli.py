@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="cap on pop_size * max_steps per job")
     serve.add_argument("--max-active-jobs", type=_positive, default=20,
                        help="queued or running jobs per user")
+    serve.add_argument("--max-restarts", type=int, default=2,
+                       help="times a run cut off by a server restart is re-queued")
     serve.add_argument("--public-url", default="",
                        help="URL users reach this server at (for device-login links)")
     serve.add_argument("--log-level", default="info",
@@ -116,6 +118,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         stop_grace_s=args.stop_grace, max_body_bytes=args.max_body_bytes,
         max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
+        max_restarts=max(0, args.max_restarts),
     )
     if args.job_command:
         cfg.job_command = args.job_command

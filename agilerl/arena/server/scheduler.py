@@ -10,8 +10,9 @@ outcome. Stopping sends SIGTERM to the group, then SIGKILL after the grace perio
 Restart rule (applied by :meth:`Scheduler.recover` before the first job starts): a run
 that was STARTING or RUNNING when the previous server process ended is recorded as FAILED
 ("interrupted by server restart"), its leftover processes are killed, and it is re-queued
-(attempt + 1, resuming from its latest checkpoint, from scratch without one) as long as it
-has been re-queued this way fewer than ``max_restarts`` times; a run that was STOPPING
+at its original place in the queue (attempt + 1, resuming from its latest checkpoint,
+from scratch without one) as long as it has been re-queued this way fewer than
+``max_restarts`` times; a run that was STOPPING
 becomes STOPPED; a PENDING submission whose files were written becomes QUEUED, otherwise
 FAILED. QUEUED jobs simply stay queued.
 """
@@ -122,6 +123,7 @@ class Scheduler:
                 self.store.transition(
                     row["id"], states.QUEUED, reason="re-queued after server restart",
                     attempt=row["attempt"] + 1, restarts=row["restarts"] + 1, error=None,
+                    queued_at=row["queued_at"],  # keep its place ahead of later submissions
                 )
 
     def _kill_orphan(self, pid: int, root: Path) -> None:

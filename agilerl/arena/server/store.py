@@ -384,7 +384,7 @@ class Store:
                 return None
             updates = dict(fields, state=to, updated_at=stamp)
             if to == states.QUEUED:
-                updates["queued_at"] = stamp
+                updates.setdefault("queued_at", stamp)
             if to == states.STARTING:
                 updates["started_at"] = stamp
             if to in states.TERMINAL:

@@ -1,0 +1,62 @@
+"""``arena-server`` in a subprocess: tokens, usage errors, unusable ports and folders."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from agilerl.arena.server.testing import server_process
+
+CLI = [sys.executable, "-m", "agilerl.arena.server.cli"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_tokens_create_prints_only_the_token_and_it_works(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    out = _run("tokens", "create", "--data-dir", str(data), "--user", "dana")
+    assert out.returncode == 0, out.stderr
+    token = out.stdout.strip()
+    assert out.stdout == token + "\n" and token.startswith("arena_pat_")
+    assert token not in (data / "arena.sqlite3").read_bytes().decode("latin-1")
+    with server_process(data) as (base, _):
+        me = httpx.get(f"{base}/api/users/current",
+                       headers={"Authorization": f"Bearer {token}"})
+        assert me.json()["data"]["first_name"] == "dana"
+        assert httpx.get(f"{base}/api/users/current").status_code == 401
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    for args in (("serve",), ("serve", "--data-dir", str(tmp_path), "--slots", "0"),
+                 ("serve", "--data-dir", str(tmp_path), "--port", "http"),
+                 ("tokens", "create", "--data-dir", str(tmp_path)), ("bogus",)):
+        out = _run(*args)
+        assert out.returncode == 2, args
+        assert "Traceback" not in out.stderr and "error:" in out.stderr, out.stderr
+
+
+def test_runtime_errors_exit_1_with_a_message(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    try:
+        out = _run("serve", "--data-dir", str(tmp_path / "d"), "--port", str(port))
+    finally:
+        busy.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    out = _run("tokens", "create", "--data-dir", str(blocker), "--user", "x")
+    assert out.returncode == 1 and "cannot use data folder" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = _run("device", "approve", "--data-dir", str(tmp_path / "empty"), "--user", "x", "AB")
+    assert out.returncode == 1 and "no server database" in out.stderr
