@@ -147,6 +147,11 @@ class ArenaClient(EnvironmentRequests):
         """True when an API key or a login token is held (not checked with the server)."""
         return self._auth.is_authenticated
 
+    @property
+    def credential_source(self) -> str:
+        """Where the credential in use came from: argument, environment, stored or none."""
+        return self._auth.source if self.is_authenticated else "none"
+
     def set_stream_handler(self, handler: Callable[[Event], None] | None) -> None:
         """Call *handler* with every event of streamed requests (``None``: silent)."""
         self._handler = handler

@@ -84,6 +84,13 @@ def login(args: argparse.Namespace) -> int:
             profile = client.store_api_key(key)
             who = profile.get("email") or profile.get("id") or "your account"
             return _say(args, f"Signed in to {client.base_url} as {who} (API key stored).")
+        if client.credential_source in ("argument", "environment") and not args.force:
+            where = "--api-key" if client.credential_source == "argument" else "ARENA_API_KEY"
+            return _say(
+                args,
+                f"An API key from {where} is in use; no login needed "
+                "(use --force to sign in with the browser anyway).",
+            )
         client.login(
             timeout=args.timeout,
             force=args.force,
