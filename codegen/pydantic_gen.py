@@ -155,30 +155,31 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _order_aliases(aliases: dict[str, ast.Assign], class_names: set[str]
-                   ) -> tuple[list[ast.Assign], list[ast.Assign]]:
-    """Aliases in dependency order: those not needing any class first, the rest last."""
-    deps = {n: _names(a.value) & set(aliases) for n, a in aliases.items()}
-    memo: dict[str, bool] = {}
+def _define_before_use(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """Order class and alias definitions so each follows everything it names.
 
-    def needs_class(name: str) -> bool:
-        if name not in memo:
-            memo[name] = bool(_names(aliases[name].value) & class_names) or any(
-                needs_class(d) for d in deps[name])
-        return memo[name]
-
+    The module evaluates annotations eagerly (no postponed annotations: compiling string
+    annotations at import costs more than the whole rest of class creation).
+    """
+    named = {(s.name if isinstance(s, ast.ClassDef) else s.targets[0].id): s  # type: ignore[attr-defined]
+             for s in stmts}
     order: list[str] = []
+    visiting: set[str] = set()
 
     def visit(name: str) -> None:
-        if name not in order:
-            for dep in sorted(deps[name]):
-                visit(dep)
-            order.append(name)
+        if name in order:
+            return
+        if name in visiting:
+            raise ValueError(f"models refer to each other in a cycle through {name}")
+        visiting.add(name)
+        for dep in sorted((_names(named[name]) & set(named)) - {name}):
+            visit(dep)
+        visiting.discard(name)
+        order.append(name)
 
-    for name in sorted(aliases):
+    for name in named:
         visit(name)
-    return ([aliases[n] for n in order if not needs_class(n)],
-            [aliases[n] for n in order if needs_class(n)])
+    return [named[n] for n in order]
 
 
 def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
@@ -198,19 +199,16 @@ def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
             classes.append(stmt)
     rewriter = _Rewriter(target, tags)
     classes = [rewriter.visit(c) for c in classes]
-    class_names = {c.name for c in classes}  # type: ignore[attr-defined]
     for alias in aliases.values():
         alias.value = _IntRewriter().visit(alias.value)
         name = alias.targets[0].id  # type: ignore[attr-defined]
         if name in unions:
             key, default = unions[name]
             alias.value = _tagged_union(alias.value, tags, key, default)
-    early, late = _order_aliases(aliases, class_names)
-    body = [*early, *classes, *late]
+    body = _define_before_use([*aliases.values(), *classes])
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
     imports = (
-        "from __future__ import annotations\n\n"
         "from typing import Annotated, Any, Literal\n\n"
         "from pydantic import AliasChoices, Discriminator, Field, Tag\n\n"
         "from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of\n"
