@@ -1,4 +1,4 @@
-"""Environments: Gymnasium vector envs, PettingZoo vector envs and user entrypoints.
+"""Environments: Gymnasium and PettingZoo vector envs, bandit envs, user entrypoints.
 
 Every vector env built here uses Gymnasium's ``NEXT_STEP`` autoreset mode
 (:data:`AUTORESET_MODE`); see :mod:`agilerl.envs.gym_env` for the construction and
@@ -7,6 +7,7 @@ vectorisation rules.
 
 from __future__ import annotations
 
+from agilerl.envs.bandit import BanditEnv, load_table, make_bandit_env
 from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
 from agilerl.envs.entrypoint import load_module, resolve_entrypoint
 from agilerl.envs.gym_env import (
@@ -28,12 +29,15 @@ from agilerl.envs.wrappers import apply_wrappers, resolve_wrapper, resolve_wrapp
 
 __all__ = [
     "AUTORESET_MODE",
+    "BanditEnv",
     "BOX2D_INSTALL_HINT",
     "NATIVE_MIN_ENVS",
     "ChunkedAsyncVectorEnv",
     "PettingZooVectorEnv",
     "apply_wrappers",
     "load_module",
+    "load_table",
+    "make_bandit_env",
     "make_env_factory",
     "make_pz_env_factory",
     "make_pz_single_env",

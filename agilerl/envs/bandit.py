@@ -1,0 +1,141 @@
+"""Contextual-bandit environments from a ``BanditEnvSpec``.
+
+Dataset mode: a feature table and a target table (in-memory tables, or ``.csv``,
+``.parquet``/``.pq``, ``.h5``/``.hdf5`` files; pandas from the ``bandit`` extra reads
+files). Each target value is an arm. A context is one sample's features in the disjoint
+per-arm layout: an ``(arms, arms * n_features)`` float32 matrix whose row ``a`` holds the
+features in block ``a`` and zeros elsewhere, so one network scores every arm. Pulling the
+arm equal to the sample's target earns 1, any other arm 0; each step draws a new sample.
+
+Entrypoint mode: ``constructor(**config)`` resolved like every entrypoint
+(:func:`agilerl.envs.resolve_entrypoint`, relative to ``path``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from agilerl.envs.entrypoint import resolve_entrypoint
+
+__all__ = ["TABLE_SUFFIXES", "BanditEnv", "load_table", "make_bandit_env"]
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".h5", ".hdf5")
+
+
+def load_table(source: Any) -> Any:
+    """A table as given (DataFrame, Series, array), or read from a file path by suffix."""
+    if not isinstance(source, str | os.PathLike):
+        return source
+    path = Path(source)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise ValueError(
+            f"Unsupported file type '{suffix or path.name}' for '{path}': use one of "
+            f"{', '.join(TABLE_SUFFIXES)}."
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"Bandit data file '{path}' does not exist.")
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError(
+            "Reading bandit tables needs pandas: pip install 'agilerl[bandit]'"
+        ) from exc
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    return _read_hdf(path)
+
+
+def _read_hdf(path: Path) -> Any:
+    """First dataset of an HDF5 file (h5py; pandas' own reader needs PyTables)."""
+    try:
+        import h5py
+    except ImportError as exc:
+        raise ImportError("Reading .h5 tables needs h5py: pip install 'agilerl[offline]'") from exc
+    with h5py.File(path, "r") as handle:
+        names: list[str] = []
+        handle.visit(
+            lambda name: names.append(name) if isinstance(handle[name], h5py.Dataset) else None
+        )
+        if not names:
+            raise ValueError(f"HDF5 file '{path}' holds no dataset.")
+        return np.asarray(handle[names[0]])
+
+
+def _as_array(table: Any) -> np.ndarray:
+    to_numpy = getattr(table, "to_numpy", None)
+    return np.asarray(to_numpy() if callable(to_numpy) else table)
+
+
+class BanditEnv:
+    """Dataset-backed contextual bandit (see the module docs for the context layout)."""
+
+    num_envs = 1
+
+    def __init__(self, features: Any, targets: Any, seed: int | None = None):
+        x = _as_array(features).astype(np.float32)
+        if x.ndim == 1:
+            x = x[:, None]
+        y = _as_array(targets).reshape(len(x), -1)
+        if y.shape[1] != 1:
+            raise ValueError(f"Bandit targets need one column, got {y.shape[1]}.")
+        if len(x) == 0:
+            raise ValueError("Bandit features table is empty.")
+        self.arm_labels, labels = np.unique(y[:, 0], return_inverse=True)
+        self.features = x
+        self.labels = labels.astype(np.int64)
+        self.arms = len(self.arm_labels)
+        self.n_features = x.shape[1]
+        self.context_dim = self.n_features * self.arms
+        low, high = float(x.min()), float(x.max())
+        self.single_observation_space = spaces.Box(
+            low=min(low, 0.0), high=max(high, 0.0), shape=(self.context_dim,), dtype=np.float32
+        )
+        self.single_action_space = spaces.Discrete(self.arms)
+        self.observation_space = self.single_observation_space
+        self.action_space = self.single_action_space
+        self._rng = np.random.default_rng(seed)
+        self._target = 0
+
+    def _draw(self) -> np.ndarray:
+        index = int(self._rng.integers(len(self.features)))
+        self._target = int(self.labels[index])
+        context = np.zeros((self.arms, self.context_dim), dtype=np.float32)
+        for arm in range(self.arms):
+            start = arm * self.n_features
+            context[arm, start : start + self.n_features] = self.features[index]
+        return context
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start (optionally reseeding) and return the first context."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        return self._draw()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float]:
+        """Pull arm ``action``; returns ``(next_context, reward)``."""
+        reward = 1.0 if int(np.asarray(action).reshape(-1)[0]) == self._target else 0.0
+        return self._draw(), reward
+
+
+def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
+    """The bandit env of ``spec`` (dataset or entrypoint mode)."""
+    features, targets = getattr(spec, "features", None), getattr(spec, "targets", None)
+    entrypoint = getattr(spec, "entrypoint", None)
+    if features is not None or targets is not None:
+        if features is None or targets is None:
+            raise ValueError("Both 'features' and 'targets' are required for a dataset bandit.")
+        return BanditEnv(load_table(features), load_table(targets), seed=seed)
+    if entrypoint:
+        constructor = resolve_entrypoint(entrypoint, getattr(spec, "path", None))
+        return constructor(**dict(getattr(spec, "config", None) or {}))
+    raise ValueError(
+        "The bandit environment requires either 'features' and 'targets' or an 'entrypoint'."
+    )
