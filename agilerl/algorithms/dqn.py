@@ -115,9 +115,16 @@ class DQN(RLAlgorithm):
 
     @torch.no_grad()
     def soft_update(self) -> None:
-        target = list(self.actor_target.parameters())
-        online = list(self.actor.parameters())
+        target, online = self._param_pairs()
         torch._foreach_lerp_(target, online, self.tau)
+
+    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Parameter lists of (target, online), cached until either network is replaced."""
+        key = (id(self.actor_target), id(self.actor))
+        if getattr(self, "_pairs_key", None) != key:
+            self._pairs_key = key
+            self._pairs = ([p.data for p in self.actor_target.parameters()], [p.data for p in self.actor.parameters()])
+        return self._pairs
 
 
 def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 #: Activation names accepted in manifests (``activation`` / ``output_activation``).
@@ -206,6 +207,14 @@ def draw_mlp_plan(
 
 
 # ---------------------------------------------------------------------- helpers
+_PARAMETER_FREE = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh, nn.Sigmoid: torch.sigmoid, nn.Identity: lambda x: x}
+
+
+def _functional(module: nn.Module) -> Any:
+    """A cheap callable equal to ``module`` (the module itself when it has state)."""
+    return _PARAMETER_FREE.get(type(module), module)
+
+
 def _clip(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 

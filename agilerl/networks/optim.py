@@ -24,8 +24,9 @@ def named_parameters(nets: Sequence[nn.Module]) -> Iterator[tuple[str, nn.Parame
 
 
 def make_optimizer(nets: Sequence[nn.Module], lr: float) -> torch.optim.Optimizer:
+    """Adam over the parameters of ``nets``; the fused kernel (fastest on CPU and GPU)."""
     params = [p for _, p in named_parameters(nets)]
-    return torch.optim.Adam(params, lr=lr)
+    return torch.optim.Adam(params, lr=lr, fused=True)
 
 
 def state_by_name(

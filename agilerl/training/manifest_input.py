@@ -25,24 +25,20 @@ def load_manifest(path: str | os.PathLike[str], overrides: Sequence[Override] = 
     if not overrides:
         return models.TrainingManifest.get_validated(os.fspath(path), mode="python")
     doc = load_file(path)
-    data = apply_overrides(doc.data, overrides)
+    doc.data = apply_overrides(doc.data, overrides)
     try:
-        return models.TrainingManifest.get_validated(data, mode="python")
+        return models.TrainingManifest.from_document(doc)
     except models.ManifestError as exc:
-        raise _relocated(exc, doc, overrides) from None
+        raise _relocated(exc, overrides) from None
 
 
-def _relocated(exc: Any, doc: Any, overrides: Sequence[Override]) -> Any:
-    """The same error with positions from the file, or the override that set the value."""
+def _relocated(exc: Any, overrides: Sequence[Override]) -> Any:
+    """The same error, with problems at overridden paths naming their override."""
     issues = []
     for issue in exc.issues:
         override = override_for_path(issue.path, overrides)
         if override is not None:
-            issues.append(replace(issue, location=None,
-                                  message=f"{issue.message} (set by override '{override.text}')"))
-        else:
-            key = tuple(part for part in issue.path.replace("]", "").replace("[", ".").split("."))
-            key = tuple(int(p) if p.isdigit() else p for p in key if p)
-            issues.append(replace(issue, location=doc.locate(key)))
-    return type(exc)(issues, source=f"{doc.file} (with overrides)",
-                     warnings=list(getattr(exc, "warnings", [])))
+            issue = replace(issue, location=None,
+                            message=f"{issue.message} (set by override '{override.text}')")
+        issues.append(issue)
+    return type(exc)(issues, source=exc.source, warnings=list(getattr(exc, "warnings", [])))

@@ -141,7 +141,10 @@ class Trainer:
 
     @classmethod
     def _env_spec_from_manifest(cls, manifest: Any) -> Any:
-        return _models().resolve_env_spec(manifest.environment, manifest.algorithm)
+        from agilerl.models.env import resolve_env_spec
+
+        return resolve_env_spec(manifest.algorithm, manifest.environment,
+                                base_dir=getattr(manifest, "base_dir", None))
 
     def to_manifest(self) -> dict[str, Any]:
         """The trainer's specs as a JSON-serialisable manifest mapping."""
@@ -244,7 +247,9 @@ class LocalTrainer(Trainer):
     # ------------------------------------------------------------------ construction
     def _resolve_env_spec(self, environment: Any) -> Any:
         if isinstance(environment, str):
-            return _models().GymEnvSpec(name=environment)
+            from agilerl.models.env import resolve_env_spec
+
+            return resolve_env_spec(self.algorithm_spec, environment)
         return environment
 
     def _make_env(self) -> Any:

@@ -208,10 +208,6 @@ def resume(body: ResumeRequest, request: Request,
     if latest is None:
         raise ApiError(409, "NO_CHECKPOINT",
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
-    if body.max_steps <= latest.steps:
-        raise ApiError(422, "INVALID_REQUEST",
-                       f"max_steps must exceed the {latest.steps} steps already trained",
-                       errors=[f"max_steps: must be greater than {latest.steps}"])
     policy.check_budget(body.max_steps, row["pop_size"], ctx.config.max_total_steps)
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",

@@ -1,11 +1,14 @@
 """Runs queued experiments as subprocesses in a fixed number of slots.
 
 Each run is ``<job_command> manifest.yaml --checkpoint-path <exp>/checkpoints
---checkpoint-steps N --run-dir <exp>/run --no-verbose [--resume-from-checkpoint <latest>]``
-started in its own session (process group) with the experiment folder as working
-directory. Two reader
+--checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
+its own session (process group) with the experiment folder as working directory. The
+trainer's progress display is left on: writing to a pipe it prints plain lines, which
+become the job's log. Two reader
 threads copy stdout/stderr line by line into ``logs.ndjson``; a waiter thread records the
-outcome. Stopping sends SIGTERM to the group, then SIGKILL after the grace period.
+outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
+then SIGKILL to the whole group after the grace period; whatever is left of the group
+when the trainer exits is killed.
 
 Restart rule (applied by :meth:`Scheduler.recover` before the first job starts): a run
 that was STARTING or RUNNING when the previous server process ended is recorded as FAILED
@@ -56,6 +59,12 @@ def _group_alive(pid: int) -> bool:
     return True
 
 
+def _signal_leader(proc: subprocess.Popen[str], sig: int) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
 def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
@@ -95,7 +104,7 @@ class Scheduler:
         with self._lock:
             jobs = list(self._jobs.values())
         for job in jobs:
-            _signal_group(job.proc.pid, signal.SIGTERM)
+            _signal_leader(job.proc, signal.SIGTERM)
         for job in jobs:
             try:
                 job.proc.wait(timeout=min(self.config.stop_grace_s, 5.0))
@@ -169,8 +178,7 @@ class Scheduler:
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
         cmd = [*self.config.job_command, str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
-               "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run),
-               "--no-verbose"]
+               "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
@@ -229,6 +237,8 @@ class Scheduler:
 
     def _wait(self, job: _Job, readers: list[threading.Thread]) -> None:
         code = job.proc.wait()
+        if _group_alive(job.proc.pid):  # helpers the trainer left behind
+            _signal_group(job.proc.pid, signal.SIGKILL)
         for t in readers:
             t.join()
         job.writer.close()
@@ -277,7 +287,7 @@ class Scheduler:
             self.store.transition(exp_id, states.STOPPED, reason="no process to stop",
                                   only_from=(states.STOPPING,))
             return
-        _signal_group(job.proc.pid, signal.SIGTERM)
+        _signal_leader(job.proc, signal.SIGTERM)
         job.killer = threading.Timer(self.config.stop_grace_s, self._kill, args=(job,))
         job.killer.daemon = True
         job.killer.start()

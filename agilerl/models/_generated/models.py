@@ -127,7 +127,7 @@ class RLNetworkSection(SpecModel):
     head_config: Annotated[MlpSpec, Field(description='Settings of the MLP head.')]
     random_seed: Annotated[Integer | None, Field(description='Seed for network initialisation; null for unseeded.')] = None
     simba: Annotated[bool, Field(description='Use SimBa blocks (forced true when the encoder is SimbaSpec; conflicts with recurrent PPO).')] = False
-    arch: Annotated[Literal['mlp', 'cnn', 'lstm', 'simba', 'multiinput'] | None, Field(description='Encoder architecture; moved into encoder_config.arch. Omit it (and encoder_config.arch) to infer the architecture from the observation space.'), NOT_NULL] = None
+    arch: Annotated[Literal['mlp', 'cnn', 'lstm', 'simba', 'multiinput'] | None, Field(description='Encoder architecture; moved into encoder_config.arch (an arch written inside encoder_config wins). Omit both to infer the architecture from the observation space.'), NOT_NULL] = None
     squash_output: Annotated[bool, Field(description='Squash continuous actions into the action bounds with tanh.')] = False
 NetworkSection = FinetuningNetworkSpec | RLNetworkSection
 
