@@ -32,7 +32,7 @@ def _network(net: Any, entry: g.AlgorithmEntry) -> None:
         return
     g.RLNetworkSection.model_validate(net)
     encoder = net.get("encoder_config") or {}
-    arch = net.get("arch") or encoder.get("arch")
+    arch = encoder.get("arch") or net.get("arch")  # an arch inside encoder_config wins
     if arch:  # a named arch needs a complete encoder of that kind
         _ENCODERS[arch].model_validate({**encoder, "arch": arch})
 
