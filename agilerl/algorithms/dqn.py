@@ -123,7 +123,10 @@ class DQN(RLAlgorithm):
         key = (id(self.actor_target), id(self.actor))
         if getattr(self, "_pairs_key", None) != key:
             self._pairs_key = key
-            self._pairs = ([p.data for p in self.actor_target.parameters()], [p.data for p in self.actor.parameters()])
+            self._pairs = (
+                [p.data for p in self.actor_target.parameters()],
+                [p.data for p in self.actor.parameters()],
+            )
         return self._pairs
 
 

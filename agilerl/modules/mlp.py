@@ -99,9 +99,39 @@ class EvolvableMLP(nn.Module):
 
     # ------------------------------------------------------------------ maths
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for linear, norm, act in zip(self.linears, self.norms, self.acts, strict=False):
-            x = act(norm(linear(x)))
-        return self.out_act(self.linears[-1](x))
+        # Functional calls over cached parameter references: the same maths as calling the
+        # submodules, without per-module dispatch overhead (this runs on every env step).
+        plan = self.__dict__.get("_plan") or self._make_plan()
+        for weight, bias, norm, act in plan[:-1]:
+            x = F.linear(x, weight, bias)
+            if norm is not None:
+                x = F.layer_norm(x, norm[0], norm[1], norm[2], norm[3])
+            x = act(x)
+        weight, bias, _, act = plan[-1]
+        return act(F.linear(x, weight, bias))
+
+    def _make_plan(self) -> list[tuple[Any, Any, Any, Any]]:
+        """(weight, bias, layer-norm args or None, activation) per layer, cached.
+
+        Parameters are updated in place by optimizers and ``load_state_dict``, and
+        ``deepcopy`` maps the cached references to the copied parameters, so the cache
+        stays valid; mutations build new modules (with their own cache).
+        """
+        plan: list[tuple[Any, Any, Any, Any]] = []
+        for i, linear in enumerate(self.linears):
+            if i < len(self.norms):
+                norm_mod = self.norms[i]
+                norm = (
+                    (norm_mod.normalized_shape, norm_mod.weight, norm_mod.bias, norm_mod.eps)
+                    if isinstance(norm_mod, nn.LayerNorm)
+                    else None
+                )
+                act = _functional(self.acts[i])
+            else:
+                norm, act = None, _functional(self.out_act)
+            plan.append((linear.weight, linear.bias, norm, act))
+        self.__dict__["_plan"] = plan
+        return plan
 
     def _init_weights(self, generator: torch.Generator | None) -> None:
         with torch.no_grad():
@@ -153,7 +183,7 @@ class EvolvableMLP(nn.Module):
             arch["activation"] = plan["activation"]
         else:
             raise ValueError(f"unknown MLP mutation {op!r}")
-        new = EvolvableMLP(arch, gen)
+        new = EvolvableMLP(arch, gen).to(self.linears[0].weight.device)
         with torch.no_grad():
             if op == "add_layer":
                 _transfer_add_layer(self, new)
@@ -176,7 +206,8 @@ class EvolvableMLP(nn.Module):
             arch["in_dim"] = int(in_dim)
         if out_dim is not None:
             arch["out_dim"] = int(out_dim)
-        new = EvolvableMLP(arch, torch.Generator().manual_seed(int(seed)))
+        gen = torch.Generator().manual_seed(int(seed))
+        new = EvolvableMLP(arch, gen).to(self.linears[0].weight.device)
         with torch.no_grad():
             _transfer_overlap(self, new, zero_new_inputs=True)
         return new
@@ -207,7 +238,12 @@ def draw_mlp_plan(
 
 
 # ---------------------------------------------------------------------- helpers
-_PARAMETER_FREE = {nn.ReLU: torch.relu, nn.Tanh: torch.tanh, nn.Sigmoid: torch.sigmoid, nn.Identity: lambda x: x}
+_PARAMETER_FREE = {
+    nn.ReLU: torch.relu,
+    nn.Tanh: torch.tanh,
+    nn.Sigmoid: torch.sigmoid,
+    nn.Identity: lambda x: x,
+}
 
 
 def _functional(module: nn.Module) -> Any:

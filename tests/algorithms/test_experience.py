@@ -12,7 +12,11 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from agilerl.algorithms import DQN, PPO
 from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.training.experience import EpsilonSchedule, train_off_policy_member, train_on_policy_member
+from agilerl.training.experience import (
+    EpsilonSchedule,
+    train_off_policy_member,
+    train_on_policy_member,
+)
 
 
 class CounterEnv(gym.Env):
@@ -46,7 +50,9 @@ def _env(mode: AutoresetMode, n: int = 2) -> SyncVectorEnv:
 
 
 def _agent(env: gym.vector.VectorEnv, small_net: dict, cls: type = DQN, **hp: Any):
-    return cls(env.single_observation_space, env.single_action_space, net_config=small_net, seed=0, **hp)
+    return cls(
+        env.single_observation_space, env.single_action_space, net_config=small_net, seed=0, **hp
+    )
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
@@ -85,7 +91,11 @@ def test_rollout_bootstraps_truncation_and_masks_reset_steps(small_net):
     seen = {}
 
     def capture(rollout):
-        seen.update(rewards=rollout.rewards[:, 0].copy(), valid=rollout.valid[:, 0].copy(), ended=rollout.ended[:, 0].copy())
+        seen.update(
+            rewards=rollout.rewards[:, 0].copy(),
+            valid=rollout.valid[:, 0].copy(),
+            ended=rollout.ended[:, 0].copy(),
+        )
         return {}
 
     agent.learn = capture
@@ -108,5 +118,7 @@ def test_learn_frequency_and_epsilon_schedule(small_net):
     eps = EpsilonSchedule(1.0, 0.1, 0.5)
     assert eps.value(0) == 1.0 and eps.value(1) == 0.5 and eps.value(10) == 0.1
     agent = _agent(env, small_net, batch_size=10_000)
-    stats = train_off_policy_member(agent, env, ReplayBuffer(1000), 40, learning_delay=10_000, seed=0)
+    stats = train_off_policy_member(
+        agent, env, ReplayBuffer(1000), 40, learning_delay=10_000, seed=0
+    )
     assert stats["learn_updates"] == 0

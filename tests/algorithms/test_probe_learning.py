@@ -26,7 +26,9 @@ def _dqn(env_name: str, net: dict, steps: int = 1200) -> DQN:
         lr=1e-2, batch_size=32, learn_step=2, tau=0.1, gamma=GAMMA,
     )  # fmt: skip
     memory = ReplayBuffer(1000, seed=0)
-    train_off_policy_member(agent, env, memory, steps, epsilon=EpsilonSchedule(1.0, 0.1, 0.99), seed=1)
+    train_off_policy_member(
+        agent, env, memory, steps, epsilon=EpsilonSchedule(1.0, 0.1, 0.99), seed=1
+    )
     return agent
 
 
@@ -54,7 +56,9 @@ def _ppo(env_name: str, net: dict, steps: int, **hp) -> tuple[PPO, object]:
     env = make_probe_vector_env(env_name, 8)
     params = dict(lr=1e-2, batch_size=64, learn_step=64, gamma=GAMMA, num_envs=8, ent_coef=0.0)
     params.update(hp)
-    agent = PPO(env.single_observation_space, env.single_action_space, net_config=net, seed=0, **params)
+    agent = PPO(
+        env.single_observation_space, env.single_action_space, net_config=net, seed=0, **params
+    )
     train_on_policy_member(agent, env, steps, seed=1)
     return agent, env
 

@@ -10,7 +10,11 @@ from agilerl.algorithms import DQN, PPO, RLAlgorithm, build_algorithm
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.hpo.mutation import Mutations
-from agilerl.training.experience import EpsilonSchedule, train_off_policy_member, train_on_policy_member
+from agilerl.training.experience import (
+    EpsilonSchedule,
+    train_off_policy_member,
+    train_on_policy_member,
+)
 
 EPS = EpsilonSchedule(1.0, 0.1, 0.995)
 
@@ -28,7 +32,14 @@ def _assert_same(a: RLAlgorithm, b: RLAlgorithm) -> None:
 
 def _dqn_run(net: dict, seed: int) -> DQN:
     env = make_probe_vector_env("ObsPolicyEnv", 4)
-    agent = DQN(env.single_observation_space, env.single_action_space, net_config=net, seed=seed, batch_size=16, learn_step=4)
+    agent = DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=net,
+        seed=seed,
+        batch_size=16,
+        learn_step=4,
+    )
     memory = ReplayBuffer(500, seed=seed)
     for generation in range(2):
         train_off_policy_member(agent, env, memory, 200, epsilon=EPS, seed=100 + generation)
@@ -37,7 +48,15 @@ def _dqn_run(net: dict, seed: int) -> DQN:
 
 def _ppo_run(net: dict, seed: int, env_name: str = "ObsPolicyContEnv") -> PPO:
     env = make_probe_vector_env(env_name, 4)
-    agent = PPO(env.single_observation_space, env.single_action_space, net_config=net, seed=seed, batch_size=32, learn_step=64, num_envs=4)
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=net,
+        seed=seed,
+        batch_size=32,
+        learn_step=64,
+        num_envs=4,
+    )
     train_on_policy_member(agent, env, 256, seed=7)
     return agent
 
@@ -58,10 +77,19 @@ def test_same_seed_same_weights_ppo(small_net, env_name):
 def test_state_round_trip_continues_identically(small_net):
     """Training from a restored state equals training the original (exact resume)."""
     env = make_probe_vector_env("ObsPolicyEnv", 4)
-    agent = DQN(env.single_observation_space, env.single_action_space, net_config=small_net, seed=0, batch_size=16, learn_step=4)
+    agent = DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=small_net,
+        seed=0,
+        batch_size=16,
+        learn_step=4,
+    )
     memory = ReplayBuffer(500, seed=0)
     train_off_policy_member(agent, env, memory, 200, epsilon=EPS, seed=1)
-    Mutations(0, 1, 0.5, 0, 0, 0, rand_seed=0).mutation([agent])  # architecture differs from a fresh build
+    Mutations(0, 1, 0.5, 0, 0, 0, rand_seed=0).mutation(
+        [agent]
+    )  # architecture differs from a fresh build
 
     saved_state, saved_memory = agent.get_state(), memory.state_dict()
     restored = DQN.from_state(saved_state)
@@ -89,7 +117,9 @@ def test_checkpoint_load_acts_and_clone_is_independent(tmp_path, small_net):
     assert clone.index == 3 and agent.index == 0
     with torch.no_grad():
         next(clone.actor_critic.parameters()).add_(1.0)
-    assert not torch.equal(next(clone.actor_critic.parameters()), next(agent.actor_critic.parameters()))
+    assert not torch.equal(
+        next(clone.actor_critic.parameters()), next(agent.actor_critic.parameters())
+    )
 
 
 def test_hyperparameters_come_from_the_spec(small_net):
@@ -102,8 +132,23 @@ def test_hyperparameters_come_from_the_spec(small_net):
         defaults.lr, defaults.batch_size, defaults.learn_step, defaults.gamma, defaults.tau, defaults.double,
     )  # fmt: skip
     with pytest.raises(ValueError, match="batch_size"):
-        DQN(env.single_observation_space, env.single_action_space, net_config=small_net, batch_size=0)
+        DQN(
+            env.single_observation_space,
+            env.single_action_space,
+            net_config=small_net,
+            batch_size=0,
+        )
     spec = PPOSpec(lr=3e-3, learn_step=64)
-    agent = build_algorithm(spec, env.single_observation_space, env.single_action_space, index=2, net_config=small_net, device="cpu", seed=0)
-    assert isinstance(agent, PPO) and agent.index == 2 and agent.lr == 3e-3 and agent.learn_step == 64
+    agent = build_algorithm(
+        spec,
+        env.single_observation_space,
+        env.single_action_space,
+        index=2,
+        net_config=small_net,
+        device="cpu",
+        seed=0,
+    )
+    assert (
+        isinstance(agent, PPO) and agent.index == 2 and agent.lr == 3e-3 and agent.learn_step == 64
+    )
     assert agent.optimizers["optimizer"].param_groups[0]["lr"] == 3e-3

@@ -11,7 +11,11 @@ from agilerl.components.rollout_buffer import RolloutBuffer
 
 def _batch(start: int, n: int) -> dict[str, np.ndarray]:
     ids = np.arange(start, start + n)
-    return {"obs": np.stack([ids, ids], axis=1).astype(np.float32), "action": ids, "done": ids % 2 == 0}
+    return {
+        "obs": np.stack([ids, ids], axis=1).astype(np.float32),
+        "action": ids,
+        "done": ids % 2 == 0,
+    }
 
 
 def test_ring_buffer_wraps_and_keeps_newest():
@@ -61,7 +65,10 @@ def test_multistep_buffer_folds_discounted_rewards_per_env():
             done=np.array([False, t == 1]),
         )
     data = buf.state_dict()["data"]
-    rows = {float(o[0]): (float(r), float(n[0]), int(k)) for o, r, n, k in zip(data["obs"], data["reward"], data["next_obs"], data["n"], strict=True)}
+    rows = {
+        float(o[0]): (float(r), float(n[0]), int(k))
+        for o, r, n, k in zip(data["obs"], data["reward"], data["next_obs"], data["n"], strict=True)
+    }
     assert rows[0.0] == (1.75, 3.0, 3)  # 1 + 0.5 + 0.25, three steps ahead
     assert rows[1.0] == (1.75, 4.0, 3)
     assert rows[10.0] == (3.0, 12.0, 2)  # episode ended after two steps

@@ -56,7 +56,9 @@ def test_new_units_are_trainable_after_add_nodes_with_norm():
 
 def _dqn(net: dict, seed: int = 0, **hp) -> DQN:
     env = make_probe_vector_env("ObsPolicyEnv", 2)
-    return DQN(env.single_observation_space, env.single_action_space, net_config=net, seed=seed, **hp)
+    return DQN(
+        env.single_observation_space, env.single_action_space, net_config=net, seed=seed, **hp
+    )
 
 
 def test_agent_network_mutations_preserve_q_values_and_mirror_target(small_net):
@@ -82,8 +84,19 @@ def test_agent_network_mutations_preserve_q_values_and_mirror_target(small_net):
 
 def test_architecture_mutations_respect_bounds(small_net):
     net = dict(small_net)
-    net["encoder_config"] = {"arch": "mlp", "hidden_size": [16], "min_mlp_nodes": 8, "max_mlp_nodes": 40, "max_hidden_layers": 2}
-    net["head_config"] = {"hidden_size": [16], "min_mlp_nodes": 8, "max_mlp_nodes": 40, "max_hidden_layers": 2}
+    net["encoder_config"] = {
+        "arch": "mlp",
+        "hidden_size": [16],
+        "min_mlp_nodes": 8,
+        "max_mlp_nodes": 40,
+        "max_hidden_layers": 2,
+    }
+    net["head_config"] = {
+        "hidden_size": [16],
+        "min_mlp_nodes": 8,
+        "max_mlp_nodes": 40,
+        "max_hidden_layers": 2,
+    }
     agent = _dqn(net)
     mutations = Mutations(0, 1, 0.5, 0, 0, 0, rand_seed=1)
     for _ in range(40):
@@ -132,7 +145,9 @@ def test_mutation_is_deterministic_and_state_restorable(small_net):
     def run(mutations: Mutations) -> list[str]:
         pop = [_dqn(small_net, seed=i) for i in range(3)]
         for p in pop:
-            p.hp_config = {"lr": {"min": 1e-5, "max": 1e-2, "grow_factor": 1.2, "shrink_factor": 0.8}}
+            p.hp_config = {
+                "lr": {"min": 1e-5, "max": 1e-2, "grow_factor": 1.2, "shrink_factor": 0.8}
+            }
         labels = []
         for _ in range(4):
             labels += [a.mut for a in mutations.mutation(pop)]
@@ -150,7 +165,13 @@ def test_mutation_is_deterministic_and_state_restorable(small_net):
 
 def test_ppo_mutations_keep_agent_working(small_net):
     env = make_probe_vector_env("ObsPolicyContEnv", 2)
-    agent = PPO(env.single_observation_space, env.single_action_space, net_config=small_net, seed=0, share_encoders=False)
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=small_net,
+        seed=0,
+        share_encoders=False,
+    )
     mutations = Mutations(0, 1, 0.5, 1, 1, 0, rand_seed=0)
     for _ in range(10):
         mutations.mutation([agent])
