@@ -4,9 +4,8 @@ Each run is ``<job_command> manifest.yaml --checkpoint-path <exp>/checkpoints
 --checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
 its own session (process group) with the experiment folder as working directory. The
 trainer's progress display is left on: writing to a pipe it prints plain lines, which
-become the job's log. Two reader
-threads copy stdout/stderr line by line into ``logs.ndjson``; a waiter thread records the
-outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
+become the job's log. Two reader threads copy stdout/stderr line by line into
+``logs.ndjson``; a waiter thread records the outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
 then SIGKILL to the whole group after the grace period; whatever is left of the group
 when the trainer exits is killed.
 
