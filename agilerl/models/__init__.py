@@ -5,6 +5,8 @@ package adds what a schema cannot say (cross-field rules, registry facts, runtim
 objects, environment building). It imports neither torch nor gymnasium.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agilerl.models.algo import (
     ALGO_REGISTRY,
     AgentType,
@@ -13,26 +15,6 @@ from agilerl.models.algo import (
     MultiAgentRLAlgorithmSpec,
     RLAlgorithmSpec,
     register_algorithm,
-)
-from agilerl.models.algorithms import (
-    CISPOSpec,
-    CQNSpec,
-    DDPGSpec,
-    DPOSpec,
-    DQNSpec,
-    GRPOSpec,
-    GSPOSpec,
-    IPPOSpec,
-    LLMPPOSpec,
-    LLMREINFORCESpec,
-    MADDPGSpec,
-    MATD3Spec,
-    NeuralTSSpec,
-    NeuralUCBSpec,
-    PPOSpec,
-    RainbowDQNSpec,
-    SFTSpec,
-    TD3Spec,
 )
 from agilerl.models.env import (
     BanditEnvSpec,
@@ -73,6 +55,15 @@ from agilerl.models.networks import (
 )
 from agilerl.models.training import NStepBufferArgs, PerBufferArgs, ReplayBufferSpec, TrainingSpec
 
+_ALGORITHM_SPECS = {f"{name}Spec" for name in ALGO_REGISTRY}
+
+
+def __getattr__(name: str) -> Any:
+    # Algorithm spec classes are created on first use (see ALGO_REGISTRY).
+    if name in _ALGORITHM_SPECS:
+        return ALGO_REGISTRY[name.removesuffix("Spec")]
+    raise AttributeError(f"module 'agilerl.models' has no attribute {name!r}")
+
 __all__ = [
     "ALGO_REGISTRY", "AgentType", "AlgoSpec", "BanditEnvSpec", "CISPOSpec", "CQNSpec",
     "CnnSpec", "ContinuousQNetworkSpec", "DDPGSpec", "DPOSpec", "DQNSpec",
@@ -89,3 +80,25 @@ __all__ = [
     "TrainingManifest", "TrainingSpec", "UnknownAlgorithmError", "ValueNetworkSpec",
     "network_arch_is_resolvable", "register_algorithm", "resolve_env_spec",
 ]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.models.algorithms import (
+        CISPOSpec,
+        CQNSpec,
+        DDPGSpec,
+        DPOSpec,
+        DQNSpec,
+        GRPOSpec,
+        GSPOSpec,
+        IPPOSpec,
+        LLMPPOSpec,
+        LLMREINFORCESpec,
+        MADDPGSpec,
+        MATD3Spec,
+        NeuralTSSpec,
+        NeuralUCBSpec,
+        PPOSpec,
+        RainbowDQNSpec,
+        SFTSpec,
+        TD3Spec,
+    )

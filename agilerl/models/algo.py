@@ -10,7 +10,10 @@ to its public spec class.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import re
+from collections.abc import Iterator, MutableMapping
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
@@ -107,7 +110,50 @@ class NeuralBanditSpec(gen.NeuralBanditSpec, RLAlgorithmSpec):
     """Base of the neural contextual-bandit specs (NeuralTS, NeuralUCB)."""
 
 
-ALGO_REGISTRY: dict[str, type[AlgoSpec]] = {}
+def spec_module(name: str) -> str:
+    """Module of a registered algorithm's public spec (``RainbowDQN`` → ``...rainbow_dqn``)."""
+    return "agilerl.models.algorithms." + re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()
+
+
+class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):
+    """Registered name (exact, case-sensitive) → spec class.
+
+    Every algorithm of the generated registry is listed from the start; its public class is
+    created on first lookup, so validating one manifest builds only the classes it uses.
+    """
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[AlgoSpec]] = {}
+        self._names: list[str] = list(gen.REGISTRY)
+
+    def __getitem__(self, name: str) -> type[AlgoSpec]:
+        if name not in self._classes and name in gen.REGISTRY:
+            importlib.import_module(spec_module(name))
+        return self._classes[name]
+
+    def __setitem__(self, name: str, spec_class: type[AlgoSpec]) -> None:
+        self._classes[name] = spec_class
+        if name not in self._names:
+            self._names.append(name)
+
+    def __delitem__(self, name: str) -> None:
+        self._classes.pop(name, None)
+        self._names.remove(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return f"AlgorithmRegistry({sorted(self._names)})"
+
+
+ALGO_REGISTRY = AlgorithmRegistry()
 """Registered name (exact, case-sensitive) → spec class."""
 
 SpecT = TypeVar("SpecT", bound=type[AlgoSpec])
@@ -115,9 +161,10 @@ SpecT = TypeVar("SpecT", bound=type[AlgoSpec])
 
 def register_algorithm(name: str, spec_class: type[AlgoSpec]) -> None:
     """Add (or replace, with a warning) a registry entry."""
-    if name in ALGO_REGISTRY and ALGO_REGISTRY[name] is not spec_class:
+    current = ALGO_REGISTRY._classes.get(name)
+    if current is not None and current is not spec_class:
         logger.warning("Algorithm %r is already registered; replacing %s with %s", name,
-                       ALGO_REGISTRY[name].__name__, spec_class.__name__)
+                       current.__name__, spec_class.__name__)
     ALGO_REGISTRY[name] = spec_class
 
 

@@ -14,6 +14,7 @@ user code at run time) is a warning.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -47,15 +48,33 @@ def _cache_dir() -> Path:
 
 
 def gymnasium_ids() -> frozenset[str] | None:
-    """Ids registered by importing Gymnasium, or None when Gymnasium is not installed."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
+    """Ids registered with Gymnasium, or None when Gymnasium is not installed.
 
-        gym_version = version("gymnasium")
-    except PackageNotFoundError:
+    When Gymnasium is already imported its live registry is used (so ids registered by the
+    program count); otherwise the ids a fresh import registers, cached on disk.
+    """
+    live = sys.modules.get("gymnasium")
+    if live is not None and hasattr(live, "registry"):
+        return frozenset(live.registry)
+    return _installed_gymnasium_ids()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_gymnasium_ids() -> frozenset[str] | None:
+    try:
+        spec = importlib.util.find_spec("gymnasium")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
         return None
-    key = hashlib.sha1(f"{sys.prefix}|{gym_version}".encode()).hexdigest()[:12]
-    cache = _cache_dir() / f"gymnasium-ids-{gym_version}-{key}.json"
+    # The installed copy (its path and modification time) identifies the registry contents.
+    registrations = Path(spec.origin).parent / "envs" / "__init__.py"
+    try:
+        stamp = f"{spec.origin}|{registrations.stat().st_mtime_ns}|{sys.version_info[:2]}"
+    except OSError:
+        stamp = f"{spec.origin}|{sys.version_info[:2]}"
+    key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
+    cache = _cache_dir() / f"gymnasium-ids-{key}.json"
     try:
         return frozenset(json.loads(cache.read_text()))
     except (OSError, ValueError):
