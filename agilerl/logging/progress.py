@@ -105,7 +105,9 @@ class ProgressDisplay:
         self.title = title
         self._clock = clock
         self._start = clock()
-        self._samples: deque[tuple[float, int]] = deque([(self._start, 0)])
+        # (time, steps) of recent updates; the rate is measured from the first update on,
+        # so a resumed run's earlier steps do not count as done in no time.
+        self._samples: deque[tuple[float, int]] = deque()
         self._last_plain: float | None = None
         self._live: Live | None = None
         self._closed = False
@@ -160,6 +162,8 @@ class ProgressDisplay:
             self._print_plain(now)
 
     def _window_rate(self) -> float | None:
+        if len(self._samples) < 2:
+            return None
         (t0, s0), (t1, s1) = self._samples[0], self._samples[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else None
 
@@ -203,7 +207,7 @@ class ProgressDisplay:
             self._live.stop()
             self._live = None
         elif self.verbose and not self.console.is_terminal and self._last_plain is not None:
-            last = self._samples[-1][0]
+            last = self._samples[-1][0] if self._samples else self._start
             if self._last_plain < last:  # the latest update has not been printed yet
                 self._print_plain(last)
 

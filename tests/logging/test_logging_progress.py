@@ -126,3 +126,17 @@ def test_format_duration() -> None:
     assert format_duration(3725.4) == "1:02:05"
     assert format_duration(None) == "-"
     assert format_duration(float("inf")) == "-"
+
+
+def test_rate_counts_from_the_first_update_so_resumed_steps_do_not_inflate_it() -> None:
+    console, buffer = _plain_console()
+    clock = Clock()
+    display = ProgressDisplay(100_000, console=console, plain_interval_s=0.0, clock=clock)
+    clock.now = 0.5
+    display.update(50_000, generation=10)  # resumed from a checkpoint
+    assert display.state.steps_per_second is None
+    clock.now = 10.5
+    display.update(51_000)
+    display.close()
+    assert display.state.steps_per_second == 100.0
+    assert "ETA 0:08:10" in buffer.getvalue().splitlines()[-1]
