@@ -24,7 +24,8 @@ def partial_name(name: str) -> str:
 
 
 def partial_models(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Encoder variants with no required fields, for networks whose arch is inferred later."""
+    """Encoder variants with no required fields and no defaults, for networks whose
+    architecture is inferred at build time."""
     out: dict[str, dict[str, Any]] = {}
     for schema in models.values():
         for prop in schema.get("properties", {}).values():
@@ -32,6 +33,10 @@ def partial_models(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any
                 base = ref["$ref"].removeprefix("#/$defs/")
                 part = copy.deepcopy(models[base])
                 part.pop("required", None)
+                for field in part.get("properties", {}).values():
+                    # Any subset of the fields; nothing is filled in (dumps echo the input).
+                    field.pop("default", None)
+                    field["x-optional"] = True
                 part["title"] = partial_name(base)
                 part["description"] = (f"{base} with every field optional: the encoder of a "
                                        "network whose architecture is inferred at build time.")

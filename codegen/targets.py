@@ -5,7 +5,8 @@ the hosted service. Arena differences are marked in the schemas with custom keyw
 
 * ``x-arena: false`` on a model or property: absent on Arena.
 * ``x-arena-only: true`` on a model: only on Arena.
-* ``x-arena-schema``: the property's type on Arena (replaces its local type, keeps its docs).
+* ``x-arena-schema``: the property's type on Arena (replaces its local type; description,
+  default and examples are kept unless it gives its own).
 * ``x-arena-minimum``: a stricter lower bound on Arena.
 * ``x-agilerl.arena: false`` on an algorithm: not eligible on Arena.
 * ``x-runtime-only: true``: a Python-only field; absent on Arena unless it has an
@@ -34,7 +35,7 @@ def _arena_property(prop: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if "x-arena-schema" in prop:
         new = copy.deepcopy(prop["x-arena-schema"])
-        new.update({k: prop[k] for k in _DOC_KEYS if k in prop})
+        new.update({k: prop[k] for k in _DOC_KEYS if k in prop and k not in new})
         return new
     if prop.get("x-runtime-only"):
         return None

@@ -162,3 +162,17 @@ def test_bundle_is_valid_json_schema_and_names_every_algorithm() -> None:
     names = schema["properties"]["algorithm"]["properties"]["name"]["enum"]
     assert sorted(names) == sorted(EXPECTED)
     assert len(schema["allOf"]) == 18
+
+
+def test_every_example_is_valid_for_its_property() -> None:
+    schema = json.loads((REPO / "agilerl/schemas/manifest.schema.json").read_text())
+    import jsonschema
+
+    bad = []
+    for name, model in schema["$defs"].items():
+        for key, prop in model.get("properties", {}).items():
+            check = jsonschema.Draft202012Validator(
+                {"$defs": schema["$defs"], "$ref": f"#/$defs/{name}/properties/{key}"})
+            bad += [f"{name}.{key}: {ex!r}" for ex in prop.get("examples", [])
+                    if not check.is_valid(ex)]
+    assert bad == []

@@ -28,42 +28,42 @@ StrideSizeItem = Annotated[Integer, Field(ge=1)]
 
 
 class CnnPartialSpec(SpecModel):
-    arch: Annotated[Literal['cnn'], Field(description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.')] = 'cnn'
+    arch: Annotated[Literal['cnn'] | None, Field(description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
     channel_size: Annotated[list[ChannelSizeItem] | None, Field(description='Output channels per convolution layer.', min_length=1), NOT_NULL] = None
     kernel_size: Annotated[list[KernelSizeItem] | None, Field(description='Kernel size per convolution layer (same length as channel_size).', min_length=1), NOT_NULL] = None
     stride_size: Annotated[list[StrideSizeItem] | None, Field(description='Stride per convolution layer (same length as channel_size).', min_length=1), NOT_NULL] = None
-    min_hidden_layers: Annotated[Integer, Field(description='Fewest convolution layers.', gt=0)] = 1
-    max_hidden_layers: Annotated[Integer, Field(description='Most convolution layers.', gt=1)] = 6
-    min_channel_size: Annotated[Integer, Field(description='Fewest channels per layer.', gt=0)] = 8
-    max_channel_size: Annotated[Integer, Field(description='Most channels per layer.', gt=1)] = 256
-    layer_norm: Annotated[bool, Field(description='Apply normalisation after each convolution.')] = False
-    init_layers: Annotated[bool, Field(description="Initialise layers with the library's default scheme.")] = True
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'], Field(description='Activation after each convolution.')] = 'ReLU'
+    min_hidden_layers: Annotated[Integer | None, Field(description='Fewest convolution layers.', gt=0), NOT_NULL] = None
+    max_hidden_layers: Annotated[Integer | None, Field(description='Most convolution layers.', gt=1), NOT_NULL] = None
+    min_channel_size: Annotated[Integer | None, Field(description='Fewest channels per layer.', gt=0), NOT_NULL] = None
+    max_channel_size: Annotated[Integer | None, Field(description='Most channels per layer.', gt=1), NOT_NULL] = None
+    layer_norm: Annotated[bool | None, Field(description='Apply normalisation after each convolution.'), NOT_NULL] = None
+    init_layers: Annotated[bool | None, Field(description="Initialise layers with the library's default scheme."), NOT_NULL] = None
+    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation after each convolution.'), NOT_NULL] = None
 
 
 class LstmPartialSpec(SpecModel):
-    arch: Annotated[Literal['lstm'], Field(description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.')] = 'lstm'
+    arch: Annotated[Literal['lstm'] | None, Field(description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
     hidden_state_size: Annotated[Integer | None, Field(description='Size of the LSTM hidden state.', gt=0), NOT_NULL] = None
-    num_layers: Annotated[Integer, Field(description='Number of stacked LSTM layers.', gt=0)] = 1
-    min_hidden_state_size: Annotated[Integer, Field(description='Smallest hidden state mutation may leave.', gt=0)] = 8
-    max_hidden_state_size: Annotated[Integer, Field(description='Largest hidden state mutation may create.', gt=1)] = 256
-    min_layers: Annotated[Integer, Field(description='Fewest LSTM layers.', ge=0)] = 1
-    max_layers: Annotated[Integer, Field(description='Most LSTM layers.', ge=1)] = 6
-    dropout: Annotated[float, Field(description='Dropout between LSTM layers.', ge=0.0, le=1.0)] = 0.0
+    num_layers: Annotated[Integer | None, Field(description='Number of stacked LSTM layers.', gt=0), NOT_NULL] = None
+    min_hidden_state_size: Annotated[Integer | None, Field(description='Smallest hidden state mutation may leave.', gt=0), NOT_NULL] = None
+    max_hidden_state_size: Annotated[Integer | None, Field(description='Largest hidden state mutation may create.', gt=1), NOT_NULL] = None
+    min_layers: Annotated[Integer | None, Field(description='Fewest LSTM layers.', ge=0), NOT_NULL] = None
+    max_layers: Annotated[Integer | None, Field(description='Most LSTM layers.', ge=1), NOT_NULL] = None
+    dropout: Annotated[float | None, Field(description='Dropout between LSTM layers.', ge=0.0, le=1.0), NOT_NULL] = None
 
 
 class MlpPartialSpec(SpecModel):
-    arch: Annotated[Literal['mlp'], Field(description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.')] = 'mlp'
+    arch: Annotated[Literal['mlp'] | None, Field(description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
     hidden_size: Annotated[list[HiddenSizeItem] | None, Field(description='Nodes per hidden layer; its length must be within [min_hidden_layers, max_hidden_layers] and each entry within [min_mlp_nodes, max_mlp_nodes].', min_length=1), NOT_NULL] = None
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'], Field(description='Hidden-layer activation.')] = 'ReLU'
+    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Hidden-layer activation.'), NOT_NULL] = None
     output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the output layer; null for none.')] = None
-    layer_norm: Annotated[bool, Field(description='Apply layer normalisation after each hidden layer.')] = True
-    init_layers: Annotated[bool, Field(description="Initialise layers with the library's default scheme.")] = True
-    output_vanish: Annotated[bool, Field(description="Scale the output layer's initial weights down.")] = True
-    min_hidden_layers: Annotated[Integer, Field(description='Fewest hidden layers architecture mutation may leave.', gt=0)] = 1
-    max_hidden_layers: Annotated[Integer, Field(description='Most hidden layers architecture mutation may create.', gt=1)] = 6
-    min_mlp_nodes: Annotated[Integer, Field(description='Fewest nodes per layer.', gt=0)] = 8
-    max_mlp_nodes: Annotated[Integer, Field(description='Most nodes per layer.', gt=1)] = 256
+    layer_norm: Annotated[bool | None, Field(description='Apply layer normalisation after each hidden layer.'), NOT_NULL] = None
+    init_layers: Annotated[bool | None, Field(description="Initialise layers with the library's default scheme."), NOT_NULL] = None
+    output_vanish: Annotated[bool | None, Field(description="Scale the output layer's initial weights down."), NOT_NULL] = None
+    min_hidden_layers: Annotated[Integer | None, Field(description='Fewest hidden layers architecture mutation may leave.', gt=0), NOT_NULL] = None
+    max_hidden_layers: Annotated[Integer | None, Field(description='Most hidden layers architecture mutation may create.', gt=1), NOT_NULL] = None
+    min_mlp_nodes: Annotated[Integer | None, Field(description='Fewest nodes per layer.', gt=0), NOT_NULL] = None
+    max_mlp_nodes: Annotated[Integer | None, Field(description='Most nodes per layer.', gt=1), NOT_NULL] = None
 
 
 class MlpSpec(SpecModel):
@@ -95,25 +95,25 @@ class CnnSpec(SpecModel):
 
 
 class MultiInputPartialSpec(SpecModel):
-    arch: Annotated[Literal['multiinput'], Field(description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.')] = 'multiinput'
-    latent_dim: Annotated[Integer, Field(description='Output size of each per-input encoder.', gt=0)] = 32
-    vector_space_mlp: Annotated[bool, Field(description='Encode vector inputs with an MLP instead of concatenating them raw.')] = False
-    min_latent_dim: Annotated[Integer, Field(description='Smallest latent_dim mutation may leave.', gt=0)] = 8
-    max_latent_dim: Annotated[Integer, Field(description='Largest latent_dim mutation may create.', gt=1)] = 128
+    arch: Annotated[Literal['multiinput'] | None, Field(description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
+    latent_dim: Annotated[Integer | None, Field(description='Output size of each per-input encoder.', gt=0), NOT_NULL] = None
+    vector_space_mlp: Annotated[bool | None, Field(description='Encode vector inputs with an MLP instead of concatenating them raw.'), NOT_NULL] = None
+    min_latent_dim: Annotated[Integer | None, Field(description='Smallest latent_dim mutation may leave.', gt=0), NOT_NULL] = None
+    max_latent_dim: Annotated[Integer | None, Field(description='Largest latent_dim mutation may create.', gt=1), NOT_NULL] = None
     mlp_config: Annotated[MlpSpec | None, Field(description='MLP used for vector inputs; null uses defaults.')] = None
     cnn_config: Annotated[CnnSpec | None, Field(description='CNN used for image inputs; null uses defaults.')] = None
 
 
 class SimbaPartialSpec(SpecModel):
-    arch: Annotated[Literal['simba'], Field(description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.')] = 'simba'
+    arch: Annotated[Literal['simba'] | None, Field(description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
     hidden_size: Annotated[Integer | None, Field(description='Width of the residual blocks (a single integer, not a list).', gt=0), NOT_NULL] = None
     num_blocks: Annotated[Integer | None, Field(description='Number of residual blocks.', gt=0), NOT_NULL] = None
     output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the encoder output; null for none.')] = None
-    scale_factor: Annotated[Integer, Field(description='Expansion factor inside each residual block.', gt=0)] = 4
-    min_blocks: Annotated[Integer, Field(description='Fewest residual blocks.', gt=0)] = 1
-    max_blocks: Annotated[Integer, Field(description='Most residual blocks.', gt=1)] = 4
-    min_mlp_nodes: Annotated[Integer, Field(description='Smallest hidden_size mutation may leave.', gt=0)] = 8
-    max_mlp_nodes: Annotated[Integer, Field(description='Largest hidden_size mutation may create.', gt=1)] = 256
+    scale_factor: Annotated[Integer | None, Field(description='Expansion factor inside each residual block.', gt=0), NOT_NULL] = None
+    min_blocks: Annotated[Integer | None, Field(description='Fewest residual blocks.', gt=0), NOT_NULL] = None
+    max_blocks: Annotated[Integer | None, Field(description='Most residual blocks.', gt=1), NOT_NULL] = None
+    min_mlp_nodes: Annotated[Integer | None, Field(description='Smallest hidden_size mutation may leave.', gt=0), NOT_NULL] = None
+    max_mlp_nodes: Annotated[Integer | None, Field(description='Largest hidden_size mutation may create.', gt=1), NOT_NULL] = None
 
 
 class RLNetworkSection(SpecModel):
