@@ -9,7 +9,7 @@ KL divergence exceeds ``target_kl`` (when set).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -58,9 +58,6 @@ class PPO(RLAlgorithm):
         if not isinstance(self.action_space, (spaces.Discrete, spaces.Box)):
             raise ValueError(f"PPO needs a Discrete or Box action space, got {self.action_space}")
         self.continuous = isinstance(self.action_space, spaces.Box)
-        if self.continuous:
-            self._low = torch.as_tensor(self.action_space.low, dtype=torch.float32).reshape(-1)
-            self._high = torch.as_tensor(self.action_space.high, dtype=torch.float32).reshape(-1)
         self.actor_critic = ActorCritic.build(
             self.obs_encoder.dim,
             action_dim(self.action_space),
@@ -114,12 +111,13 @@ class PPO(RLAlgorithm):
     def _env_action(self, raw: np.ndarray) -> np.ndarray:
         if not self.continuous:
             return raw
-        low, high = self.action_space.low.reshape(-1), self.action_space.high.reshape(-1)
+        box = cast(spaces.Box, self.action_space)
+        low, high = box.low.reshape(-1), box.high.reshape(-1)
         if self.actor_critic.arch["extra"]["squash_output"]:
             scaled = low + (np.tanh(raw) + 1.0) * 0.5 * (high - low)
         else:
             scaled = np.clip(raw, low, high)
-        return scaled.reshape((-1, *self.action_space.shape)).astype(self.action_space.dtype)
+        return scaled.reshape((-1, *box.shape)).astype(box.dtype)
 
     # ------------------------------------------------------------------ learning
     def learn(self, rollout: RolloutBuffer) -> dict[str, float]:

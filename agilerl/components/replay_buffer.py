@@ -147,11 +147,13 @@ class MultiStepReplayBuffer(ReplayBuffer):
 
     def _fold(self, queue: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         first, last = queue[0], queue[-1]
-        ret = np.zeros_like(first["reward"], dtype=np.float32)
+        ret: np.ndarray = np.zeros_like(first["reward"], dtype=np.float32)
         for i, step in enumerate(queue):
             ret = ret + (self.gamma**i) * step["reward"]
         folded = {**first, "reward": ret, "next_obs": last["next_obs"], "done": last["done"]}
-        folded["n"] = np.int64(len(queue))  # the learner discounts next_obs by gamma ** n
+        folded["n"] = np.asarray(
+            len(queue), dtype=np.int64
+        )  # the learner discounts next_obs by gamma ** n
         return folded
 
     def state_dict(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -133,9 +133,18 @@ class EvolvableMLP(nn.Module):
         self.__dict__["_plan"] = plan
         return plan
 
+    def linear(self, i: int) -> nn.Linear:
+        """The ``i``-th linear layer (the last one is the output layer)."""
+        return cast(nn.Linear, self.linears[i])
+
+    def norm(self, i: int) -> nn.LayerNorm:
+        """The layer norm after hidden layer ``i`` (only when ``layer_norm``)."""
+        return cast(nn.LayerNorm, self.norms[i])
+
     def _init_weights(self, generator: torch.Generator | None) -> None:
         with torch.no_grad():
-            for i, linear in enumerate(self.linears):
+            for i in range(len(self.linears)):
+                linear = self.linear(i)
                 _init_linear(linear, generator, orthogonal=self.arch["init_layers"])
                 if i == len(self.linears) - 1 and self.arch["output_vanish"]:
                     # Small output layer: initial outputs near zero (common RL practice).
@@ -183,7 +192,7 @@ class EvolvableMLP(nn.Module):
             arch["activation"] = plan["activation"]
         else:
             raise ValueError(f"unknown MLP mutation {op!r}")
-        new = EvolvableMLP(arch, gen).to(self.linears[0].weight.device)
+        new = EvolvableMLP(arch, gen).to(self.linear(0).weight.device)
         with torch.no_grad():
             if op == "add_layer":
                 _transfer_add_layer(self, new)
@@ -207,7 +216,7 @@ class EvolvableMLP(nn.Module):
         if out_dim is not None:
             arch["out_dim"] = int(out_dim)
         gen = torch.Generator().manual_seed(int(seed))
-        new = EvolvableMLP(arch, gen).to(self.linears[0].weight.device)
+        new = EvolvableMLP(arch, gen).to(self.linear(0).weight.device)
         with torch.no_grad():
             _transfer_overlap(self, new, zero_new_inputs=True)
         return new
@@ -288,13 +297,13 @@ def _transfer_overlap(
     n_old, n_new = len(old.linears), len(new.linears)
     pairs = [(i, i) for i in range(min(n_old, n_new) - 1)] + [(n_new - 1, n_old - 1)]
     for new_i, old_i in pairs:
-        dst, src = new.linears[new_i], old.linears[old_i]
+        dst, src = new.linear(new_i), old.linear(old_i)
         if zero_new_inputs and new_i == 0 and dst.in_features > src.in_features:
             dst.weight[:, src.in_features :] = 0.0
         _copy_overlap(dst.weight.data, src.weight.data)
         _copy_overlap(dst.bias.data, src.bias.data)
     for i in range(min(len(old.norms), len(new.norms))):
-        _copy_module_overlap(new.norms[i], old.norms[i])
+        _copy_module_overlap(new.norm(i), old.norm(i))
         _copy_module_overlap(new.acts[i], old.acts[i])
     _copy_module_overlap(new.out_act, old.out_act)
 
@@ -302,19 +311,19 @@ def _transfer_overlap(
 def _transfer_add_layer(old: EvolvableMLP, new: EvolvableMLP) -> None:
     """New last hidden layer = identity; the old output layer moves after it unchanged."""
     _transfer_overlap(old, new)
-    inserted = new.linears[-2]
+    inserted = new.linear(-2)
     inserted.weight.copy_(torch.eye(inserted.out_features, inserted.in_features))
     inserted.bias.zero_()
-    new.linears[-1].load_state_dict(old.linears[-1].state_dict())
+    new.linear(-1).load_state_dict(old.linear(-1).state_dict())
 
 
 def _transfer_add_nodes(
     old: EvolvableMLP, new: EvolvableMLP, layer: int, gen: torch.Generator
 ) -> None:
     """Grow hidden layer ``layer``: new units have zero outgoing weights (function kept)."""
-    n_old = old.linears[layer].out_features
-    n_new = new.linears[layer].out_features
-    grown_in, grown_out = new.linears[layer], new.linears[layer + 1]
+    n_old = old.linear(layer).out_features
+    n_new = new.linear(layer).out_features
+    grown_in, grown_out = new.linear(layer), new.linear(layer + 1)
     fresh_w, fresh_b = grown_in.weight[n_old:].clone(), grown_in.bias[n_old:].clone()
     _transfer_overlap(old, new)
     grown_out.weight[:, n_old:] = 0.0
@@ -324,11 +333,11 @@ def _transfer_add_nodes(
         return
     # Layer norm: the new pre-norm values equal the layer mean (linear in the input), so
     # the mean is unchanged and the variance shrinks by n_old / n_new; rescale the gains.
-    src = old.linears[layer]
+    src = old.linear(layer)
     grown_in.weight[n_old:] = src.weight.mean(dim=0, keepdim=True)
     grown_in.bias[n_old:] = src.bias.mean()
-    norm = new.norms[layer]
-    norm.weight[:n_old] = old.norms[layer].weight * math.sqrt(n_old / n_new)
+    norm = new.norm(layer)
+    norm.weight[:n_old] = old.norm(layer).weight * math.sqrt(n_old / n_new)
     norm.weight[n_old:] = 1.0
     # A positive offset keeps the new units alive (they would otherwise output act(0)).
     norm.bias[n_old:] = torch.empty(n_new - n_old).uniform_(0.1, 1.0, generator=gen)

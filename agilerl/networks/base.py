@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -48,17 +48,28 @@ class EvolvableNetwork(nn.Module):
     def from_architecture(cls, arch: Mapping[str, Any], device: str | torch.device = "cpu"):
         return cls(arch).to(device)
 
+    def encoder(self, name: str) -> EvolvableMLP:
+        return cast(EvolvableMLP, self.encoders[name])
+
+    def head(self, name: str) -> EvolvableMLP:
+        return cast(EvolvableMLP, self.heads[name])
+
+    def mlps(self, kind: str) -> dict[str, EvolvableMLP]:
+        """``kind`` = ``"encoder"`` or ``"head"``: name -> MLP."""
+        modules = self.encoders if kind == "encoder" else self.heads
+        return {name: cast(EvolvableMLP, m) for name, m in modules.items()}
+
     def architecture(self) -> dict[str, Any]:
         arch = copy.deepcopy(self.arch)
-        arch["encoders"] = {n: m.architecture() for n, m in self.encoders.items()}
-        arch["heads"] = {n: m.architecture() for n, m in self.heads.items()}
+        arch["encoders"] = {n: m.architecture() for n, m in self.mlps("encoder").items()}
+        arch["heads"] = {n: m.architecture() for n, m in self.mlps("head").items()}
         return arch
 
     # ------------------------------------------------------------------ mutation
     def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
         """Random details of mutation ``op`` (numpy Generator ``rng``); None if impossible."""
         if op == "activation":
-            current = next(iter(self.encoders.values())).arch["activation"]
+            current = next(iter(self.mlps("encoder").values())).arch["activation"]
             choices = [a for a in activations if a != current]
             if not choices:
                 return None
@@ -69,8 +80,8 @@ class EvolvableNetwork(nn.Module):
                 "seed": 0,
             }
         candidates: list[tuple[str, dict[str, Any]]] = []
-        for kind, modules in (("encoder", self.encoders), ("head", self.heads)):
-            for name, mlp in modules.items():
+        for kind in ("encoder", "head"):
+            for name, mlp in self.mlps(kind).items():
                 plan = draw_mlp_plan(mlp, op, rng, activations)
                 if plan is not None:
                     candidates.append((f"{kind}:{name}", plan))
@@ -86,7 +97,7 @@ class EvolvableNetwork(nn.Module):
         return {"target": target, **plan}
 
     def _latent_can(self, encoder: str, op: str) -> bool:
-        width = self.encoders[encoder].arch["out_dim"]
+        width = self.encoder(encoder).arch["out_dim"]
         bounds = self.arch["latent"]
         return width < bounds["max"] if op == "add_nodes" else width > bounds["min"]
 
@@ -95,32 +106,33 @@ class EvolvableNetwork(nn.Module):
         new = copy.deepcopy(self)
         target = plan["target"]
         if target == "all":
-            for modules in (new.encoders, new.heads):
-                for name in list(modules):
-                    modules[name] = modules[name].mutated(plan)
+            for kind in ("encoder", "head"):
+                modules = new.encoders if kind == "encoder" else new.heads
+                for name, mlp in new.mlps(kind).items():
+                    modules[name] = mlp.mutated(plan)
         elif target.startswith("latent:"):
             new._resize_latent(target.split(":", 1)[1], plan)
         else:
             kind, name = target.split(":", 1)
             modules = new.encoders if kind == "encoder" else new.heads
-            modules[name] = modules[name].mutated(plan)
+            modules[name] = new.mlps(kind)[name].mutated(plan)
         new.arch = new.architecture()
         return new
 
     def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
-        width = self.encoders[encoder].arch["out_dim"]
+        width = self.encoder(encoder).arch["out_dim"]
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         bounds = self.arch["latent"]
         new_width = max(bounds["min"], min(bounds["max"], width + delta))
         seed = int(plan["seed"])
-        self.encoders[encoder] = self.encoders[encoder].resized(out_dim=new_width, seed=seed)
+        self.encoders[encoder] = self.encoder(encoder).resized(out_dim=new_width, seed=seed)
         for head, source in self.arch["head_inputs"].items():
             if source == encoder:
-                self.heads[head] = self.heads[head].resized(in_dim=new_width, seed=seed + 1)
+                self.heads[head] = self.head(head).resized(in_dim=new_width, seed=seed + 1)
 
     def extra_repr(self) -> str:
-        enc = {n: m.arch["hidden_size"] for n, m in self.encoders.items()}
-        heads = {n: m.arch["hidden_size"] for n, m in self.heads.items()}
+        enc = {n: m.arch["hidden_size"] for n, m in self.mlps("encoder").items()}
+        heads = {n: m.arch["hidden_size"] for n, m in self.mlps("head").items()}
         return f"encoders={enc}, heads={heads}"
 
 

@@ -103,7 +103,7 @@ class RLAlgorithm(ABC):
 
     # ------------------------------------------------------------------ spec plumbing
     @classmethod
-    def spec_class(cls) -> type:
+    def spec_class(cls) -> Any:
         """The generated Pydantic spec class of this algorithm (e.g. ``DQNSpec``)."""
         import agilerl.models.algorithms as specs
 
