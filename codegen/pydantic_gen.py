@@ -36,7 +36,7 @@ DATAMODEL_ARGS = [
     "--field-constraints", "--use-default", "--enum-field-as-literal", "all",
     "--use-double-quotes", "--keep-model-order", "--use-title-as-name",
     "--allof-class-hierarchy", "always", "--allof-merge-mode", "none",
-    "--use-one-literal-as-default", "--strict-nullable", "--collapse-root-models",
+    "--use-one-literal-as-default", "--use-schema-description", "--strict-nullable", "--collapse-root-models",
     "--use-root-model-type-alias", "--formatters", "builtin",
     "--field-extra-keys", *FIELD_MARKERS,
 ]
@@ -206,12 +206,22 @@ def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
             key, default = unions[name]
             alias.value = _tagged_union(alias.value, tags, key, default)
     body = _define_before_use([*aliases.values(), *classes])
-    module = ast.Module(body=body, type_ignores=[])
-    ast.fix_missing_locations(module)
     imports = (
         "from typing import Annotated, Any, Literal\n\n"
         "from pydantic import AliasChoices, Discriminator, Field, Tag\n\n"
         "from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of\n"
     )
-    text = HEADER + "\n" + imports + "\n\n" + ast.unparse(module) + "\n"
-    return text.replace("\n\nclass ", "\n\n\nclass ")
+    chunks = [HEADER, imports]
+    for prev, stmt in zip([None, *body[:-1]], body, strict=True):
+        both_aliases = isinstance(prev, ast.Assign) and isinstance(stmt, ast.Assign)
+        chunks.append(("" if both_aliases else "\n\n") + ast.unparse(ast.fix_missing_locations(stmt)))
+    return _format("\n".join(chunks) + "\n")
+
+
+def _format(text: str) -> str:
+    """Wrap long lines with datamodel-codegen's own (pinned, deterministic) formatter."""
+    from datamodel_code_generator.format import CodeFormatter, Formatter, PythonVersion
+
+    formatter = CodeFormatter(PythonVersion.PY_310, formatters=[Formatter.BUILTIN],
+                              skip_string_normalization=False)
+    return formatter.format_code(text)

@@ -6,519 +6,1550 @@ from pydantic import AliasChoices, Discriminator, Field, Tag
 
 from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of
 
-
 ChannelSizeItem = Annotated[Integer, Field(ge=1)]
 HiddenSizeItem = Annotated[Integer, Field(ge=1)]
 KernelSizeItem = Annotated[Integer, Field(ge=1)]
 
 
 class LoraConfigDict(SpecModel):
-    lora_r: Annotated[Integer, Field(description='Rank of the LoRA update matrices.', ge=1)] = 16
-    lora_alpha: Annotated[Integer, Field(description='LoRA scaling numerator.', ge=1)] = 32
-    target_modules: Annotated[str | list[str], Field(description='Module names (or "all-linear") that receive adapters.')] = 'all-linear'
-    task_type: Annotated[str, Field(description='PEFT task type.', min_length=1)] = 'CAUSAL_LM'
-    lora_dropout: Annotated[float, Field(description='Dropout on the LoRA branch.', ge=0.0, le=1.0)] = 0.05
+    """
+    LoRA adapter settings of an LLM fine-tuning network.
+    """
+
+    lora_r: Annotated[Integer, Field(description="Rank of the LoRA update matrices.", ge=1)] = 16
+    lora_alpha: Annotated[Integer, Field(description="LoRA scaling numerator.", ge=1)] = 32
+    target_modules: Annotated[
+        str | list[str], Field(description='Module names (or "all-linear") that receive adapters.')
+    ] = "all-linear"
+    task_type: Annotated[str, Field(description="PEFT task type.", min_length=1)] = "CAUSAL_LM"
+    lora_dropout: Annotated[
+        float, Field(description="Dropout on the LoRA branch.", ge=0.0, le=1.0)
+    ] = 0.05
 
 
 class FinetuningNetworkSpec(SpecModel):
-    pretrained_model_name_or_path: Annotated[str, Field(description='Hugging Face model id or local path of the base model.', min_length=1)]
-    max_context_length: Annotated[Integer, Field(description='Maximum context length in tokens (becomes algorithm.max_model_len).', ge=1)]
-    lora_config: Annotated[LoraConfigDict | None, Field(description='LoRA adapter settings; null fine-tunes without adapters.')] = None
+    """
+    LLM network: a pretrained model with optional LoRA adapters. Its values override the same settings under algorithm.
+    """
+
+    pretrained_model_name_or_path: Annotated[
+        str,
+        Field(description="Hugging Face model id or local path of the base model.", min_length=1),
+    ]
+    max_context_length: Annotated[
+        Integer,
+        Field(
+            description="Maximum context length in tokens (becomes algorithm.max_model_len).", ge=1
+        ),
+    ]
+    lora_config: Annotated[
+        LoraConfigDict | None,
+        Field(description="LoRA adapter settings; null fine-tunes without adapters."),
+    ] = None
+
+
 StrideSizeItem = Annotated[Integer, Field(ge=1)]
 
 
 class CnnPartialSpec(SpecModel):
-    arch: Annotated[Literal['cnn'] | None, Field(description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
-    channel_size: Annotated[list[ChannelSizeItem] | None, Field(description='Output channels per convolution layer.', min_length=1), NOT_NULL] = None
-    kernel_size: Annotated[list[KernelSizeItem] | None, Field(description='Kernel size per convolution layer (same length as channel_size).', min_length=1), NOT_NULL] = None
-    stride_size: Annotated[list[StrideSizeItem] | None, Field(description='Stride per convolution layer (same length as channel_size).', min_length=1), NOT_NULL] = None
-    min_hidden_layers: Annotated[Integer | None, Field(description='Fewest convolution layers.', gt=0), NOT_NULL] = None
-    max_hidden_layers: Annotated[Integer | None, Field(description='Most convolution layers.', gt=1), NOT_NULL] = None
-    min_channel_size: Annotated[Integer | None, Field(description='Fewest channels per layer.', gt=0), NOT_NULL] = None
-    max_channel_size: Annotated[Integer | None, Field(description='Most channels per layer.', gt=1), NOT_NULL] = None
-    layer_norm: Annotated[bool | None, Field(description='Apply normalisation after each convolution.'), NOT_NULL] = None
-    init_layers: Annotated[bool | None, Field(description="Initialise layers with the library's default scheme."), NOT_NULL] = None
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation after each convolution.'), NOT_NULL] = None
+    """
+    CnnSpec with every field optional: the encoder of a network whose architecture is inferred at build time.
+    """
+
+    arch: Annotated[
+        Literal["cnn"] | None,
+        Field(
+            description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.'
+        ),
+        NOT_NULL,
+    ] = None
+    channel_size: Annotated[
+        list[ChannelSizeItem] | None,
+        Field(description="Output channels per convolution layer.", min_length=1),
+        NOT_NULL,
+    ] = None
+    kernel_size: Annotated[
+        list[KernelSizeItem] | None,
+        Field(
+            description="Kernel size per convolution layer (same length as channel_size).",
+            min_length=1,
+        ),
+        NOT_NULL,
+    ] = None
+    stride_size: Annotated[
+        list[StrideSizeItem] | None,
+        Field(
+            description="Stride per convolution layer (same length as channel_size).", min_length=1
+        ),
+        NOT_NULL,
+    ] = None
+    min_hidden_layers: Annotated[
+        Integer | None, Field(description="Fewest convolution layers.", gt=0), NOT_NULL
+    ] = None
+    max_hidden_layers: Annotated[
+        Integer | None, Field(description="Most convolution layers.", gt=1), NOT_NULL
+    ] = None
+    min_channel_size: Annotated[
+        Integer | None, Field(description="Fewest channels per layer.", gt=0), NOT_NULL
+    ] = None
+    max_channel_size: Annotated[
+        Integer | None, Field(description="Most channels per layer.", gt=1), NOT_NULL
+    ] = None
+    layer_norm: Annotated[
+        bool | None, Field(description="Apply normalisation after each convolution."), NOT_NULL
+    ] = None
+    init_layers: Annotated[
+        bool | None,
+        Field(description="Initialise layers with the library's default scheme."),
+        NOT_NULL,
+    ] = None
+    activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Activation after each convolution."),
+        NOT_NULL,
+    ] = None
 
 
 class LstmPartialSpec(SpecModel):
-    arch: Annotated[Literal['lstm'] | None, Field(description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
-    hidden_state_size: Annotated[Integer | None, Field(description='Size of the LSTM hidden state.', gt=0), NOT_NULL] = None
-    num_layers: Annotated[Integer | None, Field(description='Number of stacked LSTM layers.', gt=0), NOT_NULL] = None
-    min_hidden_state_size: Annotated[Integer | None, Field(description='Smallest hidden state mutation may leave.', gt=0), NOT_NULL] = None
-    max_hidden_state_size: Annotated[Integer | None, Field(description='Largest hidden state mutation may create.', gt=1), NOT_NULL] = None
-    min_layers: Annotated[Integer | None, Field(description='Fewest LSTM layers.', ge=0), NOT_NULL] = None
-    max_layers: Annotated[Integer | None, Field(description='Most LSTM layers.', ge=1), NOT_NULL] = None
-    dropout: Annotated[float | None, Field(description='Dropout between LSTM layers.', ge=0.0, le=1.0), NOT_NULL] = None
+    """
+    LstmSpec with every field optional: the encoder of a network whose architecture is inferred at build time.
+    """
+
+    arch: Annotated[
+        Literal["lstm"] | None,
+        Field(
+            description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.'
+        ),
+        NOT_NULL,
+    ] = None
+    hidden_state_size: Annotated[
+        Integer | None, Field(description="Size of the LSTM hidden state.", gt=0), NOT_NULL
+    ] = None
+    num_layers: Annotated[
+        Integer | None, Field(description="Number of stacked LSTM layers.", gt=0), NOT_NULL
+    ] = None
+    min_hidden_state_size: Annotated[
+        Integer | None,
+        Field(description="Smallest hidden state mutation may leave.", gt=0),
+        NOT_NULL,
+    ] = None
+    max_hidden_state_size: Annotated[
+        Integer | None,
+        Field(description="Largest hidden state mutation may create.", gt=1),
+        NOT_NULL,
+    ] = None
+    min_layers: Annotated[
+        Integer | None, Field(description="Fewest LSTM layers.", ge=0), NOT_NULL
+    ] = None
+    max_layers: Annotated[
+        Integer | None, Field(description="Most LSTM layers.", ge=1), NOT_NULL
+    ] = None
+    dropout: Annotated[
+        float | None, Field(description="Dropout between LSTM layers.", ge=0.0, le=1.0), NOT_NULL
+    ] = None
 
 
 class MlpPartialSpec(SpecModel):
-    arch: Annotated[Literal['mlp'] | None, Field(description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
-    hidden_size: Annotated[list[HiddenSizeItem] | None, Field(description='Nodes per hidden layer; its length must be within [min_hidden_layers, max_hidden_layers] and each entry within [min_mlp_nodes, max_mlp_nodes].', min_length=1), NOT_NULL] = None
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Hidden-layer activation.'), NOT_NULL] = None
-    output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the output layer; null for none.')] = None
-    layer_norm: Annotated[bool | None, Field(description='Apply layer normalisation after each hidden layer.'), NOT_NULL] = None
-    init_layers: Annotated[bool | None, Field(description="Initialise layers with the library's default scheme."), NOT_NULL] = None
-    output_vanish: Annotated[bool | None, Field(description="Scale the output layer's initial weights down."), NOT_NULL] = None
-    min_hidden_layers: Annotated[Integer | None, Field(description='Fewest hidden layers architecture mutation may leave.', gt=0), NOT_NULL] = None
-    max_hidden_layers: Annotated[Integer | None, Field(description='Most hidden layers architecture mutation may create.', gt=1), NOT_NULL] = None
-    min_mlp_nodes: Annotated[Integer | None, Field(description='Fewest nodes per layer.', gt=0), NOT_NULL] = None
-    max_mlp_nodes: Annotated[Integer | None, Field(description='Most nodes per layer.', gt=1), NOT_NULL] = None
+    """
+    MlpSpec with every field optional: the encoder of a network whose architecture is inferred at build time.
+    """
+
+    arch: Annotated[
+        Literal["mlp"] | None,
+        Field(
+            description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.'
+        ),
+        NOT_NULL,
+    ] = None
+    hidden_size: Annotated[
+        list[HiddenSizeItem] | None,
+        Field(
+            description="Nodes per hidden layer; its length must be within [min_hidden_layers, max_hidden_layers] and each entry within [min_mlp_nodes, max_mlp_nodes].",
+            min_length=1,
+        ),
+        NOT_NULL,
+    ] = None
+    activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Hidden-layer activation."),
+        NOT_NULL,
+    ] = None
+    output_activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Activation applied to the output layer; null for none."),
+    ] = None
+    layer_norm: Annotated[
+        bool | None,
+        Field(description="Apply layer normalisation after each hidden layer."),
+        NOT_NULL,
+    ] = None
+    init_layers: Annotated[
+        bool | None,
+        Field(description="Initialise layers with the library's default scheme."),
+        NOT_NULL,
+    ] = None
+    output_vanish: Annotated[
+        bool | None, Field(description="Scale the output layer's initial weights down."), NOT_NULL
+    ] = None
+    min_hidden_layers: Annotated[
+        Integer | None,
+        Field(description="Fewest hidden layers architecture mutation may leave.", gt=0),
+        NOT_NULL,
+    ] = None
+    max_hidden_layers: Annotated[
+        Integer | None,
+        Field(description="Most hidden layers architecture mutation may create.", gt=1),
+        NOT_NULL,
+    ] = None
+    min_mlp_nodes: Annotated[
+        Integer | None, Field(description="Fewest nodes per layer.", gt=0), NOT_NULL
+    ] = None
+    max_mlp_nodes: Annotated[
+        Integer | None, Field(description="Most nodes per layer.", gt=1), NOT_NULL
+    ] = None
 
 
 class MlpSpec(SpecModel):
-    arch: Annotated[Literal['mlp'], Field(description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.')] = 'mlp'
-    hidden_size: Annotated[list[HiddenSizeItem], Field(description='Nodes per hidden layer; its length must be within [min_hidden_layers, max_hidden_layers] and each entry within [min_mlp_nodes, max_mlp_nodes].', min_length=1)]
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'], Field(description='Hidden-layer activation.')] = 'ReLU'
-    output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the output layer; null for none.')] = None
-    layer_norm: Annotated[bool, Field(description='Apply layer normalisation after each hidden layer.')] = True
-    init_layers: Annotated[bool, Field(description="Initialise layers with the library's default scheme.")] = True
-    output_vanish: Annotated[bool, Field(description="Scale the output layer's initial weights down.")] = True
-    min_hidden_layers: Annotated[Integer, Field(description='Fewest hidden layers architecture mutation may leave.', gt=0)] = 1
-    max_hidden_layers: Annotated[Integer, Field(description='Most hidden layers architecture mutation may create.', gt=1)] = 6
-    min_mlp_nodes: Annotated[Integer, Field(description='Fewest nodes per layer.', gt=0)] = 8
-    max_mlp_nodes: Annotated[Integer, Field(description='Most nodes per layer.', gt=1)] = 256
+    """
+    Multi-layer perceptron (arch: mlp). Also the type of every head_config and of MultiInputSpec.mlp_config.
+    """
+
+    arch: Annotated[
+        Literal["mlp"],
+        Field(
+            description='Encoder architecture tag ("mlp"); also accepted as the top-level network.arch key.'
+        ),
+    ] = "mlp"
+    hidden_size: Annotated[
+        list[HiddenSizeItem],
+        Field(
+            description="Nodes per hidden layer; its length must be within [min_hidden_layers, max_hidden_layers] and each entry within [min_mlp_nodes, max_mlp_nodes].",
+            min_length=1,
+        ),
+    ]
+    activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"],
+        Field(description="Hidden-layer activation."),
+    ] = "ReLU"
+    output_activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Activation applied to the output layer; null for none."),
+    ] = None
+    layer_norm: Annotated[
+        bool, Field(description="Apply layer normalisation after each hidden layer.")
+    ] = True
+    init_layers: Annotated[
+        bool, Field(description="Initialise layers with the library's default scheme.")
+    ] = True
+    output_vanish: Annotated[
+        bool, Field(description="Scale the output layer's initial weights down.")
+    ] = True
+    min_hidden_layers: Annotated[
+        Integer, Field(description="Fewest hidden layers architecture mutation may leave.", gt=0)
+    ] = 1
+    max_hidden_layers: Annotated[
+        Integer, Field(description="Most hidden layers architecture mutation may create.", gt=1)
+    ] = 6
+    min_mlp_nodes: Annotated[Integer, Field(description="Fewest nodes per layer.", gt=0)] = 8
+    max_mlp_nodes: Annotated[Integer, Field(description="Most nodes per layer.", gt=1)] = 256
 
 
 class CnnSpec(SpecModel):
-    arch: Annotated[Literal['cnn'], Field(description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.')] = 'cnn'
-    channel_size: Annotated[list[ChannelSizeItem], Field(description='Output channels per convolution layer.', min_length=1)]
-    kernel_size: Annotated[list[KernelSizeItem], Field(description='Kernel size per convolution layer (same length as channel_size).', min_length=1)]
-    stride_size: Annotated[list[StrideSizeItem], Field(description='Stride per convolution layer (same length as channel_size).', min_length=1)]
-    min_hidden_layers: Annotated[Integer, Field(description='Fewest convolution layers.', gt=0)] = 1
-    max_hidden_layers: Annotated[Integer, Field(description='Most convolution layers.', gt=1)] = 6
-    min_channel_size: Annotated[Integer, Field(description='Fewest channels per layer.', gt=0)] = 8
-    max_channel_size: Annotated[Integer, Field(description='Most channels per layer.', gt=1)] = 256
-    layer_norm: Annotated[bool, Field(description='Apply normalisation after each convolution.')] = False
-    init_layers: Annotated[bool, Field(description="Initialise layers with the library's default scheme.")] = True
-    activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'], Field(description='Activation after each convolution.')] = 'ReLU'
+    """
+    Convolutional encoder for image observations (arch: cnn).
+    """
+
+    arch: Annotated[
+        Literal["cnn"],
+        Field(
+            description='Encoder architecture tag ("cnn"); also accepted as the top-level network.arch key.'
+        ),
+    ] = "cnn"
+    channel_size: Annotated[
+        list[ChannelSizeItem],
+        Field(description="Output channels per convolution layer.", min_length=1),
+    ]
+    kernel_size: Annotated[
+        list[KernelSizeItem],
+        Field(
+            description="Kernel size per convolution layer (same length as channel_size).",
+            min_length=1,
+        ),
+    ]
+    stride_size: Annotated[
+        list[StrideSizeItem],
+        Field(
+            description="Stride per convolution layer (same length as channel_size).", min_length=1
+        ),
+    ]
+    min_hidden_layers: Annotated[Integer, Field(description="Fewest convolution layers.", gt=0)] = 1
+    max_hidden_layers: Annotated[Integer, Field(description="Most convolution layers.", gt=1)] = 6
+    min_channel_size: Annotated[Integer, Field(description="Fewest channels per layer.", gt=0)] = 8
+    max_channel_size: Annotated[Integer, Field(description="Most channels per layer.", gt=1)] = 256
+    layer_norm: Annotated[
+        bool, Field(description="Apply normalisation after each convolution.")
+    ] = False
+    init_layers: Annotated[
+        bool, Field(description="Initialise layers with the library's default scheme.")
+    ] = True
+    activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"],
+        Field(description="Activation after each convolution."),
+    ] = "ReLU"
 
 
 class MultiInputPartialSpec(SpecModel):
-    arch: Annotated[Literal['multiinput'] | None, Field(description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
-    latent_dim: Annotated[Integer | None, Field(description='Output size of each per-input encoder.', gt=0), NOT_NULL] = None
-    vector_space_mlp: Annotated[bool | None, Field(description='Encode vector inputs with an MLP instead of concatenating them raw.'), NOT_NULL] = None
-    min_latent_dim: Annotated[Integer | None, Field(description='Smallest latent_dim mutation may leave.', gt=0), NOT_NULL] = None
-    max_latent_dim: Annotated[Integer | None, Field(description='Largest latent_dim mutation may create.', gt=1), NOT_NULL] = None
-    mlp_config: Annotated[MlpSpec | None, Field(description='MLP used for vector inputs; null uses defaults.')] = None
-    cnn_config: Annotated[CnnSpec | None, Field(description='CNN used for image inputs; null uses defaults.')] = None
+    """
+    MultiInputSpec with every field optional: the encoder of a network whose architecture is inferred at build time.
+    """
+
+    arch: Annotated[
+        Literal["multiinput"] | None,
+        Field(
+            description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.'
+        ),
+        NOT_NULL,
+    ] = None
+    latent_dim: Annotated[
+        Integer | None, Field(description="Output size of each per-input encoder.", gt=0), NOT_NULL
+    ] = None
+    vector_space_mlp: Annotated[
+        bool | None,
+        Field(description="Encode vector inputs with an MLP instead of concatenating them raw."),
+        NOT_NULL,
+    ] = None
+    min_latent_dim: Annotated[
+        Integer | None, Field(description="Smallest latent_dim mutation may leave.", gt=0), NOT_NULL
+    ] = None
+    max_latent_dim: Annotated[
+        Integer | None, Field(description="Largest latent_dim mutation may create.", gt=1), NOT_NULL
+    ] = None
+    mlp_config: Annotated[
+        MlpSpec | None, Field(description="MLP used for vector inputs; null uses defaults.")
+    ] = None
+    cnn_config: Annotated[
+        CnnSpec | None, Field(description="CNN used for image inputs; null uses defaults.")
+    ] = None
 
 
 class SimbaPartialSpec(SpecModel):
-    arch: Annotated[Literal['simba'] | None, Field(description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.'), NOT_NULL] = None
-    hidden_size: Annotated[Integer | None, Field(description='Width of the residual blocks (a single integer, not a list).', gt=0), NOT_NULL] = None
-    num_blocks: Annotated[Integer | None, Field(description='Number of residual blocks.', gt=0), NOT_NULL] = None
-    output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the encoder output; null for none.')] = None
-    scale_factor: Annotated[Integer | None, Field(description='Expansion factor inside each residual block.', gt=0), NOT_NULL] = None
-    min_blocks: Annotated[Integer | None, Field(description='Fewest residual blocks.', gt=0), NOT_NULL] = None
-    max_blocks: Annotated[Integer | None, Field(description='Most residual blocks.', gt=1), NOT_NULL] = None
-    min_mlp_nodes: Annotated[Integer | None, Field(description='Smallest hidden_size mutation may leave.', gt=0), NOT_NULL] = None
-    max_mlp_nodes: Annotated[Integer | None, Field(description='Largest hidden_size mutation may create.', gt=1), NOT_NULL] = None
+    """
+    SimbaSpec with every field optional: the encoder of a network whose architecture is inferred at build time.
+    """
+
+    arch: Annotated[
+        Literal["simba"] | None,
+        Field(
+            description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.'
+        ),
+        NOT_NULL,
+    ] = None
+    hidden_size: Annotated[
+        Integer | None,
+        Field(description="Width of the residual blocks (a single integer, not a list).", gt=0),
+        NOT_NULL,
+    ] = None
+    num_blocks: Annotated[
+        Integer | None, Field(description="Number of residual blocks.", gt=0), NOT_NULL
+    ] = None
+    output_activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Activation applied to the encoder output; null for none."),
+    ] = None
+    scale_factor: Annotated[
+        Integer | None,
+        Field(description="Expansion factor inside each residual block.", gt=0),
+        NOT_NULL,
+    ] = None
+    min_blocks: Annotated[
+        Integer | None, Field(description="Fewest residual blocks.", gt=0), NOT_NULL
+    ] = None
+    max_blocks: Annotated[
+        Integer | None, Field(description="Most residual blocks.", gt=1), NOT_NULL
+    ] = None
+    min_mlp_nodes: Annotated[
+        Integer | None,
+        Field(description="Smallest hidden_size mutation may leave.", gt=0),
+        NOT_NULL,
+    ] = None
+    max_mlp_nodes: Annotated[
+        Integer | None,
+        Field(description="Largest hidden_size mutation may create.", gt=1),
+        NOT_NULL,
+    ] = None
 
 
 class RLNetworkSection(SpecModel):
-    latent_dim: Annotated[Integer, Field(description='Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].', gt=0)] = 32
-    min_latent_dim: Annotated[Integer, Field(description='Smallest latent_dim mutation may leave.', gt=0)] = 8
-    max_latent_dim: Annotated[Integer, Field(description='Largest latent_dim mutation may create.', gt=1)] = 128
-    encoder_config: Annotated[MlpPartialSpec | CnnPartialSpec | LstmPartialSpec | SimbaPartialSpec | MultiInputPartialSpec, Field(description='Encoder settings. With an arch (here or at network.arch) they must form a complete encoder of that kind; without one, required fields may be omitted and are seeded when the architecture is inferred.')]
-    head_config: Annotated[MlpSpec, Field(description='Settings of the MLP head.')]
-    random_seed: Annotated[Integer | None, Field(description='Seed for network initialisation; null for unseeded.')] = None
-    simba: Annotated[bool, Field(description='Use SimBa blocks (forced true when the encoder is SimbaSpec; conflicts with recurrent PPO).')] = False
-    arch: Annotated[Literal['mlp', 'cnn', 'lstm', 'simba', 'multiinput'] | None, Field(description='Encoder architecture; moved into encoder_config.arch (an arch written inside encoder_config wins). Omit both to infer the architecture from the observation space.'), NOT_NULL] = None
-    squash_output: Annotated[bool, Field(description='Squash continuous actions into the action bounds with tanh.')] = False
+    """
+    The network section for RL algorithms, as written in a manifest.
+    """
+
+    latent_dim: Annotated[
+        Integer,
+        Field(
+            description="Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].",
+            gt=0,
+        ),
+    ] = 32
+    min_latent_dim: Annotated[
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+    ] = 8
+    max_latent_dim: Annotated[
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+    ] = 128
+    encoder_config: Annotated[
+        MlpPartialSpec | CnnPartialSpec | LstmPartialSpec | SimbaPartialSpec | MultiInputPartialSpec,
+        Field(
+            description="Encoder settings. With an arch (here or at network.arch) they must form a complete encoder of that kind; without one, required fields may be omitted and are seeded when the architecture is inferred."
+        ),
+    ]
+    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head.")]
+    random_seed: Annotated[
+        Integer | None, Field(description="Seed for network initialisation; null for unseeded.")
+    ] = None
+    simba: Annotated[
+        bool,
+        Field(
+            description="Use SimBa blocks (forced true when the encoder is SimbaSpec; conflicts with recurrent PPO)."
+        ),
+    ] = False
+    arch: Annotated[
+        Literal["mlp", "cnn", "lstm", "simba", "multiinput"] | None,
+        Field(
+            description="Encoder architecture; moved into encoder_config.arch (an arch written inside encoder_config wins). Omit both to infer the architecture from the observation space."
+        ),
+        NOT_NULL,
+    ] = None
+    squash_output: Annotated[
+        bool, Field(description="Squash continuous actions into the action bounds with tanh.")
+    ] = False
+
+
 NetworkSection = FinetuningNetworkSpec | RLNetworkSection
 
 
 class TournamentSelectionSpec(SpecModel):
-    strategy: Annotated[Literal['tournament'], Field(description='Selection strategy tag; omitted means tournament (not part of Arena payloads).', exclude=True)] = 'tournament'
-    tournament_size: Annotated[Integer, Field(description='Number of agents competing in each tournament (at least 2 on Arena).', ge=2)] = 2
-    elitism: Annotated[bool, Field(description='Keep the best agent unchanged in the next generation (required by LLM populations).')] = True
-SelectionStrategy = Annotated[Annotated[TournamentSelectionSpec, Tag('tournament')], Discriminator(tag_of('strategy', 'tournament'))]
+    """
+    Tournament selection: each new member is the fittest of a random tournament.
+    """
+
+    strategy: Annotated[
+        Literal["tournament"],
+        Field(
+            description="Selection strategy tag; omitted means tournament (not part of Arena payloads).",
+            exclude=True,
+        ),
+    ] = "tournament"
+    tournament_size: Annotated[
+        Integer,
+        Field(
+            description="Number of agents competing in each tournament (at least 2 on Arena).", ge=2
+        ),
+    ] = 2
+    elitism: Annotated[
+        bool,
+        Field(
+            description="Keep the best agent unchanged in the next generation (required by LLM populations)."
+        ),
+    ] = True
+
+
+SelectionStrategy = Annotated[
+    Annotated[TournamentSelectionSpec, Tag("tournament")],
+    Discriminator(tag_of("strategy", "tournament")),
+]
 
 
 class RLHyperparameter(SpecModel):
-    min: Annotated[float, Field(description='Lowest value a mutation may produce.')]
-    max: Annotated[float, Field(description='Highest value a mutation may produce.')]
-    grow_factor: Annotated[float, Field(description='Multiplier applied when the hyperparameter grows.', ge=1.0)] = 1.2
-    shrink_factor: Annotated[float, Field(description='Multiplier applied when the hyperparameter shrinks.', ge=0.0, le=1.0)] = 0.8
+    """
+    Search range of one mutable RL hyperparameter.
+    """
+
+    min: Annotated[float, Field(description="Lowest value a mutation may produce.")]
+    max: Annotated[float, Field(description="Highest value a mutation may produce.")]
+    grow_factor: Annotated[
+        float, Field(description="Multiplier applied when the hyperparameter grows.", ge=1.0)
+    ] = 1.2
+    shrink_factor: Annotated[
+        float,
+        Field(description="Multiplier applied when the hyperparameter shrinks.", ge=0.0, le=1.0),
+    ] = 0.8
 
 
 class AlgoSpec(SpecModel):
-    batch_size: Annotated[Integer, Field(description='Samples per gradient update (LLM: prompts per device batch).', ge=1)] = 128
-    hp_config: Annotated[dict[str, RLHyperparameter] | None, Field(description='Mutable-hyperparameter configuration; normally derived from mutation.rl_hp_selection. A manifest may give a mapping name -> RLHyperparameter; Python code may pass a configuration object. Not written by dumps.')] = None
+    """
+    Fields shared by every algorithm.
+    """
+
+    batch_size: Annotated[
+        Integer,
+        Field(description="Samples per gradient update (LLM: prompts per device batch).", ge=1),
+    ] = 128
+    hp_config: Annotated[
+        dict[str, RLHyperparameter] | None,
+        Field(
+            description="Mutable-hyperparameter configuration; normally derived from mutation.rl_hp_selection. A manifest may give a mapping name -> RLHyperparameter; Python code may pass a configuration object. Not written by dumps."
+        ),
+    ] = None
 
 
 class CosineLRScheduleConfig(SpecModel):
-    num_epochs: Annotated[Integer, Field(description='Schedule length in epochs.', ge=1)] = 100
-    warmup_proportion: Annotated[float, Field(description='Fraction of the schedule spent warming up.', ge=0.0, le=1.0)] = 0.0
+    """
+    Cosine learning-rate schedule (typed on Arena; free-form locally).
+    """
+
+    num_epochs: Annotated[Integer, Field(description="Schedule length in epochs.", ge=1)] = 100
+    warmup_proportion: Annotated[
+        float, Field(description="Fraction of the schedule spent warming up.", ge=0.0, le=1.0)
+    ] = 0.0
 
 
 class EnvSpec(SpecModel):
-    name: Annotated[str, Field(description='Name of an environment registered on the Arena server (e.g. a Gymnasium id).', min_length=1)]
-    num_envs: Annotated[Integer, Field(description='Number of vectorised environment copies.', ge=1)] = 16
-    version: Annotated[str | None, Field(description='Version of a server-registered environment; null for the latest.')] = None
+    """
+    Arena environment: a server-registered environment chosen by name.
+    """
+
+    name: Annotated[
+        str,
+        Field(
+            description="Name of an environment registered on the Arena server (e.g. a Gymnasium id).",
+            min_length=1,
+        ),
+    ]
+    num_envs: Annotated[
+        Integer, Field(description="Number of vectorised environment copies.", ge=1)
+    ] = 16
+    version: Annotated[
+        str | None,
+        Field(description="Version of a server-registered environment; null for the latest."),
+    ] = None
 
 
 class LLMAlgorithmSpec(AlgoSpec):
-    beta: Annotated[float, Field(description='KL penalty coefficient against the reference policy.', ge=0.0, le=1.0)] = 0.001
-    max_grad_norm: Annotated[float, Field(description='Gradient clipping norm.', ge=0.0)] = 0.1
-    update_epochs: Annotated[Integer, Field(description='Optimisation epochs per batch of experience.', ge=1)] = 1
-    reduce_memory_peak: Annotated[bool, Field(description='Trade speed for a lower peak memory use.')] = False
-    use_separate_reference_adapter: Annotated[bool, Field(description='Keep the reference policy in a separate LoRA adapter.')] = False
-    calc_position_embeddings: Annotated[bool, Field(description='Compute position ids explicitly for padded batches.')] = True
-    gradient_checkpointing: Annotated[bool, Field(description='Recompute activations in the backward pass to save memory.')] = True
-    use_liger_loss: Annotated[bool, Field(description='Use the fused Liger kernel loss.')] = False
-    seed: Annotated[Integer, Field(description='Random seed of the fine-tuning run.')] = 42
-    pretrained_model_name_or_path: Annotated[str | None, Field(description='Base model; normally given by network.pretrained_model_name_or_path, which overrides it. Must be set after merging.', min_length=1)] = None
-    max_model_len: Annotated[Integer, Field(description='Maximum model context length; overwritten by network.max_context_length.', ge=1)] = 1024
-    lora_config: Annotated[LoraConfigDict | None, Field(description='LoRA settings (mapping, or a peft LoRA config object from Python); overwritten by network.lora_config.')] = None
+    """
+    Fields shared by LLM fine-tuning algorithms.
+    """
+
+    beta: Annotated[
+        float,
+        Field(description="KL penalty coefficient against the reference policy.", ge=0.0, le=1.0),
+    ] = 0.001
+    max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.", ge=0.0)] = 0.1
+    update_epochs: Annotated[
+        Integer, Field(description="Optimisation epochs per batch of experience.", ge=1)
+    ] = 1
+    reduce_memory_peak: Annotated[
+        bool, Field(description="Trade speed for a lower peak memory use.")
+    ] = False
+    use_separate_reference_adapter: Annotated[
+        bool, Field(description="Keep the reference policy in a separate LoRA adapter.")
+    ] = False
+    calc_position_embeddings: Annotated[
+        bool, Field(description="Compute position ids explicitly for padded batches.")
+    ] = True
+    gradient_checkpointing: Annotated[
+        bool, Field(description="Recompute activations in the backward pass to save memory.")
+    ] = True
+    use_liger_loss: Annotated[bool, Field(description="Use the fused Liger kernel loss.")] = False
+    seed: Annotated[Integer, Field(description="Random seed of the fine-tuning run.")] = 42
+    pretrained_model_name_or_path: Annotated[
+        str | None,
+        Field(
+            description="Base model; normally given by network.pretrained_model_name_or_path, which overrides it. Must be set after merging.",
+            min_length=1,
+        ),
+    ] = None
+    max_model_len: Annotated[
+        Integer,
+        Field(
+            description="Maximum model context length; overwritten by network.max_context_length.",
+            ge=1,
+        ),
+    ] = 1024
+    lora_config: Annotated[
+        LoraConfigDict | None,
+        Field(
+            description="LoRA settings (mapping, or a peft LoRA config object from Python); overwritten by network.lora_config."
+        ),
+    ] = None
 
 
 class VLLMConfig(SpecModel):
-    tensor_parallel_size: Annotated[Integer, Field(description='Tensor-parallel degree of the vLLM engine.', ge=1)] = 1
-    gpu_memory_utilization: Annotated[float, Field(description='Fraction of GPU memory vLLM may use.', ge=0.0, le=1.0)] = 0.3
-    max_num_seqs: Annotated[Integer, Field(description='Maximum concurrent sequences.', ge=1)] = 8
-    enforce_eager: Annotated[bool | None, Field(description='Disable CUDA graphs in vLLM.')] = None
-    sleep_mode: Annotated[bool, Field(description='Put vLLM to sleep between generation phases.')] = False
-    dtype: Annotated[str | None, Field(description='vLLM weight dtype.')] = None
-    quantization: Annotated[str | None, Field(description='vLLM quantization method.')] = None
-    stop_sequences: Annotated[list[str] | None, Field(description='Strings that stop generation.')] = None
-    presence_penalty: Annotated[float, Field(description='Presence penalty.', ge=0.0)] = 0.0
-    frequency_penalty: Annotated[float, Field(description='Frequency penalty.', ge=0.0)] = 0.0
-    kv_cache_memory_bytes: Annotated[Integer | None, Field(description='KV-cache size in bytes; null lets vLLM decide.', ge=0)] = None
+    """
+    vLLM generation server settings (typed on Arena; free-form locally).
+    """
+
+    tensor_parallel_size: Annotated[
+        Integer, Field(description="Tensor-parallel degree of the vLLM engine.", ge=1)
+    ] = 1
+    gpu_memory_utilization: Annotated[
+        float, Field(description="Fraction of GPU memory vLLM may use.", ge=0.0, le=1.0)
+    ] = 0.3
+    max_num_seqs: Annotated[Integer, Field(description="Maximum concurrent sequences.", ge=1)] = 8
+    enforce_eager: Annotated[bool | None, Field(description="Disable CUDA graphs in vLLM.")] = None
+    sleep_mode: Annotated[
+        bool, Field(description="Put vLLM to sleep between generation phases.")
+    ] = False
+    dtype: Annotated[str | None, Field(description="vLLM weight dtype.")] = None
+    quantization: Annotated[str | None, Field(description="vLLM quantization method.")] = None
+    stop_sequences: Annotated[
+        list[str] | None, Field(description="Strings that stop generation.")
+    ] = None
+    presence_penalty: Annotated[float, Field(description="Presence penalty.", ge=0.0)] = 0.0
+    frequency_penalty: Annotated[float, Field(description="Frequency penalty.", ge=0.0)] = 0.0
+    kv_cache_memory_bytes: Annotated[
+        Integer | None, Field(description="KV-cache size in bytes; null lets vLLM decide.", ge=0)
+    ] = None
 
 
 class CISPOSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['CISPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'CISPO'
-    group_size: Annotated[Integer, Field(description='Completions sampled per prompt.', ge=1)]
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
-    clip_coef: Annotated[float, Field(description='Importance-weight clipping: one coefficient, or asymmetric [low, high] bounds (Arena: one coefficient in [0, 1]).', ge=0.0, le=1.0)] = 0.2
-    temperature: Annotated[float, Field(description='Sampling temperature of generations.')] = 0.9
-    max_output_tokens: Annotated[Integer | None, Field(description='Maximum generated tokens per completion.', exclude=True)] = 1024
-    min_output_tokens: Annotated[Integer | None, Field(description='Minimum generated tokens per completion.')] = None
-    cosine_lr_schedule_config: Annotated[CosineLRScheduleConfig | None, Field(description='Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate.')] = None
-    vllm_config: Annotated[VLLMConfig | None, Field(description='vLLM settings used when use_vllm is true (free-form).')] = None
-    use_vllm: Annotated[bool, Field(description='Generate with vLLM (needs vllm_config).')] = False
+    """
+    Clipped Importance Sampling Policy Optimisation (LLM reasoning).
+    """
+
+    name: Annotated[
+        Literal["CISPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "CISPO"
+    group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    clip_coef: Annotated[
+        float,
+        Field(
+            description="Importance-weight clipping: one coefficient, or asymmetric [low, high] bounds (Arena: one coefficient in [0, 1]).",
+            ge=0.0,
+            le=1.0,
+        ),
+    ] = 0.2
+    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    max_output_tokens: Annotated[
+        Integer | None, Field(description="Maximum generated tokens per completion.", exclude=True)
+    ] = 1024
+    min_output_tokens: Annotated[
+        Integer | None, Field(description="Minimum generated tokens per completion.")
+    ] = None
+    cosine_lr_schedule_config: Annotated[
+        CosineLRScheduleConfig | None,
+        Field(
+            description="Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate."
+        ),
+    ] = None
+    vllm_config: Annotated[
+        VLLMConfig | None,
+        Field(description="vLLM settings used when use_vllm is true (free-form)."),
+    ] = None
+    use_vllm: Annotated[bool, Field(description="Generate with vLLM (needs vllm_config).")] = False
 
 
 class DPOSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['DPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'DPO'
-    lr: Annotated[float, Field(description='Learning rate.')] = 5e-06
+    """
+    Direct Preference Optimisation (LLM preference data).
+    """
+
+    name: Annotated[
+        Literal["DPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "DPO"
+    lr: Annotated[float, Field(description="Learning rate.")] = 5e-06
 
 
 class GRPOSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['GRPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'GRPO'
-    group_size: Annotated[Integer, Field(description='Completions sampled per prompt.', ge=1)]
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    temperature: Annotated[float, Field(description='Sampling temperature of generations.')] = 0.9
-    max_output_tokens: Annotated[Integer | None, Field(description='Maximum generated tokens per completion.', exclude=True)] = 1024
-    min_output_tokens: Annotated[Integer | None, Field(description='Minimum generated tokens per completion.')] = None
-    cosine_lr_schedule_config: Annotated[CosineLRScheduleConfig | None, Field(description='Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate.')] = None
-    vllm_config: Annotated[VLLMConfig | None, Field(description='vLLM settings used when use_vllm is true (free-form).')] = None
-    use_vllm: Annotated[bool, Field(description='Generate with vLLM (needs vllm_config).')] = False
+    """
+    Group Relative Policy Optimisation (LLM reasoning).
+    """
+
+    name: Annotated[
+        Literal["GRPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "GRPO"
+    group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    max_output_tokens: Annotated[
+        Integer | None, Field(description="Maximum generated tokens per completion.", exclude=True)
+    ] = 1024
+    min_output_tokens: Annotated[
+        Integer | None, Field(description="Minimum generated tokens per completion.")
+    ] = None
+    cosine_lr_schedule_config: Annotated[
+        CosineLRScheduleConfig | None,
+        Field(
+            description="Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate."
+        ),
+    ] = None
+    vllm_config: Annotated[
+        VLLMConfig | None,
+        Field(description="vLLM settings used when use_vllm is true (free-form)."),
+    ] = None
+    use_vllm: Annotated[bool, Field(description="Generate with vLLM (needs vllm_config).")] = False
 
 
 class GSPOSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['GSPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'GSPO'
-    group_size: Annotated[Integer, Field(description='Completions sampled per prompt.', ge=1)]
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    temperature: Annotated[float, Field(description='Sampling temperature of generations.')] = 0.9
-    max_output_tokens: Annotated[Integer | None, Field(description='Maximum generated tokens per completion.', exclude=True)] = 1024
-    min_output_tokens: Annotated[Integer | None, Field(description='Minimum generated tokens per completion.')] = None
-    cosine_lr_schedule_config: Annotated[CosineLRScheduleConfig | None, Field(description='Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate.')] = None
-    vllm_config: Annotated[VLLMConfig | None, Field(description='vLLM settings used when use_vllm is true (free-form).')] = None
-    use_vllm: Annotated[bool, Field(description='Generate with vLLM (needs vllm_config).')] = False
+    """
+    Group Sequence Policy Optimisation (LLM reasoning).
+    """
+
+    name: Annotated[
+        Literal["GSPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "GSPO"
+    group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    max_output_tokens: Annotated[
+        Integer | None, Field(description="Maximum generated tokens per completion.", exclude=True)
+    ] = 1024
+    min_output_tokens: Annotated[
+        Integer | None, Field(description="Minimum generated tokens per completion.")
+    ] = None
+    cosine_lr_schedule_config: Annotated[
+        CosineLRScheduleConfig | None,
+        Field(
+            description="Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate."
+        ),
+    ] = None
+    vllm_config: Annotated[
+        VLLMConfig | None,
+        Field(description="vLLM settings used when use_vllm is true (free-form)."),
+    ] = None
+    use_vllm: Annotated[bool, Field(description="Generate with vLLM (needs vllm_config).")] = False
 
 
 class LLMPPOSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['LLMPPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'LLMPPO'
-    lr_actor: Annotated[float, Field(description='Actor (policy) learning rate.', ge=0.0)] = 5e-06
-    lr_critic: Annotated[float | None, Field(description='Critic learning rate.', ge=0.0)] = 5e-06
-    vf_coef: Annotated[float, Field(description='Value loss coefficient.', ge=0.0)] = 0.5
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    gamma: Annotated[float, Field(description='Discount factor across turns/tokens.', ge=0.0, le=1.0)] = 0.99
-    gae_lambda: Annotated[float, Field(description='GAE lambda.', ge=0.0, le=1.0)] = 0.95
-    temperature: Annotated[float, Field(description='Sampling temperature of generations.')] = 0.9
-    max_output_tokens: Annotated[Integer | None, Field(description='Maximum generated tokens per completion.', exclude=True)] = 1024
-    min_output_tokens: Annotated[Integer | None, Field(description='Minimum generated tokens per completion.')] = None
-    cosine_lr_schedule_config: Annotated[CosineLRScheduleConfig | None, Field(description='Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate.')] = None
-    vllm_config: Annotated[VLLMConfig | None, Field(description='vLLM settings used when use_vllm is true (free-form).')] = None
-    use_vllm: Annotated[bool, Field(description='Generate with vLLM (needs vllm_config).')] = False
-    action_granularity: Annotated[Literal['turn', 'token', 'auto'], Field(description='What one action is: a token, a turn, or chosen automatically.')] = 'auto'
+    """
+    PPO with a learned critic for LLM fine-tuning (reasoning).
+    """
+
+    name: Annotated[
+        Literal["LLMPPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "LLMPPO"
+    lr_actor: Annotated[float, Field(description="Actor (policy) learning rate.", ge=0.0)] = 5e-06
+    lr_critic: Annotated[float | None, Field(description="Critic learning rate.", ge=0.0)] = 5e-06
+    vf_coef: Annotated[float, Field(description="Value loss coefficient.", ge=0.0)] = 0.5
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    gamma: Annotated[
+        float, Field(description="Discount factor across turns/tokens.", ge=0.0, le=1.0)
+    ] = 0.99
+    gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
+    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    max_output_tokens: Annotated[
+        Integer | None, Field(description="Maximum generated tokens per completion.", exclude=True)
+    ] = 1024
+    min_output_tokens: Annotated[
+        Integer | None, Field(description="Minimum generated tokens per completion.")
+    ] = None
+    cosine_lr_schedule_config: Annotated[
+        CosineLRScheduleConfig | None,
+        Field(
+            description="Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate."
+        ),
+    ] = None
+    vllm_config: Annotated[
+        VLLMConfig | None,
+        Field(description="vLLM settings used when use_vllm is true (free-form)."),
+    ] = None
+    use_vllm: Annotated[bool, Field(description="Generate with vLLM (needs vllm_config).")] = False
+    action_granularity: Annotated[
+        Literal["turn", "token", "auto"],
+        Field(description="What one action is: a token, a turn, or chosen automatically."),
+    ] = "auto"
 
 
 class LLMREINFORCESpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['LLMREINFORCE'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'LLMREINFORCE'
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 5e-06
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    gamma: Annotated[float, Field(description='Discount factor across turns.', ge=0.0, le=1.0)] = 0.99
-    temperature: Annotated[float, Field(description='Sampling temperature of generations.')] = 0.9
-    max_output_tokens: Annotated[Integer | None, Field(description='Maximum generated tokens per completion.', exclude=True)] = 1024
-    min_output_tokens: Annotated[Integer | None, Field(description='Minimum generated tokens per completion.')] = None
-    cosine_lr_schedule_config: Annotated[CosineLRScheduleConfig | None, Field(description='Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate.')] = None
-    vllm_config: Annotated[VLLMConfig | None, Field(description='vLLM settings used when use_vllm is true (free-form).')] = None
-    use_vllm: Annotated[bool, Field(description='Generate with vLLM (needs vllm_config).')] = False
-    action_granularity: Annotated[Literal['turn', 'token', 'auto'], Field(description='What one action is: a token, a turn, or chosen automatically.')] = 'auto'
+    """
+    REINFORCE for LLM fine-tuning (reasoning).
+    """
+
+    name: Annotated[
+        Literal["LLMREINFORCE"],
+        Field(description="Registered algorithm name (exact, case-sensitive)."),
+    ] = "LLMREINFORCE"
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 5e-06
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    gamma: Annotated[float, Field(description="Discount factor across turns.", ge=0.0, le=1.0)] = (
+        0.99
+    )
+    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    max_output_tokens: Annotated[
+        Integer | None, Field(description="Maximum generated tokens per completion.", exclude=True)
+    ] = 1024
+    min_output_tokens: Annotated[
+        Integer | None, Field(description="Minimum generated tokens per completion.")
+    ] = None
+    cosine_lr_schedule_config: Annotated[
+        CosineLRScheduleConfig | None,
+        Field(
+            description="Cosine learning-rate schedule settings (num_epochs, warmup_proportion); null for a constant rate."
+        ),
+    ] = None
+    vllm_config: Annotated[
+        VLLMConfig | None,
+        Field(description="vLLM settings used when use_vllm is true (free-form)."),
+    ] = None
+    use_vllm: Annotated[bool, Field(description="Generate with vLLM (needs vllm_config).")] = False
+    action_granularity: Annotated[
+        Literal["turn", "token", "auto"],
+        Field(description="What one action is: a token, a turn, or chosen automatically."),
+    ] = "auto"
 
 
 class LstmSpec(SpecModel):
-    arch: Annotated[Literal['lstm'], Field(description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.')] = 'lstm'
-    hidden_state_size: Annotated[Integer, Field(description='Size of the LSTM hidden state.', gt=0)]
-    num_layers: Annotated[Integer, Field(description='Number of stacked LSTM layers.', gt=0)] = 1
-    min_hidden_state_size: Annotated[Integer, Field(description='Smallest hidden state mutation may leave.', gt=0)] = 8
-    max_hidden_state_size: Annotated[Integer, Field(description='Largest hidden state mutation may create.', gt=1)] = 256
-    min_layers: Annotated[Integer, Field(description='Fewest LSTM layers.', ge=0)] = 1
-    max_layers: Annotated[Integer, Field(description='Most LSTM layers.', ge=1)] = 6
-    dropout: Annotated[float, Field(description='Dropout between LSTM layers.', ge=0.0, le=1.0)] = 0.0
+    """
+    Recurrent LSTM encoder (arch: lstm), used with recurrent PPO.
+    """
+
+    arch: Annotated[
+        Literal["lstm"],
+        Field(
+            description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.'
+        ),
+    ] = "lstm"
+    hidden_state_size: Annotated[Integer, Field(description="Size of the LSTM hidden state.", gt=0)]
+    num_layers: Annotated[Integer, Field(description="Number of stacked LSTM layers.", gt=0)] = 1
+    min_hidden_state_size: Annotated[
+        Integer, Field(description="Smallest hidden state mutation may leave.", gt=0)
+    ] = 8
+    max_hidden_state_size: Annotated[
+        Integer, Field(description="Largest hidden state mutation may create.", gt=1)
+    ] = 256
+    min_layers: Annotated[Integer, Field(description="Fewest LSTM layers.", ge=0)] = 1
+    max_layers: Annotated[Integer, Field(description="Most LSTM layers.", ge=1)] = 6
+    dropout: Annotated[float, Field(description="Dropout between LSTM layers.", ge=0.0, le=1.0)] = (
+        0.0
+    )
 
 
 class MultiAgentRLAlgorithmSpec(AlgoSpec):
-    learn_step: Annotated[Integer, Field(description='Environment steps between learning updates.', ge=1)] = 2048
-    gamma: Annotated[float, Field(description='Discount factor.', ge=0.0, le=1.0)] = 0.99
-    torch_compiler: Annotated[str | None, Field(description='torch.compile mode for the networks; null disables compilation.')] = None
-    net_config: Annotated[dict[str, Any] | None, Field(description='Network configuration (one spec, or one per agent group); filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass spec objects. Not written by dumps.')] = None
+    """
+    Fields shared by multi-agent RL algorithms.
+    """
+
+    learn_step: Annotated[
+        Integer, Field(description="Environment steps between learning updates.", ge=1)
+    ] = 2048
+    gamma: Annotated[float, Field(description="Discount factor.", ge=0.0, le=1.0)] = 0.99
+    torch_compiler: Annotated[
+        str | None,
+        Field(description="torch.compile mode for the networks; null disables compilation."),
+    ] = None
+    net_config: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Network configuration (one spec, or one per agent group); filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass spec objects. Not written by dumps."
+        ),
+    ] = None
 
 
 class IPPOSpec(MultiAgentRLAlgorithmSpec):
-    name: Annotated[Literal['IPPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'IPPO'
-    gae_lambda: Annotated[float, Field(description='GAE lambda.', ge=0.0, le=1.0)] = 0.95
-    action_std_init: Annotated[float, Field(description='Initial standard deviation of continuous actions.')] = 0.0
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    ent_coef: Annotated[float, Field(description='Entropy bonus coefficient.', ge=0.0, le=1.0)] = 0.01
-    vf_coef: Annotated[float, Field(description='Value loss coefficient.', ge=0.0, le=1.0)] = 0.5
-    max_grad_norm: Annotated[float, Field(description='Gradient clipping norm.')] = 0.5
-    target_kl: Annotated[float | None, Field(description='Stop the update early when the approximate KL exceeds it; null never stops.')] = None
-    update_epochs: Annotated[Integer, Field(description='Optimisation epochs per rollout.', ge=1)] = 4
-    action_batch_size: Annotated[Integer | None, Field(description='Agents whose actions are computed per forward pass; null for all at once.')] = None
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
+    """
+    Independent PPO (multi-agent, on-policy).
+    """
+
+    name: Annotated[
+        Literal["IPPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "IPPO"
+    gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
+    action_std_init: Annotated[
+        float, Field(description="Initial standard deviation of continuous actions.")
+    ] = 0.0
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    ent_coef: Annotated[float, Field(description="Entropy bonus coefficient.", ge=0.0, le=1.0)] = (
+        0.01
+    )
+    vf_coef: Annotated[float, Field(description="Value loss coefficient.", ge=0.0, le=1.0)] = 0.5
+    max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.")] = 0.5
+    target_kl: Annotated[
+        float | None,
+        Field(
+            description="Stop the update early when the approximate KL exceeds it; null never stops."
+        ),
+    ] = None
+    update_epochs: Annotated[
+        Integer, Field(description="Optimisation epochs per rollout.", ge=1)
+    ] = 4
+    action_batch_size: Annotated[
+        Integer | None,
+        Field(
+            description="Agents whose actions are computed per forward pass; null for all at once."
+        ),
+    ] = None
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
 
 
 class MADDPGSpec(MultiAgentRLAlgorithmSpec):
-    name: Annotated[Literal['MADDPG'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'MADDPG'
-    vect_noise_dim: Annotated[Integer, Field(description="Parallel exploration-noise streams (set to the environment's num_envs).", ge=1)] = 1
-    lr_actor: Annotated[float, Field(description='Actor learning rate.', ge=0.0)] = 0.001
-    lr_critic: Annotated[float, Field(description='Critic learning rate.', ge=0.0)] = 0.01
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.', ge=0.0, le=1.0)] = 0.01
-    O_U_noise: Annotated[bool, Field(description='Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).')] = True
-    expl_noise: Annotated[float, Field(description='Scale of the exploration noise.')] = 0.1
-    mean_noise: Annotated[float, Field(description='Mean of the exploration noise.')] = 0.0
-    theta: Annotated[float, Field(description='Mean-reversion rate of the Ornstein-Uhlenbeck noise.')] = 0.15
-    dt: Annotated[float, Field(description='Time step of the Ornstein-Uhlenbeck noise.')] = 0.01
+    """
+    Multi-Agent DDPG (multi-agent, off-policy, centralised critics).
+    """
+
+    name: Annotated[
+        Literal["MADDPG"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "MADDPG"
+    vect_noise_dim: Annotated[
+        Integer,
+        Field(
+            description="Parallel exploration-noise streams (set to the environment's num_envs).",
+            ge=1,
+        ),
+    ] = 1
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.01
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.01
+    O_U_noise: Annotated[
+        bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
+    ] = True
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
+    theta: Annotated[
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+    ] = 0.15
+    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
 
 
 class MATD3Spec(MultiAgentRLAlgorithmSpec):
-    name: Annotated[Literal['MATD3'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'MATD3'
-    vect_noise_dim: Annotated[Integer, Field(description="Parallel exploration-noise streams (set to the environment's num_envs).", ge=1)] = 1
-    lr_actor: Annotated[float, Field(description='Actor learning rate.', ge=0.0)] = 0.001
-    lr_critic: Annotated[float, Field(description='Critic learning rate.', ge=0.0)] = 0.01
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.', ge=0.0, le=1.0)] = 0.015
-    O_U_noise: Annotated[bool, Field(description='Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).')] = True
-    expl_noise: Annotated[float, Field(description='Scale of the exploration noise.')] = 0.1
-    mean_noise: Annotated[float, Field(description='Mean of the exploration noise.')] = 0.0
-    theta: Annotated[float, Field(description='Mean-reversion rate of the Ornstein-Uhlenbeck noise.')] = 0.15
-    dt: Annotated[float, Field(description='Time step of the Ornstein-Uhlenbeck noise.')] = 0.01
-    policy_freq: Annotated[Integer, Field(description='Critic updates per actor update.', ge=1)] = 2
+    """
+    Multi-Agent TD3 (multi-agent, off-policy, twin centralised critics).
+    """
+
+    name: Annotated[
+        Literal["MATD3"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "MATD3"
+    vect_noise_dim: Annotated[
+        Integer,
+        Field(
+            description="Parallel exploration-noise streams (set to the environment's num_envs).",
+            ge=1,
+        ),
+    ] = 1
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.01
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.015
+    O_U_noise: Annotated[
+        bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
+    ] = True
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
+    theta: Annotated[
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+    ] = 0.15
+    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
 
 
 class MultiInputSpec(SpecModel):
-    arch: Annotated[Literal['multiinput'], Field(description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.')] = 'multiinput'
-    latent_dim: Annotated[Integer, Field(description='Output size of each per-input encoder.', gt=0)] = 32
-    vector_space_mlp: Annotated[bool, Field(description='Encode vector inputs with an MLP instead of concatenating them raw.')] = False
-    min_latent_dim: Annotated[Integer, Field(description='Smallest latent_dim mutation may leave.', gt=0)] = 8
-    max_latent_dim: Annotated[Integer, Field(description='Largest latent_dim mutation may create.', gt=1)] = 128
-    mlp_config: Annotated[MlpSpec | None, Field(description='MLP used for vector inputs; null uses defaults.')] = None
-    cnn_config: Annotated[CnnSpec | None, Field(description='CNN used for image inputs; null uses defaults.')] = None
+    """
+    Encoder for Dict/Tuple observation spaces (arch: multiinput): one sub-encoder per input, concatenated.
+    """
+
+    arch: Annotated[
+        Literal["multiinput"],
+        Field(
+            description='Encoder architecture tag ("multiinput"); also accepted as the top-level network.arch key.'
+        ),
+    ] = "multiinput"
+    latent_dim: Annotated[
+        Integer, Field(description="Output size of each per-input encoder.", gt=0)
+    ] = 32
+    vector_space_mlp: Annotated[
+        bool,
+        Field(description="Encode vector inputs with an MLP instead of concatenating them raw."),
+    ] = False
+    min_latent_dim: Annotated[
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+    ] = 8
+    max_latent_dim: Annotated[
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+    ] = 128
+    mlp_config: Annotated[
+        MlpSpec | None, Field(description="MLP used for vector inputs; null uses defaults.")
+    ] = None
+    cnn_config: Annotated[
+        CnnSpec | None, Field(description="CNN used for image inputs; null uses defaults.")
+    ] = None
 
 
 class MutationProbabilities(SpecModel):
-    no_mut: Annotated[float, Field(description='Probability of no mutation.', ge=0.0, le=1.0)] = 0.4
-    arch_mut: Annotated[float, Field(description='Probability of an architecture mutation.', ge=0.0, le=1.0)] = 0.2
-    new_layer: Annotated[float, Field(description='Within an architecture mutation, probability of adding a layer rather than nodes.', ge=0.0, le=1.0)] = 0.2
-    params_mut: Annotated[float, Field(description='Probability of a Gaussian parameter (weight) mutation.', ge=0.0, le=1.0)] = 0.2
-    act_mut: Annotated[float, Field(description='Probability of an activation-function mutation.', ge=0.0, le=1.0)] = 0.0
-    rl_hp_mut: Annotated[float, Field(description='Probability of mutating one RL hyperparameter from rl_hp_selection.', ge=0.0, le=1.0)] = 0.2
+    """
+    Relative probabilities of each mutation kind applied to an agent after selection (no sum-to-one rule).
+    """
+
+    no_mut: Annotated[float, Field(description="Probability of no mutation.", ge=0.0, le=1.0)] = 0.4
+    arch_mut: Annotated[
+        float, Field(description="Probability of an architecture mutation.", ge=0.0, le=1.0)
+    ] = 0.2
+    new_layer: Annotated[
+        float,
+        Field(
+            description="Within an architecture mutation, probability of adding a layer rather than nodes.",
+            ge=0.0,
+            le=1.0,
+        ),
+    ] = 0.2
+    params_mut: Annotated[
+        float,
+        Field(description="Probability of a Gaussian parameter (weight) mutation.", ge=0.0, le=1.0),
+    ] = 0.2
+    act_mut: Annotated[
+        float, Field(description="Probability of an activation-function mutation.", ge=0.0, le=1.0)
+    ] = 0.0
+    rl_hp_mut: Annotated[
+        float,
+        Field(
+            description="Probability of mutating one RL hyperparameter from rl_hp_selection.",
+            ge=0.0,
+            le=1.0,
+        ),
+    ] = 0.2
 
 
 class MutationSpec(SpecModel):
-    probabilities: Annotated[MutationProbabilities, Field(description='Probabilities of each mutation kind.', validate_default=True)] = {'no_mut': 0.4, 'arch_mut': 0.2, 'new_layer': 0.2, 'params_mut': 0.2, 'act_mut': 0.0, 'rl_hp_mut': 0.2}
-    rl_hp_selection: Annotated[dict[str, RLHyperparameter], Field(description='Mutable RL hyperparameters by name (e.g. lr, batch_size, learn_step) with their search ranges.', validate_default=True)] = {}
-    mutation_sd: Annotated[float, Field(description='Standard deviation of Gaussian parameter mutations.', ge=0.0)] = 0.1
-    rand_seed: Annotated[Integer, Field(description='Seed of the mutation random generator (also seeds multi-frequency selection).', ge=0)] = 42
+    """
+    Mutation operator settings. Present together with selection_strategy, the population evolves every generation.
+    """
+
+    probabilities: Annotated[MutationProbabilities, Field(description="Probabilities of each mutation kind.", validate_default=True)] = {
+        "no_mut": 0.4,
+        "arch_mut": 0.2,
+        "new_layer": 0.2,
+        "params_mut": 0.2,
+        "act_mut": 0.0,
+        "rl_hp_mut": 0.2,
+    }
+    rl_hp_selection: Annotated[
+        dict[str, RLHyperparameter],
+        Field(
+            description="Mutable RL hyperparameters by name (e.g. lr, batch_size, learn_step) with their search ranges.",
+            validate_default=True,
+        ),
+    ] = {}
+    mutation_sd: Annotated[
+        float, Field(description="Standard deviation of Gaussian parameter mutations.", ge=0.0)
+    ] = 0.1
+    rand_seed: Annotated[
+        Integer,
+        Field(
+            description="Seed of the mutation random generator (also seeds multi-frequency selection).",
+            ge=0,
+        ),
+    ] = 42
 
 
 class NStepBufferArgs(SpecModel):
-    n_step: Annotated[Integer, Field(description='Number of steps summed into each n-step return.', ge=1)] = 3
+    """
+    Arguments of the n-step return buffer.
+    """
+
+    n_step: Annotated[
+        Integer, Field(description="Number of steps summed into each n-step return.", ge=1)
+    ] = 3
 
 
 class SimbaSpec(SpecModel):
-    arch: Annotated[Literal['simba'], Field(description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.')] = 'simba'
-    hidden_size: Annotated[Integer, Field(description='Width of the residual blocks (a single integer, not a list).', gt=0)]
-    num_blocks: Annotated[Integer, Field(description='Number of residual blocks.', gt=0)]
-    output_activation: Annotated[Literal['Tanh', 'GELU', 'ReLU', 'ELU', 'LeakyReLU', 'Sigmoid', 'Softplus', 'Softmax', 'GumbelSoftmax', 'PReLU', 'Identity'] | None, Field(description='Activation applied to the encoder output; null for none.')] = None
-    scale_factor: Annotated[Integer, Field(description='Expansion factor inside each residual block.', gt=0)] = 4
-    min_blocks: Annotated[Integer, Field(description='Fewest residual blocks.', gt=0)] = 1
-    max_blocks: Annotated[Integer, Field(description='Most residual blocks.', gt=1)] = 4
-    min_mlp_nodes: Annotated[Integer, Field(description='Smallest hidden_size mutation may leave.', gt=0)] = 8
-    max_mlp_nodes: Annotated[Integer, Field(description='Largest hidden_size mutation may create.', gt=1)] = 256
+    """
+    SimBa residual encoder (arch: simba).
+    """
+
+    arch: Annotated[
+        Literal["simba"],
+        Field(
+            description='Encoder architecture tag ("simba"); also accepted as the top-level network.arch key.'
+        ),
+    ] = "simba"
+    hidden_size: Annotated[
+        Integer,
+        Field(description="Width of the residual blocks (a single integer, not a list).", gt=0),
+    ]
+    num_blocks: Annotated[Integer, Field(description="Number of residual blocks.", gt=0)]
+    output_activation: Annotated[
+        Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
+        Field(description="Activation applied to the encoder output; null for none."),
+    ] = None
+    scale_factor: Annotated[
+        Integer, Field(description="Expansion factor inside each residual block.", gt=0)
+    ] = 4
+    min_blocks: Annotated[Integer, Field(description="Fewest residual blocks.", gt=0)] = 1
+    max_blocks: Annotated[Integer, Field(description="Most residual blocks.", gt=1)] = 4
+    min_mlp_nodes: Annotated[
+        Integer, Field(description="Smallest hidden_size mutation may leave.", gt=0)
+    ] = 8
+    max_mlp_nodes: Annotated[
+        Integer, Field(description="Largest hidden_size mutation may create.", gt=1)
+    ] = 256
 
 
 class NetworkSpec(SpecModel):
-    latent_dim: Annotated[Integer, Field(description='Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].', gt=0)] = 32
-    min_latent_dim: Annotated[Integer, Field(description='Smallest latent_dim mutation may leave.', gt=0)] = 8
-    max_latent_dim: Annotated[Integer, Field(description='Largest latent_dim mutation may create.', gt=1)] = 128
-    encoder_config: Annotated[Annotated[Annotated[MlpSpec, Tag('mlp')] | Annotated[CnnSpec, Tag('cnn')] | Annotated[LstmSpec, Tag('lstm')] | Annotated[SimbaSpec, Tag('simba')] | Annotated[MultiInputSpec, Tag('multiinput')], Discriminator(tag_of('arch', None))], Field(description='Encoder settings; the arch key selects the encoder class.')]
-    head_config: Annotated[MlpSpec, Field(description='Settings of the MLP head.')]
-    random_seed: Annotated[Integer | None, Field(description='Seed for network initialisation; null for unseeded.')] = None
-    simba: Annotated[bool, Field(description='Use SimBa blocks (forced true when the encoder is SimbaSpec; conflicts with recurrent PPO).')] = False
+    """
+    Evolvable RL network: an encoder (chosen by arch) feeding a latent vector into an MLP head.
+    """
+
+    latent_dim: Annotated[
+        Integer,
+        Field(
+            description="Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].",
+            gt=0,
+        ),
+    ] = 32
+    min_latent_dim: Annotated[
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+    ] = 8
+    max_latent_dim: Annotated[
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+    ] = 128
+    encoder_config: Annotated[
+        Annotated[Annotated[MlpSpec, Tag("mlp")] | Annotated[CnnSpec, Tag("cnn")] | Annotated[LstmSpec, Tag("lstm")] | Annotated[SimbaSpec, Tag("simba")] | Annotated[MultiInputSpec, Tag("multiinput")], Discriminator(tag_of("arch", None))],
+        Field(description="Encoder settings; the arch key selects the encoder class."),
+    ]
+    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head.")]
+    random_seed: Annotated[
+        Integer | None, Field(description="Seed for network initialisation; null for unseeded.")
+    ] = None
+    simba: Annotated[
+        bool,
+        Field(
+            description="Use SimBa blocks (forced true when the encoder is SimbaSpec; conflicts with recurrent PPO)."
+        ),
+    ] = False
 
 
 class ContinuousQNetworkSpec(NetworkSpec):
-    pass
+    """
+    State-action value network (critics of DDPG, TD3, MADDPG, MATD3).
+    """
 
 
 class DeterministicActorSpec(NetworkSpec):
-    pass
+    """
+    Deterministic policy network of DDPG, TD3, MADDPG and MATD3.
+    """
 
 
 class PerBufferArgs(SpecModel):
-    alpha: Annotated[float, Field(description='Prioritisation exponent: 0 samples uniformly, 1 fully by priority.', ge=0.0, le=1.0)] = 0.5
+    """
+    Arguments of the prioritized experience replay buffer.
+    """
+
+    alpha: Annotated[
+        float,
+        Field(
+            description="Prioritisation exponent: 0 samples uniformly, 1 fully by priority.",
+            ge=0.0,
+            le=1.0,
+        ),
+    ] = 0.5
 
 
 class QNetworkSpec(NetworkSpec):
-    pass
+    """
+    Q-network of DQN, CQN and the neural bandits.
+    """
 
 
 class RLAlgorithmSpec(AlgoSpec):
-    learn_step: Annotated[Integer, Field(description='Environment steps between learning updates.', ge=1)] = 5
-    gamma: Annotated[float, Field(description='Discount factor.', ge=0.0, le=1.0)] = 0.99
-    net_config: Annotated[dict[str, Any] | None, Field(description='Network configuration; filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass a network spec object. Not written by dumps.')] = None
+    """
+    Fields shared by single-agent RL algorithms.
+    """
+
+    learn_step: Annotated[
+        Integer, Field(description="Environment steps between learning updates.", ge=1)
+    ] = 5
+    gamma: Annotated[float, Field(description="Discount factor.", ge=0.0, le=1.0)] = 0.99
+    net_config: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="Network configuration; filled from the network section. A manifest may give a mapping in the network-section format (the network section wins); Python code may pass a network spec object. Not written by dumps."
+        ),
+    ] = None
 
 
 class DDPGSpec(RLAlgorithmSpec):
-    name: Annotated[Literal['DDPG'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'DDPG'
-    vect_noise_dim: Annotated[Integer, Field(description="Parallel exploration-noise streams (set to the environment's num_envs).", ge=1)] = 1
-    lr_actor: Annotated[float, Field(description='Actor learning rate.', ge=0.0)] = 0.0001
-    lr_critic: Annotated[float, Field(description='Critic learning rate.', ge=0.0)] = 0.001
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.', ge=0.0, le=1.0)] = 0.001
-    policy_freq: Annotated[Integer, Field(description='Critic updates per actor update.', ge=1)] = 2
-    O_U_noise: Annotated[bool, Field(description='Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).')] = True
-    expl_noise: Annotated[float, Field(description='Scale of the exploration noise.')] = 0.1
-    mean_noise: Annotated[float, Field(description='Mean of the exploration noise.')] = 0.0
-    theta: Annotated[float, Field(description='Mean-reversion rate of the Ornstein-Uhlenbeck noise.')] = 0.15
-    dt: Annotated[float, Field(description='Time step of the Ornstein-Uhlenbeck noise.')] = 0.01
-    share_encoders: Annotated[bool, Field(description='Share the observation encoder between actor and critic.')] = False
+    """
+    Deep Deterministic Policy Gradient (single-agent, off-policy, continuous actions).
+    """
+
+    name: Annotated[
+        Literal["DDPG"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "DDPG"
+    vect_noise_dim: Annotated[
+        Integer,
+        Field(
+            description="Parallel exploration-noise streams (set to the environment's num_envs).",
+            ge=1,
+        ),
+    ] = 1
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.0001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.001
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.001
+    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
+    O_U_noise: Annotated[
+        bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
+    ] = True
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
+    theta: Annotated[
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+    ] = 0.15
+    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    share_encoders: Annotated[
+        bool, Field(description="Share the observation encoder between actor and critic.")
+    ] = False
 
 
 class DQNSpec(RLAlgorithmSpec):
-    name: Annotated[Literal['DQN'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'DQN'
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.')] = 0.001
-    double: Annotated[bool, Field(description='Use double Q-learning targets.')] = False
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
+    """
+    Deep Q-Network (single-agent, off-policy, discrete actions).
+    """
+
+    name: Annotated[
+        Literal["DQN"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "DQN"
+    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.001
+    double: Annotated[bool, Field(description="Use double Q-learning targets.")] = False
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
 
 
 class NeuralBanditSpec(RLAlgorithmSpec):
-    gamma: Annotated[float, Field(description='Exploration scale of the confidence bonus / posterior sampling.', ge=0.0)] = 1.0
-    lamb: Annotated[float, Field(description='Regularisation of the design matrix.')] = 1.0
-    reg: Annotated[float, Field(description='L2 regularisation of the network weights.')] = 0.000625
-    learn_step: Annotated[Integer, Field(description='Learning updates per environment step.', ge=1)] = 2
+    """
+    Fields shared by the neural contextual-bandit algorithms.
+    """
+
+    gamma: Annotated[
+        float,
+        Field(
+            description="Exploration scale of the confidence bonus / posterior sampling.", ge=0.0
+        ),
+    ] = 1.0
+    lamb: Annotated[float, Field(description="Regularisation of the design matrix.")] = 1.0
+    reg: Annotated[float, Field(description="L2 regularisation of the network weights.")] = 0.000625
+    learn_step: Annotated[
+        Integer, Field(description="Learning updates per environment step.", ge=1)
+    ] = 2
 
 
 class PPOSpec(RLAlgorithmSpec):
-    name: Annotated[Literal['PPO'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'PPO'
-    num_envs: Annotated[Integer, Field(description="Vectorised environments (set from the environment's num_envs).", ge=1)] = 1
-    learn_step: Annotated[Integer, Field(description='Rollout length in environment steps between updates.', ge=1)] = 2048
-    gae_lambda: Annotated[float, Field(description='GAE lambda.', ge=0.0, le=1.0)] = 0.95
-    action_std_init: Annotated[float, Field(description='Initial standard deviation of continuous actions.', ge=0.0)] = 0.6
-    clip_coef: Annotated[float, Field(description='Policy ratio clipping coefficient.', ge=0.0, le=1.0)] = 0.2
-    ent_coef: Annotated[float, Field(description='Entropy bonus coefficient.', ge=0.0, le=1.0)] = 0.01
-    vf_coef: Annotated[float, Field(description='Value loss coefficient.', ge=0.0, le=1.0)] = 0.5
-    max_grad_norm: Annotated[float, Field(description='Gradient clipping norm.', ge=0.0)] = 0.5
-    target_kl: Annotated[float | None, Field(description='Stop the update early when the approximate KL exceeds it; null never stops.', ge=0.0)] = None
-    update_epochs: Annotated[Integer, Field(description='Optimisation epochs per rollout.', ge=1)] = 4
-    rollout_buffer_config: Annotated[dict[str, Any] | None, Field(description='Extra rollout buffer settings (free-form).')] = {}
-    recurrent: Annotated[bool, Field(description='Use a recurrent (LSTM) policy; cannot be combined with SimBa.')] = False
-    max_seq_len: Annotated[Integer | None, Field(description='Sequence length for truncated backpropagation through time.', ge=1)] = 32
-    share_encoders: Annotated[bool, Field(description='Share the observation encoder between actor and critic.')] = True
-    bptt_sequence_type: Annotated[str, Field(description='How rollouts are cut into BPTT sequences.')] = 'chunked'
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
+    """
+    Proximal Policy Optimisation (single-agent, on-policy); recurrent with an LSTM encoder when recurrent is true.
+    """
+
+    name: Annotated[
+        Literal["PPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "PPO"
+    num_envs: Annotated[
+        Integer,
+        Field(description="Vectorised environments (set from the environment's num_envs).", ge=1),
+    ] = 1
+    learn_step: Annotated[
+        Integer, Field(description="Rollout length in environment steps between updates.", ge=1)
+    ] = 2048
+    gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
+    action_std_init: Annotated[
+        float, Field(description="Initial standard deviation of continuous actions.", ge=0.0)
+    ] = 0.6
+    clip_coef: Annotated[
+        float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
+    ] = 0.2
+    ent_coef: Annotated[float, Field(description="Entropy bonus coefficient.", ge=0.0, le=1.0)] = (
+        0.01
+    )
+    vf_coef: Annotated[float, Field(description="Value loss coefficient.", ge=0.0, le=1.0)] = 0.5
+    max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.", ge=0.0)] = 0.5
+    target_kl: Annotated[
+        float | None,
+        Field(
+            description="Stop the update early when the approximate KL exceeds it; null never stops.",
+            ge=0.0,
+        ),
+    ] = None
+    update_epochs: Annotated[
+        Integer, Field(description="Optimisation epochs per rollout.", ge=1)
+    ] = 4
+    rollout_buffer_config: Annotated[
+        dict[str, Any] | None, Field(description="Extra rollout buffer settings (free-form).")
+    ] = {}
+    recurrent: Annotated[
+        bool, Field(description="Use a recurrent (LSTM) policy; cannot be combined with SimBa.")
+    ] = False
+    max_seq_len: Annotated[
+        Integer | None,
+        Field(description="Sequence length for truncated backpropagation through time.", ge=1),
+    ] = 32
+    share_encoders: Annotated[
+        bool, Field(description="Share the observation encoder between actor and critic.")
+    ] = True
+    bptt_sequence_type: Annotated[
+        str, Field(description="How rollouts are cut into BPTT sequences.")
+    ] = "chunked"
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
 
 
 class RainbowDQNSpec(RLAlgorithmSpec):
-    name: Annotated[Literal['RainbowDQN'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'RainbowDQN'
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.')] = 0.001
-    beta: Annotated[float, Field(description='Initial importance-sampling exponent of prioritized replay (annealed to 1).')] = 0.4
-    prior_eps: Annotated[float, Field(description='Minimum priority added to every transition.')] = 1e-06
-    num_atoms: Annotated[Integer, Field(description='Atoms of the value distribution.', ge=1)] = 51
-    v_min: Annotated[float, Field(description='Lower end of the value distribution support (must be below v_max).')] = -200.0
-    v_max: Annotated[float, Field(description='Upper end of the value distribution support.')] = 200.0
-    noise_std: Annotated[float, Field(description='Initial standard deviation of the noisy layers.')] = 0.5
-    n_step: Annotated[Integer, Field(description='Steps of the n-step return (taken from replay_buffer.n_step_buffer_args when n_step_buffer is on).', ge=1)] = 3
-    combined_reward: Annotated[bool, Field(description='Combine one-step and n-step losses.')] = False
-    lr: Annotated[float, Field(description='Learning rate.', ge=0.0)] = 0.0001
+    """
+    Rainbow DQN: distributional, noisy, n-step, prioritized DQN.
+    """
+
+    name: Annotated[
+        Literal["RainbowDQN"],
+        Field(description="Registered algorithm name (exact, case-sensitive)."),
+    ] = "RainbowDQN"
+    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.001
+    beta: Annotated[
+        float,
+        Field(
+            description="Initial importance-sampling exponent of prioritized replay (annealed to 1)."
+        ),
+    ] = 0.4
+    prior_eps: Annotated[
+        float, Field(description="Minimum priority added to every transition.")
+    ] = 1e-06
+    num_atoms: Annotated[Integer, Field(description="Atoms of the value distribution.", ge=1)] = 51
+    v_min: Annotated[
+        float,
+        Field(description="Lower end of the value distribution support (must be below v_max)."),
+    ] = -200.0
+    v_max: Annotated[float, Field(description="Upper end of the value distribution support.")] = (
+        200.0
+    )
+    noise_std: Annotated[
+        float, Field(description="Initial standard deviation of the noisy layers.")
+    ] = 0.5
+    n_step: Annotated[
+        Integer,
+        Field(
+            description="Steps of the n-step return (taken from replay_buffer.n_step_buffer_args when n_step_buffer is on).",
+            ge=1,
+        ),
+    ] = 3
+    combined_reward: Annotated[bool, Field(description="Combine one-step and n-step losses.")] = (
+        False
+    )
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
 
 
 class RainbowQNetworkSpec(NetworkSpec):
-    pass
+    """
+    Distributional noisy Q-network of RainbowDQN.
+    """
 
 
 class ReplayBufferSpec(SpecModel):
-    max_size: Annotated[Integer, Field(description='Capacity of the buffer in transitions.', ge=1, validation_alias=AliasChoices('max_size', 'memory_size'))] = 100000
-    standard_buffer: Annotated[bool, Field(description='Use a plain uniform replay buffer (informational: the plain buffer is the fallback).')] = True
-    n_step_buffer: Annotated[bool, Field(description="Also keep an n-step buffer (n-step returns computed with the algorithm's gamma).")] = False
-    n_step_buffer_args: Annotated[NStepBufferArgs, Field(description='Settings of the n-step buffer.', validate_default=True)] = {'n_step': 3}
-    per_buffer: Annotated[bool, Field(description='Use prioritized experience replay (RainbowDQN only).')] = False
-    per_buffer_args: Annotated[PerBufferArgs, Field(description='Settings of the prioritized buffer.', validate_default=True)] = {'alpha': 0.5}
+    """
+    Replay buffer of off-policy, offline and bandit algorithms. On-policy and LLM algorithms build no buffer even when this section is present; multi-agent algorithms always get a plain buffer.
+    """
+
+    max_size: Annotated[
+        Integer,
+        Field(
+            description="Capacity of the buffer in transitions.",
+            ge=1,
+            validation_alias=AliasChoices("max_size", "memory_size"),
+        ),
+    ] = 100000
+    standard_buffer: Annotated[
+        bool,
+        Field(
+            description="Use a plain uniform replay buffer (informational: the plain buffer is the fallback)."
+        ),
+    ] = True
+    n_step_buffer: Annotated[
+        bool,
+        Field(
+            description="Also keep an n-step buffer (n-step returns computed with the algorithm's gamma)."
+        ),
+    ] = False
+    n_step_buffer_args: Annotated[NStepBufferArgs, Field(description="Settings of the n-step buffer.", validate_default=True)] = {
+        "n_step": 3
+    }
+    per_buffer: Annotated[
+        bool, Field(description="Use prioritized experience replay (RainbowDQN only).")
+    ] = False
+    per_buffer_args: Annotated[PerBufferArgs, Field(description="Settings of the prioritized buffer.", validate_default=True)] = {
+        "alpha": 0.5
+    }
 
 
 class SFTSpec(LLMAlgorithmSpec):
-    name: Annotated[Literal['SFT'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'SFT'
-    lr: Annotated[float, Field(description='Learning rate.')] = 5e-05
+    """
+    Supervised fine-tuning of an LLM on prompt/response pairs.
+    """
+
+    name: Annotated[
+        Literal["SFT"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "SFT"
+    lr: Annotated[float, Field(description="Learning rate.")] = 5e-05
 
 
 class StochasticActorSpec(NetworkSpec):
-    squash_output: Annotated[bool, Field(description='Squash continuous actions into the action bounds with tanh.')] = False
+    """
+    Stochastic policy network of PPO and IPPO.
+    """
+
+    squash_output: Annotated[
+        bool, Field(description="Squash continuous actions into the action bounds with tanh.")
+    ] = False
 
 
 class TD3Spec(RLAlgorithmSpec):
-    name: Annotated[Literal['TD3'], Field(description='Registered algorithm name (exact, case-sensitive).')] = 'TD3'
-    vect_noise_dim: Annotated[Integer, Field(description="Parallel exploration-noise streams (set to the environment's num_envs).", ge=1)] = 1
-    lr_actor: Annotated[float, Field(description='Actor learning rate.', ge=0.0)] = 0.0001
-    lr_critic: Annotated[float, Field(description='Critic learning rate.', ge=0.0)] = 0.001
-    tau: Annotated[float, Field(description='Soft target-network update coefficient.')] = 0.005
-    policy_freq: Annotated[Integer, Field(description='Critic updates per actor update.', ge=1)] = 2
-    O_U_noise: Annotated[bool, Field(description='Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).')] = True
-    expl_noise: Annotated[float, Field(description='Scale of the exploration noise.')] = 0.1
-    mean_noise: Annotated[float, Field(description='Mean of the exploration noise.')] = 0.0
-    theta: Annotated[float, Field(description='Mean-reversion rate of the Ornstein-Uhlenbeck noise.')] = 0.15
-    dt: Annotated[float, Field(description='Time step of the Ornstein-Uhlenbeck noise.')] = 0.01
-    share_encoders: Annotated[bool, Field(description='Share the observation encoder between actor and critic.')] = False
+    """
+    Twin Delayed DDPG (single-agent, off-policy, continuous actions).
+    """
+
+    name: Annotated[
+        Literal["TD3"], Field(description="Registered algorithm name (exact, case-sensitive).")
+    ] = "TD3"
+    vect_noise_dim: Annotated[
+        Integer,
+        Field(
+            description="Parallel exploration-noise streams (set to the environment's num_envs).",
+            ge=1,
+        ),
+    ] = 1
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.0001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.001
+    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.005
+    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
+    O_U_noise: Annotated[
+        bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
+    ] = True
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
+    theta: Annotated[
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+    ] = 0.15
+    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    share_encoders: Annotated[
+        bool, Field(description="Share the observation encoder between actor and critic.")
+    ] = False
 
 
 class TrainingSpec(SpecModel):
-    max_steps: Annotated[Integer, Field(description='Global environment-step budget per agent; training stops once every agent reaches it.', ge=1)] = 1000000
-    evo_steps: Annotated[Integer | None, Field(description="Steps per generation (between evolution rounds); null uses the algorithm's default_evo_steps.", ge=1, validation_alias=AliasChoices('metrics_interval', 'evo_steps'))] = None
-    pop_size: Annotated[Integer, Field(description='Number of agents in the population. Must be written explicitly when multi_frequency selection is used.', ge=1, validation_alias=AliasChoices('population_size', 'pop_size'))] = 1
-    eval_steps: Annotated[Integer | None, Field(description='Maximum steps per evaluation episode; null runs each episode to termination. When set it must exceed evaluation_interval.')] = None
-    eval_loop: Annotated[Integer, Field(description='Evaluation episodes per agent per generation.', ge=1)] = 1
-    replay_buffer: Annotated[ReplayBufferSpec | None, Field(description='Accepted for compatibility and validated, but unused: the top-level replay_buffer section configures the buffer.')] = None
-    hpo: Annotated[bool, Field(description='Accepted for compatibility; evolution is switched on by the mutation and selection sections.')] = True
-    target_score: Annotated[float | None, Field(description="Early-stop threshold: stop when every agent's mean fitness over its last 10 evaluations exceeds it (after at least 100 generations).")] = None
-    learning_delay: Annotated[Integer, Field(description='Off-policy: no learning until the buffer holds more transitions than this.')] = 0
-    eps_start: Annotated[float | None, Field(description='Initial epsilon of epsilon-greedy exploration (DQN family); null uses 1.0.')] = None
-    eps_end: Annotated[float | None, Field(description='Final epsilon; null uses 0.01. Must not exceed eps_start.')] = None
-    eps_decay: Annotated[float | None, Field(description='Per-step multiplicative epsilon decay; null uses 0.999.')] = None
-    checkpoint_steps: Annotated[Integer | None, Field(description='Save a checkpoint every this many agent steps; null disables checkpointing.')] = None
-    checkpoint_path: Annotated[str | None, Field(description='Base path of checkpoint files; null derives one from the environment and algorithm names.')] = None
-    overwrite_checkpoints: Annotated[bool, Field(description='Overwrite one checkpoint per agent instead of keeping one per save.')] = False
-    evaluation_interval: Annotated[Integer, Field(description='LLM loops: training iterations between evaluations.', ge=1)] = 10
-    num_epochs: Annotated[Integer | None, Field(description='LLM loops: passes over the dataset; takes precedence over max_steps.', ge=1)] = None
-    episode_steps: Annotated[Integer, Field(description='Bandit loop: steps per training episode.', ge=1)] = 500
-    sum_scores: Annotated[bool, Field(description='Multi-agent loops: sum sub-agent rewards into one score (false keeps per-agent scores).')] = True
-    reporting_interval: Annotated[Integer, Field(description='Arena: steps between progress reports (inert locally).', ge=1)] = 1024
-    experience_sharing: Annotated[bool, Field(description='Arena: share experience between population members (inert locally).')] = False
+    """
+    Training budget, evaluation, early stopping and checkpoint settings.
+    """
+
+    max_steps: Annotated[
+        Integer,
+        Field(
+            description="Global environment-step budget per agent; training stops once every agent reaches it.",
+            ge=1,
+        ),
+    ] = 1000000
+    evo_steps: Annotated[
+        Integer | None,
+        Field(
+            description="Steps per generation (between evolution rounds); null uses the algorithm's default_evo_steps.",
+            ge=1,
+            validation_alias=AliasChoices("metrics_interval", "evo_steps"),
+        ),
+    ] = None
+    pop_size: Annotated[
+        Integer,
+        Field(
+            description="Number of agents in the population. Must be written explicitly when multi_frequency selection is used.",
+            ge=1,
+            validation_alias=AliasChoices("population_size", "pop_size"),
+        ),
+    ] = 1
+    eval_steps: Annotated[
+        Integer | None,
+        Field(
+            description="Maximum steps per evaluation episode; null runs each episode to termination. When set it must exceed evaluation_interval."
+        ),
+    ] = None
+    eval_loop: Annotated[
+        Integer, Field(description="Evaluation episodes per agent per generation.", ge=1)
+    ] = 1
+    replay_buffer: Annotated[
+        ReplayBufferSpec | None,
+        Field(
+            description="Accepted for compatibility and validated, but unused: the top-level replay_buffer section configures the buffer."
+        ),
+    ] = None
+    hpo: Annotated[
+        bool,
+        Field(
+            description="Accepted for compatibility; evolution is switched on by the mutation and selection sections."
+        ),
+    ] = True
+    target_score: Annotated[
+        float | None,
+        Field(
+            description="Early-stop threshold: stop when every agent's mean fitness over its last 10 evaluations exceeds it (after at least 100 generations)."
+        ),
+    ] = None
+    learning_delay: Annotated[
+        Integer,
+        Field(
+            description="Off-policy: no learning until the buffer holds more transitions than this."
+        ),
+    ] = 0
+    eps_start: Annotated[
+        float | None,
+        Field(
+            description="Initial epsilon of epsilon-greedy exploration (DQN family); null uses 1.0."
+        ),
+    ] = None
+    eps_end: Annotated[
+        float | None, Field(description="Final epsilon; null uses 0.01. Must not exceed eps_start.")
+    ] = None
+    eps_decay: Annotated[
+        float | None, Field(description="Per-step multiplicative epsilon decay; null uses 0.999.")
+    ] = None
+    checkpoint_steps: Annotated[
+        Integer | None,
+        Field(
+            description="Save a checkpoint every this many agent steps; null disables checkpointing."
+        ),
+    ] = None
+    checkpoint_path: Annotated[
+        str | None,
+        Field(
+            description="Base path of checkpoint files; null derives one from the environment and algorithm names."
+        ),
+    ] = None
+    overwrite_checkpoints: Annotated[
+        bool,
+        Field(description="Overwrite one checkpoint per agent instead of keeping one per save."),
+    ] = False
+    evaluation_interval: Annotated[
+        Integer, Field(description="LLM loops: training iterations between evaluations.", ge=1)
+    ] = 10
+    num_epochs: Annotated[
+        Integer | None,
+        Field(
+            description="LLM loops: passes over the dataset; takes precedence over max_steps.", ge=1
+        ),
+    ] = None
+    episode_steps: Annotated[
+        Integer, Field(description="Bandit loop: steps per training episode.", ge=1)
+    ] = 500
+    sum_scores: Annotated[
+        bool,
+        Field(
+            description="Multi-agent loops: sum sub-agent rewards into one score (false keeps per-agent scores)."
+        ),
+    ] = True
+    reporting_interval: Annotated[
+        Integer, Field(description="Arena: steps between progress reports (inert locally).", ge=1)
+    ] = 1024
+    experience_sharing: Annotated[
+        bool,
+        Field(description="Arena: share experience between population members (inert locally)."),
+    ] = False
 
 
 class ValueNetworkSpec(NetworkSpec):
-    pass
+    """
+    State value network (PPO/IPPO critic).
+    """
