@@ -167,7 +167,12 @@ class TrainingManifest(BaseModel):
             raise ImportError("Arena dependencies are not installed: the agilerl.arena "
                               "package is needed for to_arena_manifest") from exc
         if isinstance(manifest, TrainingManifest):
-            manifest = manifest.to_json_dict(by_alias=True)
+            data = manifest.to_json_dict(by_alias=True)
+            # Only what was set: local-only defaults (e.g. cudagraphs) are not Arena's business.
+            data["algorithm"] = {**manifest.algorithm.model_dump(
+                mode="json", exclude_unset=True, exclude_none=True, exclude=set(_RUNTIME_ONLY)),
+                "name": data["algorithm"]["name"]}
+            manifest = data
         return ArenaManifest.get_validated(manifest, mode=mode)
 
     # ------------------------------------------------------------------ views
