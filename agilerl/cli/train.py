@@ -42,8 +42,31 @@ def _default_device() -> str:
     return "auto"
 
 
+class _IntermixedParser(argparse.ArgumentParser):
+    """Lets ``PATH=VALUE`` overrides appear before or after options.
+
+    Plain argparse assigns every positional at the first run of positionals, so
+    ``MANIFEST --seed 1 training.pop_size=8`` would reject the override; intermixed parsing
+    collects positionals from anywhere. The guard keeps the intermixed parser's own inner
+    calls to ``parse_known_args`` on the plain path.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The reference's options, plus ``--seed``, ``--run-dir`` and dotted overrides."""
+    if type(parser) is argparse.ArgumentParser:
+        parser.__class__ = _IntermixedParser  # the `agilerl train` subparser, built by main.py
     parser.add_argument("manifest", type=Path, help="training manifest (YAML or JSON)")
     parser.add_argument(
         "overrides", nargs="*", metavar="PATH=VALUE",
@@ -76,6 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live progress display and summary")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed everything: the same seed gives the same run on CPU")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
 
@@ -142,6 +167,7 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
             elite_path=args.elite_path,
             verbose=args.verbose,
             run_dir=args.run_dir if args.run_dir is not None else "auto",
+            torch_threads=args.torch_threads,
             source=str(args.manifest),
         )
     except TrainingInterrupted as exc:
@@ -172,7 +198,7 @@ def _accelerator() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
-    parser = argparse.ArgumentParser(prog="python -m agilerl.train", description=HELP)
+    parser = _IntermixedParser(prog="python -m agilerl.train", description=HELP)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -10,7 +10,6 @@ operator's own seeded generator.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -56,12 +55,16 @@ class LocalEvolution:
     def evolve(self, backend: Any, fitnesses: list[float]) -> int | None:
         """Select, copy states into their new slots, mutate; return the elite's new slot."""
         elite, parents = self.plan(fitnesses)
-        states = {p: backend.get_state(p) for p in set(parents) if p is not None}
-        for slot, parent in enumerate(parents):
-            if parent != slot or parents.count(parent) > 1:
-                state = copy.copy(states[parent])
-                state["index"] = slot
-                backend.set_state(slot, state)
+        # One fresh snapshot per changed slot, all taken before any slot is overwritten:
+        # two slots must never share tensors (an optimizer loading a state dict keeps
+        # references to its tensors, so shared Adam moments would be updated twice).
+        moved = [slot for slot, parent in enumerate(parents)
+                 if parent != slot or parents.count(parent) > 1]
+        states = {slot: backend.get_state(parents[slot]) for slot in moved}
+        for slot in moved:
+            state = states[slot]
+            state["index"] = slot
+            backend.set_state(slot, state)
         backend.apply_mutation(self.mutations, pre_training=False)
         if elite is None:
             return None

@@ -56,6 +56,7 @@ class TrainOptions:
     run_dir: str | os.PathLike[str] | None = None
     checkpoint_replay_buffer: bool = True
     source: str | None = None
+    torch_threads: int | None = 1
 
 
 class TrainSession:
@@ -110,7 +111,7 @@ class TrainSession:
         started = time.perf_counter()
         interrupted = False
         try:
-            with self._sigint(), self.progress:
+            with self._sigint(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
                                             self.evolution)
@@ -236,6 +237,31 @@ class TrainSession:
         restore_rng_state(resume["rng"])
         # A resumed run may be given a larger budget: it then continues past its old end.
         self.state.finished = False
+
+    def _threads(self) -> Any:
+        """Run with ``torch_threads`` intra-op threads on CPU, restoring the setting after.
+
+        The networks are small: one thread is fastest, and more only contend with env
+        stepping (and with each other on a busy machine).
+        """
+        import contextlib
+
+        import torch
+
+        wanted = self.options.torch_threads
+        if not wanted or self.trainer.device != "cpu":
+            return contextlib.nullcontext()
+        previous = torch.get_num_threads()
+
+        @contextlib.contextmanager
+        def scope() -> Any:
+            torch.set_num_threads(int(wanted))
+            try:
+                yield
+            finally:
+                torch.set_num_threads(previous)
+
+        return scope()
 
     # ------------------------------------------------------------------ Ctrl-C
     def _sigint(self) -> Any:

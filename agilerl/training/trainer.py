@@ -284,6 +284,7 @@ class LocalTrainer(Trainer):
         *,
         run_dir: str | os.PathLike[str] | None = None,
         checkpoint_replay_buffer: bool = True,
+        torch_threads: int | None = 1,
         source: str | None = None,
     ) -> tuple[list[Any], list[float]]:
         """Train the population; return ``(population, fitnesses)``.
@@ -296,6 +297,8 @@ class LocalTrainer(Trainer):
         ``runs/{env}-{algo}-{timestamp}``; None (default) writes a run folder only when a
         file must be written (checkpoints, elite). ``checkpoint_replay_buffer`` saves the
         replay memory in each checkpoint (needed for an exact off-policy resume).
+        ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
+        for these small networks; None leaves torch's setting alone); restored afterwards.
 
         Ctrl-C (SIGINT, main thread) finishes the member being trained, writes a checkpoint
         and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) naming it.
@@ -322,7 +325,8 @@ class LocalTrainer(Trainer):
             wb=wb, tensorboard=tensorboard,
             tensorboard_log_dir=os.fspath(tensorboard_log_dir) if tensorboard_log_dir else None,
             wandb_api_key=wandb_api_key, wandb_kwargs=dict(wandb_kwargs or {}),
-            run_dir=run_dir, checkpoint_replay_buffer=checkpoint_replay_buffer, source=source,
+            run_dir=run_dir, checkpoint_replay_buffer=checkpoint_replay_buffer,
+            torch_threads=torch_threads, source=source,
         )
         return TrainSession(self, options).run()
 

@@ -1,0 +1,114 @@
+"""``python -m agilerl.train`` / ``agilerl train`` in subprocesses: success, errors, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import TINY_DQN
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    return env
+
+
+def _train(*args: object, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agilerl.train", *map(str, args)],
+        cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_cli_trains_and_writes_run_folder(tiny_dqn_file, tmp_path):
+    run_dir = tmp_path / "run"
+    done = _train(tiny_dqn_file, "--no-verbose", "--seed", 1, "--run-dir", run_dir,
+                  "--save-elite", "training.pop_size=2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "metrics.csv").is_file()
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3  # header + one row per generation
+    resolved = yaml.safe_load((run_dir / "manifest.yaml").read_text())
+    assert resolved["training"]["pop_size"] == 2  # the override is in the resolved manifest
+    assert (run_dir / "elite.pt").is_file()
+
+
+def test_agilerl_train_subcommand(tiny_dqn_file, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "agilerl.cli.main", "train", str(tiny_dqn_file), "--no-verbose",
+         "--seed", "1", "--run-dir", str(tmp_path / "r"), "training.max_steps=200"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "r" / "metrics.csv").is_file()
+
+
+@pytest.mark.parametrize(
+    ("override", "code", "needle"),
+    [
+        ("training.pop_size=0", 1, "training.pop_size=0"),
+        ("algorithm.lr=-1", 1, "algorithm.lr=-1"),
+        ("training.pop_size", 2, "expected PATH=VALUE"),
+        ("algorithm.lr=[1,", 2, "not valid YAML"),
+    ],
+)
+def test_bad_override_is_named(tiny_dqn_file, tmp_path, override, code, needle):
+    done = _train(tiny_dqn_file, "--no-verbose", override, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert needle in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_invalid_manifest_points_at_file_line(tmp_path):
+    bad = dict(TINY_DQN, training={**TINY_DQN["training"], "pop_size": -3})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad, sort_keys=False))
+    done = _train(path, "--no-verbose", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "training.pop_size" in done.stderr and f"{path}:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_manifest_and_bad_checkpoint(tiny_dqn_file, tmp_path):
+    done = _train(tmp_path / "nope.yaml", cwd=tmp_path)
+    assert done.returncode == 2 and "does not exist" in done.stderr
+    (tmp_path / "empty").mkdir()
+    done = _train(tiny_dqn_file, "--resume-from-checkpoint", tmp_path / "empty", cwd=tmp_path)
+    assert done.returncode == 2 and "index.json" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_sigint_writes_checkpoint_and_exits_130(tmp_path):
+    manifest = dict(TINY_DQN, training={**TINY_DQN["training"], "max_steps": 1_000_000,
+                                        "evo_steps": 400})
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agilerl.train", str(path), "--no-verbose", "--seed", "1",
+         "--run-dir", str(run_dir)],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 60
+    while not (run_dir / "metrics.csv").exists() and time.time() < deadline:
+        time.sleep(0.2)  # wait until training is under way (a generation finished)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    checkpoints = [p for p in (run_dir / "checkpoints").iterdir() if (p / "index.json").exists()]
+    assert len(checkpoints) == 1
+    # and the run resumes from it
+    done = _train(path, "--no-verbose", "--resume-from-checkpoint", checkpoints[0],
+                  "training.max_steps=2000", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
