@@ -152,7 +152,7 @@ class TrainingManifest(BaseModel):
         from agilerl.models.algo import AlgoSpec
 
         if isinstance(algorithm, AlgoSpec) and type(algorithm) is type(manifest.algorithm):
-            if algorithm.net_config is None:
+            if "net_config" in type(algorithm).model_fields and algorithm.net_config is None:
                 algorithm.net_config = manifest.algorithm.net_config
             manifest.algorithm = algorithm
         return manifest

@@ -172,3 +172,42 @@ def _message(err: Mapping[str, Any]) -> str:
             and not isinstance(err["input"], Mapping | list):
         msg += f" (got {err['input']!r})"
     return msg
+
+
+def unknown_keys(model: type[BaseModel], data: Any, prefix: PathKey = ()) -> list[PathKey]:
+    """Paths of keys in ``data`` that ``model`` (and its nested models) do not define.
+
+    For models that ignore unknown keys instead of rejecting them (the Arena models), so
+    they can still be reported. In a union the member defining most of the keys is used.
+    """
+    if not isinstance(data, Mapping):
+        return []
+    found: list[PathKey] = []
+    names = field_names(model)
+    for key, value in data.items():
+        if key not in names:
+            found.append((*prefix, key))
+            continue
+        info = model.model_fields.get(key) or next(
+            (f for f in model.model_fields.values() if key in field_names_of(f)), None)
+        if info is None:
+            continue
+        found += _unknown_in_value(info.annotation, value, (*prefix, key))
+    return found
+
+
+def _unknown_in_value(annotation: Any, value: Any, path: PathKey) -> list[PathKey]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unknown_in_value(typing.get_args(annotation)[0], value, path)
+    if origin is dict and isinstance(value, Mapping):
+        inner = typing.get_args(annotation)[-1]
+        return [p for k, v in value.items() for p in _unknown_in_value(inner, v, (*path, k))]
+    if origin is list and isinstance(value, list):
+        inner = typing.get_args(annotation)[0]
+        return [p for i, v in enumerate(value) for p in _unknown_in_value(inner, v, (*path, i))]
+    candidates = _models_in(annotation)
+    if not candidates or not isinstance(value, Mapping):
+        return []
+    best = max(candidates, key=lambda m: sum(1 for k in value if k in field_names(m)))
+    return unknown_keys(best, value, path)

@@ -309,7 +309,7 @@ def bandit_env_rules(env: Any) -> list[Violation]:
 def llm_env_rules(env: Any) -> list[Violation]:
     env_type = _get(env, "env_type")
     env_type = getattr(env_type, "value", env_type)
-    dataset = _get(env, "dataset") or _get(env, "name")
+    dataset = _get(env, "dataset") or (env.get("name") if isinstance(env, Mapping) else None)
     if env_type == "reasoning":
         required = (("dataset", dataset, "dataset is required for reasoning environments"),
                     ("reward_file_path", _get(env, "reward_file_path"), "reward_file_path is required for reasoning environments"),

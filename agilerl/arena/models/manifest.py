@@ -27,7 +27,7 @@ from agilerl.models.errors import (
     UnknownAlgorithmError,
 )
 from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
-from agilerl.models.pydantic_issues import clean_loc, issues_from_validation_error
+from agilerl.models.pydantic_issues import issues_from_validation_error, unknown_keys
 from agilerl.models.rules import Violation, algorithm_rules, llm_model_rule, training_rules
 from agilerl.models.suggest import closest
 
@@ -154,25 +154,17 @@ class _ArenaChecker:
             self.issue((*prefix, *violation.path), violation.message, kind="rule")
 
     def validate(self, model: type[BaseModel], data: dict[str, Any], prefix: PathKey) -> Any:
-        """Validate; unknown keys are dropped with a warning (then validated again)."""
-        for _ in range(2):
-            try:
-                return model.model_validate(data)
-            except ValidationError as exc:
-                unknown = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
-                if not unknown or len(unknown) != len(exc.errors()):
-                    for issue in issues_from_validation_error(exc, data=data, prefix=prefix,
-                                                              doc=self.doc, model=model):
-                        if issue.message != "unknown key":
-                            self.report.add(issue)
-                        else:
-                            self._ignored(issue.path, issue.location)
-                    return None
-                for loc in unknown:
-                    path = clean_loc(data, loc)
-                    self._ignored(format_path((*prefix, *path)), self.doc.locate((*prefix, *path)))
-                    _drop(data, path)
-        return None
+        """Validate; unknown keys (which the Arena models ignore) are reported as warnings
+        and left out of the payload."""
+        for path in unknown_keys(model, data):
+            self._ignored(format_path((*prefix, *path)), self.doc.locate((*prefix, *path)))
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            for issue in issues_from_validation_error(exc, data=data, prefix=prefix,
+                                                      doc=self.doc, model=model):
+                self.report.add(issue)
+            return None
 
     def _ignored(self, path: str, location: Any) -> None:
         self.report.add(ManifestIssue(path, "Ignoring unrecognized manifest field", location,
@@ -246,8 +238,8 @@ class _ArenaChecker:
         return self._section(key, gen.TournamentSelectionSpec, raw)
 
     def _network(self, algorithm: Any, raw: Any) -> dict[str, Any] | None:
-        if raw is None:
-            return None
+        if raw is None or (isinstance(raw, Mapping) and not raw):
+            return None  # `network: {}` is what the payload carries when no network is set
         if not isinstance(raw, Mapping):
             self.issue(("network",), f"must be a mapping, got {type(raw).__name__}", kind="schema")
             return None
@@ -263,14 +255,6 @@ class _ArenaChecker:
             self.issue(("algorithm", "recurrent"), "recurrent and SimBa (network.simba) cannot "
                        "both be set", kind="rule")
         return copy.deepcopy(dict(raw))
-
-
-def _drop(data: Any, path: PathKey) -> None:
-    """Remove the key at ``path`` from nested mappings (no-op if absent)."""
-    for part in path[:-1]:
-        data = data[part]
-    if isinstance(data, dict):
-        data.pop(path[-1], None)
 
 
 __all__ = ["ARENA_REGISTRY", "TrainingManifest"]
