@@ -4,7 +4,8 @@ The bundle is plain JSON Schema 2020-12 (every ``$ref`` local), with the project
 conventions made explicit:
 
 * inheritance (``allOf`` with one ``$ref``) is flattened: the child's properties replace the
-  base's, then the object is closed with ``additionalProperties: false``;
+  base's, then the object is closed with ``additionalProperties: false`` (local bundle; the
+  Arena bundle stays open, as the service ignores unknown keys);
 * ``x-aliases`` add the alias spellings as properties with the same schema;
 * ``x-discriminator`` without ``x-default-tag`` requires the tag key;
 * ``x-partial-of`` becomes an ``anyOf`` of the partial encoder models;
@@ -26,8 +27,8 @@ from codegen.targets import models_for
 BUNDLE_ID = "https://agilerl.dev/schemas/manifest.schema.json"
 
 
-def flatten(models: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
-    """``name``'s schema with inherited properties merged in and the object closed."""
+def flatten(models: dict[str, dict[str, Any]], name: str, closed: bool = True) -> dict[str, Any]:
+    """``name``'s schema with inherited properties merged in (and the object closed)."""
     schema = copy.deepcopy(models[name])
     bases = base_names(schema)
     if not bases and "properties" not in schema:
@@ -35,7 +36,7 @@ def flatten(models: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required: list[str] = []
     for base in bases:
-        flat = flatten(models, base)
+        flat = flatten(models, base, closed)
         props.update(flat.get("properties", {}))
         required += flat.get("required", [])
     own = schema.get("properties", {})
@@ -49,7 +50,10 @@ def flatten(models: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     schema["properties"] = props
     if required:
         schema["required"] = required
-    schema["additionalProperties"] = False
+    if closed or schema.get("x-arena-closed"):
+        schema["additionalProperties"] = False
+    elif schema.get("additionalProperties") is False:
+        del schema["additionalProperties"]
     return schema
 
 
@@ -110,7 +114,7 @@ def bundled(catalog: Catalog, target: str) -> dict[str, Any]:
     models.update(partial_models(models))
     defs = {}
     for name in models:
-        schema = flatten(models, name)
+        schema = flatten(models, name, closed=target == "local")
         schema = walk_schemas(schema, expand_partials)
         schema = walk_schemas(schema, _discriminators)
         defs[name] = _with_aliases(schema)
@@ -123,6 +127,8 @@ def bundled(catalog: Catalog, target: str) -> dict[str, Any]:
     root["properties"]["algorithm"]["properties"]["name"].pop("x-enum-from", None)
     root["allOf"] = _dispatch(catalog, models, target)
     if target == "arena":
+        # The service warns about unknown keys and drops them, so nothing is closed.
+        root.pop("additionalProperties", None)
         root["properties"]["network"] = {
             **{k: v for k, v in root["properties"]["network"].items() if k != "anyOf"},
             "type": ["object", "null"]}

@@ -10,7 +10,7 @@ from codegen.codegen_input import codegen_document
 from codegen.pydantic_gen import rewrite, run_datamodel_codegen
 from codegen.registry_gen import class_tags, init_module, registry_module
 from codegen.targets import models_for
-from codegen.templates import ARENA_DOC, BASE_MODULE, LOCAL_DOC
+from codegen.templates import ARENA_DOC, LOCAL_DOC, base_module
 
 PACKAGES = {"local": "agilerl/models/_generated", "arena": "agilerl/arena/models/_generated"}
 BUNDLE_PATH = "agilerl/schemas/manifest.schema.json"
@@ -23,12 +23,13 @@ def _model_set(catalog: Catalog, target: str) -> dict[str, str]:
     unions = {n: (s["x-discriminator"], s.get("x-default-tag")) for n, s in models.items()
               if "x-discriminator" in s}
     source = run_datamodel_codegen(codegen_document(models))
+    closed = {n for n, s in models.items() if target == "arena" and s.get("x-arena-closed")}
     package = PACKAGES[target]
     return {
         f"{package}/__init__.py": init_module(LOCAL_DOC if target == "local" else ARENA_DOC,
                                               {n: s for n, s in models.items()}, catalog),
-        f"{package}/_base.py": BASE_MODULE,
-        f"{package}/models.py": rewrite(source, target, class_tags(models), unions),
+        f"{package}/_base.py": base_module(target),
+        f"{package}/models.py": rewrite(source, target, class_tags(models), unions, closed),
         f"{package}/registry.py": registry_module(catalog, models, target),
     }
 

@@ -71,8 +71,9 @@ def _field_call(annotation: ast.expr) -> ast.Call | None:
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self, target: str, tags: dict[str, dict[str, str]]):
+    def __init__(self, target: str, tags: dict[str, dict[str, str]], closed: set[str]):
         self.target = target
+        self.closed = closed  # classes that reject unknown keys even where the base ignores them
         self.tags = tags  # model name -> {property: const value}
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
@@ -81,6 +82,10 @@ class _Rewriter(ast.NodeTransformer):
         for stmt in node.body:
             if isinstance(stmt, ast.AnnAssign):
                 self._field(stmt)
+        if node.name in self.closed:
+            config = ast.parse('model_config = ConfigDict(extra="forbid")').body[0]
+            first = 1 if node.body and isinstance(node.body[0], ast.Expr) else 0
+            node.body.insert(first, config)
         return node
 
     def _field(self, stmt: ast.AnnAssign) -> None:
@@ -183,7 +188,7 @@ def _define_before_use(stmts: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
-            unions: dict[str, tuple[str, str | None]]) -> str:
+            unions: dict[str, tuple[str, str | None]], closed: set[str] | None = None) -> str:
     """Apply the project rewrite to datamodel-codegen output; return the final module text."""
     tree = ast.parse(source)
     classes: list[ast.stmt] = []
@@ -197,7 +202,7 @@ def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
             aliases[alias.targets[0].id] = alias  # type: ignore[attr-defined]
         elif isinstance(stmt, ast.ClassDef) and stmt.name != "Models":
             classes.append(stmt)
-    rewriter = _Rewriter(target, tags)
+    rewriter = _Rewriter(target, tags, closed or set())
     classes = [rewriter.visit(c) for c in classes]
     for alias in aliases.values():
         alias.value = _IntRewriter().visit(alias.value)
@@ -208,7 +213,7 @@ def rewrite(source: str, target: str, tags: dict[str, dict[str, str]],
     body = _define_before_use([*aliases.values(), *classes])
     imports = (
         "from typing import Annotated, Any, Literal\n\n"
-        "from pydantic import AliasChoices, Discriminator, Field, Tag\n\n"
+        "from pydantic import AliasChoices, ConfigDict, Discriminator, Field, Tag\n\n"
         "from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of\n"
     )
     chunks = [HEADER, imports]

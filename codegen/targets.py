@@ -8,6 +8,8 @@ the hosted service. Arena differences are marked in the schemas with custom keyw
 * ``x-arena-schema``: the property's type on Arena (replaces its local type; description,
   default and examples are kept unless it gives its own).
 * ``x-arena-minimum``: a stricter lower bound on Arena.
+* ``x-arena-closed: true`` on a model: rejects unknown keys on Arena too (Arena models
+  otherwise ignore them, as the service does).
 * ``x-agilerl.arena: false`` on an algorithm: not eligible on Arena.
 * ``x-runtime-only: true``: a Python-only field; absent on Arena unless it has an
   ``x-arena-schema``.

@@ -176,3 +176,25 @@ def test_every_example_is_valid_for_its_property() -> None:
             bad += [f"{name}.{key}: {ex!r}" for ex in prop.get("examples", [])
                     if not check.is_valid(ex)]
     assert bad == []
+
+
+ARENA_RL_PEERS = [p for p in PEER_FILES if "llm_finetuning" not in p.parts and p.name != "sft.yaml"]
+
+
+@pytest.mark.skipif(not PEER_FILES, reason="shared/peer-manifests not available")
+@pytest.mark.parametrize("path", ARENA_RL_PEERS, ids=lambda p: p.relative_to(PEER).as_posix())
+def test_peer_rl_manifests_against_the_arena_bundle(path: Path) -> None:
+    import jsonschema
+
+    from agilerl.arena.models import _generated as arena
+
+    schema = json.loads((REPO / "agilerl/schemas/arena-manifest.schema.json").read_text())
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    selection = doc.get("selection_strategy") or doc.get("tournament_selection") or {}
+    eligible = (doc["algorithm"]["name"] in arena.REGISTRY
+                and selection.get("strategy", "tournament") == "tournament")
+    assert jsonschema.Draft202012Validator(schema).is_valid(doc) is eligible
+    if eligible:
+        arena.REGISTRY[doc["algorithm"]["name"]].spec_class.model_validate(doc["algorithm"])
+        arena.EnvSpec.model_validate(doc["environment"])
+        arena.TrainingSpec.model_validate(doc.get("training", {}))

@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Discriminator, Field, Tag
+from pydantic import AliasChoices, ConfigDict, Discriminator, Field, Tag
 
 from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of
 

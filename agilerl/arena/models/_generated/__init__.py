@@ -2,9 +2,12 @@
 
 Imports only pydantic (never torch or gymnasium). Same conventions as
 :mod:`agilerl.models._generated`, with the Arena differences: 15 eligible algorithms, one
-generic ``EnvSpec``, tournament selection only (``tournament_size`` >= 2), typed
-``VLLMConfig`` / ``CosineLRScheduleConfig``, no runtime-only fields, no ``max_wall_seconds``.
-The facade is :mod:`agilerl.arena.models`.
+generic ``EnvSpec``, tournament selection only (``tournament_size`` >= 2, ``strategy`` not
+dumped), typed ``VLLMConfig`` / ``CosineLRScheduleConfig`` / ``hp_config`` / ``lora_config``,
+no runtime-only fields, no ``max_wall_seconds``, ``max_output_tokens`` not dumped. Unknown
+keys are ignored and dropped (``extra="ignore"``), as the service does, except in
+``MutationSpec``; warn about them in the facade. Bundled schema:
+``agilerl/schemas/arena-manifest.schema.json``. The facade is :mod:`agilerl.arena.models`.
 """
 
 

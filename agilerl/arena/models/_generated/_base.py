@@ -19,10 +19,10 @@ from pydantic import (
 
 
 class SpecModel(BaseModel):
-    """Closed (unknown keys rejected), strict (no str->number coercion), built on first use."""
+    """Open (unknown keys ignored and dropped), strict (no str->number coercion), built on first use."""
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="ignore",
         strict=True,
         defer_build=True,
         populate_by_name=True,

@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Discriminator, Field, Tag
+from pydantic import AliasChoices, ConfigDict, Discriminator, Field, Tag
 
 from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of
 
@@ -1018,6 +1018,7 @@ class MutationSpec(SpecModel):
     Mutation operator settings. Present together with selection_strategy, the population evolves every generation.
     """
 
+    model_config = ConfigDict(extra="forbid")
     probabilities: Annotated[MutationProbabilities, Field(description="Probabilities of each mutation kind.", validate_default=True)] = {
         "no_mut": 0.4,
         "arch_mut": 0.2,
