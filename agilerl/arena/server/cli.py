@@ -125,10 +125,14 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     return cfg
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket configured for low-latency request/response traffic."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this; without it a response written as headers then
+    # body meets the client's delayed ACK and every request takes ~40 ms more.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)
@@ -146,7 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         return _fail(f"cannot use data folder {args.data_dir}: {exc}")
     try:
-        sock = _bind(args.host, args.port)
+        sock = bind(args.host, args.port)
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     if args.host not in _LOOPBACK:

@@ -26,6 +26,7 @@ import yaml
 
 from agilerl.arena.server.store import now_iso
 
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: ~20x faster
 _DIGITS = re.compile(r"(\d+)(?!.*\d)")
 _STEP_KEYS = ("steps", "step", "global_step", "total_steps")
 _EVAL_KEYS = ("evaluation_score", "best_fitness", "fitness", "eval_score")
@@ -76,7 +77,7 @@ class RunDir:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         tmp = self.manifest.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        tmp.write_text(yaml.dump(manifest, Dumper=_Dumper, sort_keys=False))
         tmp.replace(self.manifest)
 
     def read_manifest(self) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server.cli import bind
 from agilerl.arena.server.config import ServerConfig
 
 STARTUP_TIMEOUT_S = 30.0
@@ -76,9 +76,7 @@ def running_server(tmp_path: Path, *, user: str = "tester", **config: Any) -> It
 
     data_dir = Path(config.pop("data_dir", Path(tmp_path) / "arena-data"))
     token = create_token(data_dir, user, admin=True)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(256)
+    sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
     cfg = ServerConfig(data_dir=data_dir, public_url=base, **config)
