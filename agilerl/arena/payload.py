@@ -13,21 +13,18 @@ from typing import Any
 __all__ = ["manifest_payload"]
 
 
-def manifest_payload(manifest: str | os.PathLike[str] | dict[str, Any] | Any) -> dict[str, Any]:
+def manifest_payload(manifest: str | os.PathLike[str] | Any) -> dict[str, Any]:
     """Validate *manifest* with the Arena ``TrainingManifest`` and return its JSON payload.
 
-    :param manifest: A YAML/JSON file path, a plain mapping, or an Arena manifest model.
+    :param manifest: A YAML/JSON file path, a plain mapping, an Arena manifest, or a local
+        (core) manifest object, which is converted first.
     :raises ManifestError: (a ``ValueError``) listing every problem, located in the file.
-    :raises TypeError: for a core (local) ``TrainingManifest`` object.
+    :raises FileNotFoundError: when the manifest file does not exist.
     """
     from agilerl.arena.models import TrainingManifest
 
-    if isinstance(manifest, TrainingManifest):
-        return dict(manifest.model_dump(mode="json", by_alias=True, exclude_none=True))
-    if hasattr(manifest, "model_dump") and not isinstance(manifest, dict):
-        raise TypeError(
-            "Arena expects a serialized manifest (a path or a dict), not a "
-            f"{type(manifest).__name__} object; pass manifest.model_dump(by_alias=True)."
-        )
+    to_json = getattr(manifest, "to_json_dict", None)
+    if callable(to_json) and not isinstance(manifest, TrainingManifest):
+        manifest = to_json(by_alias=True)  # a local TrainingManifest object
     source = Path(manifest) if isinstance(manifest, (str, os.PathLike)) else manifest
     return dict(TrainingManifest.get_validated(source, mode="json"))

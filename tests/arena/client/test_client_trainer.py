@@ -20,7 +20,11 @@ MANIFEST = {
     "environment": {"name": "CartPole-v1", "num_envs": 4},
     "training": {"max_steps": 2000, "evo_steps": 500, "pop_size": 2},
     "tournament_selection": {"tournament_size": 2, "elitism": True},
-    "network": {"latent_dim": 32},
+    "network": {
+        "latent_dim": 32,
+        "encoder_config": {"hidden_size": [64]},
+        "head_config": {"hidden_size": [64]},
+    },
 }
 
 
@@ -70,7 +74,7 @@ def test_from_manifest_file_submits_the_arena_payload(arena, server, tmp_path: P
     assert payload["environment"]["name"] == "CartPole-v1"
     assert payload["tournament_selection"]["tournament_size"] == 2
     assert "selection_strategy" not in payload
-    assert payload["network"]["latent_dim"] == 32
+    assert payload["network"] == MANIFEST["network"]  # passed through as written
     assert {"mutation", "tournament_selection", "network"} <= set(payload)
     assert payload["training"]["max_steps"] == 2000
 
@@ -151,3 +155,23 @@ def test_spec_objects_are_accepted(arena) -> None:
     payload = trainer.to_manifest()
     assert payload["algorithm"]["name"] == "DQN" and payload["algorithm"]["batch_size"] == 16
     assert payload["training"]["max_steps"] == 500
+
+
+def test_reference_manifest_round_trips(arena, peer_manifests_dir) -> None:
+    trainer = ArenaTrainer.from_manifest(
+        manifest=peer_manifests_dir / "configs" / "dqn" / "dqn.yaml", client=arena
+    )
+    payload = trainer.to_manifest()
+    assert payload["algorithm"]["name"] == "DQN"
+    assert payload["network"]["encoder_config"]["hidden_size"] == [128]
+    assert trainer.train(project="demo")["accepted"] is True
+
+
+def test_core_manifest_object_is_refused_by_from_manifest(arena) -> None:
+    from agilerl.models import TrainingManifest as CoreManifest
+
+    core = CoreManifest.get_validated(
+        {k: v for k, v in MANIFEST.items() if k != "network"}, mode="python"
+    )
+    with pytest.raises(TypeError, match="serialized manifest"):
+        ArenaTrainer.from_manifest(manifest=core, client=arena)
