@@ -1,0 +1,77 @@
+"""Wall time of ``agilerl validate`` from a cold process (a new interpreter each run).
+
+Measures (1) one invalid manifest and (2) all 51 reference manifests in one call, each
+repeated; prints the best and the median. Targets: <= 0.3 s and <= 1 s (the reference
+library needs 8-10 s to report one invalid manifest on the same machine).
+
+Runs with bytecode caches (as after ``pip install``; the first, unmeasured run writes them)
+and, for comparison, with no bytecode cache at all (every module compiled from source).
+
+Usage: python bench/validate_bench.py [--repeat N] [--shared PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def command() -> list[str]:
+    script = Path(sys.executable).with_name("agilerl")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "agilerl.cli"]
+
+
+def timed(args: list[str], cwd: Path, env: dict[str, str], expect: int) -> float:
+    start = time.perf_counter()
+    result = subprocess.run([*command(), "validate", "-q", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode != expect:
+        sys.exit(f"unexpected exit {result.returncode} (wanted {expect}):\n{result.stdout}{result.stderr}")
+    return elapsed
+
+
+def measure(label: str, args: list[str], cwd: Path, env: dict[str, str], expect: int,
+            repeat: int, target: float) -> None:
+    times = [timed(args, cwd, env, expect) for _ in range(repeat)]
+    best, median = min(times), statistics.median(times)
+    verdict = "ok" if median <= target else "over target"
+    print(f"  {label:<44} best {best:6.3f} s   median {median:6.3f} s   "
+          f"(target {target:.1f} s: {verdict})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    args = parser.parse_args()
+    bench = args.shared / "bench-manifests"
+    peers = args.shared / "peer-manifests"
+    invalid = sorted(bench.glob("invalid_*.yaml"))
+    manifests = sorted(str(p) for p in peers.rglob("*.yaml"))
+    if not invalid or len(manifests) != 51:
+        sys.exit(f"expected {bench}/invalid_*.yaml and 51 manifests under {peers}")
+
+    cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    with tempfile.TemporaryDirectory() as empty:
+        uncached = {**cached, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": empty}
+        timed([str(invalid[0])], REPO, cached, 1)  # writes the bytecode caches
+        for title, env in (("with bytecode caches", cached), ("without bytecode caches", uncached)):
+            print(f"agilerl validate, cold process, {title}:")
+            for file in invalid:
+                measure(f"one invalid manifest ({file.name})", [str(file)], REPO, env, 1,
+                        args.repeat, 0.3)
+            measure("all 51 reference manifests, one call", manifests, peers / "data", env, 0,
+                    args.repeat, 1.0)
+
+
+if __name__ == "__main__":
+    main()
