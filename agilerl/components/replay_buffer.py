@@ -164,3 +164,87 @@ class MultiStepReplayBuffer(ReplayBuffer):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self._pending = copy.deepcopy(dict(state.get("pending", {})))
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016) over a numpy sum tree.
+
+    A transition is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
+    transitions get the largest priority seen so far. ``sample(batch_size, beta)`` also
+    returns ``weights`` (importance-sampling weights ``(N * P(i)) ** -beta`` normalised by
+    their maximum) and ``indices`` to pass back to ``update_priorities`` with the new
+    TD errors. Sampling is stratified: one draw per equal slice of the total priority.
+    """
+
+    def __init__(self, max_size: int, alpha: float, device: Any = "cpu", seed: int | None = None):
+        super().__init__(max_size, device=device, seed=seed)
+        self.alpha = float(alpha)
+        self._leaves = 1 << max(0, (self.max_size - 1).bit_length())
+        self._tree = np.zeros(2 * self._leaves, dtype=np.float64)
+        self.max_priority = 1.0
+
+    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None:
+        start = self.pos
+        before = self.counter
+        super().add(transitions, **fields)
+        n = min(self.counter - before, self.max_size)
+        slots = (start + np.arange(n)) % self.max_size if n else np.zeros(0, dtype=np.int64)
+        if n and self.counter - before > self.max_size:  # oversized batch: newest kept
+            slots = np.arange(self.max_size)
+        self._set(slots, np.full(len(slots), self.max_priority**self.alpha))
+
+    def _set(self, slots: np.ndarray, values: np.ndarray) -> None:
+        nodes = slots + self._leaves
+        self._tree[nodes] = values
+        nodes = np.unique(nodes // 2)
+        while nodes.size and nodes[0] >= 1:
+            self._tree[nodes] = self._tree[2 * nodes] + self._tree[2 * nodes + 1]
+            if nodes[0] == 1:
+                break
+            nodes = np.unique(nodes // 2)
+
+    def _find(self, mass: np.ndarray) -> np.ndarray:
+        """Leaf index holding each prefix-sum ``mass`` (vectorised tree descent)."""
+        nodes = np.ones(len(mass), dtype=np.int64)
+        mass = mass.copy()
+        while nodes[0] < self._leaves:
+            left = 2 * nodes
+            go_right = mass > self._tree[left]
+            mass = np.where(go_right, mass - self._tree[left], mass)
+            nodes = np.where(go_right, left + 1, left)
+        return np.minimum(nodes - self._leaves, self.size - 1)
+
+    def sample(  # type: ignore[override]
+        self, batch_size: int, beta: float = 0.4, rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        gen = rng or self.rng
+        total = self._tree[1]
+        bounds = np.linspace(0.0, total, int(batch_size) + 1)
+        mass = gen.uniform(bounds[:-1], bounds[1:])
+        index = self._find(mass)
+        probs = self._tree[index + self._leaves] / total
+        weights = (self.size * probs) ** (-float(beta))
+        batch = {name: store[index] for name, store in self._data.items()}
+        batch["weights"] = (weights / weights.max()).astype(np.float32)
+        batch["indices"] = index
+        return batch
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Set new (positive) priorities, e.g. ``|TD error| + eps``, for sampled rows."""
+        priorities = np.asarray(priorities, dtype=np.float64).reshape(-1)
+        self.max_priority = max(self.max_priority, float(priorities.max()))
+        self._set(np.asarray(indices, dtype=np.int64).reshape(-1), priorities**self.alpha)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state.update(alpha=self.alpha, tree=self._tree.copy(), max_priority=self.max_priority)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.alpha = float(state["alpha"])
+        self._leaves = 1 << max(0, (self.max_size - 1).bit_length())
+        self._tree = np.array(state["tree"], dtype=np.float64)
+        self.max_priority = float(state["max_priority"])

@@ -92,3 +92,24 @@ def test_gae_matches_hand_computation_and_masks_invalid_steps():
     flat = buf.flat()
     assert len(flat["advantages"]) == 3
     np.testing.assert_allclose(flat["returns"], [a0 + 0.5, a1 + 0.4, a3 + 0.2], rtol=1e-6)
+
+
+def test_prioritized_buffer_samples_by_priority_and_weights():
+    from agilerl.components.replay_buffer import PrioritizedReplayBuffer
+
+    buf = PrioritizedReplayBuffer(6, alpha=1.0, seed=0)
+    buf.add(_batch(0, 4))
+    buf.update_priorities(np.arange(4), np.array([1.0, 1.0, 1.0, 97.0]))
+    draws = np.concatenate([buf.sample(10, beta=1.0)["action"] for _ in range(100)])
+    assert 0.9 < np.mean(draws == 3) < 1.0
+    batch = buf.sample(4, beta=1.0)
+    low = batch["weights"][batch["action"] != 3]
+    assert batch["weights"].max() == pytest.approx(1.0) and (low.size == 0 or low.max() == 1.0)
+    buf.add(_batch(4, 4))  # wraps; new rows get the max priority (97)
+    assert len(buf) == 6 and buf._tree[1] == pytest.approx(97.0 * 5 + 1.0)
+    copy = PrioritizedReplayBuffer(1, alpha=0.5)
+    copy.load_state_dict(buf.state_dict())
+    assert np.array_equal(
+        copy.sample(5, rng=np.random.default_rng(0))["indices"],
+        buf.sample(5, rng=np.random.default_rng(0))["indices"],
+    )
