@@ -92,7 +92,7 @@ def _scalar_key(node: yaml.Node, loader: Any) -> Any:
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_object(node)
         return value if isinstance(value, str | int | float | bool) or value is None else str(value)
-    return f"<{node.id}>"
+    return f"<{getattr(node, 'id', 'node')}>"
 
 
 def parse_text(text: str, file: str | None = None) -> LocatedDocument:

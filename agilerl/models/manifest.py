@@ -152,8 +152,8 @@ class TrainingManifest(BaseModel):
         from agilerl.models.algo import AlgoSpec
 
         if isinstance(algorithm, AlgoSpec) and type(algorithm) is type(manifest.algorithm):
-            if "net_config" in type(algorithm).model_fields and algorithm.net_config is None:
-                algorithm.net_config = manifest.algorithm.net_config
+            if "net_config" in type(algorithm).model_fields and algorithm.net_config is None:  # type: ignore[attr-defined]
+                algorithm.net_config = manifest.algorithm.net_config  # type: ignore[attr-defined]
             manifest.algorithm = algorithm
         return manifest
 

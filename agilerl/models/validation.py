@@ -285,7 +285,7 @@ class _Checker:
         if "squash_output" in raw and "squash_output" not in section:
             section["squash_output"] = raw["squash_output"]
         self.parts.network = section
-        algorithm.net_config = spec
+        algorithm.net_config = spec  # type: ignore[attr-defined]
 
     def _deferred_network(self, algorithm: AlgoSpec, raw: Mapping[str, Any]) -> None:
         """No ``arch``: the encoder is inferred from the observation space when the trainer
@@ -311,7 +311,7 @@ class _Checker:
             self.report.add(issue)
         if not errors:
             self.parts.network = copy.deepcopy(dict(raw))
-            algorithm.net_config = copy.deepcopy(dict(raw))
+            algorithm.net_config = copy.deepcopy(dict(raw))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ environment
     def _environment(self, algorithm: AlgoSpec, raw: Any) -> None:

@@ -54,14 +54,13 @@ def test_public_import_paths() -> None:
         spec = getattr(importlib.import_module(f"agilerl.models.algorithms.{module}"), f"{name}Spec")
         assert models.ALGO_REGISTRY[name] is spec
         assert getattr(importlib.import_module("agilerl.models.algorithms"), f"{name}Spec") is spec
+    import agilerl
     from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec  # noqa: F401
     from agilerl.models.env import EnvSpec, LLMEnvType  # noqa: F401
     from agilerl.models.hpo import MutationSpec, TournamentSelectionSpec  # noqa: F401
     from agilerl.models.manifest import TrainingManifest  # noqa: F401
     from agilerl.models.networks import MlpSpec, NetworkSpec  # noqa: F401
     from agilerl.models.training import NStepBufferArgs, PerBufferArgs, TrainingSpec  # noqa: F401
-
-    import agilerl
 
     assert agilerl.TrainingManifest is models.TrainingManifest
     assert agilerl.AgentType.SingleAgent.value == "single_agent"

@@ -64,6 +64,7 @@ class TrainingManifest(BaseModel):
     def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, Any],
                       mode: Literal["json", "python"] = "json") -> Any:
         """Validate a file (a string is a path) or mapping; ``json`` returns the payload."""
+        validated: TrainingManifest
         if isinstance(manifest, TrainingManifest):
             validated = manifest
         elif isinstance(manifest, str | os.PathLike):
