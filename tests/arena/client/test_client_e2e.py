@@ -322,3 +322,50 @@ def test_log_events_carry_sequence_numbers(client, manifest_file) -> None:
     assert seqs == sorted(seqs) and len(seqs) >= 3
     tail = list(client.iter_log_lines("seq", since=seqs[-2]))
     assert tail == [events[-1].text]
+
+
+class LoseFirstAnswer(httpx.BaseTransport):
+    """Forwards to the real server, but drops the first submit answer after the server
+    has processed it (a connection reset on the way back)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.lost = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.url.path.endswith("/jobs/submit") and self.lost == 0:
+            response.read()
+            response.close()
+            self.lost += 1
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_lost_answers_are_retried_without_duplicates_under_concurrency(
+    client, srv, manifest_file
+) -> None:
+    # No experiment names: the server names them, so a duplicate would be a new row.
+    def submit(_: int) -> dict:
+        transport = LoseFirstAnswer()
+        with ArenaClient(
+            api_key=srv.token,
+            base_url=srv.base_url,
+            verbose=False,
+            transport=transport,
+            sleep=lambda s: None,
+        ) as arena:
+            ack = arena.submit_experiment(manifest_file, project="demo")
+        assert transport.lost == 1  # the first answer really was lost
+        return ack
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        acks = list(pool.map(submit, range(12)))
+    rows = client.list_experiments("demo")
+    assert len({a["experiment_id"] for a in acks}) == 12
+    assert sorted(r["name"] for r in rows) == sorted(a["experiment_name"] for a in acks)
