@@ -6,7 +6,7 @@ Base class and shared field types of the generated spec models.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -28,6 +28,18 @@ class SpecModel(BaseModel):
         populate_by_name=True,
     )
 
+    _spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Per aliased field, its accepted spellings in priority order."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._spellings = tuple(
+            tuple(c for c in field.validation_alias.choices if isinstance(c, str))
+            for field in cls.model_fields.values()
+            if isinstance(field.validation_alias, AliasChoices)
+        )
+
     @model_validator(mode="before")
     @classmethod
     def _first_spelling_wins(cls, data: Any) -> Any:
@@ -35,12 +47,10 @@ class SpecModel(BaseModel):
         # others are dropped (instead of being reported as unknown keys).
         if not isinstance(data, dict):
             return data
-        for field in cls.model_fields.values():
-            alias = field.validation_alias
-            if isinstance(alias, AliasChoices):
-                present = [c for c in alias.choices if isinstance(c, str) and c in data]
-                if len(present) > 1:
-                    data = {k: v for k, v in data.items() if k not in present[1:]}
+        for spellings in cls._spellings:
+            present = [s for s in spellings if s in data]
+            if len(present) > 1:
+                data = {k: v for k, v in data.items() if k not in present[1:]}
         return data
 
 
