@@ -28,8 +28,7 @@ def _issue_lines(exc: Exception) -> list[str]:
     """``path: message`` lines from a ManifestError (``issues``) or a pydantic error."""
     issues = getattr(exc, "issues", None)
     if issues:
-        return [f"{getattr(i, 'path', '') or 'manifest'}: {getattr(i, 'message', i)}"
-                for i in issues]
+        return [str(i) for i in issues]  # "path: message (did you mean ...?)"
     errors = getattr(exc, "errors", None)
     if callable(errors):
         return _located(errors(include_url=False))
@@ -61,6 +60,23 @@ def validate_manifest(manifest: Any) -> tuple[dict[str, Any], list[str]]:
                            f"The manifest is invalid ({len(errors)} problem(s))",
                            errors=errors) from None
     return dumped, [str(w.message) for w in caught]
+
+
+def run_manifest(raw: dict[str, Any], validated: dict[str, Any]) -> dict[str, Any]:
+    """The manifest the worker runs: the validated Arena payload, made runnable locally.
+
+    * Empty top-level sections (the Arena payload always carries ``network: {}``,
+      ``mutation: {}``, ``tournament_selection: {}``) mean "unset", as on hosted Arena,
+      and are dropped so the local trainer applies its own defaults.
+    * ``environment`` is free-form on Arena: keys the light model does not know (``sync``,
+      ``config``, and, only on servers allowing custom code, ``entrypoint``...) are kept
+      from the submitted section for the local trainer to validate.
+    """
+    out = {k: v for k, v in validated.items() if not (isinstance(v, dict) and not v)}
+    env = raw.get("environment")
+    if isinstance(env, dict) and isinstance(out.get("environment"), dict):
+        out["environment"] = {**env, **out["environment"]}
+    return out
 
 
 def check_custom_code(manifest: dict[str, Any], allowed: bool) -> None:

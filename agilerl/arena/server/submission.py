@@ -114,8 +114,13 @@ def _name(req: SubmitRequest, manifest: dict[str, Any]) -> str:
 
 
 def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
-    manifest, warnings = policy.validate_manifest(req.manifest)
+    raw = req.manifest
+    if isinstance(raw, dict):  # refuse what was asked for, even if validation would drop it
+        policy.check_custom_code(raw, ctx.config.allow_custom_code)
+        policy.check_paths(raw)
+    validated, warnings = policy.validate_manifest(raw)
     req.warnings.extend(warnings)
+    manifest = policy.run_manifest(raw, validated)
     policy.check_custom_code(manifest, ctx.config.allow_custom_code)
     if req.reward_file is not None and not ctx.config.allow_custom_code:
         raise ApiError(422, "CUSTOM_CODE_DISABLED",
