@@ -22,9 +22,11 @@ class Violation:
 
     path: Path
     message: str
+    severity: str = "error"
+    """``warning`` for settings that are valid but will be ignored."""
 
     def under(self, *prefix: Any) -> Violation:
-        return Violation((*prefix, *self.path), self.message)
+        return Violation((*prefix, *self.path), self.message, self.severity)
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -279,6 +281,53 @@ def llm_model_rule(algorithm: Any) -> list[Violation]:
                           "Required field 'pretrained_model_name_or_path' wasn't found in the "
                           "algorithm or network section")]
     return []
+
+
+# --------------------------------------------------------------------------- across sections
+
+#: Training fields LLM fine-tuning does not use, with their defaults.
+_LLM_IGNORED_TRAINING = {"target_score": None, "eval_steps": None, "eval_loop": 1,
+                         "learning_delay": 0, "eps_start": None, "eps_end": None,
+                         "eps_decay": None, "overwrite_checkpoints": False}
+
+
+def replay_buffer_rules(algorithm: Any, buffer: Any) -> list[Violation]:
+    """Prioritised replay is RainbowDQN's only; algorithms without a buffer ignore the section;
+    multi-agent buffers ignore the n-step and PER flags."""
+    if buffer is None:
+        return []
+    name = getattr(algorithm, "algo_name", "")
+    uses_buffer = any(getattr(algorithm, flag, False) for flag in ("off_policy", "offline", "bandit"))
+    if not uses_buffer:
+        return [Violation(("replay_buffer",), f"{name} does not use a replay buffer; this "
+                          "section is ignored", "warning")]
+    multi_agent = getattr(getattr(algorithm, "agent_type", None), "value", "") == "multi_agent"
+    if multi_agent and (_get(buffer, "per_buffer") or _get(buffer, "n_step_buffer")):
+        return [Violation(("replay_buffer",), f"{name} always uses a plain replay buffer; "
+                          "n_step_buffer and per_buffer are ignored", "warning")]
+    if _get(buffer, "per_buffer") and name != "RainbowDQN":
+        return [Violation(("replay_buffer", "per_buffer"), "PER buffer is only supported for "
+                          f"Rainbow DQN, not {name}")]
+    return []
+
+
+def llm_training_rules(training: Any, multiturn: bool) -> list[Violation]:
+    """Training fields LLM fine-tuning ignores (warnings), and ``max_wall_seconds``, which only
+    multi-turn LLM runs use."""
+    out = []
+    ignored = [name for name, default in _LLM_IGNORED_TRAINING.items()
+               if _get(training, name, default) != default]
+    if ignored:
+        out.append(Violation(("training", ignored[0]), "TrainingSpec fields not supported by "
+                             f"LLM fine-tuning are ignored: {', '.join(ignored)}", "warning"))
+    if _get(training, "max_wall_seconds") is not None and not multiturn:
+        out.append(max_wall_seconds_warning())
+    return out
+
+
+def max_wall_seconds_warning() -> Violation:
+    return Violation(("training", "max_wall_seconds"), "max_wall_seconds only applies to "
+                     "multi-turn LLM runs; it is ignored here", "warning")
 
 
 # --------------------------------------------------------------------------- X11 environments

@@ -38,8 +38,11 @@ from agilerl.models.rules import (
     Violation,
     algorithm_rules,
     llm_model_rule,
+    llm_training_rules,
+    max_wall_seconds_warning,
     mf_layout,
     network_rules,
+    replay_buffer_rules,
     simba_recurrent_rule,
     training_rules,
 )
@@ -99,7 +102,7 @@ class _Checker:
                    model: type[BaseModel] | None = None) -> None:
         for violation in found:
             path = self._written((*prefix, *violation.path), data, model, len(prefix))
-            self.issue(path, violation.message, kind="rule")
+            self.issue(path, violation.message, kind="rule", severity=violation.severity)
 
     def _written(self, path: PathKey, data: Any, model: type[BaseModel] | None,
                  depth: int) -> PathKey:
@@ -378,8 +381,16 @@ class _Checker:
         if algorithm is None:
             return
         self.violations(simba_recurrent_rule(algorithm, data.get("network")), ())
+        self.violations(replay_buffer_rules(algorithm, self.parts.replay_buffer), ())
         if type(algorithm).env_kind == "llm":
             self.violations(llm_model_rule(algorithm), ())
+            if training is not None:
+                env = self.parts.env_spec
+                multiturn = getattr(env, "env_type", None) == "multiturn"
+                self.violations(llm_training_rules(training, multiturn), (),
+                                data.get("training") or {}, None)
+        elif training is not None and training.max_wall_seconds is not None:
+            self.violations([max_wall_seconds_warning()], ())
 
 
 def _merge_llm_network(algorithm: AlgoSpec, network: FinetuningNetworkSpec) -> None:

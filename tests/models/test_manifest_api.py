@@ -366,3 +366,15 @@ def test_importing_models_is_light() -> None:
             "print(any(m in sys.modules for m in ('torch', 'gymnasium', 'pettingzoo')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_settings_that_would_be_ignored_warn() -> None:
+    with pytest.warns(models.ManifestWarning, match="does not use a replay buffer"):
+        TrainingManifest.get_validated(manifest(algorithm={"name": "PPO"},
+                                                replay_buffer={"max_size": 10}))
+    with pytest.warns(models.ManifestWarning, match="max_wall_seconds only applies"):
+        TrainingManifest.get_validated(manifest(training={"max_wall_seconds": 60}))
+    llm = {"algorithm": {"name": "DPO", "pretrained_model_name_or_path": "m"},
+           "environment": {"dataset": "d"}, "training": {"target_score": 1.0, "eval_loop": 1}}
+    with pytest.warns(models.ManifestWarning, match="not supported by LLM fine-tuning are ignored: target_score"):
+        TrainingManifest.get_validated(llm)
