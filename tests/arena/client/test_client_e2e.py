@@ -369,3 +369,36 @@ def test_lost_answers_are_retried_without_duplicates_under_concurrency(
     rows = client.list_experiments("demo")
     assert len({a["experiment_id"] for a in acks}) == 12
     assert sorted(r["name"] for r in rows) == sorted(a["experiment_name"] for a in acks)
+
+
+def test_arena_trainer_runs_a_real_training_job(tmp_path: Path, monkeypatch) -> None:
+    """ArenaTrainer -> server -> `agilerl train` (real DQN on CartPole) -> COMPLETED."""
+    from agilerl.arena.trainer import ArenaTrainer
+
+    manifest = {
+        "algorithm": {"name": "DQN", "batch_size": 16, "learn_step": 1},
+        "environment": {"name": "CartPole-v1", "num_envs": 1},
+        "training": {"max_steps": 256, "evo_steps": 128, "pop_size": 2, "learning_delay": 0},
+        "network": {
+            "latent_dim": 16,
+            "encoder_config": {"hidden_size": [16]},
+            "head_config": {"hidden_size": [16]},
+        },
+    }
+    with running_server(tmp_path / "real", stop_grace_s=2.0) as server:  # the real worker
+        monkeypatch.setenv("ARENA_BASE_URL", server.base_url)
+        with ArenaClient(api_key=server.token, verbose=False) as arena:
+            arena.create_project("demo")
+            trainer = ArenaTrainer.from_manifest(manifest=manifest, client=arena)
+            final = trainer.train(
+                project="demo", experiment_name="real", wait=True, poll_interval=0.5, timeout=240
+            )
+            assert final["state"] == "COMPLETED", final
+            assert final["steps"] >= 256
+            checkpoints = trainer.list_checkpoints("real")
+            assert checkpoints and max(c["steps"] for c in checkpoints) >= 256
+            log = "\n".join(arena.iter_log_lines("real"))
+            assert "Training summary" in log
+            names = arena.list_experiment_metric_names("real", project="demo")
+            assert "eval/mean_fitness" in names
+            assert [e["name"] for e in trainer.list_experiments("demo")] == ["real"]
