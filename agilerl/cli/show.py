@@ -33,5 +33,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         import yaml
 
-        yaml.safe_dump(resolved, sys.stdout, sort_keys=False, default_flow_style=None)
+        yaml.safe_dump(resolved, sys.stdout, sort_keys=False, default_flow_style=False)
     return 0

@@ -8,13 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 NAME = "validate"
 HELP = "check training manifests (YAML or JSON) and report every problem with its line"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest file(s)")
+    parser.add_argument("manifests", nargs="+", metavar="MANIFEST",
+                        help="manifest file(s), or folders (every .yaml/.yml/.json inside)")
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print only problems (no line for valid manifests, no warnings)")
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from agilerl.models.validation import validate_path
 
-    reports = [validate_path(path) for path in args.manifests]
+    reports = [validate_path(path) for path in _expand(args.manifests)]
     failed = [r for r in reports if r.errors or (args.strict and r.warnings)]
     if args.json:
         payload = {
@@ -46,7 +48,23 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _expand(paths: list[str]) -> list[str]:
+    """Folders stand for the manifests below them (sorted)."""
+    out: list[str] = []
+    for path in paths:
+        folder = Path(path)
+        if folder.is_dir():
+            found = sorted(str(p) for p in folder.rglob("*")
+                           if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+            out += found or [path]
+        else:
+            out.append(path)
+    return out
+
+
 def _print_human(reports: list, args: argparse.Namespace) -> None:
+    from agilerl.models.errors import in_file_order
+
     out = sys.stdout
     for report in reports:
         bad = report.errors or (args.strict and report.warnings)
@@ -56,7 +74,7 @@ def _print_human(reports: list, args: argparse.Namespace) -> None:
             out.write(f"{report.source}: invalid ({count} {noun})\n")
         elif not args.quiet:
             out.write(f"{report.source}: ok\n")
-        for issue in report.errors:
+        for issue in sorted(report.errors, key=in_file_order):
             out.write(f"  error: {issue}\n")
         if args.strict or not args.quiet:
             label = "error" if args.strict else "warning"

@@ -78,6 +78,12 @@ class ManifestReport:
         return not self.errors
 
 
+def in_file_order(issue: ManifestIssue) -> tuple[int, int]:
+    """Sort key: where the issue is written (unlocated issues first)."""
+    loc = issue.location
+    return (loc.line, loc.column) if loc else (0, 0)
+
+
 class ManifestError(ValueError):
     """A manifest is invalid. ``issues`` lists every problem found, not just the first.
 
@@ -112,7 +118,7 @@ class ManifestError(ValueError):
         head = f"{self.source}: " if self.source else ""
         noun = "problem" if count == 1 else "problems"
         lines = [f"{head}invalid manifest ({count} {noun})"]
-        lines += [f"  {issue}" for issue in self.issues]
+        lines += [f"  {issue}" for issue in sorted(self.issues, key=in_file_order)]
         return "\n".join(lines)
 
     def __str__(self) -> str:

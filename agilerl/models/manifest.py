@@ -226,8 +226,9 @@ class TrainingManifest(BaseModel):
 
 def _dump_algorithm(spec: Any) -> dict[str, Any]:
     data = spec.model_dump(mode="json", exclude_none=True, exclude=set(_RUNTIME_ONLY))
-    data["name"] = getattr(spec, "algo_name", None) or data.get("name")
-    return data
+    name = getattr(spec, "algo_name", None) or data.pop("name", None)
+    data.pop("name", None)
+    return {"name": name, **data}
 
 
 def _fields_of(parts: ManifestParts) -> dict[str, Any]:
