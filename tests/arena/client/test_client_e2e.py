@@ -197,6 +197,12 @@ def test_resources_and_environments(client, srv, isolated_home) -> None:
     assert out.stdout.strip() == "True"
     missing = run_cli(isolated_home, srv, "env", "entrypoints", "NoSuchEnv-v0", api_key=srv.token)
     assert missing.returncode == 1 and "404" in missing.stderr
+    as_json = run_cli(
+        isolated_home, srv, "--json", "experiments", "status", "nope", api_key=srv.token
+    )
+    assert as_json.returncode == 1 and as_json.stdout == ""
+    error = json.loads(as_json.stderr)
+    assert error["ok"] is False and error["status_code"] == 404
 
 
 # -- experiments ---------------------------------------------------------------------------------
@@ -402,3 +408,27 @@ def test_arena_trainer_runs_a_real_training_job(tmp_path: Path, monkeypatch) -> 
             names = arena.list_experiment_metric_names("real", project="demo")
             assert "eval/mean_fitness" in names
             assert [e["name"] for e in trainer.list_experiments("demo")] == ["real"]
+
+
+def test_cli_reports_a_failed_job_with_exit_1(srv, isolated_home, manifest_file, monkeypatch):
+    monkeypatch.setenv("JOB_MODE", "fail")  # the stand-in worker crashes after a checkpoint
+    key = srv.token
+    assert run_cli(isolated_home, srv, "projects", "create", "p", api_key=key).returncode == 0
+    out = run_cli(
+        isolated_home,
+        srv,
+        "experiments",
+        "submit",
+        str(manifest_file),
+        "--project",
+        "p",
+        "--experiment-name",
+        "crash",
+        "--wait",
+        api_key=key,
+    )
+    assert out.returncode == 1 and "FAILED" in out.stderr, out.stderr
+    logs = run_cli(isolated_home, srv, "experiments", "logs", "crash", "--follow", api_key=key)
+    assert logs.returncode == 1
+    assert "boom: simulated crash" in logs.stdout
+    assert "Traceback" not in logs.stderr

@@ -410,3 +410,21 @@ def test_retry_policy_is_bounded() -> None:
     policy = RetryPolicy(retries=5, base=1.0, cap=4.0)
     for attempt in range(10):
         assert 0 <= policy.delay(attempt) <= 4.0
+
+
+def test_no_secret_reaches_the_logs(make_client, server, isolated_home, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    old_access, new_access = fresh_jwt("old"), fresh_jwt("new")
+    _store_tokens(isolated_home, old_access, refresh="refresh-secret-1")
+    server.add(
+        "POST",
+        "/realms/arena/protocol/openid-connect/token",
+        httpx.Response(200, json={"access_token": new_access, "refresh_token": "refresh-2"}),
+    )
+    server.add("GET", "/api/cli/v1/projects", fail(401, "expired"), fail(503, "x"), ok([]))
+    make_client(api_key=None).list_projects()
+    assert caplog.records  # the retry was logged...
+    for secret in (old_access, new_access, "refresh-secret-1", "refresh-2"):
+        assert secret not in caplog.text  # ...without any credential
