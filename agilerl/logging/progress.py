@@ -258,9 +258,7 @@ def generation_table(metrics: Mapping[str, Any]) -> Table:
             continue
         cells = [_cell(values.get(agent)) for agent in order]
         if with_mean:
-            numbers = [as_scalar(v) for v in values.values()]
-            finite = [n for n in numbers if n is not None]
-            cells.append(_cell(sum(finite) / len(finite)) if finite else "")
+            cells.append(_mean_cell(list(values.values())))
         table.add_row(name, *cells)
     return table
 
@@ -276,3 +274,13 @@ def _cell(value: Any) -> str:
     if scalar != 0 and (abs(scalar) < 1e-3 or abs(scalar) >= 1e6):
         return f"{scalar:.3e}"
     return f"{scalar:.4g}" if abs(scalar) < 1 else f"{scalar:.2f}"
+
+
+def _mean_cell(values: list[Any]) -> str:
+    numbers = [as_scalar(v) for v in values]
+    finite = [n for n in numbers if n is not None]
+    if not finite:
+        return ""
+    mean = sum(finite) / len(finite)
+    all_ints = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return f"{mean:,.0f}" if all_ints and mean.is_integer() else _cell(mean)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,8 +27,9 @@ def tensorboard_run_dir(
 class TensorBoardLogger(MetricsLogger):
     """Writes every numeric metric as a scalar at ``step`` (default: the global step).
 
-    Non-numeric values (e.g. an activation name) are skipped; ``config`` (the manifest) is
-    stored once as text so a run's settings travel with its curves.
+    Non-numeric values (e.g. an activation name) and non-finite ones (a NaN fitness; the CSV
+    keeps those) are skipped; ``config`` (the manifest) is stored once as text so a run's
+    settings travel with its curves.
     """
 
     def __init__(
@@ -53,7 +55,7 @@ class TensorBoardLogger(MetricsLogger):
         global_step = self.step_of(metrics, step)
         for key, value in metrics.items():
             scalar = as_scalar(value)
-            if scalar is not None:
+            if scalar is not None and math.isfinite(scalar):
                 self._writer.add_scalar(key, scalar, global_step=global_step)
         self._writer.flush()
 

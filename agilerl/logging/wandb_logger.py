@@ -90,6 +90,15 @@ class WandbLogger(MetricsLogger):
         self.run.log(payload)
 
     def close(self) -> None:
-        if self.run is not None:
-            self.run.finish()
-            self.run = None
+        """Finish the run; its files are complete on disk when this returns."""
+        if self.run is None:
+            return
+        import wandb
+
+        self.run.finish()
+        self.run = None
+        # finish() can return before W&B's service has written the run file (seen in
+        # offline mode); shutting the service down waits for it. Skipped if the caller
+        # has another run open in this process.
+        if wandb.run is None:
+            wandb.teardown()

@@ -100,13 +100,14 @@ def test_tensorboard_event_file(tmp_path: Path) -> None:
     logger.log(
         {"train/global_step": 100, "eval/mean_fitness": 9.5, "train/agent_0/activation": "ReLU"}
     )
-    logger.log({"eval/mean_fitness": 12.0}, step=200)
+    logger.log({"eval/mean_fitness": 12.0, "eval/best_fitness": float("nan")}, step=200)
     logger.close()
     logger.close()  # idempotent
     (event_file,) = list(logger.run_dir.glob("events.out.tfevents.*"))
     scalars = _scalars(event_file)
     assert scalars["eval/mean_fitness"] == [(100, 9.5), (200, 12.0)]
     assert "train/agent_0/activation" not in scalars
+    assert "eval/best_fitness" not in scalars
 
 
 def test_tensorboard_dir_name_sanitised(tmp_path: Path) -> None:

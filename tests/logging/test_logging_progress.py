@@ -89,6 +89,8 @@ def test_generation_table() -> None:
             "train/agent_0/score": 1.0,
             "train/agent_0/lr": 0.001,
             "train/agent_1/lr": 0.003,
+            "train/agent_0/batch_size": 64,
+            "train/agent_1/batch_size": 64,
             "eval/mean_fitness": 15.0,
         }
     )
@@ -98,8 +100,11 @@ def test_generation_table() -> None:
     assert "Global steps 2,048" in text
     assert [c.header for c in table.columns] == ["metric", "agent 0", "agent 1", "mean"]
     rows = [line for line in text.splitlines() if "│" in line]
-    assert [r.split("│")[1].strip() for r in rows] == ["eval/fitness", "train/score", "train/lr"]
-    assert "15.00" in rows[0] and "2.00" in rows[1]
+    cells = [[c.strip() for c in r.split("│")[1:-1]] for r in rows]
+    assert [c[0] for c in cells] == ["eval/fitness", "train/score", "train/lr", "train/batch_size"]
+    assert cells[0][1:] == ["10.00", "20.00", "15.00"]
+    assert cells[1][3] == "2.00"
+    assert cells[3][1:] == ["64", "64", "64"]
 
 
 def test_summary_plain() -> None:
