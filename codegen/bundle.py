@@ -86,14 +86,13 @@ def _discriminators(node: dict[str, Any]) -> dict[str, Any]:
 def _dispatch(catalog: Catalog, models: dict[str, dict[str, Any]], target: str
               ) -> list[dict[str, Any]]:
     spec = catalog.manifest["x-dispatch"]
-    env_names = {kind: next(n for n, o in catalog.origin.items() if o == rel)
-                 for kind, rel in spec["environments"].items()}
+    env_names = catalog.environment_models(target)
     rules = []
     for name in catalog.algorithms():
         if name not in models:
             continue
         md = models[name]["x-agilerl"]
-        env = "EnvSpec" if target == "arena" else env_names[md["environment"]]
+        env = env_names[md["environment"]]
         net = md["network_spec"] if md["network_spec"] in spec["networks"] else "*"
         net_ref = spec["networks"][net].split("#/$defs/")[-1]
         rules.append({

@@ -31,6 +31,16 @@ class Catalog:
     origin: dict[str, str] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
 
+    def environment_models(self, target: str = "local") -> dict[str, str]:
+        """Environment kind (``x-agilerl.environment``) -> environment model name; on Arena
+        every kind maps to the one generic environment model."""
+        dispatch = self.manifest["x-dispatch"]
+        kinds = dispatch["environments"]
+        if target == "arena":
+            kinds = {kind: dispatch["arena_environment"] for kind in kinds}
+        return {kind: next(n for n, o in self.origin.items() if o == rel)
+                for kind, rel in kinds.items()}
+
     def algorithms(self) -> list[str]:
         """Algorithm model names (those carrying ``x-agilerl`` metadata), in file order."""
         return [n for n, s in self.models.items() if "x-agilerl" in s]

@@ -12,14 +12,17 @@ _GROUPS = [
     ("Sections", ["TrainingSpec", "MutationSpec", "MutationProbabilities", "RLHyperparameter",
                   "TournamentSelectionSpec", "MultiFrequencySelectionSpec", "ReplayBufferSpec",
                   "NStepBufferArgs", "PerBufferArgs"]),
-    ("Network", ["RLNetworkSection", "NetworkSpec", "StochasticActorSpec", "MlpSpec", "CnnSpec",
-                 "LstmSpec", "SimbaSpec", "MultiInputSpec", "FinetuningNetworkSpec",
-                 "LoraConfigDict"]),
+    ("Network", ["RLNetworkSection", "NetworkSpec", "QNetworkSpec", "RainbowQNetworkSpec",
+                 "ContinuousQNetworkSpec", "DeterministicActorSpec", "StochasticActorSpec",
+                 "ValueNetworkSpec", "MlpSpec", "CnnSpec", "LstmSpec", "SimbaSpec",
+                 "MultiInputSpec", "FinetuningNetworkSpec", "LoraConfigDict"]),
     ("Environments", ["GymEnvSpec", "PzEnvSpec", "OfflineEnvSpec", "BanditEnvSpec",
                       "LLMEnvSpec"]),
     ("Algorithm bases", ["AlgoSpec", "RLAlgorithmSpec", "NeuralBanditSpec",
                          "MultiAgentRLAlgorithmSpec", "LLMAlgorithmSpec"]),
+    ("Arena-only models", ["EnvSpec", "VLLMConfig", "CosineLRScheduleConfig"]),
 ]
+_UNIONS = ("NetworkSection", "SelectionStrategy")  # described by their members
 
 
 def _type(schema: dict[str, Any]) -> str:
@@ -122,6 +125,9 @@ def render(catalog: Catalog) -> str:
         lines += [f"## {title}", ""]
         for name in names:
             lines += _table(name, models[name])
+    listed = {n for _, names in _GROUPS for n in names} | set(catalog.algorithms()) | set(_UNIONS)
+    if set(models) - listed:
+        raise ValueError(f"models missing from the reference page: {sorted(set(models) - listed)}")
     lines += ["## Algorithm specs", ""]
     for name in catalog.algorithms():
         lines += _table(name, models[name])

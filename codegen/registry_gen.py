@@ -48,19 +48,9 @@ class AlgorithmEntry:
 '''
 
 
-def _env_classes(catalog: Catalog, target: str) -> dict[str, str]:
-    if target == "arena":
-        return {kind: "EnvSpec" for kind in ("gym", "pettingzoo", "offline", "bandit", "llm")}
-    dispatch = catalog.manifest["x-dispatch"]["environments"]
-    out = {}
-    for kind, rel in dispatch.items():
-        out[kind] = next(n for n, o in catalog.origin.items() if o == rel)
-    return out
-
-
 def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target: str) -> str:
     algos = [n for n in catalog.algorithms() if n in models]
-    envs = _env_classes(catalog, target)
+    envs = catalog.environment_models(target)
     rows, needed = [], set(algos)
     for name in algos:
         md = models[name]["x-agilerl"]
