@@ -88,6 +88,7 @@ class Transport:
         repeatable = method.upper() in IDEMPOTENT_METHODS or IDEMPOTENCY_HEADER in extra
         http_timeout = _timeout(timeout or self.request_timeout, stream)
         attempt, auth_retried = 0, False
+        self.auth.ensure_fresh()  # long sessions: refresh shortly before the token lapses
         while True:
             extra["Authorization"] = f"Bearer {self.auth.bearer()}"
             _rewind(files)

@@ -428,3 +428,25 @@ def test_no_secret_reaches_the_logs(make_client, server, isolated_home, caplog) 
     assert caplog.records  # the retry was logged...
     for secret in (old_access, new_access, "refresh-secret-1", "refresh-2"):
         assert secret not in caplog.text  # ...without any credential
+
+
+def test_an_expiring_token_is_refreshed_before_the_request(
+    make_client, server, isolated_home
+) -> None:
+    import time as _time
+
+    from .conftest import make_jwt
+
+    _store_tokens(isolated_home, make_jwt(_time.time() + 3600))
+    client = make_client(api_key=None)
+    client._auth._tokens["access_token"] = make_jwt(_time.time() + 30)  # lapses within a minute
+    new_access = fresh_jwt("new")
+    server.add(
+        "POST",
+        "/realms/arena/protocol/openid-connect/token",
+        httpx.Response(200, json={"access_token": new_access, "refresh_token": "r2"}),
+    )
+    server.add("GET", "/api/cli/v1/projects", ok([]))
+    client.list_projects()
+    assert server.last("/api/cli/v1/projects").headers["authorization"] == f"Bearer {new_access}"
+    assert len([r for r in server.requests if r.url.path.endswith("projects")]) == 1

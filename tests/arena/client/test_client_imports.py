@@ -10,7 +10,10 @@ import sys
 import agilerl.arena
 from agilerl.arena import ArenaClient, ArenaTrainer, ArenaError
 import agilerl.arena.cli, agilerl.arena.commands, agilerl.arena.trainer
-heavy = sorted(m for m in ("torch", "gymnasium", "pettingzoo", "numpy.random") if m in sys.modules)
+client = ArenaClient(api_key="k", base_url="https://arena.example")
+trainer = ArenaTrainer("DQN", "CartPole-v1", {"max_steps": 100}, client=client)
+assert trainer.to_manifest()["algorithm"]["name"] == "DQN"
+heavy = sorted(m for m in ("torch", "gymnasium", "pettingzoo", "numpy") if m in sys.modules)
 print(",".join(heavy) or "clean")
 """
 
