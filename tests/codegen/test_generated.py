@@ -198,3 +198,32 @@ def test_peer_rl_manifests_against_the_arena_bundle(path: Path) -> None:
         arena.REGISTRY[doc["algorithm"]["name"]].spec_class.model_validate(doc["algorithm"])
         arena.EnvSpec.model_validate(doc["environment"])
         arena.TrainingSpec.model_validate(doc.get("training", {}))
+
+
+PUBLIC_NAMES = ["DQNSpec", "RainbowDQNSpec", "DDPGSpec", "TD3Spec", "PPOSpec", "CQNSpec", "NeuralTSSpec", "NeuralUCBSpec", "IPPOSpec", "MADDPGSpec", "MATD3Spec", "GRPOSpec", "GSPOSpec", "CISPOSpec", "LLMPPOSpec", "LLMREINFORCESpec", "DPOSpec", "SFTSpec", "TrainingSpec", "ReplayBufferSpec", "NStepBufferArgs", "PerBufferArgs", "MutationSpec", "MutationProbabilities", "RLHyperparameter", "TournamentSelectionSpec", "MultiFrequencySelectionSpec", "NetworkSpec", "MlpSpec", "CnnSpec", "LstmSpec", "SimbaSpec", "MultiInputSpec", "QNetworkSpec", "RainbowQNetworkSpec", "ContinuousQNetworkSpec", "DeterministicActorSpec", "StochasticActorSpec", "ValueNetworkSpec", "FinetuningNetworkSpec", "LoraConfigDict", "GymEnvSpec", "PzEnvSpec", "OfflineEnvSpec", "BanditEnvSpec", "LLMEnvSpec", "AlgoSpec", "RLAlgorithmSpec", "MultiAgentRLAlgorithmSpec", "LLMAlgorithmSpec"]
+
+
+def test_public_class_names_and_hierarchy() -> None:
+    missing = [n for n in PUBLIC_NAMES if not isinstance(getattr(g, n, None), type)]
+    assert missing == []
+    assert all(n in g.__all__ for n in PUBLIC_NAMES)
+    for name in ("DQNSpec", "PPOSpec", "NeuralTSSpec", "CQNSpec"):
+        assert issubclass(getattr(g, name), g.RLAlgorithmSpec)
+    for name in ("IPPOSpec", "MADDPGSpec", "MATD3Spec"):
+        assert issubclass(getattr(g, name), g.MultiAgentRLAlgorithmSpec)
+    for name in ("GRPOSpec", "DPOSpec", "SFTSpec", "LLMPPOSpec"):
+        assert issubclass(getattr(g, name), g.LLMAlgorithmSpec)
+    assert issubclass(g.StochasticActorSpec, g.NetworkSpec)
+    assert issubclass(g.OfflineEnvSpec, g.GymEnvSpec)
+    assert all(issubclass(e.spec_class, g.AlgoSpec) for e in g.ALGORITHMS)
+
+
+def test_runtime_only_fields_take_objects_not_data_and_are_not_dumped() -> None:
+    module = object()
+    spec = g.DQNSpec(actor_network=module, net_config={"latent_dim": 8})
+    assert spec.actor_network is module
+    assert "actor_network" not in spec.model_dump() and "net_config" not in spec.model_dump()
+    with pytest.raises(ValueError, match="runtime-only"):
+        g.DQNSpec(actor_network={"layers": 2})
+    assert g.TrainingSpec.model_validate({"population_size": 3, "pop_size": 5}).pop_size == 3
+    assert g.TrainingSpec(metrics_interval=7).model_dump()["evo_steps"] == 7
