@@ -28,7 +28,7 @@ from typing import Any
 from codegen.codegen_input import FIELD_MARKERS
 
 DATAMODEL_ARGS = [
-    "--input-file-type", "jsonschema",
+    "--ignore-pyproject", "--input-file-type", "jsonschema",
     "--output-model-type", "pydantic_v2.BaseModel",
     "--disable-timestamp",
     "--target-python-version", "3.10",
