@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +23,7 @@ from agilerl.arena.server.scheduler import Scheduler
 from agilerl.arena.server.store import Store
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -31,6 +34,13 @@ class Context:
     store: Store
     auth: Authenticator
     scheduler: Scheduler
+    #: submissions run one at a time, first come first served: they serialise on the
+    #: database anyway, and a single worker keeps tail latency flat under bursts.
+    submitter: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="arena-submit"))
+
+    async def submit_call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.submitter, fn, *args)
 
 
 def ok(data: Any, status: int = 200) -> JSONResponse:
@@ -148,6 +158,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             yield
         finally:
+            ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
             store.close()
 

@@ -23,7 +23,7 @@ from agilerl.arena.server.store import Row
 router = APIRouter()
 JOBS = "/api/cli/v1/experiments/jobs"
 NDJSON = "application/x-ndjson"
-FOLLOW_POLL_S = 0.2
+FOLLOW_POLL_S = 0.05
 MAX_PREVIEW_ROWS = 1_000_000
 
 
@@ -82,7 +82,7 @@ async def submit(request: Request, user: User = Depends(current_user)) -> Respon
     ctx = context(request)
     req = await submission.parse(request)
     key = blank(request.headers.get("idempotency-key"))
-    row, created = await run_in_threadpool(submission.submit, ctx, user, req, key)
+    row, created = await ctx.submit_call(submission.submit, ctx, user, req, key)
     lines = [_event("status", "validation", "running", "Validating manifest")]
     lines += [_event("warning", "validation", "running", w, level="secondary-info")
               for w in req.warnings]
@@ -141,18 +141,35 @@ def _final(row: Row, follow: bool) -> bytes:
 
 
 async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> AsyncIterator[bytes]:
+    """Backlog, then (with ``follow``) new lines as they land, then one terminal event.
+
+    The log file is polled every ``FOLLOW_POLL_S`` (a cheap read from the last offset);
+    the job's state is re-read from the database only when the file had nothing new.
+    """
     run = ctx.scheduler.run_dir(row["id"])
     offset = 0
+    current: Row | None = row
     while True:
-        current = await run_in_threadpool(ctx.store.experiment, row["id"])
-        terminal = current is None or current["state"] in states.TERMINAL
         entries, offset = await run_in_threadpool(run.read_logs, offset)
         chunk = b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
         if chunk:
             yield chunk
-        if not follow or terminal:
+            if follow:
+                continue
+        if not follow:
+            break
+        # The worker writes every line before its final state is recorded, so a
+        # terminal state seen here means the file is complete up to ``offset`` or beyond.
+        current = await run_in_threadpool(ctx.store.experiment, row["id"])
+        if current is None or current["state"] in states.TERMINAL:
+            entries, offset = await run_in_threadpool(run.read_logs, offset)
+            tail = b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
+            if tail:
+                yield tail
             break
         await asyncio.sleep(FOLLOW_POLL_S)
+    if not follow:
+        current = await run_in_threadpool(ctx.store.experiment, row["id"])
     yield _final(current or row, follow)
 
 
