@@ -45,7 +45,7 @@ class DQN(RLAlgorithm):
             raise ValueError(f"DQN needs a Discrete action space, got {self.action_space}")
         self.num_actions = int(self.action_space.n)
         self.actor = QNetwork.build(
-            self.obs_encoder.dim, self.num_actions, net_config, self.torch_rng
+            self.obs_encoder.dim, self.num_actions, net_config, self.network_generator()
         ).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
         self.networks = {"actor": self.actor, "actor_target": self.actor_target}

@@ -65,7 +65,7 @@ class PPO(RLAlgorithm):
             net_config=net_config,
             share_encoders=bool(self.share_encoders),
             action_std_init=self.action_std_init,
-            generator=self.torch_rng,
+            generator=self.network_generator(),
         ).to(self.device)
         self.networks = {"actor_critic": self.actor_critic}
         self.optimizer_networks = {"optimizer": ("actor_critic",)}

@@ -152,3 +152,13 @@ def test_hyperparameters_come_from_the_spec(small_net):
         isinstance(agent, PPO) and agent.index == 2 and agent.lr == 3e-3 and agent.learn_step == 64
     )
     assert agent.optimizers["optimizer"].param_groups[0]["lr"] == 3e-3
+
+
+def test_network_random_seed_gives_identical_initial_weights(small_net):
+    env = make_probe_vector_env("ObsPolicyEnv", 2)
+    spaces_ = (env.single_observation_space, env.single_action_space)
+    a = DQN(*spaces_, net_config=dict(small_net, random_seed=5), seed=1)
+    b = DQN(*spaces_, net_config=dict(small_net, random_seed=5), seed=2)
+    c = DQN(*spaces_, net_config=small_net, seed=2)
+    _assert_same(a, b)
+    assert not torch.equal(next(a.actor.parameters()), next(c.actor.parameters()))

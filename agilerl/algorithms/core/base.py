@@ -178,6 +178,14 @@ class RLAlgorithm(ABC):
         self.fitness.append(fitness)
         return fitness
 
+    def network_generator(self) -> torch.Generator:
+        """Generator for initial weights: ``net_config.random_seed`` when the manifest sets
+        one (every member then starts from the same weights), else the agent's own."""
+        seed = self.net_config.get("random_seed")
+        if seed is None:
+            return self.torch_rng
+        return torch.Generator().manual_seed(int(seed))
+
     # ------------------------------------------------------------------ tensors
     def to_tensor(self, obs: Any) -> torch.Tensor:
         """Observations (numpy, batched) -> float tensor on the agent's device."""
