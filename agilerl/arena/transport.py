@@ -86,6 +86,7 @@ class Transport:
         """Send a request and return its (2xx) response; raise a mapped error otherwise."""
         extra = dict(headers or {})
         repeatable = method.upper() in IDEMPOTENT_METHODS or IDEMPOTENCY_HEADER in extra
+        content = {"params": params, "json": json, "data": data, "files": files}
         http_timeout = _timeout(timeout or self.request_timeout, stream)
         attempt, auth_retried = 0, False
         self.auth.ensure_fresh()  # long sessions: refresh shortly before the token lapses
@@ -93,45 +94,21 @@ class Transport:
             extra["Authorization"] = f"Bearer {self.auth.bearer()}"
             _rewind(files)
             request = self._http.build_request(
-                method,
-                path,
-                params=params,
-                json=json,
-                data=data,
-                files=files,
-                headers=extra,
-                timeout=http_timeout,
+                method, path, headers=extra, timeout=http_timeout, **content
             )
             try:
                 response = self._http.send(request, stream=stream)
             except httpx.HTTPError as exc:
-                if (
-                    repeatable
-                    and attempt < self.retry.retries
-                    and self.retry.should_retry_error(exc)
-                ):
-                    self._wait(attempt, None, f"{type(exc).__name__}")
-                    attempt += 1
-                    continue
-                raise ArenaAPIError(
-                    f"Network error communicating with Arena at {self.base_url}: "
-                    f"{type(exc).__name__}: {exc}",
-                    0,
-                    sdk_hint="Check the server address (ARENA_BASE_URL) and your network.",
-                    cli_hint="Check --base-url / ARENA_BASE_URL and your network.",
-                ) from None
-            if response.status_code == 401 and not auth_retried and self._recover_401(response):
-                auth_retried = True
+                if not (repeatable and self._retry(attempt, None, exc)):
+                    raise self._network_error(exc) from None
+                attempt += 1
                 continue
             if response.status_code == 401:
-                raise self._auth_error(response)
-            if (
-                repeatable
-                and attempt < self.retry.retries
-                and self.retry.should_retry_status(response.status_code)
-            ):
-                _discard(response)
-                self._wait(attempt, response, f"HTTP {response.status_code}")
+                if auth_retried or not self._recover_401(response):
+                    raise self._auth_error(response)
+                auth_retried = True
+                continue
+            if repeatable and self._retry(attempt, response, None):
                 attempt += 1
                 continue
             if not response.is_success:
@@ -139,6 +116,33 @@ class Transport:
                 response.close()
                 raise error_class_for_path(path).from_response_body(body, response.status_code)
             return response
+
+    def _retry(
+        self, attempt: int, response: httpx.Response | None, error: Exception | None
+    ) -> bool:
+        """Wait and return True when this failure deserves another try."""
+        if attempt >= self.retry.retries:
+            return False
+        if error is not None:
+            if not self.retry.should_retry_error(error):
+                return False
+            why = type(error).__name__
+        elif response is not None and self.retry.should_retry_status(response.status_code):
+            why = f"HTTP {response.status_code}"
+            _discard(response)
+        else:
+            return False
+        self._wait(attempt, response, why)
+        return True
+
+    def _network_error(self, exc: Exception) -> ArenaAPIError:
+        return ArenaAPIError(
+            f"Network error communicating with Arena at {self.base_url}: "
+            f"{type(exc).__name__}: {exc}",
+            0,
+            sdk_hint="Check the server address (ARENA_BASE_URL) and your network.",
+            cli_hint="Check --base-url / ARENA_BASE_URL and your network.",
+        )
 
     def _wait(self, attempt: int, response: httpx.Response | None, why: str) -> None:
         delay = self.retry.delay(attempt, response)
