@@ -50,6 +50,7 @@ _STATUS_HINTS = {
     413: "The request or upload is larger than the server accepts; make it smaller.",
     422: "Fix the fields named above and submit again.",
     429: "Too many jobs or requests at once; wait for one to finish or stop one, then retry.",
+    501: "This server does not offer this feature.",
 }
 
 
@@ -144,7 +145,7 @@ class ArenaAPIError(ArenaError):
         self.error_code = error_code
         if sdk_hint is None and cli_hint is None:
             sdk_hint = cli_hint = _STATUS_HINTS.get(status_code)
-            if status_code >= 500:
+            if status_code >= 500 and sdk_hint is None:
                 sdk_hint = cli_hint = "The server failed; try again later."
         super().__init__(self._render(), sdk_hint=sdk_hint, cli_hint=cli_hint)
 

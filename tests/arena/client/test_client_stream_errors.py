@@ -132,6 +132,7 @@ def test_error_rendering_extras_and_hints() -> None:
     plain = ArenaAPIError.from_response_body(b"<html>bad gateway</html>", 502)
     assert "API error (502): <html>bad gateway</html>" in str(plain)
     assert "try again later" in str(plain)
+    assert "try again" not in str(ArenaAPIError.from_payload({"error": "no uploads"}, 501))
     assert "429" in str(ArenaAPIError.from_payload({"error": "slow"}, 429))
     assert "stop one" in str(ArenaAPIError.from_payload({"error": "slow"}, 429))
 
