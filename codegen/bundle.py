@@ -83,6 +83,16 @@ def _discriminators(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
+def _foreign_network_keys(models: dict[str, dict[str, Any]], section: str, spec: str
+                          ) -> list[str]:
+    """Keys of the network ``section`` schema that the algorithm's network class lacks
+    (besides ``arch``, which the section moves into ``encoder_config``)."""
+    if section == spec:
+        return []
+    own = set(flatten(models, spec)["properties"]) | {"arch"}
+    return sorted(set(models[section]["properties"]) - own)
+
+
 def _dispatch(catalog: Catalog, models: dict[str, dict[str, Any]], target: str
               ) -> list[dict[str, Any]]:
     spec = catalog.manifest["x-dispatch"]
@@ -95,13 +105,17 @@ def _dispatch(catalog: Catalog, models: dict[str, dict[str, Any]], target: str
         env = env_names[md["environment"]]
         net = md["network_spec"] if md["network_spec"] in spec["networks"] else "*"
         net_ref = spec["networks"][net].split("#/$defs/")[-1]
+        network: dict[str, Any] = {"$ref": f"#/$defs/{net_ref}"}
+        foreign = _foreign_network_keys(models, net_ref, md["network_spec"])
+        if foreign:  # keys only another network class has (squash_output): not allowed here
+            network = {"allOf": [network, {"properties": {k: False for k in foreign}}]}
         rules.append({
             "if": {"properties": {"algorithm": {"properties": {"name": {
                 "const": name.removesuffix("Spec")}}}}},
             "then": {"properties": {
                 "algorithm": {"$ref": f"#/$defs/{name}"},
                 "environment": {"$ref": f"#/$defs/{env}"},
-                "network": {"anyOf": [{"$ref": f"#/$defs/{net_ref}"}, {"type": "null"}]},
+                "network": {"anyOf": [network, {"type": "null"}]},
             }},
         })
     return rules

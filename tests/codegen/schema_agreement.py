@@ -31,6 +31,9 @@ def _network(net: Any, entry: g.AlgorithmEntry) -> None:
         g.FinetuningNetworkSpec.model_validate(net)
         return
     g.RLNetworkSection.model_validate(net)
+    foreign = set(net) - set(entry.network_spec.model_fields) - {"arch"}
+    if foreign:  # e.g. squash_output outside a stochastic actor
+        raise ValueError(f"not a field of {entry.network_spec.__name__}: {sorted(foreign)}")
     encoder = net.get("encoder_config") or {}
     arch = encoder.get("arch") or net.get("arch")  # an arch inside encoder_config wins
     if arch:  # a named arch needs a complete encoder of that kind
