@@ -21,8 +21,7 @@ from pydantic import Discriminator, Tag
 
 from ._base import SpecModel, tag_of
 from .models import (
-{imports}
-)
+{imports})
 
 AgentType = Literal["single_agent", "multi_agent", "llm_agent", "offline_agent", "bandit_agent"]
 

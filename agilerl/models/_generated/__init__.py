@@ -14,8 +14,12 @@ Conventions shared with the hand-written facade:
   ``memory_size``, ``LLMEnvSpec.dataset`` <- ``dataset``/``name``). Dumps use canonical names.
   The legacy top-level ``tournament_selection`` key is listed in ``MANIFEST_KEY_ALIASES``.
 * Runtime-only fields (``actor_network(s)``, ``critic_network(s)``, ``net_config``,
-  ``hp_config``) are typed ``RuntimeObject``: ``None`` or a non-JSON Python object, never
-  plain data, and excluded from dumps. The trainer assigns them by attribute.
+  ``hp_config``) accept what the schema allows a manifest to write (null; for
+  ``net_config`` a network-section mapping, for ``hp_config`` a mapping name ->
+  ``RLHyperparameter``) or, from Python, any non-JSON object (``RuntimeObject``: a torch
+  module, a spec object); they are excluded from dumps and the trainer may assign them by
+  attribute. ``LLMAlgorithmSpec.lora_config`` also takes objects (a peft config) but is
+  dumped.
 * ``ALGORITHMS`` / ``REGISTRY`` (module ``registry``) is the algorithm registry: one frozen
   ``AlgorithmEntry`` per algorithm with its spec class, agent type, flags, default
   ``evo_steps``, network spec class, environment spec class and Arena eligibility.

@@ -34,7 +34,6 @@ from .models import (
     SFTSpec,
     StochasticActorSpec,
     TD3Spec,
-
 )
 
 AgentType = Literal["single_agent", "multi_agent", "llm_agent", "offline_agent", "bandit_agent"]
