@@ -450,3 +450,36 @@ def test_an_expiring_token_is_refreshed_before_the_request(
     client.list_projects()
     assert server.last("/api/cli/v1/projects").headers["authorization"] == f"Bearer {new_access}"
     assert len([r for r in server.requests if r.url.path.endswith("projects")]) == 1
+
+
+def test_configure_sets_defaults_but_the_environment_wins(monkeypatch) -> None:
+    from agilerl.arena.client import ArenaClient
+
+    monkeypatch.delenv("ARENA_BASE_URL")
+    assert ArenaClient.configure(base_url="http://configured.test/") is ArenaClient
+    with ArenaClient(api_key="k") as arena:
+        assert arena.base_url == "http://configured.test"
+        assert arena.settings.keycloak_url == "http://configured.test"  # self-hosted: same host
+    monkeypatch.setenv("ARENA_BASE_URL", "http://env.test")
+    with ArenaClient(api_key="k") as arena:
+        assert arena.base_url == "http://env.test"
+    monkeypatch.setenv("ARENA_KEYCLOAK_URL", "http://auth.test")
+    with ArenaClient(api_key="k") as arena:
+        assert arena.settings.keycloak_url == "http://auth.test"
+
+
+def test_hosted_service_is_the_default(monkeypatch) -> None:
+    from agilerl.arena.client import ArenaClient
+
+    monkeypatch.delenv("ARENA_BASE_URL")
+    with ArenaClient(api_key="k") as arena:
+        assert arena.base_url == "https://arena.agilerl.com"
+        assert arena.settings.keycloak_url == "https://auth.arena.agilerl.com"
+
+
+def test_a_bad_base_url_is_a_config_error(monkeypatch) -> None:
+    from agilerl.arena.client import ArenaClient
+
+    monkeypatch.setenv("ARENA_BASE_URL", "arena.example.com")
+    with pytest.raises(ArenaConfigError, match="ARENA_BASE_URL must start with http"):
+        ArenaClient(api_key="k")

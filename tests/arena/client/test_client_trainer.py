@@ -175,3 +175,10 @@ def test_core_manifest_object_is_refused_by_from_manifest(arena) -> None:
     )
     with pytest.raises(TypeError, match="serialized manifest"):
         ArenaTrainer.from_manifest(manifest=core, client=arena)
+
+
+def test_public_import_paths_name_the_same_class() -> None:
+    import agilerl
+    from agilerl.training.trainer import ArenaTrainer as FromTraining
+
+    assert agilerl.ArenaTrainer is ArenaTrainer is FromTraining
