@@ -1,6 +1,6 @@
 """One experiment's folder: manifest, NDJSON log, metrics CSV and checkpoints.
 
-``<data-dir>/experiments/<id>/`` holds ``manifest.yaml`` (the manifest of the current
+``<data-dir>/experiments/<id>/`` holds ``manifest.json`` (the manifest of the current
 attempt), ``logs.ndjson`` (one ``{"seq","ts","stream","message"}`` object per output
 line, appended across attempts), ``checkpoints/`` (what the trainer writes; a checkpoint
 is a folder with an ``index.json`` written last) and ``run/`` (the trainer's run folder,
@@ -22,11 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agilerl.arena.server.store import now_iso
 
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when present: ~20x faster
 _DIGITS = re.compile(r"(\d+)(?!.*\d)")
 _STEP_KEYS = ("steps", "step", "global_step", "total_steps")
 _EVAL_KEYS = ("evaluation_score", "best_fitness", "fitness", "eval_score")
@@ -64,7 +61,7 @@ class RunDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.manifest = root / "manifest.yaml"
+        self.manifest = root / "manifest.json"
         self.logs = root / "logs.ndjson"
         self.checkpoints = root / "checkpoints"
         #: the trainer's own run folder (``--run-dir``): resolved manifest, metrics.csv.
@@ -77,11 +74,11 @@ class RunDir:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         tmp = self.manifest.with_suffix(".tmp")
-        tmp.write_text(yaml.dump(manifest, Dumper=_Dumper, sort_keys=False))
+        tmp.write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
         tmp.replace(self.manifest)
 
     def read_manifest(self) -> dict[str, Any]:
-        data = yaml.safe_load(self.manifest.read_text())
+        data = json.loads(self.manifest.read_text())
         return data if isinstance(data, dict) else {}
 
     # ---- checkpoints ------------------------------------------------------------------

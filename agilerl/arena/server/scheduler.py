@@ -1,6 +1,6 @@
 """Runs queued experiments as subprocesses in a fixed number of slots.
 
-Each run is ``<job_command> manifest.yaml --checkpoint-path <exp>/checkpoints
+Each run is ``<job_command> manifest.json --checkpoint-path <exp>/checkpoints
 --checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
 its own session (process group) with the experiment folder as working directory. The
 trainer's progress display is left on: writing to a pipe it prints plain lines, which

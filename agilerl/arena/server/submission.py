@@ -58,6 +58,10 @@ def _nodes(value: Any) -> int | None:
     return nodes
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 async def parse(request: Request) -> SubmitRequest:
     """Read a JSON or multipart submit body (the reference client sends both)."""
     ctype = request.headers.get("content-type", "")
@@ -69,12 +73,12 @@ async def parse(request: Request) -> SubmitRequest:
         if isinstance(upload, UploadFile):
             reward = await upload.read()
         try:
-            body["manifest"] = json.loads(body.get("manifest", ""))
+            body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant)
         except ValueError:
             raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
     else:
         try:
-            body = json.loads(await request.body() or b"null")
+            body = json.loads(await request.body() or b"null", parse_constant=_no_constant)
         except ValueError as exc:
             raise ApiError(400, "INVALID_JSON", f"Request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict) or "manifest" not in body:

@@ -89,9 +89,10 @@ def test_422_manifest_errors_are_located(server: Any) -> None:
     _err(api.submit_raw({"manifest": manifest(), "num_nodes": 0}), 422, "INVALID_REQUEST")
     _err(api.submit_raw({"manifest": manifest(), "experiment_name": "../../etc"}), 422,
          "INVALID_REQUEST")
-    resp = api.http.post(f"{JOBS}/submit", content=b"{not json",
-                         headers={"content-type": "application/json"})
-    _err(resp, 400, "INVALID_JSON")
+    for raw in (b"{not json", b'{"manifest": {"training": {"max_steps": NaN}}}'):
+        resp = api.http.post(f"{JOBS}/submit", content=raw,
+                             headers={"content-type": "application/json"})
+        _err(resp, 400, "INVALID_JSON")
     _err(api.post(f"{JOBS}/resume", {"experiment_name": "x", "max_steps": "many"}), 422,
          "INVALID_REQUEST")
 

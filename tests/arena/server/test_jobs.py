@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 import threading
@@ -82,7 +83,7 @@ def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) ->
     assert only["name"] == "cart-1" and only["state"] == "COMPLETED"
     assert only["algorithm"] == "DQN" and only["environment"] == "CartPole-v1"
     run_dir = srv.data_dir / "experiments" / str(only["id"])
-    assert (run_dir / "manifest.yaml").is_file() and (run_dir / "logs.ndjson").is_file()
+    assert (run_dir / "manifest.json").is_file() and (run_dir / "logs.ndjson").is_file()
 
 
 def test_follow_streams_lines_while_written(make_server: Any) -> None:
@@ -131,8 +132,9 @@ def test_stop_running_job_then_resume_from_latest_checkpoint(make_server: Any) -
                                  "COMPLETED"]
     messages = [e["message"] for e in api.logs("long") if e["kind"] == "log"]
     assert f"resuming from step_{stopped_at} at step {stopped_at}" in messages
-    manifest_text = (srv.data_dir / "experiments" / str(row["id"]) / "manifest.yaml").read_text()
-    assert f"max_steps: {stopped_at + 200}" in manifest_text
+    saved = json.loads((srv.data_dir / "experiments" / str(row["id"]) / "manifest.json")
+                       .read_text())
+    assert saved["training"]["max_steps"] == stopped_at + 200
 
 
 def test_stop_escalates_to_sigkill_after_grace(make_server: Any) -> None:
