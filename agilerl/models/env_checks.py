@@ -207,6 +207,21 @@ def _missing_module(dotted: str, parts: list[str], depth: int, folders: list[str
                    "importable when the environment is built")
 
 
+# --------------------------------------------------------------------------- references
+
+
+def check_reference(ref: str, dotted_ok: bool = False) -> Finding | None:
+    """An entrypoint/wrapper reference must read ``<module-or-file>:<attr>`` (wrappers may
+    also be a dotted import path ``pkg.mod.Attr``)."""
+    module, sep, attr = ref.rpartition(":")
+    if sep and module and attr:
+        return None
+    if dotted_ok and not sep and "." in ref.strip(".") and all(p.isidentifier() for p in ref.split(".")):
+        return None
+    expected = "'<module-or-file>:<attr>'" + (" or 'package.module.Attr'" if dotted_ok else "")
+    return Finding("error", f"Invalid entrypoint format {ref!r}: expected {expected}")
+
+
 # --------------------------------------------------------------------------- files
 
 

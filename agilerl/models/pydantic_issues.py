@@ -112,7 +112,7 @@ def clean_loc(data: Any, loc: Iterable[Any]) -> PathKey:
         if _has(current, part):
             out.append(part)
             current = current[part]
-        elif last and isinstance(part, str) and not _is_label(part):
+        elif last and isinstance(part, str) and part.isidentifier() and not _is_label(part):
             out.append(part)
     return tuple(out)
 

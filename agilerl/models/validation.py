@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import os
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,7 @@ class _Checker:
         self.report = ManifestReport(source=doc.file)
         self.check_environment = check_environment
         self.parts = ManifestParts()
+        self.algorithm_class: type[AlgoSpec] | None = None
 
     # ------------------------------------------------------------------ reporting
     def issue(self, path: PathKey, message: str, *, kind: str, severity: str = "error",
@@ -139,15 +142,16 @@ class _Checker:
         self._top_level(data)
         algorithm = self._algorithm(data.get("algorithm"))
         self.parts.algorithm = algorithm
+        algorithm_class = self.algorithm_class
         self.parts.training = self._section("training", TrainingSpec, data.get("training"), {})
         self.parts.mutation = self._section("mutation", MutationSpec, data.get("mutation"))
         self.parts.replay_buffer = self._section("replay_buffer", ReplayBufferSpec,
                                                  data.get("replay_buffer"))
         self._selection(data)
-        if algorithm is not None:
-            self._mutation_names(algorithm)
-            self._network(algorithm, data.get("network"))
-            self._environment(algorithm, data.get("environment"))
+        if algorithm_class is not None:
+            self._mutation_names(algorithm_class)
+            self._network(algorithm_class, algorithm, data.get("network"))
+            self._environment(algorithm_class, data.get("environment"))
         self._cross_section(algorithm)
         return self.parts
 
@@ -161,6 +165,8 @@ class _Checker:
             if key not in data:
                 self.issue((key,), "required section is missing", kind="schema",
                            location=Location(self.doc.file, 1, 1) if self.doc.file else None)
+            elif data[key] is None:
+                self.issue((key,), "must be a mapping, got null", kind="schema")
         if "selection_strategy" in data and LEGACY_SELECTION_KEY in data:
             self.issue((LEGACY_SELECTION_KEY,), "give the selection block once: "
                        "'selection_strategy' and its legacy spelling 'tournament_selection' "
@@ -185,6 +191,7 @@ class _Checker:
                        suggestion=closest(str(name), registered, cutoff=0.6))
             return None
         spec_class = ALGO_REGISTRY[name]
+        self.algorithm_class = spec_class
         spec = self.validate(spec_class, dict(raw), ("algorithm",))
         if spec is not None:
             self.violations(algorithm_rules(name, spec), ("algorithm",))
@@ -230,51 +237,60 @@ class _Checker:
             self.violations(frequency_ratio_rules(spec), (key,))
         self.parts.selection_strategy = spec
 
-    def _mutation_names(self, algorithm: AlgoSpec) -> None:
+    def _mutation_names(self, algorithm_class: type[AlgoSpec]) -> None:
         mutation = self.parts.mutation
         if mutation is None:
             return
-        fields = [n for n, f in type(algorithm).model_fields.items()
-                  if f.annotation in (float, int, "float", "int", "Integer") or
-                  isinstance(getattr(algorithm, n, None), int | float)
-                  and not isinstance(getattr(algorithm, n, None), bool)]
+        fields = [n for n, f in algorithm_class.model_fields.items() if _is_number(f.annotation)]
         for name in mutation.rl_hp_selection:
             if name not in fields:
                 self.issue(("mutation", "rl_hp_selection", name), f"{name!r} is not a numeric "
-                           f"hyperparameter of {algorithm.algo_name}", kind="rule",
+                           f"hyperparameter of {algorithm_class.algo_name}", kind="rule",
                            suggestion=closest(name, fields))
 
     # ------------------------------------------------------------------ network
-    def _network(self, algorithm: AlgoSpec, raw: Any) -> None:
+    def _network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
+                 raw: Any) -> None:
         if raw is None:
             return
         if not isinstance(raw, Mapping):
             self.issue(("network",), f"must be a mapping, got {type(raw).__name__}",
                        kind="schema")
             return
-        is_llm = type(algorithm).env_kind == "llm"
+        is_llm = algorithm_class.env_kind == "llm"
         if is_finetuning_network(raw) or is_llm:
             if not is_llm:
                 self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
-                           f"network only applies to LLM algorithms, not {algorithm.algo_name}",
-                           kind="schema")
+                           "network only applies to LLM algorithms, not "
+                           f"{algorithm_class.algo_name}", kind="schema")
                 return
             spec = self.validate(FinetuningNetworkSpec, dict(raw), ("network",))
             if spec is not None:
                 self.parts.network = spec.model_dump(mode="json")
-                _merge_llm_network(algorithm, spec)
+                if algorithm is not None:
+                    _merge_llm_network(algorithm, spec)
             return
-        # Check the section as written (every key known, values in range), then resolve it.
-        if self.validate(RLNetworkSection, dict(raw), ("network",)) is None:
-            return
+        known = set(RLNetworkSection.model_fields)
+        for key in raw:
+            if key not in known:
+                self.issue(("network", key), "unknown key", kind="schema",
+                           suggestion=closest(str(key), known))
         arch = network_arch(raw)
         if arch is None:
-            self._deferred_network(algorithm, raw)
+            self._deferred_network(algorithm_class, algorithm, raw)
             return
+        if arch not in ENCODER_SPECS:
+            encoder = raw.get("encoder_config")
+            written = ("network", "encoder_config", "arch") if isinstance(encoder, Mapping) \
+                and "arch" in encoder else ("network", "arch")
+            choices = ", ".join(f"'{a}'" for a in ENCODER_SPECS)
+            self.issue(written, f"Input should be one of {choices} (got {arch!r})",
+                       kind="schema", suggestion=closest(str(arch), ENCODER_SPECS))
+            return
+        # The architecture is known: validate as that encoder kind (clear, single errors).
         normalised = normalise_network(raw)
-        network_class = type(algorithm).network_spec or NETWORK_SPECS["NetworkSpec"]
-        data = {k: v for k, v in normalised.items()
-                if k in network_class.model_fields}
+        network_class = algorithm_class.network_spec or NETWORK_SPECS["NetworkSpec"]
+        data = {k: v for k, v in normalised.items() if k in network_class.model_fields}
         spec = self.validate(network_class, data, ("network",))
         if spec is None:
             return
@@ -288,13 +304,25 @@ class _Checker:
         if "squash_output" in raw and "squash_output" not in section:
             section["squash_output"] = raw["squash_output"]
         self.parts.network = section
-        algorithm.net_config = spec  # type: ignore[attr-defined]
+        if algorithm is not None:
+            algorithm.net_config = spec  # type: ignore[attr-defined]
 
-    def _deferred_network(self, algorithm: AlgoSpec, raw: Mapping[str, Any]) -> None:
+    def _deferred_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
+                          raw: Mapping[str, Any]) -> None:
         """No ``arch``: the encoder is inferred from the observation space when the trainer
-        is built. Check the written encoder keys against the encoder kinds they could be."""
+        is built. Check the rest of the section, then the written encoder keys against the
+        encoder kinds they could be."""
+        rest = {k: v for k, v in raw.items() if k != "encoder_config"}
+        if "encoder_config" in raw:
+            rest["encoder_config"] = {}  # an empty (partial) encoder: checked below
+        if self.validate(RLNetworkSection, rest, ("network",)) is None:
+            return
         encoder = raw.get("encoder_config") or {}
-        candidates = _deferred_candidates(raw, algorithm)
+        if not isinstance(encoder, Mapping):
+            self.issue(("network", "encoder_config"), "must be a mapping", kind="schema")
+            return
+        recurrent = bool((self.doc.data.get("algorithm") or {}).get("recurrent"))
+        candidates = _deferred_candidates(raw, recurrent)
         errors: list[ManifestIssue] = []
         for arch in candidates:
             seeded = {**_DEFERRED_SEEDS[arch], **encoder, "arch": arch}
@@ -314,14 +342,13 @@ class _Checker:
             self.report.add(issue)
         if not errors:
             self.parts.network = copy.deepcopy(dict(raw))
-            algorithm.net_config = copy.deepcopy(dict(raw))  # type: ignore[attr-defined]
+            if algorithm is not None:
+                algorithm.net_config = copy.deepcopy(dict(raw))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ environment
-    def _environment(self, algorithm: AlgoSpec, raw: Any) -> None:
+    def _environment(self, algorithm: type[AlgoSpec], raw: Any) -> None:
         if raw is None:
-            if "environment" in self.doc.data:
-                self.issue(("environment",), "must be a mapping, got null", kind="schema")
-            return
+            return  # reported with the top-level sections
         if not isinstance(raw, Mapping):
             self.issue(("environment",), f"must be a mapping, got {type(raw).__name__}",
                        kind="schema")
@@ -343,6 +370,14 @@ class _Checker:
             self._finding(("environment", "name"), env_checks.check_gym_id(spec.name))
         if kind == "PzEnvSpec" and not spec.entrypoint:
             self._finding(("environment", "name"), env_checks.check_module_path(spec.name))
+        entrypoint = getattr(spec, "entrypoint", None)
+        if isinstance(entrypoint, str):
+            self._finding(("environment", "entrypoint"), env_checks.check_reference(entrypoint))
+        for index, wrapper in enumerate(getattr(spec, "wrappers", None) or []):
+            ref = wrapper[0] if isinstance(wrapper, list | tuple) else wrapper
+            if isinstance(ref, str):
+                self._finding(("environment", "wrappers", index),
+                              env_checks.check_reference(ref, dotted_ok=True))
         for field in ("features", "targets", "dataset_path"):
             value = getattr(spec, field, None)
             if isinstance(value, str):
@@ -402,13 +437,18 @@ def _merge_llm_network(algorithm: AlgoSpec, network: FinetuningNetworkSpec) -> N
         algorithm.lora_config = network.lora_config.model_dump(mode="json")  # type: ignore[attr-defined]
 
 
-def _deferred_candidates(raw: Mapping[str, Any], algorithm: AlgoSpec) -> list[str]:
+def _is_number(annotation: Any) -> bool:
+    """int or float (optionally nullable), not bool."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    return any(a in (int, float) for a in args)
+
+
+def _deferred_candidates(raw: Mapping[str, Any], recurrent: bool) -> list[str]:
     """Encoder kinds a deferred network could resolve to, most likely first."""
     encoder = raw.get("encoder_config") or {}
     keys = set(encoder) if isinstance(encoder, Mapping) else set()
     fits = [arch for arch, cls in ENCODER_SPECS.items() if keys <= set(cls.model_fields)]
-    preferred = "simba" if raw.get("simba") else ("lstm" if getattr(algorithm, "recurrent", False)
-                                                   else "mlp")
+    preferred = "simba" if raw.get("simba") else ("lstm" if recurrent else "mlp")
     order = sorted(fits or list(ENCODER_SPECS), key=lambda a: a != preferred)
     if not fits:  # no kind has every key: report against the preferred one (unknown keys)
         return [preferred]
