@@ -11,13 +11,15 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agilerl.arena import config
-from agilerl.arena.client import ArenaClient
 from agilerl.arena.errors import ArenaFileNotFoundError
 from agilerl.arena.output import csv_table, emit, table
 from agilerl.arena.stream import CheckEvent, ErrorEvent, Event, LogEvent, StatusEvent
+
+if TYPE_CHECKING:
+    from agilerl.arena.client import ArenaClient
 
 # The hosted service's own defaults for `experiments submit`; a self-hosted server
 # picks its own (its tiers have other names).
@@ -39,6 +41,8 @@ def _progress(event: Event) -> None:
 
 
 def _client(args: argparse.Namespace) -> ArenaClient:
+    from agilerl.arena.client import ArenaClient  # httpx loads only for commands that talk
+
     ArenaClient.configure(
         base_url=args.base_url,
         keycloak_url=args.keycloak_url,

@@ -26,6 +26,7 @@ __all__ = [
     "error_class_for_path",
     "parse_error_body",
     "redact",
+    "sanitise_message",
 ]
 
 # Credentials that may appear in text echoed back by a server or a library:
@@ -64,7 +65,7 @@ def redact(text: str) -> str:
     return text
 
 
-def _sanitise(message: str) -> str:
+def sanitise_message(message: str) -> str:
     """Hide messages that leak an internal service URL; scrub credentials."""
     if _INTERNAL_URL.search(message):
         return _GENERIC_FAILURE
@@ -139,7 +140,7 @@ class ArenaAPIError(ArenaError):
         cli_hint: str | None = None,
         error_code: str | None = None,
     ) -> None:
-        self.detail = _sanitise(str(detail))
+        self.detail = sanitise_message(str(detail))
         self.status_code = status_code
         self.extras = dict(extras or {})
         self.error_code = error_code

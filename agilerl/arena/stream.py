@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+from agilerl.arena.errors import ArenaAPIError, error_class_for_path, sanitise_message
 
-from agilerl.arena.errors import ArenaAPIError, _sanitise, error_class_for_path
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "CheckEvent",
@@ -104,7 +105,7 @@ def _classify_object(value: dict[str, Any]) -> Event:
                 k: v for k, v in detail.items() if k != "error_code" and v not in (None, "", [], {})
             }
             return ErrorEvent(
-                message=_sanitise(str(value.get("message") or "Request failed.")),
+                message=sanitise_message(str(value.get("message") or "Request failed.")),
                 extras=extras,
                 error_code=code if isinstance(code, str) else None,
                 stage=str(value.get("stage") or ""),
@@ -191,6 +192,8 @@ class NDJsonStream:
             self.close()
 
     def _lines(self) -> Iterator[str]:
+        import httpx
+
         pending = ""
         chunks = self._response.iter_text()
         while True:
