@@ -257,18 +257,8 @@ class _Checker:
             self.issue(("network",), f"must be a mapping, got {type(raw).__name__}",
                        kind="schema")
             return
-        is_llm = algorithm_class.env_kind == "llm"
-        if is_finetuning_network(raw) or is_llm:
-            if not is_llm:
-                self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
-                           "network only applies to LLM algorithms, not "
-                           f"{algorithm_class.algo_name}", kind="schema")
-                return
-            spec = self.validate(FinetuningNetworkSpec, dict(raw), ("network",))
-            if spec is not None:
-                self.parts.network = spec.model_dump(mode="json")
-                if algorithm is not None:
-                    _merge_llm_network(algorithm, spec)
+        if is_finetuning_network(raw) or algorithm_class.env_kind == "llm":
+            self._finetuning_network(algorithm_class, algorithm, raw)
             return
         known = set(RLNetworkSection.model_fields)
         for key in raw:
@@ -278,28 +268,41 @@ class _Checker:
         arch = network_arch(raw)
         if arch is None:
             self._deferred_network(algorithm_class, algorithm, raw)
-            return
-        if arch not in ENCODER_SPECS:
+        elif arch not in ENCODER_SPECS:
             encoder = raw.get("encoder_config")
             written = ("network", "encoder_config", "arch") if isinstance(encoder, Mapping) \
                 and "arch" in encoder else ("network", "arch")
             choices = ", ".join(f"'{a}'" for a in ENCODER_SPECS)
             self.issue(written, f"Input should be one of {choices} (got {arch!r})",
                        kind="schema", suggestion=closest(str(arch), ENCODER_SPECS))
+        else:
+            self._eager_network(algorithm_class, algorithm, raw)
+
+    def _finetuning_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
+                            raw: Mapping[str, Any]) -> None:
+        if algorithm_class.env_kind != "llm":
+            self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
+                       f"network only applies to LLM algorithms, not {algorithm_class.algo_name}",
+                       kind="schema")
             return
-        # The architecture is known: validate as that encoder kind (clear, single errors).
-        normalised = normalise_network(raw)
+        spec = self.validate(FinetuningNetworkSpec, dict(raw), ("network",))
+        if spec is not None:
+            self.parts.network = spec.model_dump(mode="json")
+            if algorithm is not None:
+                _merge_llm_network(algorithm, spec)
+
+    def _eager_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
+                       raw: Mapping[str, Any]) -> None:
+        """The architecture is known: validate as the algorithm's network class, whose
+        encoder union is chosen by ``arch`` (so each problem is reported once)."""
         network_class = algorithm_class.network_spec or NETWORK_SPECS["NetworkSpec"]
+        normalised = normalise_network(raw)
         data = {k: v for k, v in normalised.items() if k in network_class.model_fields}
         spec = self.validate(network_class, data, ("network",))
         if spec is None:
             return
-        wrote_top_arch = "arch" in raw and "arch" not in (raw.get("encoder_config") or {})
         for violation in network_rules(spec):
-            path = ("network", *violation.path)
-            if wrote_top_arch and violation.path == ("encoder_config", "arch"):
-                path = ("network", "arch")
-            self.issue(path, violation.message, kind="rule")
+            self.issue(("network", *violation.path), violation.message, kind="rule")
         section = spec.to_section()
         if "squash_output" in raw and "squash_output" not in section:
             section["squash_output"] = raw["squash_output"]
