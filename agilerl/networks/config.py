@@ -48,11 +48,13 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
     encoder.pop("arch", None)
     raw["encoder_config"] = encoder
     spec_cls = getattr(models, spec_name, None) or models.NetworkSpec
-    squash = bool(raw.pop("squash_output", False))
+    squash = raw.get("squash_output")
+    if "squash_output" not in spec_cls.model_fields:
+        raw.pop("squash_output", None)
     validated = spec_cls.model_validate({**raw, "encoder_config": {"arch": "mlp", **encoder}})
     out = _dump_network_model(validated)
     out["encoder_config"]["arch"] = "mlp"
-    out["squash_output"] = bool(getattr(validated, "squash_output", squash))
+    out["squash_output"] = bool(getattr(validated, "squash_output", squash))  # None -> False
     return out
 
 

@@ -1,0 +1,81 @@
+"""PPO specifics: target_kl early stop, update counts, squashed continuous actions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agilerl.algorithms import PPO
+from agilerl.envs.probe import make_probe_vector_env
+from agilerl.training.experience import train_on_policy_member
+
+
+def _ppo(small_net: dict, env_name: str = "ObsPolicyEnv", **hp) -> tuple[PPO, object]:
+    env = make_probe_vector_env(env_name, 4)
+    params = dict(lr=1e-2, batch_size=16, learn_step=64, num_envs=4, update_epochs=4)
+    params.update(hp)
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=small_net,
+        seed=0,
+        **params,
+    )
+    return agent, env
+
+
+def test_update_count_and_target_kl_early_stop(small_net):
+    counts = {}
+    for target_kl in (None, 0.0):
+        agent, env = _ppo(small_net, target_kl=target_kl)
+        calls = []
+        original = agent.optimizers["optimizer"].step
+
+        def counting_step(*args, _orig=original, _calls=calls, **kwargs):
+            _calls.append(1)
+            return _orig(*args, **kwargs)
+
+        agent.optimizers["optimizer"].step = counting_step
+        train_on_policy_member(agent, env, 64, seed=0)
+        counts[target_kl] = len(calls)
+    # 64 steps with one-step episodes under next-step autoreset: 32 valid samples,
+    # 2 minibatches of 16 x 4 epochs. With target_kl = 0 the first minibatch (policy still
+    # equal to the rollout policy, KL exactly 0) passes and the second one stops the update.
+    assert counts[None] == 8
+    assert counts[0.0] == 2
+
+
+def test_squashed_actions_stay_in_bounds(small_net):
+    agent, _ = _ppo(dict(small_net, squash_output=True), "ObsPolicyContEnv", action_std_init=5.0)
+    assert agent.actor_critic.arch["extra"]["squash_output"] is True
+    env_action, raw, log_prob, value = agent.get_action(np.zeros((64, 1), dtype=np.float32))
+    assert env_action.min() >= 0.0 and env_action.max() <= 1.0
+    assert np.abs(raw).max() > 1.0  # raw Gaussian samples are what the learner stores
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole():
+    import gymnasium as gym
+
+    env = gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="vector_entry_point")
+    net = {
+        "latent_dim": 64,
+        "encoder_config": {"arch": "mlp", "hidden_size": [64]},
+        "head_config": {"hidden_size": [64]},
+    }
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        net_config=net,
+        seed=0,
+        lr=1e-3,
+        learn_step=2048,
+        num_envs=8,
+    )
+    best = 0.0
+    for generation in range(20):
+        train_on_policy_member(agent, env, 10_240, seed=generation)
+        best = max(best, agent.test(env, seed=generation))
+        if best >= 475:
+            break
+    assert best >= 475
