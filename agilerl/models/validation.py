@@ -26,15 +26,7 @@ from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
 from agilerl.models.hpo import SELECTION_SPECS, MutationSpec
 from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
-from agilerl.models.networks import (
-    ENCODER_SPECS,
-    NETWORK_SPECS,
-    FinetuningNetworkSpec,
-    RLNetworkSection,
-    is_finetuning_network,
-    network_arch,
-    normalise_network,
-)
+from agilerl.models.network_checks import NetworkChecks
 from agilerl.models.pydantic_issues import field_names, issues_from_validation_error
 from agilerl.models.rules import (
     Violation,
@@ -43,7 +35,6 @@ from agilerl.models.rules import (
     llm_training_rules,
     max_wall_seconds_warning,
     mf_layout,
-    network_rules,
     replay_buffer_rules,
     simba_recurrent_rule,
     training_rules,
@@ -55,18 +46,6 @@ SECTIONS = ("algorithm", "environment", "training", "network", "mutation", "repl
             "selection_strategy")
 LEGACY_SELECTION_KEY = "tournament_selection"
 _COLLECT = {"collect_rules": True}
-
-#: Seeds for the required encoder fields of a deferred network (spec §5.3), used only to
-#: check the keys and values the user wrote; the trainer seeds the real encoder.
-_DEFERRED_SEEDS: dict[str, dict[str, Any]] = {
-    "mlp": {"hidden_size": [64, 64]},
-    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
-    "simba": {"hidden_size": 128, "num_blocks": 2},
-    "lstm": {"hidden_state_size": 128, "num_layers": 2},
-    "multiinput": {},
-}
-
-
 class ManifestParts:
     """The validated pieces of a manifest (what ``TrainingManifest`` is built from)."""
 
@@ -82,7 +61,7 @@ class ManifestParts:
         self.selection_key: str = "selection_strategy"
 
 
-class _Checker:
+class _Checker(NetworkChecks):
     """Collects issues for one document."""
 
     def __init__(self, doc: LocatedDocument, *, check_environment: bool = True) -> None:
@@ -122,6 +101,9 @@ class _Checker:
                 if spelling in choices:
                     return (*path[:depth], spelling, *path[depth + 1:])
         return path
+
+    def probe(self) -> _Checker:
+        return _Checker(self.doc, check_environment=False)
 
     def validate(self, model: type[BaseModel], data: Any, prefix: PathKey) -> Any:
         """``model.model_validate(data)``; errors become located issues (returns None)."""
@@ -249,105 +231,6 @@ class _Checker:
                            suggestion=closest(name, fields))
 
     # ------------------------------------------------------------------ network
-    def _network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                 raw: Any) -> None:
-        if raw is None:
-            return
-        if not isinstance(raw, Mapping):
-            self.issue(("network",), f"must be a mapping, got {type(raw).__name__}",
-                       kind="schema")
-            return
-        if is_finetuning_network(raw) or algorithm_class.env_kind == "llm":
-            self._finetuning_network(algorithm_class, algorithm, raw)
-            return
-        known = set(RLNetworkSection.model_fields)
-        for key in raw:
-            if key not in known:
-                self.issue(("network", key), "unknown key", kind="schema",
-                           suggestion=closest(str(key), known))
-        arch = network_arch(raw)
-        if arch is None:
-            self._deferred_network(algorithm_class, algorithm, raw)
-        elif arch not in ENCODER_SPECS:
-            encoder = raw.get("encoder_config")
-            written = ("network", "encoder_config", "arch") if isinstance(encoder, Mapping) \
-                and "arch" in encoder else ("network", "arch")
-            choices = ", ".join(f"'{a}'" for a in ENCODER_SPECS)
-            self.issue(written, f"Input should be one of {choices} (got {arch!r})",
-                       kind="schema", suggestion=closest(str(arch), ENCODER_SPECS))
-        else:
-            self._eager_network(algorithm_class, algorithm, raw)
-
-    def _finetuning_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                            raw: Mapping[str, Any]) -> None:
-        if algorithm_class.env_kind != "llm":
-            self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
-                       f"network only applies to LLM algorithms, not {algorithm_class.algo_name}",
-                       kind="schema")
-            return
-        spec = self.validate(FinetuningNetworkSpec, dict(raw), ("network",))
-        if spec is not None:
-            self.parts.network = spec.model_dump(mode="json")
-            if algorithm is not None:
-                _merge_llm_network(algorithm, spec)
-
-    def _eager_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                       raw: Mapping[str, Any]) -> None:
-        """The architecture is known: validate as the algorithm's network class, whose
-        encoder union is chosen by ``arch`` (so each problem is reported once)."""
-        network_class = algorithm_class.network_spec or NETWORK_SPECS["NetworkSpec"]
-        normalised = normalise_network(raw)
-        data = {k: v for k, v in normalised.items() if k in network_class.model_fields}
-        spec = self.validate(network_class, data, ("network",))
-        if spec is None:
-            return
-        for violation in network_rules(spec):
-            self.issue(("network", *violation.path), violation.message, kind="rule")
-        section = spec.to_section()
-        if "squash_output" in raw and "squash_output" not in section:
-            section["squash_output"] = raw["squash_output"]
-        self.parts.network = section
-        if algorithm is not None:
-            algorithm.net_config = spec  # type: ignore[attr-defined]
-
-    def _deferred_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                          raw: Mapping[str, Any]) -> None:
-        """No ``arch``: the encoder is inferred from the observation space when the trainer
-        is built. Check the rest of the section, then the written encoder keys against the
-        encoder kinds they could be."""
-        rest = {k: v for k, v in raw.items() if k != "encoder_config"}
-        if "encoder_config" in raw:
-            rest["encoder_config"] = {}  # an empty (partial) encoder: checked below
-        if self.validate(RLNetworkSection, rest, ("network",)) is None:
-            return
-        encoder = raw.get("encoder_config") or {}
-        if not isinstance(encoder, Mapping):
-            self.issue(("network", "encoder_config"), "must be a mapping", kind="schema")
-            return
-        recurrent = bool((self.doc.data.get("algorithm") or {}).get("recurrent"))
-        candidates = _deferred_candidates(raw, recurrent)
-        errors: list[ManifestIssue] = []
-        for arch in candidates:
-            seeded = {**_DEFERRED_SEEDS[arch], **encoder, "arch": arch}
-            probe = _Checker(self.doc, check_environment=False)
-            spec = probe.validate(ENCODER_SPECS[arch], seeded, ("network", "encoder_config"))
-            if spec is not None:
-                found = [v.under("network", "encoder_config") for v in _encoder_rules(arch, spec)]
-                if not found:
-                    errors = []
-                    break
-                errors = errors or [ManifestIssue(format_path(v.path), v.message,
-                                                  self.doc.locate(v.path), kind="rule")
-                                    for v in found]
-            else:
-                errors = errors or probe.report.errors
-        for issue in errors:
-            self.report.add(issue)
-        if not errors:
-            self.parts.network = copy.deepcopy(dict(raw))
-            if algorithm is not None:
-                algorithm.net_config = copy.deepcopy(dict(raw))  # type: ignore[attr-defined]
-
     # ------------------------------------------------------------------ environment
     def _environment(self, algorithm: type[AlgoSpec], raw: Any) -> None:
         if raw is None:
@@ -431,37 +314,10 @@ class _Checker:
             self.violations([max_wall_seconds_warning()], ())
 
 
-def _merge_llm_network(algorithm: AlgoSpec, network: FinetuningNetworkSpec) -> None:
-    """The network section's model name, context length and LoRA settings override the
-    algorithm's (spec §3.4)."""
-    algorithm.pretrained_model_name_or_path = network.pretrained_model_name_or_path  # type: ignore[attr-defined]
-    algorithm.max_model_len = network.max_context_length  # type: ignore[attr-defined]
-    if network.lora_config is not None:
-        algorithm.lora_config = network.lora_config.model_dump(mode="json")  # type: ignore[attr-defined]
-
-
 def _is_number(annotation: Any) -> bool:
     """int or float (optionally nullable), not bool."""
     args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
     return any(a in (int, float) for a in args)
-
-
-def _deferred_candidates(raw: Mapping[str, Any], recurrent: bool) -> list[str]:
-    """Encoder kinds a deferred network could resolve to, most likely first."""
-    encoder = raw.get("encoder_config") or {}
-    keys = set(encoder) if isinstance(encoder, Mapping) else set()
-    fits = [arch for arch, cls in ENCODER_SPECS.items() if keys <= set(cls.model_fields)]
-    preferred = "simba" if raw.get("simba") else ("lstm" if recurrent else "mlp")
-    order = sorted(fits or list(ENCODER_SPECS), key=lambda a: a != preferred)
-    if not fits:  # no kind has every key: report against the preferred one (unknown keys)
-        return [preferred]
-    return order
-
-
-def _encoder_rules(arch: str, spec: Any) -> list[Violation]:
-    from agilerl.models.rules import encoder_rules
-
-    return encoder_rules(arch, spec)
 
 
 # ---------------------------------------------------------------------- entry points
