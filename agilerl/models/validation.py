@@ -15,7 +15,6 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -359,10 +358,3 @@ def validate_path(path: str | os.PathLike[str], *, keep_manifest: bool = False) 
         report.manifest = manifest
         report.resolved = manifest.to_json_dict()
     return report
-
-
-def base_dir_of(source: Any) -> Path | None:
-    """The folder a manifest file lives in (None for in-memory manifests)."""
-    if isinstance(source, str | os.PathLike):
-        return Path(os.fspath(source)).resolve().parent
-    return None
