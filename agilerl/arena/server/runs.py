@@ -25,6 +25,8 @@ from typing import Any
 from agilerl.arena.server.store import now_iso
 
 _DIGITS = re.compile(r"(\d+)(?!.*\d)")
+READ_CHUNK = 1 << 20
+MAX_LINE = 64 * 1024
 _STEP_KEYS = ("steps", "step", "global_step", "total_steps")
 _EVAL_KEYS = ("evaluation_score", "best_fitness", "fitness", "eval_score")
 _TRAIN_KEYS = ("training_score", "train_score", "score")
@@ -190,12 +192,13 @@ class RunDir:
     # ---- logs -------------------------------------------------------------------------
 
     def read_logs(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Complete log lines from byte ``offset``; returns them and the next offset."""
+        """Complete log lines from byte ``offset`` (at most ~1 MiB); returns them and the
+        next offset, so a long log is streamed in pieces rather than loaded whole."""
         if not self.logs.exists():
             return [], offset
         with self.logs.open("rb") as fh:
             fh.seek(offset)
-            chunk = fh.read()
+            chunk = fh.read(READ_CHUNK)
         end = chunk.rfind(b"\n")
         if end < 0:
             return [], offset
@@ -209,7 +212,11 @@ class RunDir:
 
 
 class LogWriter:
-    """Appends numbered NDJSON lines; safe for the stdout and stderr reader threads."""
+    """Appends numbered NDJSON lines; safe for the stdout and stderr reader threads.
+
+    Messages longer than ``MAX_LINE`` characters are cut (and say so), which keeps every
+    stored line well under ``READ_CHUNK``.
+    """
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
@@ -218,6 +225,8 @@ class LogWriter:
 
     def write(self, stream: str, message: str) -> int:
         with self._lock:
+            if len(message) > MAX_LINE:
+                message = message[:MAX_LINE] + f" [... {len(message) - MAX_LINE} chars cut]"
             self._seq += 1
             entry = {"seq": self._seq, "ts": now_iso(), "stream": stream, "message": message}
             self._fh.write(json.dumps(entry) + "\n")

@@ -76,6 +76,8 @@ class Scheduler:
         self.store = store
         self.config = config
         self._jobs: dict[int, _Job] = {}
+        #: waiter threads still recording an outcome; joined on shutdown before the store closes
+        self._waiters: set[threading.Thread] = set()
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -110,6 +112,10 @@ class Scheduler:
             except subprocess.TimeoutExpired:
                 _signal_group(job.proc.pid, signal.SIGKILL)
                 job.proc.wait(timeout=5)
+        with self._lock:
+            waiters = list(self._waiters)
+        for thread in waiters:
+            thread.join(timeout=10)
 
     def recover(self) -> None:
         """Apply the restart rule (module docstring) to rows left by a previous process."""
@@ -220,8 +226,11 @@ class Scheduler:
         ]
         for t in readers:
             t.start()
-        threading.Thread(target=self._wait, args=(job, readers), daemon=True,
-                         name=f"arena-job-{exp_id}").start()
+        waiter = threading.Thread(target=self._wait, args=(job, readers), daemon=True,
+                                  name=f"arena-job-{exp_id}")
+        with self._lock:
+            self._waiters.add(waiter)
+        waiter.start()
 
     def _read(self, job: _Job, pipe: IO[str] | None, stream: str) -> None:
         if pipe is None:
@@ -245,9 +254,13 @@ class Scheduler:
             job.killer.cancel()
         with self._lock:
             self._jobs.pop(job.exp_id, None)
-        if not self._closing.is_set():
-            self._record_exit(job.exp_id, code)
-        self._wake.set()
+        try:
+            if not self._closing.is_set():
+                self._record_exit(job.exp_id, code)
+        finally:
+            with self._lock:
+                self._waiters.discard(threading.current_thread())
+            self._wake.set()
 
     def _record_exit(self, exp_id: int, code: int) -> None:
         run = self.run_dir(exp_id)

@@ -123,10 +123,22 @@ def test_422_custom_code_paths_and_budget(make_server: Any) -> None:
 
 
 def test_custom_code_allowed_when_opted_in(make_server: Any) -> None:
-    _, api = make_server(allow_custom_code=True)
+    srv, api = make_server(allow_custom_code=True)
     man = manifest(1000)
     man["environment"] = {"name": "Mine-v0", "entrypoint": "my_env:MyEnv", "num_envs": 1}
     assert api.submit_raw({"manifest": man}).status_code == 200
+    files = {"reward_file": ("reward.py", b"def reward(q, a, c): return 1.0", "text/x-python")}
+    resp = api.http.post(f"{JOBS}/submit", files=files, data={
+        "manifest": json.dumps(manifest(300)), "experiment_name": "with-reward",
+        "resource_id": "arena-medium", "num_nodes": "2"})
+    assert resp.status_code == 200, resp.text
+    events = [json.loads(line) for line in resp.text.splitlines()]
+    warnings = [e["message"] for e in events if e["kind"] == "warning"]
+    assert any("arena-medium" in w for w in warnings) and any("num_nodes=2" in w for w in warnings)
+    row = api.status("with-reward")
+    folder = srv.data_dir / "experiments" / str(row["id"])
+    assert (folder / "reward.py").read_bytes() == b"def reward(q, a, c): return 1.0"
+    assert row["resource_id"] == "local-cpu" and row["num_nodes"] == 2
     man["environment"]["path"] = "/abs/dir"
     _err(api.submit_raw({"manifest": man}), 422, "PATH_OUTSIDE_EXPERIMENT")
 
