@@ -77,9 +77,10 @@ class TrainingManifest(BaseModel):
     _env_spec: Any = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
-        parts = _check(LocatedDocument(data=copy.deepcopy(data)))
+        parts = _check(LocatedDocument(data=_plain_sections(data)))
         super().__init__(**_fields_of(parts))
         self._env_spec = parts.env_spec
+        _keep_algorithm_object(self, data.get("algorithm"))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -102,7 +103,9 @@ class TrainingManifest(BaseModel):
         if not isinstance(obj, Mapping):
             raise ManifestError([ManifestIssue("", "the manifest must be a mapping of "
                                                f"sections, got {type(obj).__name__}")])
-        return cls.from_document(LocatedDocument(data=copy.deepcopy(dict(obj))))
+        manifest = cls.from_document(LocatedDocument(data=_plain_sections(obj)))
+        _keep_algorithm_object(manifest, obj.get("algorithm"))
+        return manifest
 
     @classmethod
     def from_document(cls, doc: LocatedDocument, *, check_environment: bool = True) -> TrainingManifest:
@@ -149,12 +152,7 @@ class TrainingManifest(BaseModel):
         data = manifest_mapping(algorithm, environment, training, mutation, replay_buffer,
                                 selection_strategy)
         manifest = cls.from_document(LocatedDocument(data=data), check_environment=False)
-        from agilerl.models.algo import AlgoSpec
-
-        if isinstance(algorithm, AlgoSpec) and type(algorithm) is type(manifest.algorithm):
-            if "net_config" in type(algorithm).model_fields and algorithm.net_config is None:  # type: ignore[attr-defined]
-                algorithm.net_config = manifest.algorithm.net_config  # type: ignore[attr-defined]
-            manifest.algorithm = algorithm
+        _keep_algorithm_object(manifest, algorithm)
         return manifest
 
     @staticmethod
@@ -222,6 +220,38 @@ class TrainingManifest(BaseModel):
             key = "tournament_selection" if by_alias else "selection_strategy"
             out[key] = self.selection_strategy.model_dump(mode="json", exclude_none=True)
         return out
+
+
+def _plain_sections(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of a manifest mapping whose sections may be spec objects (ours or
+    foreign models with the same fields): objects are dumped to their manifest form."""
+    if not any(isinstance(value, BaseModel) for value in data.values()):
+        return copy.deepcopy(dict(data))
+    from agilerl.models.trainer_specs import manifest_mapping
+
+    selection = data.get("selection_strategy", data.get("tournament_selection"))
+    plain = manifest_mapping(data.get("algorithm"), data.get("environment", {}),
+                             data.get("training"), data.get("mutation"),
+                             data.get("replay_buffer"), selection)
+    if data.get("network") is not None:
+        network = data["network"]
+        plain["network"] = network.model_dump(mode="json") if isinstance(network, BaseModel) \
+            else copy.deepcopy(network)
+    extra = {k: copy.deepcopy(v) for k, v in data.items() if k not in plain and k not in (
+        "selection_strategy", "tournament_selection", "network")}
+    return {**plain, **extra}
+
+
+def _keep_algorithm_object(manifest: TrainingManifest, given: Any) -> None:
+    """When the caller passed one of our algorithm spec objects, the manifest keeps that very
+    object (with its runtime-only fields), gaining the network the manifest resolved."""
+    from agilerl.models.algo import AlgoSpec
+
+    if not isinstance(given, AlgoSpec) or type(given) is not type(manifest.algorithm):
+        return
+    if "net_config" in type(given).model_fields and given.net_config is None:  # type: ignore[attr-defined]
+        given.net_config = manifest.algorithm.net_config  # type: ignore[attr-defined]
+    manifest.algorithm = given
 
 
 def _dump_algorithm(spec: Any) -> dict[str, Any]:

@@ -378,3 +378,16 @@ def test_settings_that_would_be_ignored_warn() -> None:
            "environment": {"dataset": "d"}, "training": {"target_score": 1.0, "eval_loop": 1}}
     with pytest.warns(models.ManifestWarning, match="not supported by LLM fine-tuning are ignored: target_score"):
         TrainingManifest.get_validated(llm)
+
+
+def test_sections_may_be_spec_objects() -> None:
+    import agilerl.arena.models as arena
+
+    algo = models.DQNSpec(lr=0.01)
+    m = TrainingManifest(algorithm=algo, environment=models.GymEnvSpec(name="CartPole-v1"),
+                         training=models.TrainingSpec(pop_size=2),
+                         selection_strategy=TournamentSelectionSpec(tournament_size=2))
+    assert m.algorithm is algo and m.training.pop_size == 2
+    foreign = TrainingManifest.model_validate({"algorithm": arena.PPOSpec(lr=0.002),
+                                               "environment": {"name": "CartPole-v1"}})
+    assert isinstance(foreign.algorithm, models.PPOSpec) and foreign.algorithm.lr == 0.002
