@@ -56,3 +56,27 @@ def test_client_submit_follow_stop_resume_download(client: Any, tmp_path: Path) 
     with pytest.raises(ArenaEnvironmentNotFoundError) as err:
         client.submit_experiment(bad, project="exp")
     assert err.value.status_code == 404
+
+
+def test_client_device_login_against_the_server(server: Any, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    srv, api = server
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ARENA_BASE_URL", srv.base_url)
+    monkeypatch.setenv("ARENA_KEYCLOAK_URL", srv.base_url)
+    monkeypatch.delenv("ARENA_API_KEY", raising=False)
+    seen: list[str] = []
+
+    def approve(url: str, user_code: str | None) -> None:
+        seen.append(url)
+        code = user_code or url.rsplit("user_code=", 1)[1]
+        assert api.post("/api/admin/device/approve", {"user_code": code}).status_code == 200
+
+    client = client_mod.ArenaClient(verbose=False)
+    try:
+        client.login(timeout=30, open_browser=False, prompt=approve)
+        assert seen and seen[0].startswith(f"{srv.base_url}/device?user_code=")
+        assert client.get_user_profile()["first_name"] == "tester"
+        client.logout()
+    finally:
+        client.close()
