@@ -37,11 +37,34 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, ModuleType] = {}
     for module_name in SUBCOMMANDS:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # one broken command must not take the others down
+            module = _unavailable(module_name, exc)
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         commands[module.NAME] = module
     return parser, commands
+
+
+def _unavailable(module_name: str, exc: Exception) -> ModuleType:
+    """A command whose module failed to import: it reports why when invoked."""
+    name = module_name.rsplit(".", 1)[-1]
+    module = ModuleType(module_name)
+    module.NAME = name  # type: ignore[attr-defined]
+    module.HELP = f"(unavailable: {type(exc).__name__})"  # type: ignore[attr-defined]
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("args", nargs=argparse.REMAINDER)
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"agilerl {name}: this command cannot be loaded: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+    module.add_arguments = add_arguments  # type: ignore[attr-defined]
+    module.run = run  # type: ignore[attr-defined]
+    return module
 
 
 def _version() -> str:
