@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import webbrowser
 from collections.abc import Callable
@@ -95,6 +96,7 @@ class Authenticator:
         self._timeout = timeout
         self._tokens: dict[str, Any] = {}
         self._api_key: str | None = None
+        self._refresh_lock = threading.Lock()  # threads sharing a client refresh once
         self.source = "none"
         if api_key:
             self._api_key, self.source = api_key, "argument"
@@ -190,11 +192,19 @@ class Authenticator:
         self._tokens = merged
         self._save(merged)
 
-    def refresh(self) -> None:
+    def refresh(self, stale: str | None = None) -> None:
         """Exchange the refresh token for new tokens and store them.
 
+        :param stale: The access token a request was refused with; when another thread
+            has replaced it meanwhile, nothing is done.
         :raises ArenaAuthError: when no refresh token is held or the server refuses it.
         """
+        with self._refresh_lock:
+            if stale is not None and self._tokens.get("access_token") != stale:
+                return
+            self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
         token = self._tokens.get("refresh_token")
         if not token:
             raise ArenaAuthError("No refresh token is stored.", cli_hint=_RELOGIN_HINT)
@@ -224,7 +234,7 @@ class Authenticator:
             return
         if not token_is_fresh(str(access)):
             with contextlib.suppress(ArenaAuthError):
-                self.refresh()
+                self.refresh(stale=str(access))
 
     # -- login / logout --------------------------------------------------------------
     def login(

@@ -104,7 +104,7 @@ class Transport:
                 attempt += 1
                 continue
             if response.status_code == 401:
-                if auth_retried or not self._recover_401(response):
+                if auth_retried or not self._recover_401(response, extra["Authorization"]):
                     raise self._auth_error(response)
                 auth_retried = True
                 continue
@@ -149,11 +149,12 @@ class Transport:
         logger.info("Arena request failed (%s); retrying in %.1fs.", why, delay)
         self._sleep(delay)
 
-    def _recover_401(self, response: httpx.Response) -> bool:
+    def _recover_401(self, response: httpx.Response, sent: str) -> bool:
         """Make the next try use a fresh credential; False when there is none to try."""
         if self.auth.can_refresh:
             _discard(response)
-            self.auth.refresh()  # raises ArenaAuthError when the refresh is refused
+            # Raises ArenaAuthError when the refresh is refused.
+            self.auth.refresh(stale=sent.removeprefix("Bearer "))
             return True
         if self.auth.using_api_key and self.auth.has_oauth_token:
             _discard(response)

@@ -483,3 +483,40 @@ def test_a_bad_base_url_is_a_config_error(monkeypatch) -> None:
     monkeypatch.setenv("ARENA_BASE_URL", "arena.example.com")
     with pytest.raises(ArenaConfigError, match="ARENA_BASE_URL must start with http"):
         ArenaClient(api_key="k")
+
+
+def test_threads_sharing_a_client_refresh_once(make_client, server, isolated_home) -> None:
+    import threading
+
+    old, new = fresh_jwt("old"), fresh_jwt("new")
+    _store_tokens(isolated_home, old)
+    refreshes: list[int] = []
+
+    def token(request: httpx.Request) -> httpx.Response:
+        refreshes.append(1)
+        return httpx.Response(200, json={"access_token": new, "refresh_token": "r2"})
+
+    def projects(request: httpx.Request) -> httpx.Response:
+        if request.headers["authorization"] == f"Bearer {old}":
+            barrier.wait()  # every thread holds a 401 before anyone refreshes
+            return fail(401, "expired")
+        return ok([])
+
+    server.add("POST", "/realms/arena/protocol/openid-connect/token", token)
+    server.add("GET", "/api/cli/v1/projects", projects)
+    client = make_client(api_key=None)
+    barrier = threading.Barrier(8, timeout=10)
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.list_projects()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == [] and len(refreshes) == 1
