@@ -15,41 +15,35 @@ import argparse
 import shlex
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from agilerl.arena.server.config import ServerConfig
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _number(cast: Callable[[str], Any], what: str, low: float,
+            high: float = float("inf")) -> Callable[[str], Any]:
+    """An argparse type: ``cast`` the text and keep it in ``[low, high]``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if not low <= value <= high:
+            bounds = f"at least {low:g}" if high == float("inf") else f"{low:g}-{high:g}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+
+    return parse
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got '{text}'") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
+_positive = _number(int, "an integer", 1)
+_port = _number(int, "a port number", 0, 65535)
+_seconds = _number(float, "seconds", 0)
 
 
 def _command(text: str) -> list[str]:
@@ -84,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="cap on pop_size * max_steps per job")
     serve.add_argument("--max-active-jobs", type=_positive, default=20,
                        help="queued or running jobs per user")
-    serve.add_argument("--max-restarts", type=int, default=2,
+    serve.add_argument("--max-restarts", type=_number(int, "an integer", 0), default=2,
                        help="times a run cut off by a server restart is re-queued")
     serve.add_argument("--public-url", default="",
                        help="URL users reach this server at (for device-login links)")
@@ -118,7 +112,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         stop_grace_s=args.stop_grace, max_body_bytes=args.max_body_bytes,
         max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
-        max_restarts=max(0, args.max_restarts),
+        max_restarts=args.max_restarts,
     )
     if args.job_command:
         cfg.job_command = args.job_command
