@@ -84,14 +84,7 @@ class ArenaClient(EnvironmentRequests):
     ) -> None:
         if request_timeout <= 0 or upload_timeout <= 0:
             raise ArenaConfigError("Timeouts must be positive numbers of seconds.")
-        found = config.settings()
-        if base_url:
-            found = config.ArenaSettings(
-                base_url=base_url.rstrip("/"),
-                keycloak_url=os.environ.get("ARENA_KEYCLOAK_URL") or base_url.rstrip("/"),
-                realm=found.realm,
-                client_id=found.client_id,
-            )
+        found = config.settings(base_url)
         self.settings = found
         self._auth = Authenticator(found, api_key, transport=transport, timeout=request_timeout)
         self._transport = Transport(

@@ -74,9 +74,14 @@ def configure(
             _overrides[key] = value
 
 
-def settings() -> ArenaSettings:
-    """The connection settings in force now."""
-    base = os.environ.get("ARENA_BASE_URL") or _overrides.get("base_url") or DEFAULT_BASE_URL
+def settings(base_url: str | None = None) -> ArenaSettings:
+    """The connection settings in force now (an explicit *base_url* wins over everything)."""
+    base = (
+        base_url
+        or os.environ.get("ARENA_BASE_URL")
+        or _overrides.get("base_url")
+        or DEFAULT_BASE_URL
+    )
     base = _check_url(base.rstrip("/"), "ARENA_BASE_URL")
     keycloak = os.environ.get("ARENA_KEYCLOAK_URL") or _overrides.get("keycloak_url")
     if not keycloak:
