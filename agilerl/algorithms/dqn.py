@@ -28,6 +28,7 @@ class DQN(RLAlgorithm):
     algo = "DQN"
     hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double")
     mirrored_networks = {"actor_target": "actor"}
+    fixed_hyperparameters = ("double",)
 
     batch_size: int
     lr: float

@@ -32,6 +32,7 @@ class PPO(RLAlgorithm):
         "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
         "share_encoders", "num_envs",
     )  # fmt: skip
+    fixed_hyperparameters = ("action_std_init", "share_encoders", "num_envs", "target_kl")
 
     batch_size: int
     lr: float

@@ -155,7 +155,7 @@ class Mutations:
 
     def rl_hyperparam_mutation(self, agent: Any) -> str:
         ranges = agent.hp_config or self.rl_hp_selection
-        names = [n for n in ranges if n in agent.hyperparameter_names]
+        names = [n for n in ranges if n in agent.mutable_hyperparameters()]
         if not names:
             return "None"
         name = names[int(self.rng.integers(len(names)))]

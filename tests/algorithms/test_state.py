@@ -162,3 +162,14 @@ def test_network_random_seed_gives_identical_initial_weights(small_net):
     c = DQN(*spaces_, net_config=small_net, seed=2)
     _assert_same(a, b)
     assert not torch.equal(next(a.actor.parameters()), next(c.actor.parameters()))
+
+
+def test_bad_hyperparameter_names_are_reported(small_net):
+    env = make_probe_vector_env("ObsPolicyEnv", 2)
+    spaces_ = (env.single_observation_space, env.single_action_space)
+    with pytest.raises(TypeError, match="'lrr'"):
+        DQN(*spaces_, net_config=small_net, lrr=0.1)
+    with pytest.raises(ValueError, match="'ent_coef'.*mutable hyperparameters: batch_size, lr"):
+        DQN(*spaces_, net_config=small_net, hp_config={"ent_coef": {"min": 0, "max": 1}})
+    agent = PPO(*spaces_, net_config=small_net, hp_config={"ent_coef": {"min": 0, "max": 1}})
+    assert agent.hp_config["ent_coef"]["grow_factor"] > 1  # filled from the RLHyperparameter spec

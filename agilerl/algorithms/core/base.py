@@ -54,6 +54,9 @@ class RLAlgorithm(ABC):
     algo: ClassVar[str]
     hyperparameter_names: ClassVar[tuple[str, ...]]
     lr_names: ClassVar[tuple[str, ...]] = ("lr",)
+    #: Hyperparameters read by the maths that mutation must not change (flags, sizes
+    #: fixed by the environment or the architecture).
+    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
     #: Networks that mirror another network's architecture (e.g. a DQN target network):
     #: name -> source name. Architecture mutations are applied to both identically.
     mirrored_networks: ClassVar[dict[str, str]] = {}
@@ -83,6 +86,7 @@ class RLAlgorithm(ABC):
         for name in self.hyperparameter_names:
             setattr(self, name, getattr(self.spec, name))
         self.hp_config: dict[str, dict[str, float]] = plain_hp_config(hp_config)
+        self._check_hp_config()
         self.net_config: NetworkConfig = normalise_net_config(net_config, self.network_spec_name())
 
         self.steps: list[int] = [0]
@@ -117,7 +121,31 @@ class RLAlgorithm(ABC):
     @classmethod
     def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
         """Validate ``hyperparameters`` with the spec class; defaults and bounds come from it."""
-        return cls.spec_class().model_validate(dict(hyperparameters))
+        spec_cls = cls.spec_class()
+        known = set(spec_cls.model_fields)
+        for field in spec_cls.model_fields.values():
+            if isinstance(field.validation_alias, str):
+                known.add(field.validation_alias)
+        unknown = sorted(set(hyperparameters) - known)
+        if unknown:
+            raise TypeError(
+                f"{cls.algo} got unexpected hyperparameter(s): {', '.join(map(repr, unknown))}"
+            )
+        return spec_cls.model_validate(dict(hyperparameters))
+
+    @classmethod
+    def mutable_hyperparameters(cls) -> tuple[str, ...]:
+        """Hyperparameters ``rl_hp_selection`` may name (numeric, read by the maths)."""
+        return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)
+
+    def _check_hp_config(self) -> None:
+        allowed = self.mutable_hyperparameters()
+        unknown = sorted(n for n in self.hp_config if n not in allowed)
+        if unknown:
+            raise ValueError(
+                f"rl_hp_selection names {', '.join(map(repr, unknown))}, which "
+                f"{self.algo} cannot mutate; mutable hyperparameters: {', '.join(allowed)}"
+            )
 
     @property
     def hyperparameters(self) -> dict[str, Any]:
