@@ -40,5 +40,20 @@ def _relocated(exc: Any, overrides: Sequence[Override]) -> Any:
         if override is not None:
             issue = replace(issue, location=None,
                             message=f"{issue.message} (set by override '{override.text}')")
+        else:
+            related = _related_override(issue, overrides)
+            if related is not None:
+                issue = replace(issue, message=f"{issue.message} (with override "
+                                               f"'{related.text}')")
         issues.append(issue)
     return type(exc)(issues, source=exc.source, warnings=list(getattr(exc, "warnings", [])))
+
+
+def _related_override(issue: Any, overrides: Sequence[Override]) -> Override | None:
+    """An override of a sibling field that a cross-field rule's message names
+    (``evo_steps ... max_steps`` when ``training.max_steps`` was overridden)."""
+    section = issue.path.split(".", 1)[0]
+    for override in reversed(overrides):
+        if override.path[0] == section and override.path[-1] in issue.message:
+            return override
+    return None
