@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -144,11 +146,31 @@ def _install_error_handlers(app: FastAPI) -> None:
         return error_response(ApiError(500, "INTERNAL", "Internal server error"))
 
 
+class DataDirBusy(RuntimeError):
+    """Another server process already serves this data folder."""
+
+
+def _lock_data_dir(config: ServerConfig) -> int:
+    """Hold an exclusive lock for this process's lifetime: two schedulers on one folder
+    would each take the other's running jobs for orphans of a crash."""
+    fd = os.open(config.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DataDirBusy(f"another arena-server is already using {config.data_dir}") from None
+    return fd
+
+
 def create_app(config: ServerConfig) -> FastAPI:
-    """Build the server; the scheduler starts with the app's lifespan."""
+    """Build the server; the scheduler starts with the app's lifespan.
+
+    :raises DataDirBusy: when another server process holds the data folder.
+    """
     from agilerl.arena.server import routes_auth, routes_catalog, routes_experiments
 
     config.ensure_dirs()
+    lock_fd = _lock_data_dir(config)
     store = Store(config.db_path)
     ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config))
 
@@ -161,6 +183,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
             store.close()
+            os.close(lock_fd)  # releases the folder lock
 
     app = FastAPI(title="Arena-compatible server (agilerl)", lifespan=lifespan,
                   docs_url=None, redoc_url=None, openapi_url=None)

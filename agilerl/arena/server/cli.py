@@ -136,11 +136,13 @@ def bind(host: str, port: int) -> socket.socket:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from agilerl.arena.server.app import create_app
+    from agilerl.arena.server.app import DataDirBusy, create_app
 
     try:
         cfg = _config(args)
         app = create_app(cfg)
+    except DataDirBusy as exc:
+        return _fail(str(exc))
     except (OSError, ValueError) as exc:
         return _fail(f"cannot use data folder {args.data_dir}: {exc}")
     try:

@@ -64,6 +64,10 @@ class ServerConfig:
     def experiments_dir(self) -> Path:
         return self.data_dir / "experiments"
 
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / "server.lock"
+
     def ensure_dirs(self) -> None:
         """Create the data folder readable by its owner only."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -60,3 +60,13 @@ def test_runtime_errors_exit_1_with_a_message(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     out = _run("device", "approve", "--data-dir", str(tmp_path / "empty"), "--user", "x", "AB")
     assert out.returncode == 1 and "no server database" in out.stderr
+
+
+def test_a_data_folder_serves_one_server_at_a_time(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with server_process(data) as (base, _):
+        out = _run("serve", "--data-dir", str(data), "--port", "0")
+        assert out.returncode == 1 and "already using" in out.stderr, out.stderr
+        assert httpx.get(f"{base}/health").status_code == 200
+    with server_process(data) as (base, _):  # released on shutdown
+        assert httpx.get(f"{base}/health").status_code == 200
