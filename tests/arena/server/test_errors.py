@@ -181,15 +181,18 @@ def test_100_concurrent_submissions_none_lost_none_duplicated(make_server: Any) 
     # Every key is sent twice, concurrently: 200 requests, 100 experiments expected.
     work = keys + keys
 
-    def send(key: str) -> int:
-        with httpx.Client(base_url=srv.base_url, headers=api.http.headers, timeout=60) as c:
-            resp = c.post(f"{JOBS}/submit", json={"manifest": manifest()},
-                          headers={"Idempotency-Key": key})
+    limits = httpx.Limits(max_connections=32)
+    with httpx.Client(base_url=srv.base_url, headers=api.http.headers, timeout=60,
+                      limits=limits) as shared:
+
+        def send(key: str) -> int:
+            resp = shared.post(f"{JOBS}/submit", json={"manifest": manifest()},
+                               headers={"Idempotency-Key": key})
             assert resp.status_code == 200, resp.text
             return int(json.loads(resp.text.splitlines()[-1])["detail"]["experiment_id"])
 
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        ids = list(pool.map(send, work))
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            ids = list(pool.map(send, work))
     by_key: dict[str, set[int]] = {}
     for key, exp_id in zip(work, ids, strict=True):
         by_key.setdefault(key, set()).add(exp_id)
