@@ -22,6 +22,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,20 +48,33 @@ def _cache_dir() -> Path:
     return Path(root) / "agilerl"
 
 
-def gymnasium_ids() -> frozenset[str] | None:
-    """Ids registered with Gymnasium, or None when Gymnasium is not installed.
+#: Entry-point module prefix → (module the environments need, how to install it).
+_OPTIONAL_FAMILIES = {
+    "gymnasium.envs.box2d": ("Box2D", "pip install 'agilerl[box2d]'"),
+    "gymnasium.envs.mujoco": ("mujoco", "pip install 'gymnasium[mujoco]'"),
+}
+
+
+def _entry_module(entry_point: object) -> str:
+    if isinstance(entry_point, str):
+        return entry_point.split(":", 1)[0]
+    return str(getattr(entry_point, "__module__", ""))
+
+
+def gymnasium_ids() -> dict[str, str] | None:
+    """Registered Gymnasium ids → module of their entry point; None without Gymnasium.
 
     When Gymnasium is already imported its live registry is used (so ids registered by the
     program count); otherwise the ids a fresh import registers, cached on disk.
     """
     live = sys.modules.get("gymnasium")
     if live is not None and hasattr(live, "registry"):
-        return frozenset(live.registry)
+        return {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
     return _installed_gymnasium_ids()
 
 
 @functools.lru_cache(maxsize=1)
-def _installed_gymnasium_ids() -> frozenset[str] | None:
+def _installed_gymnasium_ids() -> dict[str, str] | None:
     try:
         spec = importlib.util.find_spec("gymnasium")
     except (ImportError, ValueError):
@@ -74,16 +88,19 @@ def _installed_gymnasium_ids() -> frozenset[str] | None:
     except OSError:
         stamp = f"{spec.origin}|{sys.version_info[:2]}"
     key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
-    cache = _cache_dir() / f"gymnasium-ids-{key}.json"
+    cache = _cache_dir() / f"gymnasium-registry-{key}.json"
     try:
-        return frozenset(json.loads(cache.read_text()))
+        cached = json.loads(cache.read_text())
+        if isinstance(cached, dict):
+            return cached
     except (OSError, ValueError):
         pass
     try:
         import gymnasium
     except Exception:  # a broken install is reported as "cannot check", not as a crash
         return None
-    ids = sorted(gymnasium.registry)
+    ids = {env_id: _entry_module(spec.entry_point)
+           for env_id, spec in sorted(gymnasium.registry.items())}
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
@@ -91,16 +108,17 @@ def _installed_gymnasium_ids() -> frozenset[str] | None:
         tmp.replace(cache)
     except OSError:
         pass
-    return frozenset(ids)
+    return ids
 
 
-def check_gym_id(env_id: str, registered: frozenset[str] | None = None) -> Finding | None:
-    """None when ``env_id`` is registered; otherwise an error or warning explaining why not."""
+def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Finding | None:
+    """None when ``env_id`` is registered (and its optional dependencies installed);
+    otherwise an error or warning explaining why not."""
     ids = gymnasium_ids() if registered is None else registered
     if ids is None:
         return Finding("warning", "Gymnasium is not installed here; the id was not checked")
     if env_id in ids:
-        return None
+        return _missing_dependency(env_id, ids[env_id])
     match = _GYM_ID.match(env_id)
     ns, name, version = (match.group("ns"), match.group("name"), match.group("version")) if match else (None, env_id, None)
     family = f"{ns}/{name}" if ns else name
@@ -123,6 +141,14 @@ def check_gym_id(env_id: str, registered: frozenset[str] | None = None) -> Findi
         return Finding("error", f"'{env_id}' is not a registered Gymnasium id", suggestion)
     return Finding("warning", f"'{env_id}' is not a registered Gymnasium id here; it must be "
                    "registered (e.g. by an imported package) when the environment is built")
+
+
+def _missing_dependency(env_id: str, entry_module: str) -> Finding | None:
+    for prefix, (module, install) in _OPTIONAL_FAMILIES.items():
+        if entry_module.startswith(prefix) and importlib.util.find_spec(module) is None:
+            return Finding("warning", f"'{env_id}' needs the {module} package, which is not "
+                           f"installed here ({install})")
+    return None
 
 
 # --------------------------------------------------------------------------- Python modules

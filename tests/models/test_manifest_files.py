@@ -3,6 +3,7 @@ the bundled JSON Schema and the models agree on all of them."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -64,9 +65,16 @@ def test_peer_manifests_round_trip_through_json(peer_manifest_files: list[Path],
 
 
 def _warns(file: Path) -> bool:
-    return file.name in {"ppo_image.yaml", "ppo_cnn.yaml", "ippo_mfpbt.yaml", "maddpg_mfpbt.yaml",
-                         "cispo.yaml", "grpo.yaml", "gspo.yaml", "ppo_llm.yaml",
-                         "ppo_llm_quant_bench.yaml", "reinforce_llm.yaml"}
+    """Manifests whose environment cannot be fully checked here (a namespace or package that
+    is not installed, a test-registered id, a reward file that is not shipped)."""
+    if file.name in {"cispo.yaml", "grpo.yaml", "gspo.yaml", "ppo_llm.yaml",
+                     "ppo_llm_quant_bench.yaml", "reinforce_llm.yaml"}:
+        return True  # reward.py is not part of the reference data
+    return f"{file.parent.name}/{file.name}" in {
+        "ppo/ppo_image.yaml", "tests/ppo_cnn.yaml", "multi_agent/ippo_mfpbt.yaml",
+        "multi_agent/maddpg_mfpbt.yaml"} or (
+        f"{file.parent.name}/{file.name}" == "ddpg/ddpg_simba.yaml"
+        and importlib.util.find_spec("mujoco") is None)
 
 
 class _no_warning:
@@ -88,7 +96,9 @@ def test_our_configs_validate_and_point_at_the_bundled_schema(config_files: list
         schema = (file.parent / first.split("$schema=", 1)[1]).resolve()
         assert schema == BUNDLE.resolve()
         report = validate_path(file)
-        assert report.ok and not report.warnings, (file, [str(i) for i in report.errors + report.warnings])
+        # Box2D environments need the [box2d] extra, which a dev install may lack.
+        unexpected = [w for w in report.warnings if "needs the Box2D package" not in w.message]
+        assert report.ok and not unexpected, (file, [str(i) for i in report.errors + report.warnings])
         names.add(load_file(file).data["algorithm"]["name"])
     from agilerl.models import ALGO_REGISTRY
 
