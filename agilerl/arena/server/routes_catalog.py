@@ -26,6 +26,34 @@ def blank(value: str | None) -> str | None:
     return value if value not in (None, "") else None
 
 
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def flag(value: str | None, name: str) -> bool:
+    """A boolean query parameter; empty or absent is false."""
+    text = (blank(value) or "false").lower()
+    if text not in _TRUE | _FALSE:
+        raise ApiError(422, "INVALID_REQUEST", f"{name} must be true or false",
+                       errors=[f"{name}: expected true or false, got '{value}'"])
+    return text in _TRUE
+
+
+def integer(value: str | None, name: str, default: int, low: int = 0) -> int:
+    """An integer query parameter; empty or absent is ``default``."""
+    text = blank(value)
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        number = low - 1
+    if number < low:
+        raise ApiError(422, "INVALID_REQUEST", f"{name} must be an integer >= {low}",
+                       errors=[f"{name}: expected an integer >= {low}, got '{value}'"])
+    return number
+
+
 class ProjectCreate(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = Field(default=None, max_length=2000)
@@ -84,8 +112,8 @@ def resources(request: Request) -> Response:
 
 
 @router.get(V1 + "/environments")
-def list_environments(name: str | None = None, include_arena: bool = False) -> Response:
-    if not include_arena:
+def list_environments(name: str | None = None, include_arena: str | None = None) -> Response:
+    if not flag(include_arena, "include_arena"):
         return ok({})  # no uploaded environments on this server
     return ok(environments.catalogue(blank(name)))
 

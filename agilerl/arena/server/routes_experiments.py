@@ -17,7 +17,7 @@ from agilerl.arena.server import policy, states, submission
 from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.errors import ApiError, invalid_state
-from agilerl.arena.server.routes_catalog import blank
+from agilerl.arena.server.routes_catalog import blank, flag, integer
 from agilerl.arena.server.store import Row
 
 router = APIRouter()
@@ -175,11 +175,12 @@ async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> Async
 
 @router.get(JOBS + "/logs")
 def logs(request: Request, experiment_name: str | None = None, project: str | None = None,
-         follow: bool = False, since: int = 0,
+         follow: str | None = None, since: str | None = None,
          user: User = Depends(current_user)) -> StreamingResponse:
     ctx = context(request)
     row = find(ctx, user, experiment_name, project)
-    return StreamingResponse(_log_stream(ctx, row, follow, since), media_type=NDJSON,
+    stream = _log_stream(ctx, row, flag(follow, "follow"), integer(since, "since", 0))
+    return StreamingResponse(stream, media_type=NDJSON,
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -286,7 +287,7 @@ def _wanted_metrics(names: list[str], asked: Iterable[str]) -> list[str]:
 
 @router.get("/api/cli/v1/experiments/metrics")
 def metrics(request: Request, experiment_name: str | None = None, project: str | None = None,
-            details: bool = False, preview_rows: str | None = None,
+            details: str | None = None, preview_rows: str | None = None,
             metric: list[str] = Query(default=[]),
             user: User = Depends(current_user)) -> Response:
     ctx = context(request)
@@ -294,15 +295,9 @@ def metrics(request: Request, experiment_name: str | None = None, project: str |
     run = ctx.scheduler.run_dir(row["id"])
     names = run.metric_names()
     if blank(preview_rows) is None:
-        return ok({"experiment_id": row["id"], "metrics": names} if details else names)
-    try:
-        rows = int(str(preview_rows))
-    except ValueError:
-        raise ApiError(422, "INVALID_REQUEST", "preview_rows must be an integer",
-                       errors=["preview_rows: expected an integer"]) from None
-    if rows < 0:
-        raise ApiError(422, "INVALID_REQUEST", "preview_rows must be >= 0",
-                       errors=["preview_rows: must be >= 0"])
+        wide = flag(details, "details")
+        return ok({"experiment_id": row["id"], "metrics": names} if wide else names)
+    rows = integer(preview_rows, "preview_rows", 0)
     if not names:
         raise ApiError(404, "METRICS_NOT_FOUND",
                        f"No metrics recorded yet for experiment '{row['name']}'")

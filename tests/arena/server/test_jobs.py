@@ -46,6 +46,9 @@ def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) ->
     assert lines[-1]["status"] == "completed" and lines[-1]["detail"]["state"] == "COMPLETED"
     later = api.logs("cart-1", since=seqs[-2])
     assert [e["detail"]["seq"] for e in later if e["kind"] == "log"] == [seqs[-1]]
+    assert len(api.logs("cart-1", since="", follow="")) == len(lines)  # empty = absent
+    bad = api.http.get(f"{JOBS}/logs", params={"experiment_name": "cart-1", "since": "x"})
+    assert bad.status_code == 422 and bad.json()["error_code"] == "INVALID_REQUEST"
 
     ckpts = api.http.get(f"{JOBS}/checkpoints", params={"experiment_name": "cart-1"})
     rows = ckpts.json()["data"]
