@@ -24,7 +24,13 @@ DEFAULT_NETWORK: dict[str, Any] = {
 
 
 def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> NetworkConfig:
-    """Validate and complete a network section; only MLP encoders are supported here."""
+    """Validate and complete a network section.
+
+    Supported encoders: ``mlp``; ``multiinput`` over vector observation parts, built as one
+    MLP (``encoder_config.mlp_config``) over the concatenated flattened parts (the
+    per-part ``latent_dim`` of a multi-input encoder does not apply to that shape). Other
+    archs (``cnn``, ``lstm``, ``simba``) raise ``NotImplementedError``.
+    """
     import agilerl.models.networks as models
 
     if net_config is None:
@@ -40,17 +46,24 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
 
     encoder = dict(raw.get("encoder_config") or {})
     arch = raw.pop("arch", None) or encoder.get("arch") or "mlp"
-    if arch != "mlp" or raw.get("simba"):
+    if arch not in ("mlp", "multiinput") or raw.get("simba"):
         raise NotImplementedError(
             f"network encoder arch {arch!r}{' (simba)' if raw.get('simba') else ''} is not "
-            "supported yet; only 'mlp' encoders are implemented"
+            "supported yet; 'mlp' and vector-only 'multiinput' encoders are implemented"
         )
     encoder.pop("arch", None)
-    raw["encoder_config"] = encoder
     spec_cls = getattr(models, spec_name, None) or models.NetworkSpec
     squash = raw.get("squash_output")
     if "squash_output" not in spec_cls.model_fields:
         raw.pop("squash_output", None)
+    if arch == "multiinput":
+        # Validate the section as written, then encode the flattened, concatenated
+        # observation parts with one MLP built from ``mlp_config``.
+        spec_cls.model_validate({**raw, "encoder_config": {"arch": "multiinput", **encoder}})
+        default_mlp = {k: v for k, v in DEFAULT_NETWORK["encoder_config"].items() if k != "arch"}
+        encoder = dict(encoder.get("mlp_config") or default_mlp)
+        encoder.pop("arch", None)
+    raw["encoder_config"] = encoder
     validated = spec_cls.model_validate({**raw, "encoder_config": {"arch": "mlp", **encoder}})
     out = _dump_network_model(validated)
     out["encoder_config"]["arch"] = "mlp"

@@ -127,10 +127,10 @@ def train_off_policy_member(
         action = agent.get_action(obs, epsilon=eps)
         new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(action)
         transition = {
-            "obs": obs,
+            "obs": agent.obs_encoder.storable(obs),
             "action": action,
             "reward": reward,
-            "next_obs": next_obs,
+            "next_obs": agent.obs_encoder.storable(next_obs),
             "done": terminated,
         }
         if not valid.all():
@@ -189,7 +189,8 @@ def train_on_policy_member(
             cut = truncated & ~terminated & valid
             if cut.any():
                 reward = reward.copy()
-                reward[cut] += agent.gamma * agent.get_value(np.asarray(next_obs)[cut])
+                final = agent.obs_encoder.numpy(next_obs)[cut]
+                reward[cut] += agent.gamma * agent.get_value(final)
             buffer.add(agent.obs_encoder.numpy(obs), action, log_prob, value, reward, ended, valid)
             obs = new_obs
         buffer.compute_gae(agent.get_value(obs), agent.gamma, agent.gae_lambda)

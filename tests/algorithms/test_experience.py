@@ -122,3 +122,25 @@ def test_learn_frequency_and_epsilon_schedule(small_net):
         agent, env, ReplayBuffer(1000), 40, learning_delay=10_000, seed=0
     )
     assert stats["learn_updates"] == 0
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_composite_observations_flow_through_both_paradigms(mode, small_net):
+    """Tuple observations (Blackjack) are flattened part by part (multiinput encoder)."""
+    env = gym.make_vec(
+        "Blackjack-v1",
+        num_envs=3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
+    )
+    net = dict(small_net, arch="multiinput", encoder_config={"mlp_config": {"hidden_size": [16]}})
+    dqn = _agent(env, net, batch_size=8, learn_step=3)
+    memory = ReplayBuffer(500)
+    stats = train_off_policy_member(
+        dqn, env, memory, 60, epsilon=EpsilonSchedule(1, 0.1, 0.9), seed=0
+    )
+    assert memory.state_dict()["data"]["obs"].shape[1] == 32 + 11 + 2
+    assert stats["learn_updates"] > 0 and stats["episodes"] > 0
+    ppo = _agent(env, net, cls=PPO, learn_step=30, batch_size=10, num_envs=3)
+    assert train_on_policy_member(ppo, env, 30, seed=0)["learn_updates"] == 1
+    assert DQN.from_state(dqn.get_state()).greedy_action(env.reset(seed=0)[0]).shape == (3,)

@@ -67,8 +67,21 @@ class Autoreset:
         return obs, next_obs, reward, terminated, truncated, valid, info
 
 
-def _with_final_obs(obs: Any, final_obs: Any, done: np.ndarray) -> np.ndarray:
+def _with_final_obs(obs: Any, final_obs: Any, done: np.ndarray) -> Any:
+    """``obs`` with the rows of finished sub-envs replaced by their final observation
+    (composite observations part by part)."""
+    if isinstance(obs, dict):
+        return {k: _with_final_obs(v, _parts(final_obs, k, done), done) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(
+            _with_final_obs(v, _parts(final_obs, k, done), done) for k, v in enumerate(obs)
+        )
     next_obs = np.array(obs, copy=True)
     for i in np.flatnonzero(done):
         next_obs[i] = final_obs[i]
     return next_obs
+
+
+def _parts(final_obs: Any, key: Any, done: np.ndarray) -> list[Any]:
+    """Per-sub-env final observations -> that part of each (None where not finished)."""
+    return [final_obs[i][key] if done[i] else None for i in range(len(done))]
