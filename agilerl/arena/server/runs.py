@@ -27,6 +27,7 @@ from agilerl.arena.server.store import now_iso
 _DIGITS = re.compile(r"(\d+)(?!.*\d)")
 READ_CHUNK = 1 << 20
 MAX_LINE = 64 * 1024
+_CSV_STEP_KEYS = ("train/global_step", "global_step", "step", "steps")
 _STEP_KEYS = ("steps", "step", "global_step", "total_steps")
 _EVAL_KEYS = ("evaluation_score", "best_fitness", "fitness", "eval_score")
 _TRAIN_KEYS = ("training_score", "train_score", "score")
@@ -140,11 +141,11 @@ class RunDir:
     # ---- metrics ----------------------------------------------------------------------
 
     def metrics_file(self) -> Path | None:
-        """The trainer's metrics CSV: ``run/metrics.csv``, else the newest CSV in the folder."""
+        """The trainer's metrics CSV: ``run/metrics.csv``, else the newest CSV under ``run/``."""
         for known in (self.run / "metrics.csv", self.root / "metrics.csv"):
             if known.is_file():
                 return known
-        found = [p for p in self.root.rglob("*.csv") if self.checkpoints not in p.parents]
+        found = list(self.run.rglob("*.csv")) if self.run.is_dir() else []
         return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
     def metric_names(self) -> list[str]:
@@ -174,20 +175,27 @@ class RunDir:
         return out.getvalue()
 
     def last_metric_step(self) -> int | None:
-        """The largest step count the metrics CSV reports, if it has such a column."""
+        """The step count on the metrics CSV's last row (steps only grow), if it has one.
+
+        Reads the header and the file's tail only, so polling a long run stays cheap.
+        """
         path = self.metrics_file()
         if path is None:
             return None
-        best = None
-        with path.open(newline="") as fh:
-            for row in csv.DictReader(fh):
-                for key in ("train/global_step", "global_step", "step", "steps"):
-                    value = row.get(key)
-                    if value:
-                        with contextlib.suppress(ValueError):
-                            best = max(best or 0, int(float(value)))
-                        break
-        return best
+        with path.open("rb") as fh:
+            header = next(csv.reader([fh.readline().decode("utf-8", "replace")]), [])
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 65536))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+        column = next((header.index(k) for k in _CSV_STEP_KEYS if k in header), None)
+        if column is None:
+            return None
+        for line in reversed(tail[1:] if len(tail) > 1 else tail):
+            row = next(csv.reader([line]), [])
+            if len(row) == len(header):
+                with contextlib.suppress(ValueError):
+                    return int(float(row[column]))
+        return None
 
     # ---- logs -------------------------------------------------------------------------
 

@@ -203,17 +203,19 @@ class Scheduler:
         with self._lock:
             if self.store.transition(exp_id, states.STARTING, reason="slot assigned") is None:
                 return  # stopped while waiting
-            writer = LogWriter(run.logs)
+            writer: LogWriter | None = None
             try:
+                writer = LogWriter(run.logs)
                 cmd = self._command(row, run)
                 proc = subprocess.Popen(
                     cmd, cwd=run.root, env=self._env(), stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     errors="replace", bufsize=1, start_new_session=True,
                 )
-            except (OSError, ValueError) as exc:
-                writer.write("stderr", f"could not start the training process: {exc}")
-                writer.close()
+            except (OSError, ValueError) as exc:  # includes a missing or unreadable folder
+                if writer is not None:
+                    writer.write("stderr", f"could not start the training process: {exc}")
+                    writer.close()
                 self.store.transition(exp_id, states.FAILED, reason="launch failed",
                                       error=f"Could not start the training process: {exc}")
                 return

@@ -116,6 +116,8 @@ def test_stop_running_job_then_resume_from_latest_checkpoint(make_server: Any) -
     while not api.status("long")["latest_checkpoint"]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    live = api.status("long")
+    assert live["state"] == "RUNNING" and live["steps"] >= 100  # read from the run's files
     resp = api.post(f"{JOBS}/stop", {"experiment_name": " long "})
     assert resp.status_code == 200 and resp.json()["data"]["state"] in {"STOPPING", "STOPPED"}
     row = api.wait("long", {"STOPPED"}, timeout=10)
