@@ -21,6 +21,7 @@ from agilerl.arena.server.store import Row
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_PROJECT = "default"
 MAX_IDEMPOTENCY_KEY = 200
+GENERATED_NAME_TRIES = 5
 
 
 @dataclass
@@ -114,7 +115,7 @@ def _name(req: SubmitRequest, manifest: dict[str, Any]) -> str:
     algo = str((manifest.get("algorithm") or {}).get("name", "job"))
     env = str((manifest.get("environment") or {}).get("name", "env"))
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{algo}-{env}").strip("-._")[:100] or "job"
-    return f"{stem}-{secrets.token_hex(3)}".lower()
+    return f"{stem}-{secrets.token_hex(4)}".lower()
 
 
 def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
@@ -141,6 +142,20 @@ def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
     return manifest, max_steps, pop_size
 
 
+def _insert(ctx: Context, req: SubmitRequest, manifest: dict[str, Any],
+            fields: dict[str, Any]) -> tuple[Row, bool]:
+    """Insert; a generated name that happens to be taken is drawn again."""
+    for _ in range(GENERATED_NAME_TRIES - 1):
+        try:
+            return ctx.store.insert_experiment(
+                fields, max_active=ctx.config.max_active_jobs_per_user)
+        except ApiError as err:
+            if err.code != "NAME_CONFLICT" or req.experiment_name is not None:
+                raise
+            fields["name"] = _name(req, manifest)
+    return ctx.store.insert_experiment(fields, max_active=ctx.config.max_active_jobs_per_user)
+
+
 def submit(ctx: Context, user: User, req: SubmitRequest,
            idempotency_key: str | None) -> tuple[Row, bool]:
     """Validate, record (PENDING), write the run folder, queue. Returns (row, created)."""
@@ -163,8 +178,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         "resource_id": resource, "num_nodes": nodes, "max_steps": max_steps,
         "pop_size": pop_size, "idempotency_key": idempotency_key,
     }
-    row, created = ctx.store.insert_experiment(
-        fields, max_active=ctx.config.max_active_jobs_per_user)
+    row, created = _insert(ctx, req, manifest, fields)
     if not created:
         return row, False
     run = ctx.scheduler.run_dir(row["id"])

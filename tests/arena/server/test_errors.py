@@ -208,3 +208,14 @@ def test_100_concurrent_submissions_none_lost_none_duplicated(make_server: Any) 
     finally:
         db.close()
     assert count == 100 and queued == 100
+
+
+def test_generated_names_never_collide(server: Any, monkeypatch: Any) -> None:
+    from agilerl.arena.server import submission
+
+    _, api = server
+    draws = iter(["aa", "aa", "aa", "bb"])
+    monkeypatch.setattr(submission.secrets, "token_hex", lambda n: next(draws))
+    first = api.submit()["experiment_name"]
+    second = api.submit()["experiment_name"]
+    assert first == "dqn-cartpole-v1-aa" and second == "dqn-cartpole-v1-bb"
