@@ -38,10 +38,15 @@ SOLVED = 475.0
 
 
 # --------------------------------------------------------------------------- driver side
-def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None) -> None:
+def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
+            settings: list[str]) -> None:
     import yaml
 
     data = yaml.safe_load(Path(manifest_path).read_text())
+    for setting in settings:  # SECTION.KEY=VALUE, e.g. training.learning_delay=10000000
+        key, _, raw = setting.partition("=")
+        section, _, field = key.partition(".")
+        data.setdefault(section, {})[field] = yaml.safe_load(raw)
     if max_steps:
         data["training"]["max_steps"] = max_steps
         data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
@@ -146,7 +151,8 @@ def _tree_rss_bytes(root: int) -> int:
     return total
 
 
-def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, str]) -> dict:
+def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, str],
+             settings: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         launched = time.time()
@@ -154,6 +160,8 @@ def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, 
                "--launched", repr(launched), "--out", str(out)]
         if max_steps:
             cmd += ["--max-steps", str(max_steps)]
+        for setting in settings or []:
+            cmd += ["--set", setting]
         proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         peak = 0
@@ -217,12 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=None,
                         help="shrink training.max_steps (same for both libraries)")
     parser.add_argument("--ours-only", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="change a manifest value for both libraries (repeatable)")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
-        _driver(args.driver, args.launched, args.out, args.max_steps)
+        _driver(args.driver, args.launched, args.out, args.max_steps, args.set)
         return 0
 
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
@@ -234,12 +244,13 @@ def main(argv: list[str] | None = None) -> int:
               f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
     for name in args.manifests:
         manifest = MANIFEST_DIR / f"{name}.yaml"
-        print(f"\n{name} ({manifest})" + (f", max_steps={args.max_steps}" if args.max_steps else ""))
+        changes = ([f"max_steps={args.max_steps}"] if args.max_steps else []) + args.set
+        print(f"\n{name} ({manifest})" + (f", {', '.join(changes)}" if changes else ""))
         print(header, flush=True)
-        ours = _measure(sys.executable, manifest, args.max_steps, ours_env)
+        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, args.set)
         print(_row("agilerl", ours), flush=True)
         if peer_python:
-            peer = _measure(peer_python, manifest, args.max_steps, env)
+            peer = _measure(peer_python, manifest, args.max_steps, env, args.set)
             print(_row("reference", peer), flush=True)
             if "error" not in ours and "error" not in peer and peer["train_steps_per_second"]:
                 print(f"  ratio: {ours['train_steps_per_second'] / peer['train_steps_per_second']:.2f}x "

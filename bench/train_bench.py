@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"])
     parser.add_argument("--max-steps", type=int, default=20_000)
+    parser.add_argument("--collect-only", action="store_true",
+                        help="also measure DQN with learning disabled (loop + env + policy only)")
     args = parser.parse_args(argv)
     peer = _peer_module()
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         result = peer._measure(sys.executable, peer.MANIFEST_DIR / f"{name}.yaml",
                                args.max_steps, env)
         print(peer._row(name, result), flush=True)
+    if args.collect_only:
+        result = peer._measure(sys.executable, peer.MANIFEST_DIR / "dqn_cartpole.yaml",
+                               args.max_steps, env, ["training.learning_delay=1000000000"])
+        print(peer._row("dqn-collect", result), flush=True)
     print("\nraw env + policy step rate (ceiling for the loop):")
     print(peer._raw_env_rate(sys.executable, env))
     return 0
