@@ -77,6 +77,10 @@ class RLAlgorithm(ABC):
             raise ValueError(
                 f"{type(self).__name__} requires an observation_space and an action_space."
             )
+        # Adam moments of parameters whose gradients vanish (dead units, unused inputs)
+        # decay into the denormal range, where CPU float maths is several times slower:
+        # flush denormals to zero (a CPU-thread setting; no effect on learning quality).
+        torch.set_flush_denormal(True)
         self.observation_space = observation_space
         self.action_space = action_space
         self.index = int(index)
