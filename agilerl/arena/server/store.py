@@ -257,6 +257,9 @@ class Store:
         return row
 
     def ensure_project(self, user_id: int, name: str) -> Row:
+        existing = self.project(user_id, name)
+        if existing is not None:  # the common case needs no write transaction
+            return existing
         with self.tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO projects (user_id, name, description, llm_based, created_at)"
