@@ -144,3 +144,21 @@ def test_composite_observations_flow_through_both_paradigms(mode, small_net):
     ppo = _agent(env, net, cls=PPO, learn_step=30, batch_size=10, num_envs=3)
     assert train_on_policy_member(ppo, env, 30, seed=0)["learn_updates"] == 1
     assert DQN.from_state(dqn.get_state()).greedy_action(env.reset(seed=0)[0]).shape == (3,)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_evaluation_counts_one_episode_per_sub_env_and_round(mode, small_net):
+    env = _env(mode, n=3)
+    agent = _agent(env, small_net)
+    assert agent.test(env, loop=2) == pytest.approx(3.0)  # every episode returns 3
+    assert agent.test(env, max_steps=2) == pytest.approx(2.0)  # capped: partial returns
+    assert agent.fitness == [pytest.approx(3.0), pytest.approx(2.0)]
+
+
+def test_action_mask_limits_greedy_and_random_actions(small_net):
+    env = _env(AutoresetMode.NEXT_STEP, n=4)
+    agent = _agent(env, small_net)
+    obs = np.zeros((4, 2), dtype=np.float32)
+    mask = np.array([[True, False]] * 4)
+    for eps in (0.0, 1.0):
+        assert (agent.get_action(obs, epsilon=eps, action_mask=mask) == 0).all()

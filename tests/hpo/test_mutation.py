@@ -179,3 +179,25 @@ def test_ppo_mutations_keep_agent_working(small_net):
         assert env_action.shape == (2, 1) and np.isfinite(log_prob).all()
     clone = agent.clone(index=5)
     assert clone.actor_critic.architecture() == agent.actor_critic.architecture()
+
+
+def test_optimizer_state_is_carried_across_architecture_mutations(small_net):
+    agent = _dqn(small_net)
+    opt = agent.optimizers["optimizer"]
+    agent.actor(OBS).pow(2).sum().backward()
+    opt.step()
+    before = {
+        name: {k: v.clone() for k, v in opt.state[p].items()}
+        for name, p in agent.actor.named_parameters()
+    }
+    plan = {"target": "head:q", "op": "add_nodes", "layer": 0, "nodes": 16, "seed": 0}
+    agent.apply_architecture_mutation("actor", plan)
+    opt = agent.optimizers["optimizer"]
+    after = {name: opt.state[p] for name, p in agent.actor.named_parameters()}
+    untouched = "encoders.encoder.linears.0.weight"
+    assert torch.equal(after[untouched]["exp_avg"], before[untouched]["exp_avg"])
+    grown = "heads.q.linears.0.weight"  # 32 -> 48 rows: old rows keep their moments
+    assert after[grown]["exp_avg"].shape[0] == 48
+    assert torch.equal(after[grown]["exp_avg"][:32], before[grown]["exp_avg"])
+    assert not after[grown]["exp_avg"][32:].any()
+    assert float(after[grown]["step"]) == 1.0
