@@ -92,18 +92,25 @@ class DQN(RLAlgorithm):
         reward = _tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
         done = _tensor(experiences["done"], self.device, torch.float32).reshape(-1)
 
+        # --- online Q-values; double DQN also needs them at s' (one batched pass) ---
+        if self.double:
+            q_both = self.actor(torch.cat([obs, next_obs]))
+            q_online, q_next_online = q_both[: len(obs)], q_both[len(obs) :].detach()
+        else:
+            q_online = self.actor(obs)
+
         # --- TD target: r + gamma * (1 - done) * Q_target(s', a*) ---
         with torch.no_grad():
             q_next_target = self.actor_target(next_obs)
-            if self.double:
-                best = self.actor(next_obs).argmax(dim=-1, keepdim=True)
+            if self.double:  # a* chosen by the online network, valued by the target
+                best = q_next_online.argmax(dim=-1, keepdim=True)
                 q_next = q_next_target.gather(1, best).squeeze(1)
             else:
                 q_next = q_next_target.max(dim=-1).values
             target = reward + self.gamma * (1.0 - done) * q_next
 
         # --- regression of Q(s, a) onto the target ---
-        q = self.actor(obs).gather(1, action).squeeze(1)
+        q = q_online.gather(1, action).squeeze(1)
         loss = F.mse_loss(q, target)
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)

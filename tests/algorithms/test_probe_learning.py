@@ -102,3 +102,15 @@ def test_ppo_learns_continuous_policies(env_name, small_net):
     else:
         assert greedy == pytest.approx([0.0, 1.0], abs=0.1)
     assert agent.test(env) > -0.01
+
+
+def test_double_dqn_learns_discounting(small_net):
+    env = make_probe_vector_env("DiscountedRewardEnv", 4)
+    agent = DQN(
+        env.single_observation_space, env.single_action_space, net_config=small_net, seed=0,
+        lr=1e-2, batch_size=32, learn_step=2, tau=0.1, gamma=GAMMA, double=True,
+    )  # fmt: skip
+    train_off_policy_member(agent, env, ReplayBuffer(1000, seed=0), 1200, seed=1)
+    with torch.no_grad():
+        q = agent.actor(OBS).numpy().reshape(-1)
+    assert q == pytest.approx([GAMMA, 1.0], abs=0.15)
