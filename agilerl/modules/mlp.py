@@ -247,11 +247,15 @@ def draw_mlp_plan(
 
 
 # ---------------------------------------------------------------------- helpers
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
 _PARAMETER_FREE = {
     nn.ReLU: torch.relu,
     nn.Tanh: torch.tanh,
     nn.Sigmoid: torch.sigmoid,
-    nn.Identity: lambda x: x,
+    nn.Identity: _identity,
 }
 
 
