@@ -190,7 +190,8 @@ class Scheduler:
         return cmd
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        # The server's own Arena credentials are none of a job's business.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
         root = str(Path(agilerl.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         env["PYTHONUNBUFFERED"] = "1"
