@@ -121,7 +121,8 @@ class Scheduler:
         """Apply the restart rule (module docstring) to rows left by a previous process."""
         for row in self.store.in_states({states.PENDING}):
             if self.run_dir(row["id"]).manifest.exists():
-                self.store.transition(row["id"], states.QUEUED, reason="submission recovered")
+                self.store.transition(row["id"], states.QUEUED, reason="submission recovered",
+                                      queued_at=row["created_at"])
             else:
                 self.store.transition(row["id"], states.FAILED, reason="submission interrupted",
                                       error="Submission interrupted by a server restart")
