@@ -190,7 +190,9 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         ctx.store.transition(row["id"], states.FAILED, reason="could not write run folder",
                              error=f"Could not write the experiment folder: {exc}")
         raise ApiError(500, "STORAGE_ERROR", "Could not write the experiment folder") from None
-    ctx.store.transition(row["id"], states.QUEUED, reason="accepted")
+    # only_from: a stop that arrived while the folder was written must win.
+    ctx.store.transition(row["id"], states.QUEUED, reason="accepted",
+                         only_from=(states.PENDING,))
     ctx.scheduler.wake()
     fresh = ctx.store.experiment(row["id"])
     return (fresh or row), True
