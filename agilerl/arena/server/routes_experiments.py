@@ -18,12 +18,14 @@ from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.errors import ApiError, invalid_state
 from agilerl.arena.server.routes_catalog import blank, flag, integer
+from agilerl.arena.server.runs import RunDir
 from agilerl.arena.server.store import Row
 
 router = APIRouter()
 JOBS = "/api/cli/v1/experiments/jobs"
 NDJSON = "application/x-ndjson"
 FOLLOW_POLL_S = 0.05
+STATE_EVERY = 10  # idle polls between state checks (0.5 s)
 MAX_PREVIEW_ROWS = 1_000_000
 
 
@@ -140,37 +142,52 @@ def _final(row: Row, follow: bool) -> bytes:
     return _event("status", "training", "completed", f"Job is {row['state']}", detail)
 
 
-async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> AsyncIterator[bytes]:
-    """Backlog, then (with ``follow``) new lines as they land, then one terminal event.
+def _lines(entries: list[dict[str, Any]], since: int) -> bytes:
+    return b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
 
-    The log file is polled every ``FOLLOW_POLL_S`` (a cheap read from the last offset);
-    the job's state is re-read from the database only when the file had nothing new.
-    """
-    run = ctx.scheduler.run_dir(row["id"])
-    offset = 0
-    current: Row | None = row
+
+async def _drain(run: RunDir, offset: int, since: int) -> AsyncIterator[bytes]:
+    """Everything left in the log from ``offset`` (it may be more than one read)."""
     while True:
         entries, offset = await run_in_threadpool(run.read_logs, offset)
-        chunk = b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
+        if not entries:
+            return
+        chunk = _lines(entries, since)
         if chunk:
             yield chunk
-            if follow:
-                continue
-        if not follow:
-            break
-        # The worker writes every line before its final state is recorded, so a
-        # terminal state seen here means the file is complete up to ``offset`` or beyond.
-        current = await run_in_threadpool(ctx.store.experiment, row["id"])
-        if current is None or current["state"] in states.TERMINAL:
-            entries, offset = await run_in_threadpool(run.read_logs, offset)
-            tail = b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
-            if tail:
-                yield tail
-            break
-        await asyncio.sleep(FOLLOW_POLL_S)
+
+
+async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> AsyncIterator[bytes]:
+    """The backlog, then (with ``follow``) new lines as they land, then one terminal event.
+
+    Following polls the log file every ``FOLLOW_POLL_S`` (a cheap read from the last
+    offset) and re-reads the job's state every ``STATE_EVERY`` idle polls.
+    """
+    run = ctx.scheduler.run_dir(row["id"])
     if not follow:
-        current = await run_in_threadpool(ctx.store.experiment, row["id"])
-    yield _final(current or row, follow)
+        async for piece in _drain(run, 0, since):
+            yield piece
+        yield _final(await run_in_threadpool(ctx.store.experiment, row["id"]) or row, False)
+        return
+    offset, idle = 0, 0
+    while True:
+        entries, offset = await run_in_threadpool(run.read_logs, offset)
+        if entries:
+            chunk = _lines(entries, since)
+            if chunk:
+                yield chunk
+            continue
+        idle += 1
+        if idle % STATE_EVERY == 1:
+            current = await run_in_threadpool(ctx.store.experiment, row["id"])
+            if current is None or current["state"] in states.TERMINAL:
+                # The worker writes every line before its final state is recorded, so
+                # draining now delivers the whole log.
+                async for piece in _drain(run, offset, since):
+                    yield piece
+                yield _final(current or row, True)
+                return
+        await asyncio.sleep(FOLLOW_POLL_S)
 
 
 @router.get(JOBS + "/logs")

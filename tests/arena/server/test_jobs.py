@@ -89,6 +89,23 @@ def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) ->
     assert (run_dir / "manifest.json").is_file() and (run_dir / "logs.ndjson").is_file()
 
 
+def test_long_logs_are_served_whole(server: Any) -> None:
+    from agilerl.arena.server.runs import LogWriter
+
+    srv, api = server
+    api.submit(manifest(100, checkpoint_steps=100), experiment_name="chatty")
+    row = api.wait("chatty", {"COMPLETED"})
+    writer = LogWriter(srv.data_dir / "experiments" / str(row["id"]) / "logs.ndjson")
+    for i in range(3000):  # ~1.7 MB: more than one read of the file
+        writer.write("stdout", f"line {i} " + "x" * 500)
+    writer.close()
+    for follow in ("false", "true"):
+        lines = [e for e in api.logs("chatty", follow=follow) if e["kind"] == "log"]
+        assert lines[-1]["message"].startswith("line 2999 ")
+        seqs = [e["detail"]["seq"] for e in lines]
+        assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 3000
+
+
 def test_follow_streams_lines_while_written(make_server: Any) -> None:
     _, api = make_server(extra_env={"JOB_STEP_S": "0.15"})
     api.submit(manifest(500, checkpoint_steps=100), experiment_name="follow")
