@@ -167,7 +167,8 @@ async def _log_stream(ctx: Context, row: Row, follow: bool, since: int) -> Async
     if not follow:
         async for piece in _drain(run, 0, since):
             yield piece
-        yield _final(await run_in_threadpool(ctx.store.experiment, row["id"]) or row, False)
+        current: Row | None = await run_in_threadpool(ctx.store.experiment, row["id"])
+        yield _final(current or row, False)
         return
     offset, idle = 0, 0
     while True:
