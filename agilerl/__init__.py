@@ -34,8 +34,12 @@ HAS_ARENA_DEPENDENCIES: bool = _installed("httpx")
 __all__ = [
     "HAS_ARENA_DEPENDENCIES",
     "HAS_LLM_DEPENDENCIES",
+    "AgentType",
+    "ArenaTrainer",
+    "LocalTrainer",
+    "Trainer",
+    "TrainingManifest",
     "__version__",
-    *sorted(_LAZY),
 ]
 
 
