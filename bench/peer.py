@@ -179,8 +179,13 @@ def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, 
 def _ensure_peer_venv() -> str | None:
     """Path to the reference's python, installing it on first use; None when impossible."""
     python = PEER_VENV / "bin" / "python"
-    check = [str(python), "-c", "import agilerl, torch; assert agilerl.__version__ == '2.58.0'"]
-    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+    check = [str(python), "-c", "import importlib.metadata as m, agilerl.training.trainer; "
+             "assert m.version('agilerl') == '2.58.0'"]
+
+    def installed() -> bool:  # run outside this checkout, or `agilerl` would be ours
+        return subprocess.run(check, capture_output=True, cwd="/").returncode == 0
+
+    if python.exists() and installed():
         return str(python)
     print(f"installing the reference ({' '.join(PEER_REQUIREMENTS)}) into {PEER_VENV} ...",
           flush=True)
@@ -192,7 +197,7 @@ def _ensure_peer_venv() -> str | None:
             tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
             print("could not install the reference library:\n  " + "\n  ".join(tail))
             return None
-    return str(python) if subprocess.run(check, capture_output=True).returncode == 0 else None
+    return str(python) if installed() else None
 
 
 def _fmt(value: object, spec: str) -> str:

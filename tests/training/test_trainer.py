@@ -161,3 +161,17 @@ def test_manifest_checkpoint_settings_apply_unless_overridden(tiny_dqn, tmp_path
         LocalTrainer.from_manifest(manifest=tiny_dqn, seed=1).train(verbose=False)
     kept = list((tmp_path / "m").iterdir())
     assert len(kept) == 1, "overwrite keeps only the latest checkpoint"
+
+
+def test_base_trainer_hooks_are_abstract():
+    from agilerl.training.trainer import Trainer
+
+    with pytest.raises(NotImplementedError, match="_resolve_env_spec"):
+        Trainer("DQN", "CartPole-v1")
+
+    class Named(Trainer):
+        def _resolve_env_spec(self, environment):
+            return environment
+
+    with pytest.raises(NotImplementedError, match="train method"):
+        Named("DQN", "CartPole-v1").train()
