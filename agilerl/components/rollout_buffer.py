@@ -61,10 +61,6 @@ class RolloutBuffer:
         self.valid[t] = valid
         self.pos += 1
 
-    def add_reward(self, step: int, env_mask: np.ndarray, amount: np.ndarray) -> None:
-        """Add ``amount`` to the reward stored at ``step`` for sub-envs in ``env_mask``."""
-        self.rewards[step, env_mask] += amount
-
     def compute_gae(self, last_value: np.ndarray, gamma: float, gae_lambda: float) -> None:
         """Generalised advantage estimation over the stored steps (and ``returns``).
 
