@@ -13,8 +13,9 @@ fresh process started by this script, executing this same file in ``--driver`` m
   member first reached 475;
 * reports the best final fitness returned by ``trainer.train()``.
 
-Peak RSS is sampled here from ``/proc`` for the driver and all its descendants (async vector
-envs run in subprocesses), every 0.2 s. Both libraries get identical manifests (with
+Peak memory is sampled here from ``/proc`` for the driver and all its descendants (async
+vector envs run in subprocesses), every 0.2 s, as the sum of their PSS (shared pages split
+between the processes sharing them, so forked workers are not counted several times). Both libraries get identical manifests (with
 ``--max-steps`` applied to both) and ``verbose=False``.
 """
 
@@ -126,7 +127,9 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
 # --------------------------------------------------------------------------- parent side
 def _tree_rss_bytes(root: int) -> int:
-    """RSS of ``root`` and all its descendants, from /proc."""
+    """Memory of ``root`` and all its descendants, from /proc: the sum of their PSS
+    (proportional set size: pages shared between processes, e.g. forked env workers, are
+    split between them rather than counted once per process), RSS where PSS is unavailable."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -139,16 +142,26 @@ def _tree_rss_bytes(root: int) -> int:
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     total, stack = 0, [root]
-    page = os.sysconf("SC_PAGE_SIZE")
     while stack:
         pid = stack.pop()
-        try:
-            with open(f"/proc/{pid}/statm") as fh:
-                total += int(fh.read().split()[1]) * page
-        except OSError:
-            pass
+        total += _process_memory(pid)
         stack.extend(children.get(pid, []))
     return total
+
+
+def _process_memory(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 
 
 def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, str],
@@ -245,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     peer_python = None if args.ours_only else _ensure_peer_venv()
     if peer_python is None and not args.ours_only:
         print("reference half skipped (see the message above); measuring ours only")
-    header = (f"  {'library':<10} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'RSS MB':>8}"
+    header = (f"  {'library':<10} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
               f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
     for name in args.manifests:
         manifest = MANIFEST_DIR / f"{name}.yaml"

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     peer = _peer_module()
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
-    print(f"  {'manifest':<14} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'RSS MB':>8}"
+    print(f"  {'manifest':<14} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
           f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
     for name in args.manifests:
         result = peer._measure(sys.executable, peer.MANIFEST_DIR / f"{name}.yaml",
