@@ -37,7 +37,10 @@ demo: setup
 	$(PY) -m agilerl.demo
 
 bench: setup
-	$(PY) bench/run_all.py
+	$(PY) bench/validate_bench.py
+	$(PY) bench/env_step_rate.py
+	$(PY) bench/train_bench.py
+	$(PY) bench/arena_bench.py
 
 bench-peer: setup
 	$(PY) bench/peer.py
