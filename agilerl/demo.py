@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except TrainingInterrupted as exc:
         print(f"demo interrupted; checkpoint: {exc.checkpoint}", file=sys.stderr)
-        return 130
+        return 128 + exc.signum  # 130 SIGINT, 143 SIGTERM
     best = max(fitnesses)
     elite = trainer.last_elite_path
     print(f"\nbest evaluation: {best:.1f} (target 475)")

@@ -11,18 +11,27 @@ holding ``manifest.yaml`` (the resolved manifest), ``metrics.csv`` (one row per 
 ``checkpoints/`` (unless ``--checkpoint-path`` puts them elsewhere) and ``elite.pt`` (with
 ``--save-elite``, unless ``--elite-path``).
 
-Ctrl-C finishes the member being trained, writes a checkpoint, prints how to resume and
-exits with status 130; a second Ctrl-C aborts at once (the last checkpoint stays valid).
+Ctrl-C (SIGINT) or SIGTERM (how job schedulers such as the Arena server stop a run) finishes
+the member being trained, writes a checkpoint, prints where and how to resume, and exits
+with status 130 (SIGINT) or 143 (SIGTERM); a second signal aborts at once (the last
+checkpoint stays valid). Before training starts, either signal stops the command at once
+with the same status.
 
 Exit status: 0 trained; 1 the manifest (or an override) is invalid, or asks for something
 this version cannot train; 2 usage error (bad option, missing file, malformed override,
-unusable checkpoint, missing optional dependency); 3 internal error; 130 interrupted.
+unusable checkpoint, missing optional dependency); 3 internal error; 130 interrupted by
+SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +42,19 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+def _exit_status(signum: int) -> int:
+    """The shell convention for "stopped by signal N": 128 + N (130 SIGINT, 143 SIGTERM)."""
+    return 128 + int(signum)
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM before training started: stop like Ctrl-C does (nothing to save yet)."""
+
+    signum = signal.SIGTERM
 
 
 def _default_device() -> str:
@@ -109,8 +130,44 @@ def _error(message: str) -> None:
     print(f"agilerl train: {message}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises :class:`_Stopped` (in this process only; forked env workers keep the
+    default action). The trainer installs its own clean-stop handler while it trains."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != pid:  # a forked worker: behave as if no handler were installed
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise _Stopped()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
+    try:
+        with _sigterm_stops():
+            return _run(args)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM outside the trainer's clean stop, or a second one during it
+        # (TrainingAborted, whose message says the last checkpoint stays valid).
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        detail = f": {exc}" if str(exc) else ""
+        _error(f"stopped by {signal.Signals(signum).name}{detail}")
+        return _exit_status(signum)
+
+
+def _run(args: argparse.Namespace) -> int:
     from agilerl.training.overrides import OverrideError, parse_overrides
 
     try:
@@ -125,20 +182,42 @@ def run(args: argparse.Namespace) -> int:
     return _run_checked(args, overrides)
 
 
+def _say(args: argparse.Namespace, message: str) -> None:
+    """A progress line on stdout, flushed at once: a job's log shows it while the heavy
+    libraries (torch, the environments) are still loading."""
+    if args.verbose:
+        print(message, flush=True)
+
+
 def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
-    from agilerl.checkpoint import CheckpointError
+    # The first line comes before any heavy import, so a job's log starts within a fraction
+    # of a second of the process (validation itself imports neither torch nor gymnasium).
+    _say(args, f"Validating {args.manifest} ...")
     from agilerl.models import ManifestError
     from agilerl.training.manifest_input import load_manifest
-    from agilerl.training.trainer import (
-        LocalTrainer,
-        TrainingInterrupted,
-        UnsupportedAlgorithmError,
-    )
 
     try:
         manifest = load_manifest(args.manifest, overrides)
+    except ManifestError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    env = manifest.environment
+    env_name = env.get("name") if isinstance(env, dict) else getattr(env, "name", None)
+    _say(args, f"Building a population of {manifest.training.pop_size} "
+               f"{type(manifest.algorithm).algo_name} agents on {env_name or 'a custom env'} ...")
+    built = _build(args, manifest)
+    return built if isinstance(built, int) else _train(args, built)
+
+
+def _build(args: argparse.Namespace, manifest: Any) -> Any:
+    """The trainer for a validated manifest, or an exit status after reporting why not."""
+    from agilerl.checkpoint import CheckpointError
+    from agilerl.models import ManifestError
+    from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
+
+    try:
         accelerator = _accelerator() if args.use_accelerator else None
-        trainer = LocalTrainer.from_manifest(
+        return LocalTrainer.from_manifest(
             manifest=manifest,
             resume_from_checkpoint=args.resume_from_checkpoint,
             device=args.device,
@@ -154,6 +233,12 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
     except (CheckpointError, _UsageError, FileNotFoundError) as exc:
         _error(str(exc))
         return EXIT_USAGE
+
+
+def _train(args: argparse.Namespace, trainer: Any) -> int:
+    from agilerl.checkpoint import CheckpointError
+    from agilerl.training.trainer import TrainingInterrupted
+
     try:
         trainer.train(
             wb=args.wb,
@@ -171,10 +256,11 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
             source=str(args.manifest),
         )
     except TrainingInterrupted as exc:
-        _error(f"interrupted; checkpoint written to {exc.checkpoint}\n"
+        _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
+               f"{exc.checkpoint}\n"
                f"  resume with: agilerl train {args.manifest} "
                f"--resume-from-checkpoint {exc.checkpoint}")
-        return EXIT_INTERRUPTED
+        return _exit_status(exc.signum)
     except (CheckpointError, _UsageError) as exc:
         _error(str(exc))
         return EXIT_USAGE
@@ -203,9 +289,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except KeyboardInterrupt:
-        _error("aborted")
-        return EXIT_INTERRUPTED
     except Exception as exc:  # last line of defence: a message, never a traceback
         _error(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL

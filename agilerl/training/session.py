@@ -3,8 +3,8 @@
 The generation loop (:mod:`agilerl.training.loop`) knows nothing of files or terminals; the
 session is its :class:`~agilerl.training.loop.LoopHooks`: it logs metrics (CSV in the run
 folder, TensorBoard, W&B), drives the progress display, writes checkpoint folders, turns the
-first Ctrl-C into "finish the member being trained, checkpoint, stop", saves the elite and
-prints the summary.
+first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained, checkpoint, stop",
+saves the elite and prints the summary.
 """
 
 from __future__ import annotations
@@ -33,12 +33,30 @@ MANIFEST_FILE = "manifest.yaml"
 CHECKPOINTS_DIR = "checkpoints"
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on Ctrl-C after writing a checkpoint (``checkpoint``)."""
+#: Signals that stop a run cleanly: Ctrl-C, and the polite stop of job schedulers (the Arena
+#: server, systemd, Kubernetes, Slurm) that send SIGTERM and a SIGKILL after a grace period.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, checkpoint: Path | None) -> None:
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on a stop signal after writing a checkpoint (``checkpoint``).
+
+    ``signum`` is the signal that asked for the stop (``SIGINT`` for Ctrl-C, ``SIGTERM``).
+    """
+
+    def __init__(self, checkpoint: Path | None, signum: int = signal.SIGINT) -> None:
         super().__init__(f"training interrupted; checkpoint: {checkpoint}")
         self.checkpoint = checkpoint
+        self.signum = int(signum)
+
+
+class TrainingAborted(KeyboardInterrupt):
+    """A second stop signal: training stopped at once, without a new checkpoint (the last
+    one written stays valid)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__("aborted without a new checkpoint (the last one written stays valid)")
+        self.signum = int(signum)
 
 
 @dataclass
@@ -83,7 +101,7 @@ class TrainSession:
         )
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
-        self._interrupt = False
+        self._stop_signal: int | None = None
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
         self._resumed = trainer._resume is not None
@@ -111,7 +129,7 @@ class TrainSession:
         started = time.perf_counter()
         interrupted = False
         try:
-            with self._sigint(), self._threads(), self.progress:
+            with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
                                             self.evolution)
@@ -129,7 +147,8 @@ class TrainSession:
         trainer.last_run_dir = self._run_dir
         self._summary(fitnesses, time.perf_counter() - started, interrupted)
         if interrupted:
-            raise TrainingInterrupted(self.last_checkpoint)
+            raise TrainingInterrupted(self.last_checkpoint,
+                                      self._stop_signal or signal.SIGINT)
         return trainer.population, fitnesses
 
     # ------------------------------------------------------------------ names and folders
@@ -192,7 +211,7 @@ class TrainSession:
             self._save_elite()
 
     def interrupt_requested(self) -> bool:
-        return self._interrupt
+        return self._stop_signal is not None
 
     def checkpoint(self, state: LoopState, *, reason: str) -> None:
         step = self._global_steps()
@@ -263,29 +282,42 @@ class TrainSession:
 
         return scope()
 
-    # ------------------------------------------------------------------ Ctrl-C
-    def _sigint(self) -> Any:
-        session = self
+    # ------------------------------------------------------------------ stop signals
+    def _stop_on_signals(self) -> Any:
+        """While training, SIGINT and SIGTERM ask for a clean stop (see :meth:`_on_signal`).
 
-        class _Handler:
-            previous: Any = None
+        Handlers can only be installed from the main thread; elsewhere the signals keep
+        their current behaviour. The previous handlers are restored afterwards.
+        """
+        import contextlib
 
-            def __enter__(self) -> None:
-                if threading.current_thread() is threading.main_thread():
-                    self.previous = signal.signal(signal.SIGINT, session._on_sigint)
+        @contextlib.contextmanager
+        def scope() -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+            try:
+                yield
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
 
-            def __exit__(self, *exc: object) -> None:
-                if self.previous is not None:
-                    signal.signal(signal.SIGINT, self.previous)
+        return scope()
 
-        return _Handler()
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self._interrupt:
-            raise KeyboardInterrupt  # second Ctrl-C: abort now (last checkpoint stays valid)
-        self._interrupt = True
-        print("\nCtrl-C: finishing the current member, then writing a checkpoint "
-              "(press Ctrl-C again to abort without one)", file=sys.stderr, flush=True)
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """First stop signal: finish the member being trained, checkpoint, stop. Second:
+        abort now (the last checkpoint stays valid)."""
+        if self._stop_signal is not None:
+            raise TrainingAborted(signum)
+        self._stop_signal = signum
+        if signum == signal.SIGINT:
+            name, again = "Ctrl-C", "press Ctrl-C again"
+        else:
+            name = signal.Signals(signum).name
+            again = f"send {name} again"
+        print(f"\n{name}: finishing the current member, then writing a checkpoint "
+              f"({again} to abort without one)", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ results
     def _save_elite(self) -> None:

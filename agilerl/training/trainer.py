@@ -300,8 +300,9 @@ class LocalTrainer(Trainer):
         ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
         for these small networks; None leaves torch's setting alone); restored afterwards.
 
-        Ctrl-C (SIGINT, main thread) finishes the member being trained, writes a checkpoint
-        and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) naming it.
+        Ctrl-C (SIGINT) or SIGTERM, in the main thread, finishes the member being trained,
+        writes a checkpoint and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``)
+        naming it and the signal; a second signal aborts at once.
         """
         training = self.training_spec
         if checkpoint_steps is not None:

@@ -88,11 +88,17 @@ def test_missing_manifest_and_bad_checkpoint(tiny_dqn_file, tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_sigint_writes_checkpoint_and_exits_130(tmp_path):
+def _long_manifest(tmp_path: Path) -> Path:
     manifest = dict(TINY_DQN, training={**TINY_DQN["training"], "max_steps": 1_000_000,
                                         "evo_steps": 400})
     path = tmp_path / "long.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_stop_signal_writes_checkpoint_and_exits_128_plus_signal(tmp_path, signum, status):
+    path = _long_manifest(tmp_path)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "agilerl.train", str(path), "--no-verbose", "--seed", "1",
@@ -102,13 +108,33 @@ def test_sigint_writes_checkpoint_and_exits_130(tmp_path):
     deadline = time.time() + 60
     while not (run_dir / "metrics.csv").exists() and time.time() < deadline:
         time.sleep(0.2)  # wait until training is under way (a generation finished)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == status, stderr
     assert "Traceback" not in stderr
     checkpoints = [p for p in (run_dir / "checkpoints").iterdir() if (p / "index.json").exists()]
     assert len(checkpoints) == 1
+    assert f"stopped by {signal.Signals(signum).name}" in stderr
+    assert str(checkpoints[0]) in stderr  # says where the checkpoint is
     # and the run resumes from it
     done = _train(path, "--no-verbose", "--resume-from-checkpoint", checkpoints[0],
                   "training.max_steps=2000", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_sigterm_while_starting_stops_with_143(tmp_path):
+    """A job stopped while it is still starting up exits like one stopped while training
+    (whether the signal lands during the imports or in the first member)."""
+    path = _long_manifest(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agilerl.train", str(path), "--seed", "1",
+         "--run-dir", str(tmp_path / "run")],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # printed before the heavy imports
+    assert "Validating" in first
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
