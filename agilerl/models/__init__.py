@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "AlgoSpec": "agilerl.models.algo",
     "BanditEnvSpec": "agilerl.models.env",
     "CnnSpec": "agilerl.models.networks",
+    "DEFERRED_ENCODER_SEEDS": "agilerl.models.networks",
     "ContinuousQNetworkSpec": "agilerl.models.networks",
     "DeterministicActorSpec": "agilerl.models.networks",
     "EnvSpec": "agilerl.models.env",
@@ -65,6 +66,7 @@ _ALGORITHM_SPECS = frozenset(
 
 __all__ = [
     "ALGO_REGISTRY",
+    "DEFERRED_ENCODER_SEEDS",
     "AgentType",
     "AlgoSpec",
     "BanditEnvSpec",
@@ -204,6 +206,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TrainingManifest,
     )
     from agilerl.models.networks import (
+        DEFERRED_ENCODER_SEEDS,
         CnnSpec,
         ContinuousQNetworkSpec,
         DeterministicActorSpec,

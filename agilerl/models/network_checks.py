@@ -13,6 +13,7 @@ from agilerl.models.algo import AlgoSpec
 from agilerl.models.errors import ManifestIssue, ManifestReport
 from agilerl.models.loading import LocatedDocument, PathKey, format_path
 from agilerl.models.networks import (
+    DEFERRED_ENCODER_SEEDS,
     ENCODER_SPECS,
     NETWORK_SPECS,
     FinetuningNetworkSpec,
@@ -23,16 +24,6 @@ from agilerl.models.networks import (
 )
 from agilerl.models.rules import Violation, encoder_rules, network_rules
 from agilerl.models.suggest import closest
-
-#: Seeds for the required encoder fields of a deferred network (spec §5.3), used only to
-#: check the keys and values the user wrote; the trainer seeds the real encoder.
-_DEFERRED_SEEDS: dict[str, dict[str, Any]] = {
-    "mlp": {"hidden_size": [64, 64]},
-    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
-    "simba": {"hidden_size": 128, "num_blocks": 2},
-    "lstm": {"hidden_state_size": 128, "num_layers": 2},
-    "multiinput": {},
-}
 
 
 class NetworkChecks:
@@ -133,7 +124,7 @@ class NetworkChecks:
         candidates = _deferred_candidates(raw, recurrent)
         errors: list[ManifestIssue] = []
         for arch in candidates:
-            seeded = {**_DEFERRED_SEEDS[arch], **encoder, "arch": arch}
+            seeded = {**copy.deepcopy(DEFERRED_ENCODER_SEEDS[arch]), **encoder, "arch": arch}
             probe = self.probe()
             spec = probe.validate(ENCODER_SPECS[arch], seeded, ("network", "encoder_config"))
             if spec is not None:

@@ -13,73 +13,47 @@ from pydantic import ValidationInfo, model_validator
 from agilerl.models import _generated as gen
 from agilerl.models._facade import public
 from agilerl.models.algo import raise_first, skip_rules
-from agilerl.models.rules import (
-    cnn_rules,
-    lstm_rules,
-    mlp_rules,
-    multi_input_rules,
-    network_rules,
-    simba_rules,
-)
+from agilerl.models.rules import encoder_rules, network_rules
 
 FinetuningNetworkSpec = gen.FinetuningNetworkSpec
 LoraConfigDict = gen.LoraConfigDict
 RLNetworkSection = gen.RLNetworkSection
 
 
+class _EncoderRules:
+    """Checks an encoder's cross-field rules (``rules.ENCODER_RULES`` by its ``arch`` tag)
+    after validation, unless the validation context asks to skip them."""
+
+    @model_validator(mode="after")
+    def _rules(self, info: ValidationInfo) -> Any:
+        if not skip_rules(info):
+            raise_first(encoder_rules(getattr(self, "arch", None), self))
+        return self
+
+
 @public
-class MlpSpec(gen.MlpSpec):
+class MlpSpec(_EncoderRules, gen.MlpSpec):
     """MLP encoder/head settings (``arch: mlp``)."""
 
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> MlpSpec:
-        if not skip_rules(info):
-            raise_first(mlp_rules(self))
-        return self
-
 
 @public
-class CnnSpec(gen.CnnSpec):
+class CnnSpec(_EncoderRules, gen.CnnSpec):
     """CNN encoder settings (``arch: cnn``)."""
 
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> CnnSpec:
-        if not skip_rules(info):
-            raise_first(cnn_rules(self))
-        return self
-
 
 @public
-class LstmSpec(gen.LstmSpec):
+class LstmSpec(_EncoderRules, gen.LstmSpec):
     """LSTM encoder settings (``arch: lstm``)."""
 
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> LstmSpec:
-        if not skip_rules(info):
-            raise_first(lstm_rules(self))
-        return self
-
 
 @public
-class SimbaSpec(gen.SimbaSpec):
+class SimbaSpec(_EncoderRules, gen.SimbaSpec):
     """SimBa residual encoder settings (``arch: simba``)."""
 
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> SimbaSpec:
-        if not skip_rules(info):
-            raise_first(simba_rules(self))
-        return self
-
 
 @public
-class MultiInputSpec(gen.MultiInputSpec):
+class MultiInputSpec(_EncoderRules, gen.MultiInputSpec):
     """Encoder for Dict/Tuple observations (``arch: multiinput``)."""
-
-    @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> MultiInputSpec:
-        if not skip_rules(info):
-            raise_first(multi_input_rules(self))
-        return self
 
 
 ENCODER_SPECS: dict[str, type[Any]] = {
@@ -91,9 +65,21 @@ ENCODER_SPECS: dict[str, type[Any]] = {
 }
 """``arch`` value → encoder spec class."""
 
-_PUBLIC_OF = {gen_cls: pub for gen_cls, pub in (
-    (gen.MlpSpec, MlpSpec), (gen.CnnSpec, CnnSpec), (gen.LstmSpec, LstmSpec),
-    (gen.SimbaSpec, SimbaSpec), (gen.MultiInputSpec, MultiInputSpec))}
+DEFERRED_ENCODER_SEEDS: Mapping[str, Mapping[str, Any]] = {
+    "mlp": {"hidden_size": [64, 64]},
+    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
+    "simba": {"hidden_size": 128, "num_blocks": 2},
+    "lstm": {"hidden_state_size": 128, "num_layers": 2},
+    "multiinput": {},
+}
+"""Inferred ``arch`` → the required encoder fields seeded for a network without an ``arch``
+(spec §5.3). The manifest checker seeds them to check what the user wrote; the trainer seeds
+the encoder it builds. The user's ``encoder_config`` keys overlay them; optional fields take
+their schema defaults. Read-only: copy before changing."""
+
+#: Generated encoder class → its public subclass (the generated class is the public one's
+#: last base).
+_PUBLIC_OF: dict[type[Any], type[Any]] = {pub.__bases__[-1]: pub for pub in ENCODER_SPECS.values()}
 
 
 def _adopt(value: Any) -> Any:

@@ -29,14 +29,7 @@ def field_names(model: type[BaseModel]) -> list[str]:
     """Every spelling a model accepts for its fields: names and aliases."""
     names: list[str] = []
     for name, info in model.model_fields.items():
-        names.append(name)
-        if info.alias:
-            names.append(info.alias)
-        choices = getattr(info.validation_alias, "choices", None)
-        if choices:
-            names += [c for c in choices if isinstance(c, str)]
-        elif isinstance(info.validation_alias, str):
-            names.append(info.validation_alias)
+        names += [name, *field_names_of(info)]
     return list(dict.fromkeys(names))
 
 
@@ -82,6 +75,7 @@ def model_at(root: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | Non
 
 
 def field_names_of(info: Any) -> list[str]:
+    """The other spellings of one field: its alias and validation aliases."""
     out = []
     if info.alias:
         out.append(info.alias)

@@ -3,7 +3,8 @@
 The encoder architecture is inferred from the observation space, in this priority:
 Dict/Tuple space -> ``multiinput``; Box with a 3-D shape -> ``cnn``; ``network.simba`` ->
 ``simba``; algorithm ``recurrent`` -> ``lstm``; otherwise ``mlp``. Only the fields each
-encoder requires are seeded (below); the user's ``encoder_config`` keys overlay the seed and
+encoder requires are seeded (``agilerl.models.DEFERRED_ENCODER_SEEDS``, shared with the
+manifest checker); the user's ``encoder_config`` keys overlay the seed and
 every optional field takes its default from the network spec class when the algorithm
 validates its ``net_config``. A ``net_config`` that already names an arch is left untouched.
 """
@@ -16,14 +17,7 @@ from typing import Any
 
 from gymnasium import spaces
 
-#: Required encoder fields seeded for a deferred network, per inferred arch.
-ENCODER_SEEDS: dict[str, dict[str, Any]] = {
-    "mlp": {"hidden_size": [64, 64]},
-    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
-    "simba": {"hidden_size": 128, "num_blocks": 2},
-    "lstm": {"hidden_state_size": 128, "num_layers": 2},
-    "multiinput": {},
-}
+from agilerl.models import DEFERRED_ENCODER_SEEDS
 
 
 def infer_encoder_arch(observation_space: spaces.Space, *, simba: bool, recurrent: bool) -> str:
@@ -61,6 +55,6 @@ def resolve_net_config(
         observation_space, simba=bool(resolved.get("simba")), recurrent=recurrent
     )
     user_encoder = dict(resolved.get("encoder_config") or {})
-    resolved["encoder_config"] = {**copy.deepcopy(ENCODER_SEEDS[arch]), **user_encoder,
+    resolved["encoder_config"] = {**copy.deepcopy(DEFERRED_ENCODER_SEEDS[arch]), **user_encoder,
                                   "arch": arch}
     return resolved
