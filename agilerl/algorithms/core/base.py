@@ -33,7 +33,7 @@ from agilerl.algorithms.core.spaces import ObsEncoder
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
-from agilerl.networks.optim import carry_state, make_optimizer, state_by_name
+from agilerl.networks.optim import Adam, carry_state, make_optimizer, state_by_name
 
 STATE_FORMAT = 1
 
@@ -105,7 +105,7 @@ class RLAlgorithm(ABC):
 
         self.obs_encoder = ObsEncoder(observation_space)
         self.networks: dict[str, EvolvableNetwork] = {}
-        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.optimizers: dict[str, Adam] = {}
         self.optimizer_networks: dict[str, tuple[str, ...]] = {}
         self._build(self.net_config)
 
