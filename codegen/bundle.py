@@ -93,9 +93,17 @@ def _foreign_network_keys(models: dict[str, dict[str, Any]], section: str, spec:
     return sorted(set(models[section]["properties"]) - own)
 
 
+def _network_absent(catalog: Catalog) -> list[dict[str, Any]]:
+    """The manifest's spellings of "no network" (null, ``{}``): the branches of its
+    ``network`` property other than the section reference, kept in every dispatch rule."""
+    branches = catalog.manifest["properties"]["network"]["anyOf"]
+    return [copy.deepcopy(b) for b in branches if "$ref" not in b]
+
+
 def _dispatch(catalog: Catalog, models: dict[str, dict[str, Any]], target: str
               ) -> list[dict[str, Any]]:
     spec = catalog.manifest["x-dispatch"]
+    absent = _network_absent(catalog)
     env_names = catalog.environment_models(target)
     rules = []
     for name in catalog.algorithms():
@@ -115,7 +123,7 @@ def _dispatch(catalog: Catalog, models: dict[str, dict[str, Any]], target: str
             "then": {"properties": {
                 "algorithm": {"$ref": f"#/$defs/{name}"},
                 "environment": {"$ref": f"#/$defs/{env}"},
-                "network": {"anyOf": [network, {"type": "null"}]},
+                "network": {"anyOf": [network, *absent]},
             }},
         })
     return rules

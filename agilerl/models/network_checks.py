@@ -47,8 +47,8 @@ class NetworkChecks:
 
     def _network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
                  raw: Any) -> None:
-        if raw is None:
-            return
+        if raw is None or (isinstance(raw, Mapping) and not raw):
+            return  # no network section: null or {} (the Arena payload's "unset")
         if not isinstance(raw, Mapping):
             self.issue(("network",), f"must be a mapping, got {type(raw).__name__}",
                        kind="schema")

@@ -62,7 +62,7 @@ def pydantic_check(doc: Any) -> None:
     for key in ("selection_strategy", "tournament_selection"):
         if doc.get(key) is not None:
             TypeAdapter(g.SelectionStrategy).validate_python(doc[key])
-    if doc.get("network") is not None:
+    if doc.get("network"):  # null and {} both mean "no network section"
         _network(doc["network"], entry)
 
 

@@ -80,6 +80,8 @@ VALID = {
     "encoder arch key": setter("network", {"encoder_config": {"arch": "lstm", "hidden_state_size": 8},
                                            "head_config": {"hidden_size": [32]}}),
     "network null": setter("network", None),
+    "network empty (Arena's unset)": setter("network", {}),
+    "network empty on GRPO": setter("network", {}, GRPO),
     "squash_output on PPO": lambda: {**setter("network.squash_output", True)(),
                                      "algorithm": {"name": "PPO"}},
     "encoder arch wins over top arch": setter("network.encoder_config.arch", "mlp",

@@ -134,6 +134,16 @@ def test_deferred_network_stays_raw() -> None:
     assert m.network == net
 
 
+def test_empty_network_means_no_network() -> None:
+    """``network: {}`` is how an Arena payload says "unset": the same as no section."""
+    m = TrainingManifest.get_validated(manifest(network={}), mode="python")
+    assert m.network is None and m.algorithm.net_config is None
+    assert TrainingManifest.get_validated(manifest(network={})) == \
+        TrainingManifest.get_validated(manifest())
+    assert error_paths(manifest(network={"latent_dim": 16})) == [
+        "network.encoder_config", "network.head_config"]  # a partial network still is not
+
+
 def test_simba_false_with_mlp_is_fine() -> None:
     TrainingManifest.get_validated(manifest(network={**NETWORK, "simba": False}))
 
