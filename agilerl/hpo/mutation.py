@@ -89,12 +89,24 @@ class Mutations:
         )
 
     # ------------------------------------------------------------------ population
-    def mutation(self, population: Sequence[Any], pre_training_mut: bool = False) -> list[Any]:
+    def mutation(
+        self,
+        population: Sequence[Any],
+        pre_training_mut: bool = False,
+        indices: Sequence[int] | None = None,
+    ) -> list[Any]:
         """Mutate every member in place (slot 0, the elite, only if ``mutate_elite`` or
-        ``pre_training_mut``); returns the population. ``agent.mut`` names what changed."""
+        ``pre_training_mut``); returns the population. ``agent.mut`` names what changed.
+
+        ``indices`` (MF-PBT): mutate only the members whose ``index`` is listed, in
+        population order, with no elite exception; the others are not touched.
+        """
+        wanted = None if indices is None else {int(i) for i in indices}
         for slot, agent in enumerate(population):
+            if wanted is not None and int(agent.index) not in wanted:
+                continue
             kind = KINDS[int(self.rng.choice(len(KINDS), p=self.probabilities))]
-            if slot == 0 and not (self.mutate_elite or pre_training_mut):
+            if wanted is None and slot == 0 and not (self.mutate_elite or pre_training_mut):
                 kind = "None"
             agent.mut = self.mutate(agent, kind)
         return list(population)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,8 +50,14 @@ class PopulationBackend(Protocol):
         """Replace ``member`` with ``state`` (architecture included)."""
         ...
 
-    def apply_mutation(self, operator: Any, *, pre_training: bool = False) -> None:
-        """Apply a mutation operator to every member, in slot order."""
+    def apply_mutation(
+        self, operator: Any, *, pre_training: bool = False, members: Sequence[int] | None = None
+    ) -> None:
+        """Apply a mutation operator to every member (or only ``members``), in slot order."""
+        ...
+
+    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+        """Give ``member`` these hyperparameter values (learning rates reach its optimizers)."""
         ...
 
     def steps(self, member: int) -> int:

@@ -58,9 +58,27 @@ class LocalPopulation:
         agent = self.agents[member]
         self.agents[member] = type(agent).from_state(state, device=agent.device)
 
-    def apply_mutation(self, operator: Any, *, pre_training: bool = False) -> None:
-        """Mutate the members in slot order with ``operator`` (its own seeded RNG)."""
-        self.agents = list(operator.mutation(self.agents, pre_training_mut=pre_training))
+    def apply_mutation(
+        self, operator: Any, *, pre_training: bool = False, members: Sequence[int] | None = None
+    ) -> None:
+        """Mutate the members (all, or the slots in ``members``) in slot order with
+        ``operator`` (its own seeded RNG)."""
+        if members is None:
+            self.agents = list(operator.mutation(self.agents, pre_training_mut=pre_training))
+            return
+        slots = sorted(set(members))
+        chosen = [self.agents[m] for m in slots]
+        mutated = operator.mutation(chosen, pre_training_mut=pre_training,
+                                    indices=[agent.index for agent in chosen])
+        for slot, agent in zip(slots, mutated, strict=True):
+            self.agents[slot] = agent
+
+    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+        agent = self.agents[member]
+        current = agent.hyperparameters
+        for name, value in values.items():
+            if current.get(name) != value:
+                agent.set_hyperparameter(name, value)
 
     def steps(self, member: int) -> int:
         return int(self.agents[member].steps[-1])

@@ -37,15 +37,30 @@ def resolve_seed(seed: int | None) -> int:
     return int(seed)
 
 
-def check_selection(selection_spec: Any) -> None:
-    """Refuse selection strategies this version cannot run (MF-PBT)."""
+def check_selection(selection_spec: Any, training_spec: Any = None) -> None:
+    """Refuse selection strategies this version cannot run; resolve an MF-PBT layout.
+
+    An MF-PBT spec built in Python (not from a manifest) gets its bracket sizes resolved for
+    ``training.pop_size`` and written back here, with the manifest's errors (``ValueError``).
+    """
     from agilerl.training.trainer import UnsupportedAlgorithmError
 
-    if selection_spec is not None and getattr(selection_spec, "strategy", "tournament") != "tournament":
+    strategy = getattr(selection_spec, "strategy", "tournament")
+    if selection_spec is None or strategy == "tournament":
+        return
+    if strategy != "multi_frequency":
         raise UnsupportedAlgorithmError(
-            f"selection strategy {selection_spec.strategy!r} is not implemented yet in this "
-            "version of agilerl (LocalTrainer supports 'tournament')"
+            f"selection strategy {strategy!r} is not implemented in this version of agilerl "
+            "(LocalTrainer supports 'tournament' and 'multi_frequency')"
         )
+    if training_spec is not None:
+        selection_spec.resolve_layout(int(training_spec.pop_size),
+                                      bool(getattr(training_spec, "pop_size_given", True)))
+
+
+def is_multi_frequency(selection_spec: Any) -> bool:
+    """True for an MF-PBT (``strategy: multi_frequency``) selection spec."""
+    return getattr(selection_spec, "strategy", None) == "multi_frequency"
 
 
 def _spaces(env: Any) -> tuple[Any, Any]:
@@ -129,13 +144,36 @@ def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:
     return Mutations.from_spec(mutation_spec)
 
 
-def make_selection(selection_spec: Any, pop_size: int, seed: int) -> Any:
-    """The tournament selection operator (None when absent)."""
+def make_selection(
+    selection_spec: Any, pop_size: int, seed: int, mutation_spec: Any = None
+) -> Any:
+    """The selection operator (None when absent): tournament, or MF-PBT.
+
+    The tournament's generator is seeded from the run seed; MF-PBT's from
+    ``mutation.rand_seed`` when there is a mutation section (as the manifest documents),
+    else from the run seed.
+    """
     if selection_spec is None:
         return None
+    if is_multi_frequency(selection_spec):
+        from agilerl.hpo.multi_frequency import MultiFrequencySelection
+
+        rand_seed = getattr(mutation_spec, "rand_seed", None) if mutation_spec else None
+        if rand_seed is None:
+            rand_seed = derive_seed(seed, _SEED_SELECTION)
+        return MultiFrequencySelection.from_spec(selection_spec, pop_size, rand_seed=rand_seed)
     from agilerl.hpo.tournament import TournamentSelection
 
     # eval_loop=1: a member's fitness entry already averages its eval_loop episodes.
     return TournamentSelection.from_spec(
         selection_spec, pop_size, eval_loop=1, rand_seed=derive_seed(seed, _SEED_SELECTION)
     )
+
+
+def tag_subpopulations(population: list[Any], selection: Any) -> None:
+    """Under MF-PBT, set ``agent.subpopulation_id`` (slot ``i`` -> ``i // S``) on every member."""
+    subpopulation_of = getattr(selection, "subpopulation_of", None)
+    if subpopulation_of is None:
+        return
+    for slot, agent in enumerate(population):
+        agent.subpopulation_id = subpopulation_of(slot)

@@ -6,6 +6,12 @@ seeded generator) produce a plan "new slot i <- parent slot p". The plan is appl
 ``get_state``/``set_state``, which works the same whether members live in this process or
 elsewhere. Mutation is then applied by the backend to its members, in slot order, with the
 operator's own seeded generator.
+
+Multi-frequency selection (MF-PBT, :mod:`agilerl.hpo.multi_frequency`) plans on fitnesses
+directly: its plan lists the slots that receive a copy of another slot (winner copies over
+losers, migrants into open slots) and the slots to mutate (the winner copies only). It is
+applied the same way; a weights-only migrant then gets the destination elite's
+hyperparameters through ``set_hyperparameters``.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ class LocalEvolution:
 
     def evolve(self, backend: Any, fitnesses: list[float]) -> int | None:
         """Select, copy states into their new slots, mutate; return the elite's new slot."""
+        from agilerl.hpo.multi_frequency import MultiFrequencySelection
+
+        if isinstance(self.selection, MultiFrequencySelection):
+            return self._evolve_multi_frequency(backend, fitnesses)
         elite, parents = self.plan(fitnesses)
         # One fresh snapshot per changed slot, all taken before any slot is overwritten:
         # two slots must never share tensors (an optimizer loading a state dict keeps
@@ -71,6 +81,28 @@ class LocalEvolution:
         if getattr(self.selection, "elitism", False):
             return 0
         return parents.index(elite) if elite in parents else None
+
+    def _evolve_multi_frequency(self, backend: Any, fitnesses: list[float]) -> int | None:
+        from agilerl.hpo.multi_frequency import MIGRATE_WEIGHTS
+
+        plan = self.selection.plan(fitnesses)
+        # Every source is read before any slot is written (a source may itself be replaced
+        # in this step), one fresh snapshot per written slot: no two slots share tensors.
+        states = {move.slot: backend.get_state(move.source) for move in plan.moves}
+        hyperparameters = {
+            move.slot: backend.hyperparameters(move.hyperparameters_from)
+            for move in plan.moves
+            if move.kind == MIGRATE_WEIGHTS and move.hyperparameters_from is not None
+        }
+        for move in plan.moves:
+            state = states[move.slot]
+            state["index"] = move.slot
+            backend.set_state(move.slot, state)
+            if move.slot in hyperparameters:
+                backend.set_hyperparameters(move.slot, hyperparameters[move.slot])
+        if plan.mutate:
+            backend.apply_mutation(self.mutations, pre_training=False, members=plan.mutate)
+        return plan.elite
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import prune_checkpoints
 from agilerl.population import LocalPopulation, TrainReport
+from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 
@@ -138,6 +139,7 @@ class TrainSession:
             fitnesses = list(self.state.fitnesses)
         finally:
             trainer.population = self.backend.agents
+            tag_subpopulations(trainer.population, trainer.selection_strategy)
             self.loggers.close()
         trainer._resume = None
         if not interrupted and options.save_elite:

@@ -177,7 +177,9 @@ class LocalTrainer(Trainer):
         environment: an env spec, an object with ``make_env()``, or a Gymnasium id string.
         training: a ``TrainingSpec`` (default: all defaults).
         mutation: a ``MutationSpec`` or None.
-        selection_strategy: a ``TournamentSelectionSpec`` or None. Evolution (selection and
+        selection_strategy: a ``TournamentSelectionSpec``, a ``MultiFrequencySelectionSpec``
+            (MF-PBT: :mod:`agilerl.hpo.multi_frequency`; its bracket sizes are resolved for
+            ``training.pop_size``, which must be given) or None. Evolution (selection and
             mutation every generation) needs both; mutation alone mutates once before
             training.
         replay_buffer: a ``ReplayBufferSpec`` (off-policy algorithms; default 100 000).
@@ -219,7 +221,7 @@ class LocalTrainer(Trainer):
             self.mutation_spec = self.mutation_spec or models.MutationSpec()
             if self.selection_strategy_spec is None:
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
-        build.check_selection(self.selection_strategy_spec)
+        build.check_selection(self.selection_strategy_spec, self.training_spec)
         self.device = build.resolve_device(device)
         self.accelerator = accelerator
         self.tokenizer = None
@@ -229,7 +231,7 @@ class LocalTrainer(Trainer):
         self.population = build.make_population(self)
         self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
         self.selection_strategy = build.make_selection(
-            self.selection_strategy_spec, len(self.population), self.seed
+            self.selection_strategy_spec, len(self.population), self.seed, self.mutation_spec
         )
         self.memory = build.make_memory(self)
         self.n_step_memory = None
@@ -243,6 +245,7 @@ class LocalTrainer(Trainer):
             from agilerl.training.resume import load_resume
 
             self._resume = load_resume(self, resume_from_checkpoint)
+        build.tag_subpopulations(self.population, self.selection_strategy)
 
     # ------------------------------------------------------------------ construction
     def _resolve_env_spec(self, environment: Any) -> Any:
@@ -265,7 +268,10 @@ class LocalTrainer(Trainer):
         """Deprecated: the tournament selection operator (None under MF-PBT)."""
         warnings.warn("tournament_selection is deprecated; use selection_strategy",
                       DeprecationWarning, stacklevel=2)
-        return self.selection_strategy
+        from agilerl.training.build import is_multi_frequency
+
+        return None if is_multi_frequency(self.selection_strategy_spec) else \
+            self.selection_strategy
 
     # ------------------------------------------------------------------ training
     def train(
