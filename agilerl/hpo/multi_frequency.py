@@ -234,6 +234,31 @@ class MultiFrequencySelection:
                 plan.moves.append(SlotMove(slot, candidate, MIGRATE_FULL))
             pointer += 1
 
+    def select(self, population: Sequence[Any]) -> tuple[Any | None, list[Any], list[int]]:
+        """The plan applied to a list of agents in this process (the reference's API).
+
+        A member's fitness is its last ``agent.fitness`` entry. Returns ``(elite,
+        new_population, indices_to_mutate)``: a clone of the elite (None when no fitness is
+        finite), the population with copies in their new slots (each keeps the slot's
+        ``index``) and the ``index`` of every member to mutate, for
+        ``Mutations.mutation(new_population, indices=...)``.
+        """
+        fitnesses = [float(a.fitness[-1]) if len(a.fitness) else math.nan for a in population]
+        plan = self.plan(fitnesses)
+        new_population = list(population)
+        for move in plan.moves:
+            copy_ = population[move.source].clone(index=population[move.slot].index)
+            if move.hyperparameters_from is not None:
+                target = population[move.hyperparameters_from].hyperparameters
+                for name, value in target.items():
+                    if copy_.hyperparameters.get(name) != value:
+                        copy_.set_hyperparameter(name, value)
+            new_population[move.slot] = copy_
+        for slot, agent in enumerate(new_population):
+            agent.subpopulation_id = self.subpopulation_of(slot)
+        elite = population[plan.elite].clone() if plan.elite is not None else None
+        return elite, new_population, [new_population[s].index for s in plan.mutate]
+
     # ------------------------------------------------------------------ checkpoints
     def get_state(self) -> dict[str, Any]:
         return {"counters": list(self.counters),

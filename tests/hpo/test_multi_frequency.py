@@ -148,3 +148,49 @@ def test_state_round_trip_continues_exactly():
     assert [a.plan(f) for f in fits[4:]] == [b.plan(f) for f in fits[4:]]
     with pytest.raises(ValueError, match="counters"):
         _op(pop=9, ratios=(1, 2, 3), brackets=(1, 0, 1, 1), n_sub=3).set_state(a.get_state())
+
+
+def test_select_on_agents_matches_the_plan():
+    """The agent-list API (the reference's ``select``) applies the same plan."""
+
+    class Agent:
+        def __init__(self, index, fitness, lr):
+            self.index, self.fitness, self.lr = index, [fitness], lr
+
+        @property
+        def hyperparameters(self):
+            return {"lr": self.lr}
+
+        def set_hyperparameter(self, name, value):
+            setattr(self, name, value)
+
+        def clone(self, index=None):
+            new = Agent(self.index if index is None else index, self.fitness[-1], self.lr)
+            new.origin = getattr(self, "origin", self.index)
+            return new
+
+    fit = [0.0] * 6 + [100.0, 90.0, 80.0, 70.0, 60.0, 50.0]
+    population = [Agent(i, f, lr=float(i)) for i, f in enumerate(fit)]
+    op, twin = _op(ratios=(1, 2), brackets=(1, 1, 2, 2)), _op(ratios=(1, 2), brackets=(1, 1, 2, 2))
+    for o in (op, twin):
+        o.counters = [0, 1]
+    plan = twin.plan(fit)
+    elite, new, to_mutate = op.select(population)
+    assert elite.origin == 6 and elite is not population[6]
+    assert [a.index for a in new] == list(range(12))
+    assert [a.subpopulation_id for a in new] == [0] * 6 + [1] * 6
+    for move in plan.moves:
+        assert new[move.slot].origin == move.source
+    assert to_mutate == plan.mutate
+    weights_only = [m for m in plan.moves if m.kind == MIGRATE_WEIGHTS]
+    assert weights_only == []  # subpopulation 0 is the fast one: its migrants come whole
+    # subpopulation 0 is weak: its open slots 2, 3 receive 6 and 7 whole, with their lr
+    assert new[2].origin == 6 and new[2].lr == 6.0
+    # the other way round: the slow subpopulation 1 takes the fast one's weights only
+    fit = [100.0, 90.0, 80.0, 70.0, 60.0, 50.0] + [0.0] * 6
+    population = [Agent(i, f, lr=float(i)) for i, f in enumerate(fit)]
+    op = _op(ratios=(1, 2), brackets=(1, 1, 2, 2))
+    op.counters = [0, 1]
+    _, new, _ = op.select(population)
+    assert (new[8].origin, new[8].lr) == (0, 6.0)  # slot 0's networks, slot 6's lr
+    assert (new[9].origin, new[9].lr) == (1, 6.0)
