@@ -100,13 +100,17 @@ class DQN(RLAlgorithm):
             q_online = self.actor(obs)
 
         # --- TD target: r + gamma * (1 - done) * Q_target(s', a*) ---
-        with torch.no_grad():
+        # The target network's pass needs no autograd bookkeeping at all (inference mode
+        # is cheaper than no_grad); the target itself is built outside it, because the
+        # loss saves it for the backward pass.
+        with torch.inference_mode():
             q_next_target = self.actor_target(next_obs)
             if self.double:  # a* chosen by the online network, valued by the target
                 best = q_next_online.argmax(dim=-1, keepdim=True)
                 q_next = q_next_target.gather(1, best).squeeze(1)
             else:
-                q_next = q_next_target.max(dim=-1).values
+                q_next = q_next_target.amax(dim=-1)
+        with torch.no_grad():
             target = reward + self.gamma * (1.0 - done) * q_next
 
         # --- regression of Q(s, a) onto the target ---

@@ -173,3 +173,50 @@ def test_bad_hyperparameter_names_are_reported(small_net):
         DQN(*spaces_, net_config=small_net, hp_config={"ent_coef": {"min": 0, "max": 1}})
     agent = PPO(*spaces_, net_config=small_net, hp_config={"ent_coef": {"min": 0, "max": 1}})
     assert agent.hp_config["ent_coef"]["grow_factor"] > 1  # filled from the RLHyperparameter spec
+
+
+def _tensor_pointers(agent: RLAlgorithm) -> set[int]:
+    pointers = {p.data_ptr() for net in agent.networks.values() for p in net.parameters()}
+    for optimizer in agent.optimizers.values():
+        for state in optimizer.state.values():
+            pointers |= {t.data_ptr() for t in state.values()}
+    return pointers
+
+
+def _state_pointers(obj) -> set[int]:  # type: ignore[no-untyped-def]
+    if isinstance(obj, torch.Tensor):
+        return {obj.data_ptr()}
+    if isinstance(obj, dict):
+        return set().union(*(_state_pointers(v) for v in obj.values())) if obj else set()
+    if isinstance(obj, (list, tuple)):
+        return set().union(*(_state_pointers(v) for v in obj)) if obj else set()
+    return set()
+
+
+def test_set_state_copies_so_two_agents_loaded_from_one_state_stay_independent(small_net):
+    """Loading never aliases the caller's state: one state may fill several slots."""
+    env = make_probe_vector_env("ObsPolicyEnv", 4)
+    source = DQN(
+        env.single_observation_space, env.single_action_space, net_config=small_net, seed=0,
+        batch_size=16, learn_step=4,
+    )  # fmt: skip
+    train_off_policy_member(source, env, ReplayBuffer(500, seed=0), 200, epsilon=EPS, seed=1)
+    state = source.get_state()
+    frozen = {k: v.clone() for k, v in state["optimizers"]["optimizer"]["state"][0].items()}
+
+    first = DQN.from_state(state)
+    second = DQN.from_state(state)
+    assert not _tensor_pointers(first) & _state_pointers(state)
+    assert not _tensor_pointers(first) & _tensor_pointers(second)
+
+    # training one of them changes neither the other nor the state both came from
+    before = {
+        k: v.clone() for k, v in second.optimizers["optimizer"].state_dict()["state"][0].items()
+    }
+    train_off_policy_member(first, env, ReplayBuffer(500, seed=3), 200, epsilon=EPS, seed=2)
+    after = second.optimizers["optimizer"].state_dict()["state"][0]
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert all(
+        torch.equal(frozen[k], state["optimizers"]["optimizer"]["state"][0][k]) for k in frozen
+    )
+    _assert_same(second, DQN.from_state(state))
