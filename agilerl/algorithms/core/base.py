@@ -258,7 +258,12 @@ class RLAlgorithm(ABC):
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Load a state produced by ``get_state`` (architectures are rebuilt to match)."""
+        """Load a state produced by ``get_state`` (architectures are rebuilt to match).
+
+        Every tensor is copied (weights into the networks, optimizer state by
+        ``Adam.load_state_dict``), so one state can be loaded into several agents and
+        none of them shares memory with it or with each other.
+        """
         if state["algo"] != self.algo:
             raise ValueError(f"state is for {state['algo']}, not {self.algo}")
         self.index = int(state["index"])
