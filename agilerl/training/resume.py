@@ -35,6 +35,8 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
             f"checkpoint {checkpoint.path} was written by a {state.get('algorithm')} run; "
             f"this manifest trains {algo}"
         )
+    _check_selection_state(trainer, checkpoint.path,
+                           (state.get("evolution") or {}).get("selection"))
     if checkpoint.pop_size != len(trainer.population):
         raise CheckpointError(
             f"checkpoint {checkpoint.path} holds {checkpoint.pop_size} members; this "
@@ -52,6 +54,30 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
     trainer.seed = int(state["seed"])
     state["checkpoint"] = checkpoint.path
     return state
+
+
+def _check_selection_state(trainer: LocalTrainer, path: Path, saved: Any) -> None:
+    """The checkpoint's selection state must fit this manifest's selection operator
+    (tournament vs MF-PBT, number of subpopulations)."""
+    import copy
+
+    operator = trainer.selection_strategy
+    if operator is None or saved is None:
+        return
+    from agilerl.hpo.multi_frequency import MultiFrequencySelection
+
+    multi_frequency = isinstance(operator, MultiFrequencySelection)
+    problem = None
+    if multi_frequency != ("counters" in saved):
+        problem = "it was written with a different selection_strategy.strategy"
+    else:
+        try:
+            copy.deepcopy(operator).set_state(saved)
+        except (KeyError, TypeError, ValueError) as exc:
+            problem = str(exc)
+    if problem is not None:
+        raise CheckpointError(f"checkpoint {path} does not fit this manifest's "
+                              f"selection_strategy: {problem}")
 
 
 def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:

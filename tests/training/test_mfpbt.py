@@ -178,7 +178,7 @@ def test_cli_trains_mf_manifest(tiny_mf, tmp_path):
     run_dir = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "agilerl.train", str(path), "--no-verbose", "--seed", "1",
-         "--run-dir", str(run_dir), "training.max_steps=300"],
+         "--run-dir", str(run_dir), "--save-elite", "training.max_steps=300"],
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -187,3 +187,20 @@ def test_cli_trains_mf_manifest(tiny_mf, tmp_path):
     resolved = yaml.safe_load((run_dir / "manifest.yaml").read_text())
     assert resolved["selection_strategy"]["strategy"] == "multi_frequency"
     assert resolved["selection_strategy"]["n_losers"] == 1
+    assert (run_dir / "elite.pt").is_file()
+
+
+def test_checkpoint_of_another_selection_strategy_is_rejected(tiny_mf, tmp_path):
+    from agilerl.checkpoint import CheckpointError
+
+    LocalTrainer.from_manifest(manifest=tiny_mf, seed=1).train(
+        verbose=False, checkpoint_steps=400, checkpoint_path=tmp_path / "ck")
+    tiny_mf["selection_strategy"] = {"tournament_size": 2, "elitism": True}
+    with pytest.raises(CheckpointError, match="selection_strategy"):
+        LocalTrainer.from_manifest(manifest=tiny_mf, resume_from_checkpoint=tmp_path / "ck")
+    tiny_mf["selection_strategy"] = {"strategy": "multi_frequency", "n_subpopulations": 3,
+                                     "evolution_frequency_ratios": [1, 2, 3]}
+    tiny_mf["training"]["pop_size"] = 9
+    tiny_mf["selection_strategy"].update(n_winners=1, n_open_for_migration=1, n_losers=1)
+    with pytest.raises(CheckpointError, match="2 subpopulation counters"):
+        LocalTrainer.from_manifest(manifest=tiny_mf, resume_from_checkpoint=tmp_path / "ck")
