@@ -45,7 +45,7 @@ class LocalEvolution:
 
     @property
     def mutates_before_training(self) -> bool:
-        return self.mutations is not None and self.selection is None
+        return self.mutations is not None
 
     def pre_training(self, backend: Any) -> None:
         backend.apply_mutation(self.mutations, pre_training=True)

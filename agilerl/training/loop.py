@@ -10,8 +10,9 @@ One generation:
 5. selection + mutation, only when BOTH operators exist (spec §1);
 6. checkpoint check (every ``checkpoint_steps`` of the most-trained member).
 
-Before the first generation, a population with mutation but no selection is mutated once
-(the spec's "pre-training mutation") and never evolves afterwards. The loop runs while every
+Before the first generation, a population with a mutation operator is mutated once (the
+spec's "pre-training mutation", which diversifies the initial population); without selection
+it never evolves afterwards. The loop runs while every
 member has trained fewer than ``max_steps`` steps; a member's last segment is shortened so
 no member trains past ``max_steps``.
 

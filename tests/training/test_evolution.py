@@ -40,3 +40,14 @@ def test_copied_slots_share_no_tensors(tiny_dqn):
             pointers += [p.data_ptr() for p in net.parameters()]
     assert len(pointers) == len(set(pointers)), "two members share a tensor"
     assert [a.index for a in backend.agents] == [0, 1, 2]
+
+
+def test_pre_training_mutation_whenever_mutation_is_configured():
+    """Spec §5.4: a population with a mutation operator is mutated once before training,
+    whether or not it evolves afterwards; selection alone never mutates."""
+    operator = object()
+    assert LocalEvolution(operator, operator).mutates_before_training
+    assert LocalEvolution(operator, None).mutates_before_training
+    assert not LocalEvolution(operator, None).evolves
+    assert not LocalEvolution(None, operator).mutates_before_training
+    assert not LocalEvolution(None, operator).evolves
