@@ -24,9 +24,10 @@ Function preservation (outputs right after the mutation equal those before):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import torch
@@ -142,7 +143,7 @@ class EvolvableMLP(nn.Module):
         return cast(nn.LayerNorm, self.norms[i])
 
     def _init_weights(self, generator: torch.Generator | None) -> None:
-        with torch.no_grad():
+        with torch.no_grad(), _one_thread():
             for i in range(len(self.linears)):
                 linear = self.linear(i)
                 _init_linear(linear, generator, orthogonal=self.arch["init_layers"])
@@ -262,6 +263,26 @@ _PARAMETER_FREE = {
 def _functional(module: nn.Module) -> Any:
     """A cheap callable equal to ``module`` (the module itself when it has state)."""
     return _PARAMETER_FREE.get(type(module), module)
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch ops on one intra-op thread for the duration.
+
+    Orthogonal init is a QR decomposition: with several threads its first few calls in
+    a process take ~80 ms each on a 2-core machine (under 1 ms on one thread), which was
+    most of the start-up before the first training step; and its result depends on the
+    thread count, so one thread also makes initial weights the same on every machine.
+    """
+    previous = torch.get_num_threads()
+    if previous == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _clip(value: int, low: int, high: int) -> int:
