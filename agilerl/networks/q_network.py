@@ -32,4 +32,6 @@ class QNetwork(EvolvableNetwork):
         return cls(arch, generator)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.heads["q"](self.encoders["encoder"](obs))
+        # The MLPs' forward is called directly: no hooks are used on these submodules,
+        # and skipping ``Module.__call__`` saves its dispatch on every env step and update.
+        return self.head("q").forward(self.encoder("encoder").forward(obs))
