@@ -187,9 +187,33 @@ class _Checker(NetworkChecks):
             self.issue((key,), f"must be a mapping, got {type(raw).__name__}", kind="schema")
             return None
         spec = self.validate(model, dict(raw), (key,))
-        if spec is not None and model is TrainingSpec:
-            self.violations(training_rules(spec), (key,), raw, model)
+        if model is TrainingSpec:
+            # When a field is wrong, the rules still run on the fields that are fine, so one
+            # run reports every problem (absent fields skip their rule: no false alarms).
+            subject = spec if spec is not None else self._sound_fields(model, raw, (key,))
+            self.violations(training_rules(subject), (key,), raw, model)
         return spec
+
+    def _sound_fields(self, model: type[BaseModel], raw: Mapping[str, Any],
+                      prefix: PathKey) -> dict[str, Any]:
+        """The numeric fields of ``raw`` written without a problem, under canonical names
+        (the first spelling written wins, as in the models); absent fields take the
+        model's default, as they would in a valid section."""
+        flagged = {issue.path for issue in self.report.errors}
+        sound: dict[str, Any] = {}
+        for name, info in model.model_fields.items():
+            choices = getattr(info.validation_alias, "choices", None) or [name]
+            written = next((c for c in choices if isinstance(c, str) and c in raw), None)
+            if written is None:
+                if not info.is_required() and info.default is not None:
+                    sound[name] = info.default
+                continue
+            value = raw[written]
+            path = format_path((*prefix, written))
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            if numeric and not any(p == path or p.startswith(path + ".") for p in flagged):
+                sound[name] = value
+        return sound
 
     def _selection(self, data: Mapping[str, Any]) -> None:
         key = "selection_strategy" if "selection_strategy" in data else (
