@@ -65,11 +65,10 @@ class LocalEvolution:
         if isinstance(self.selection, MultiFrequencySelection):
             return self._evolve_multi_frequency(backend, fitnesses)
         elite, parents = self.plan(fitnesses)
-        # One fresh snapshot per changed slot, all taken before any slot is overwritten:
-        # two slots must never share tensors (an optimizer loading a state dict keeps
-        # references to its tensors, so shared Adam moments would be updated twice).
-        moved = [slot for slot, parent in enumerate(parents)
-                 if parent != slot or parents.count(parent) > 1]
+        # Every state is read before any slot is overwritten (a parent may itself be
+        # replaced in this step); get_state and set_state both copy tensors, so a slot
+        # that keeps its own member is left alone and no two slots share memory.
+        moved = [slot for slot, parent in enumerate(parents) if parent != slot]
         states = {slot: backend.get_state(parents[slot]) for slot in moved}
         for slot in moved:
             state = states[slot]
@@ -87,7 +86,7 @@ class LocalEvolution:
 
         plan = self.selection.plan(fitnesses)
         # Every source is read before any slot is written (a source may itself be replaced
-        # in this step), one fresh snapshot per written slot: no two slots share tensors.
+        # in this step).
         states = {move.slot: backend.get_state(move.source) for move in plan.moves}
         hyperparameters = {
             move.slot: backend.hyperparameters(move.hyperparameters_from)
