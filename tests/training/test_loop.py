@@ -162,3 +162,40 @@ def test_interrupt_and_resume_is_exact(interrupt_after):
     state.load_state_dict(saved["loop"])
     _run(resumed, Hooks(), settings, state=state, evolution=CopyBestEvolution())
     assert resumed.members == reference.members
+
+
+class RecordingEvolution(CopyBestEvolution):
+    """Records the evolution calls the loop makes and when."""
+
+    mutates_before_training = True
+
+    def __init__(self, evolves: bool) -> None:
+        self.evolves = evolves
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def pre_training(self, backend):
+        self.calls.append(("pre", [backend.steps(m) for m in range(len(backend))]))
+
+    def evolve(self, backend, fitnesses):
+        self.calls.append(("evolve", [backend.steps(m) for m in range(len(backend))]))
+        return super().evolve(backend, fitnesses)
+
+
+@pytest.mark.parametrize("evolves", [True, False])
+def test_pre_training_mutation_once_before_any_training(evolves):
+    evolution, backend = RecordingEvolution(evolves), FakeBackend(2)
+    _run(backend, Hooks(), LoopSettings(max_steps=300, evo_steps=100, seed=2),
+         evolution=evolution)
+    kinds = [kind for kind, _ in evolution.calls]
+    assert evolution.calls[0] == ("pre", [0, 0])  # before any member trained
+    assert kinds.count("pre") == 1
+    assert kinds.count("evolve") == (3 if evolves else 0)
+
+
+def test_pre_training_mutation_not_repeated_on_resume():
+    resumed = LoopState()
+    resumed.pre_mutation_done = True  # as restored from a checkpoint
+    evolution = RecordingEvolution(evolves=True)
+    _run(FakeBackend(2), Hooks(), LoopSettings(max_steps=100, evo_steps=100, seed=2),
+         state=resumed, evolution=evolution)
+    assert [kind for kind, _ in evolution.calls] == ["evolve"]
