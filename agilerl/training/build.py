@@ -43,7 +43,7 @@ def check_selection(selection_spec: Any, training_spec: Any = None) -> None:
     An MF-PBT spec built in Python (not from a manifest) gets its bracket sizes resolved for
     ``training.pop_size`` and written back here, with the manifest's errors (``ValueError``).
     """
-    from agilerl.training.trainer import UnsupportedAlgorithmError
+    from agilerl.training.errors import UnsupportedAlgorithmError
 
     strategy = getattr(selection_spec, "strategy", "tournament")
     if selection_spec is None or strategy == "tournament":
@@ -120,7 +120,7 @@ def make_memory(trainer: LocalTrainer) -> Any:
         size = DEFAULT_MEMORY_SIZE
     else:
         if getattr(spec, "per_buffer", False) or getattr(spec, "n_step_buffer", False):
-            from agilerl.training.trainer import UnsupportedAlgorithmError, algo_name
+            from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
 
             raise UnsupportedAlgorithmError(
                 "replay_buffer.per_buffer / n_step_buffer are not implemented yet in this "

@@ -27,7 +27,7 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
         return None
     checkpoint = find_checkpoint(target)
     state = checkpoint.trainer_state()
-    from agilerl.training.trainer import algo_name
+    from agilerl.training.errors import algo_name
 
     algo = algo_name(trainer.algorithm_spec)
     if state.get("algorithm") != algo:

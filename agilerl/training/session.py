@@ -24,6 +24,7 @@ from agilerl.checkpoint.folder import prune_checkpoints
 from agilerl.population import LocalPopulation, TrainReport
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
+from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,27 +38,6 @@ CHECKPOINTS_DIR = "checkpoints"
 #: Signals that stop a run cleanly: Ctrl-C, and the polite stop of job schedulers (the Arena
 #: server, systemd, Kubernetes, Slurm) that send SIGTERM and a SIGKILL after a grace period.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on a stop signal after writing a checkpoint (``checkpoint``).
-
-    ``signum`` is the signal that asked for the stop (``SIGINT`` for Ctrl-C, ``SIGTERM``).
-    """
-
-    def __init__(self, checkpoint: Path | None, signum: int = signal.SIGINT) -> None:
-        super().__init__(f"training interrupted; checkpoint: {checkpoint}")
-        self.checkpoint = checkpoint
-        self.signum = int(signum)
-
-
-class TrainingAborted(KeyboardInterrupt):
-    """A second stop signal: training stopped at once, without a new checkpoint (the last
-    one written stays valid)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__("aborted without a new checkpoint (the last one written stays valid)")
-        self.signum = int(signum)
 
 
 @dataclass
@@ -156,8 +136,6 @@ class TrainSession:
     # ------------------------------------------------------------------ names and folders
     @property
     def algo(self) -> str:
-        from agilerl.training.trainer import algo_name
-
         return algo_name(self.trainer.algorithm_spec)
 
     @property

@@ -28,7 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agilerl.training.session import TrainingInterrupted, TrainOptions, TrainSession
+from agilerl.training.errors import (
+    TrainingInterrupted,
+    UnsupportedAlgorithmError,
+    algo_meta,
+    algo_name,
+)
+from agilerl.training.session import TrainOptions, TrainSession
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.arena.trainer import ArenaTrainer
@@ -47,10 +53,6 @@ _TOURNAMENT_WARNING = (
 
 
 TrainerT = TypeVar("TrainerT", bound="Trainer")
-
-
-class UnsupportedAlgorithmError(NotImplementedError):
-    """The manifest is valid but asks for something this version cannot train yet."""
 
 
 def __getattr__(name: str) -> Any:
@@ -344,7 +346,7 @@ class LocalTrainer(Trainer):
         value = getattr(self.training_spec, "evo_steps", None)
         if value:
             return int(value)
-        return int(_algo_meta(self.algorithm_spec, "default_evo_steps", 10_000))
+        return int(algo_meta(self.algorithm_spec, "default_evo_steps", 10_000))
 
     def manifest_dict(self) -> dict[str, Any]:
         """``to_manifest()`` with a fallback for duck-typed env specs."""
@@ -364,29 +366,15 @@ def _is_gym_spec(spec: Any) -> bool:
     return gym_spec is not None and isinstance(spec, gym_spec)
 
 
-def _algo_meta(spec: Any, name: str, default: Any = None) -> Any:
-    """Per-algorithm registry metadata (``off_policy``, ``default_evo_steps``, ...)."""
-    for source in (spec, type(spec)):
-        value = getattr(source, name, None)
-        if value is not None and not callable(value):
-            return value
-    return default
-
-
-def algo_name(spec: Any) -> str:
-    """Registered name of an algorithm spec (``"DQN"``)."""
-    return str(getattr(spec, "algo_name", None) or getattr(spec, "name", type(spec).__name__))
-
-
 def _paradigm(spec: Any) -> str:
     """``"off_policy"`` or ``"on_policy"``; refuses what this version cannot train."""
     from agilerl.algorithms.registry import algorithm_class
 
     name = algo_name(spec)
-    kind = str(getattr(_algo_meta(spec, "agent_type", "single_agent"), "value",
-                       _algo_meta(spec, "agent_type", "single_agent")))
-    supported = kind == "single_agent" and not _algo_meta(spec, "offline", False) \
-        and not _algo_meta(spec, "bandit", False)
+    kind = str(getattr(algo_meta(spec, "agent_type", "single_agent"), "value",
+                       algo_meta(spec, "agent_type", "single_agent")))
+    supported = kind == "single_agent" and not algo_meta(spec, "offline", False) \
+        and not algo_meta(spec, "bandit", False)
     try:
         if supported:
             algorithm_class(name)
@@ -397,4 +385,4 @@ def _paradigm(spec: Any) -> str:
             f"algorithm {name!r} is not implemented yet in this version of agilerl "
             "(LocalTrainer trains DQN and PPO on Gymnasium environments)"
         )
-    return "off_policy" if _algo_meta(spec, "off_policy", False) else "on_policy"
+    return "off_policy" if algo_meta(spec, "off_policy", False) else "on_policy"
