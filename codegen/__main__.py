@@ -7,7 +7,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from codegen.generate import PACKAGES, outputs
+from codegen.generate import GENERATED_DIRS, outputs
 
 
 def _stale(repo: Path, files: dict[str, str]) -> list[str]:
@@ -25,7 +25,7 @@ def _stale(repo: Path, files: dict[str, str]) -> list[str]:
                                          f"committed/{rel}", f"generated/{rel}", lineterm="", n=1))
         shown = "\n".join(diff[:20]) + ("\n..." if len(diff) > 20 else "")
         problems.append(f"stale: {rel} ({len(diff)} diff lines)\n{shown}")
-    for package in PACKAGES.values():
+    for package in GENERATED_DIRS:
         for path in sorted((repo / package).glob("*.py")):
             rel = path.relative_to(repo).as_posix()
             if rel not in files:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {rel}")
-    for package in PACKAGES.values():
+    for package in GENERATED_DIRS:
         for path in sorted((args.repo / package).glob("*.py")):
             if path.relative_to(args.repo).as_posix() not in files:
                 path.unlink()

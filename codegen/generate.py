@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codegen import bundle, docs
+from codegen.algorithm_modules import ALGORITHMS_PACKAGE, algorithm_files
 from codegen.catalog import Catalog, load
 from codegen.codegen_input import codegen_document
 from codegen.pydantic_gen import rewrite, run_datamodel_codegen
@@ -13,6 +14,8 @@ from codegen.targets import models_for
 from codegen.templates import ARENA_DOC, LOCAL_DOC, base_module
 
 PACKAGES = {"local": "agilerl/models/_generated", "arena": "agilerl/arena/models/_generated"}
+#: Folders whose every ``.py`` file codegen writes (others there are stale and removed).
+GENERATED_DIRS = (*PACKAGES.values(), ALGORITHMS_PACKAGE)
 BUNDLE_PATH = "agilerl/schemas/manifest.schema.json"
 ARENA_BUNDLE_PATH = "agilerl/schemas/arena-manifest.schema.json"
 DOCS_PATH = "docs/reference/manifest.md"
@@ -40,6 +43,7 @@ def outputs(repo: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     for target in PACKAGES:
         files.update(_model_set(catalog, target))
+    files.update(algorithm_files(catalog, models_for(catalog, "arena")))
     files[BUNDLE_PATH] = bundle.render(catalog, "local")
     files[ARENA_BUNDLE_PATH] = bundle.render(catalog, "arena")
     files[DOCS_PATH] = docs.render(catalog)

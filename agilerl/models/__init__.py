@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# The algorithm spec names (``DQNSpec``...) are generated from schemas/algorithms/.
+from agilerl.models.algorithms import __all__ as _ALGORITHM_SPECS
+
 # Public name -> module that defines it. Everything loads on first use, so importing one
 # submodule (the loader, the rules) stays cheap, e.g. for the light Arena models.
 _EXPORTS: dict[str, str] = {
@@ -60,9 +63,6 @@ _EXPORTS: dict[str, str] = {
     "register_algorithm": "agilerl.models.algo",
     "resolve_env_spec": "agilerl.models.env",
 }
-_ALGORITHM_SPECS = frozenset(
-    {"CISPOSpec", "CQNSpec", "DDPGSpec", "DPOSpec", "DQNSpec", "GRPOSpec", "GSPOSpec", "IPPOSpec", "LLMPPOSpec", "LLMREINFORCESpec", "MADDPGSpec", "MATD3Spec", "NeuralTSSpec", "NeuralUCBSpec", "PPOSpec", "RainbowDQNSpec", "SFTSpec", "TD3Spec"}
-)
 
 __all__ = [
     "ALGO_REGISTRY",
@@ -70,29 +70,17 @@ __all__ = [
     "AgentType",
     "AlgoSpec",
     "BanditEnvSpec",
-    "CISPOSpec",
-    "CQNSpec",
     "CnnSpec",
     "ContinuousQNetworkSpec",
-    "DDPGSpec",
-    "DPOSpec",
-    "DQNSpec",
     "DeterministicActorSpec",
     "EnvSpec",
     "FinetuningNetworkSpec",
-    "GRPOSpec",
-    "GSPOSpec",
     "GymEnvSpec",
-    "IPPOSpec",
     "LLMAlgorithmSpec",
     "LLMEnvSpec",
     "LLMEnvType",
-    "LLMPPOSpec",
-    "LLMREINFORCESpec",
     "LoraConfigDict",
     "LstmSpec",
-    "MADDPGSpec",
-    "MATD3Spec",
     "ManifestError",
     "ManifestIssue",
     "ManifestWarning",
@@ -104,23 +92,17 @@ __all__ = [
     "MutationSpec",
     "NStepBufferArgs",
     "NetworkSpec",
-    "NeuralTSSpec",
-    "NeuralUCBSpec",
     "OfflineEnvSpec",
-    "PPOSpec",
     "PerBufferArgs",
     "PzEnvSpec",
     "QNetworkSpec",
     "RLAlgorithmSpec",
     "RLHyperparameter",
-    "RainbowDQNSpec",
     "RainbowQNetworkSpec",
     "ReplayBufferSpec",
-    "SFTSpec",
     "SelectionStrategySpec",
     "SimbaSpec",
     "StochasticActorSpec",
-    "TD3Spec",
     "TournamentSelectionSpec",
     "TrainingManifest",
     "TrainingSpec",
@@ -129,6 +111,7 @@ __all__ = [
     "network_arch_is_resolvable",
     "register_algorithm",
     "resolve_env_spec",
+    *_ALGORITHM_SPECS,
 ]
 
 
@@ -158,26 +141,7 @@ if TYPE_CHECKING:  # pragma: no cover
         RLAlgorithmSpec,
         register_algorithm,
     )
-    from agilerl.models.algorithms import (
-        CISPOSpec,
-        CQNSpec,
-        DDPGSpec,
-        DPOSpec,
-        DQNSpec,
-        GRPOSpec,
-        GSPOSpec,
-        IPPOSpec,
-        LLMPPOSpec,
-        LLMREINFORCESpec,
-        MADDPGSpec,
-        MATD3Spec,
-        NeuralTSSpec,
-        NeuralUCBSpec,
-        PPOSpec,
-        RainbowDQNSpec,
-        SFTSpec,
-        TD3Spec,
-    )
+    from agilerl.models.algorithms import *  # noqa: F403 (generated names)
     from agilerl.models.env import (
         BanditEnvSpec,
         EnvSpec,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import re
 from collections.abc import Iterator, MutableMapping
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
@@ -112,7 +111,7 @@ class NeuralBanditSpec(gen.NeuralBanditSpec, RLAlgorithmSpec):
 
 def spec_module(name: str) -> str:
     """Module of a registered algorithm's public spec (``RainbowDQN`` → ``...rainbow_dqn``)."""
-    return "agilerl.models.algorithms." + re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()
+    return "agilerl.models.algorithms." + gen.REGISTRY[name].module
 
 
 class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):

@@ -30,7 +30,7 @@ def test_committed_output_matches_fresh_generation() -> None:
 def test_check_mode_exits_nonzero_on_drift(tmp_path: Path) -> None:
     # A copy of the repository's inputs and committed output with one generated file edited
     # must fail --check.
-    for rel in ("schemas", "codegen", "agilerl/models/_generated",
+    for rel in ("schemas", "codegen", "agilerl/models/_generated", "agilerl/models/algorithms",
                 "agilerl/arena/models/_generated", "agilerl/schemas", "docs/reference"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-r", str(REPO / rel), str(tmp_path / rel)], check=True)

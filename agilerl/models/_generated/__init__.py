@@ -89,6 +89,7 @@ from .models import (
 from .registry import (
     ALGORITHMS,
     ENVIRONMENT_SPECS,
+    NULL_MEANS,
     REGISTRY,
     AgentType,
     AlgorithmEntry,
@@ -141,6 +142,7 @@ __all__ = [
     "MutationSpec",
     "NOT_NULL",
     "NStepBufferArgs",
+    "NULL_MEANS",
     "NetworkSection",
     "NetworkSpec",
     "NeuralBanditSpec",

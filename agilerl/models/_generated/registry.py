@@ -63,6 +63,8 @@ class AlgorithmEntry:
     env_type: str | None
     training_loop: str
     arena: bool
+    module: str
+    """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
 ALGORITHMS: tuple[AlgorithmEntry, ...] = (
     AlgorithmEntry(
@@ -79,6 +81,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='cispo',
     ),
     AlgorithmEntry(
         name='CQN',
@@ -94,6 +97,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='offline',
         arena=False,
+        module='cqn',
     ),
     AlgorithmEntry(
         name='DDPG',
@@ -109,6 +113,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='ddpg',
     ),
     AlgorithmEntry(
         name='DPO',
@@ -124,6 +129,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='preference',
         training_loop='llm_preference',
         arena=True,
+        module='dpo',
     ),
     AlgorithmEntry(
         name='DQN',
@@ -139,6 +145,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='dqn',
     ),
     AlgorithmEntry(
         name='GRPO',
@@ -154,6 +161,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='grpo',
     ),
     AlgorithmEntry(
         name='GSPO',
@@ -169,6 +177,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='gspo',
     ),
     AlgorithmEntry(
         name='IPPO',
@@ -184,6 +193,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_on_policy',
         arena=True,
+        module='ippo',
     ),
     AlgorithmEntry(
         name='LLMPPO',
@@ -199,6 +209,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='llmppo',
     ),
     AlgorithmEntry(
         name='LLMREINFORCE',
@@ -214,6 +225,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='llmreinforce',
     ),
     AlgorithmEntry(
         name='MADDPG',
@@ -229,6 +241,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        module='maddpg',
     ),
     AlgorithmEntry(
         name='MATD3',
@@ -244,6 +257,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        module='matd3',
     ),
     AlgorithmEntry(
         name='NeuralTS',
@@ -259,6 +273,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='bandits',
         arena=False,
+        module='neural_ts',
     ),
     AlgorithmEntry(
         name='NeuralUCB',
@@ -274,6 +289,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='bandits',
         arena=False,
+        module='neural_ucb',
     ),
     AlgorithmEntry(
         name='PPO',
@@ -289,6 +305,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='on_policy',
         arena=True,
+        module='ppo',
     ),
     AlgorithmEntry(
         name='RainbowDQN',
@@ -304,6 +321,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='rainbow_dqn',
     ),
     AlgorithmEntry(
         name='SFT',
@@ -319,6 +337,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='sft',
         training_loop='llm_sft',
         arena=True,
+        module='sft',
     ),
     AlgorithmEntry(
         name='TD3',
@@ -334,6 +353,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='td3',
     ),
 )
 """Every registered algorithm, in schema order."""
@@ -355,3 +375,9 @@ ENVIRONMENT_SPECS: MappingProxyType[str, type[SpecModel]] = MappingProxyType({
     "llm": LLMEnvSpec,
 })
 """Environment kind (``x-agilerl.environment``) -> environment spec class."""
+
+NULL_MEANS: MappingProxyType[str, MappingProxyType[str, object]] = MappingProxyType({
+    "TrainingSpec": MappingProxyType({'eps_start': 1.0, 'eps_end': 0.01, 'eps_decay': 0.999}),
+})
+"""Model -> {field: value a null stands for} (``x-null-means``): fields whose default
+is null for the manifest's sake, but that the trainer reads as this value."""

@@ -65,6 +65,7 @@ from .models import (
 from .registry import (
     ALGORITHMS,
     ENVIRONMENT_SPECS,
+    NULL_MEANS,
     REGISTRY,
     AgentType,
     AlgorithmEntry,
@@ -114,6 +115,7 @@ __all__ = [
     "MutationSpec",
     "NOT_NULL",
     "NStepBufferArgs",
+    "NULL_MEANS",
     "NetworkSection",
     "NetworkSpec",
     "NeuralBanditSpec",

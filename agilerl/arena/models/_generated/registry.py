@@ -56,6 +56,8 @@ class AlgorithmEntry:
     env_type: str | None
     training_loop: str
     arena: bool
+    module: str
+    """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
 ALGORITHMS: tuple[AlgorithmEntry, ...] = (
     AlgorithmEntry(
@@ -72,6 +74,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='cispo',
     ),
     AlgorithmEntry(
         name='DDPG',
@@ -87,6 +90,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='ddpg',
     ),
     AlgorithmEntry(
         name='DPO',
@@ -102,6 +106,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='preference',
         training_loop='llm_preference',
         arena=True,
+        module='dpo',
     ),
     AlgorithmEntry(
         name='DQN',
@@ -117,6 +122,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='dqn',
     ),
     AlgorithmEntry(
         name='GRPO',
@@ -132,6 +138,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='grpo',
     ),
     AlgorithmEntry(
         name='GSPO',
@@ -147,6 +154,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='gspo',
     ),
     AlgorithmEntry(
         name='IPPO',
@@ -162,6 +170,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_on_policy',
         arena=True,
+        module='ippo',
     ),
     AlgorithmEntry(
         name='LLMPPO',
@@ -177,6 +186,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='llmppo',
     ),
     AlgorithmEntry(
         name='LLMREINFORCE',
@@ -192,6 +202,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        module='llmreinforce',
     ),
     AlgorithmEntry(
         name='MADDPG',
@@ -207,6 +218,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        module='maddpg',
     ),
     AlgorithmEntry(
         name='MATD3',
@@ -222,6 +234,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        module='matd3',
     ),
     AlgorithmEntry(
         name='PPO',
@@ -237,6 +250,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='on_policy',
         arena=True,
+        module='ppo',
     ),
     AlgorithmEntry(
         name='RainbowDQN',
@@ -252,6 +266,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='rainbow_dqn',
     ),
     AlgorithmEntry(
         name='SFT',
@@ -267,6 +282,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='sft',
         training_loop='llm_sft',
         arena=True,
+        module='sft',
     ),
     AlgorithmEntry(
         name='TD3',
@@ -282,6 +298,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        module='td3',
     ),
 )
 """Every registered algorithm, in schema order."""
@@ -303,3 +320,9 @@ ENVIRONMENT_SPECS: MappingProxyType[str, type[SpecModel]] = MappingProxyType({
     "llm": EnvSpec,
 })
 """Environment kind (``x-agilerl.environment``) -> environment spec class."""
+
+NULL_MEANS: MappingProxyType[str, MappingProxyType[str, object]] = MappingProxyType({
+    "TrainingSpec": MappingProxyType({'eps_start': 1.0, 'eps_end': 0.01, 'eps_decay': 0.999}),
+})
+"""Model -> {field: value a null stands for} (``x-null-means``): fields whose default
+is null for the manifest's sake, but that the trainer reads as this value."""
