@@ -10,6 +10,8 @@ models when it is Arena-eligible.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from codegen.catalog import Catalog, base_names
 
@@ -105,7 +107,7 @@ def _arena_names(specs: list[str]) -> str:
     return "\n".join(lines)
 
 
-def algorithm_files(catalog: Catalog, arena_models: dict[str, object]) -> dict[str, str]:
+def algorithm_files(catalog: Catalog, arena_models: Mapping[str, Any]) -> dict[str, str]:
     """Path -> text of the per-algorithm spec modules, their package ``__init__`` and the
     Arena name list (``arena_models``: the Arena model set, to keep eligible ones)."""
     specs = sorted(catalog.algorithms())

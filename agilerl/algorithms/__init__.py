@@ -1,8 +1,37 @@
-"""RL algorithms (maths per algorithm; shared plumbing in ``agilerl.algorithms.core``)."""
+"""RL algorithms (maths per algorithm; shared plumbing in ``agilerl.algorithms.core``).
+
+Each implementation is one module (``dqn.py``, ``ppo.py``) that registers its class with
+:func:`~agilerl.algorithms.registry.registered`; ``from agilerl.algorithms import DQN``
+finds any registered class by its name, loading its module on first use.
+"""
+
+from typing import Any
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.dqn import DQN
-from agilerl.algorithms.ppo import PPO
-from agilerl.algorithms.registry import algorithm_class, build_algorithm
+from agilerl.algorithms.registry import (
+    NotImplementedAlgorithmError,
+    algorithm_class,
+    build_algorithm,
+    implemented,
+    registered,
+)
 
-__all__ = ["DQN", "PPO", "RLAlgorithm", "algorithm_class", "build_algorithm"]
+__all__ = [
+    "NotImplementedAlgorithmError",
+    "RLAlgorithm",
+    "algorithm_class",
+    "build_algorithm",
+    "implemented",
+    "registered",
+]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        return algorithm_class(name)
+    except NotImplementedAlgorithmError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(implemented()))

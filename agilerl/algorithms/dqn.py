@@ -2,7 +2,8 @@
 
 Loss: mean squared TD error (the reference's choice; its tuned learning rates assume it).
 Targets bootstrap through truncation and stop only at termination (``done`` in a batch is
-the *terminated* flag). Exploration is epsilon-greedy with the epsilon the loop passes.
+the *terminated* flag). Exploration is epsilon-greedy, on the schedule of the run's
+``training.eps_*`` settings.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
+from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
 
 
+@registered
 class DQN(RLAlgorithm):
     """DQN for discrete action spaces."""
 
@@ -29,6 +33,10 @@ class DQN(RLAlgorithm):
     hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double")
     mirrored_networks = {"actor_target": "actor"}
     fixed_hyperparameters = ("double",)
+    unsupported_settings = {
+        "cudagraphs": "capturing the update with CUDA graphs is not implemented in this "
+                      "version; set it to false (or leave it out)",
+    }
 
     batch_size: int
     lr: float
@@ -36,10 +44,6 @@ class DQN(RLAlgorithm):
     gamma: float
     tau: float
     double: bool
-
-    @classmethod
-    def network_spec_name(cls) -> str:
-        return "QNetworkSpec"
 
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
@@ -82,6 +86,17 @@ class DQN(RLAlgorithm):
 
     def greedy_action(self, obs: Any) -> np.ndarray:
         return self.get_action(obs, epsilon=0.0)
+
+    @classmethod
+    def exploration_settings(cls, training: Any) -> EpsilonSchedule:
+        return epsilon_schedule(training)
+
+    def explore_action(
+        self, obs: Any, vector_step: int, settings: EpsilonSchedule | None = None
+    ) -> np.ndarray:
+        """Epsilon-greedy with epsilon ``settings.value(vector_step)`` (greedy without one)."""
+        epsilon = settings.value(vector_step) if settings is not None else 0.0
+        return self.get_action(obs, epsilon=epsilon)
 
     # ------------------------------------------------------------------ learning
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:

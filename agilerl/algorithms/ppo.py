@@ -17,12 +17,14 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.spaces import action_dim
+from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
 
 
+@registered
 class PPO(RLAlgorithm):
     """PPO with an actor-critic network (shared encoder when ``share_encoders``)."""
 
@@ -33,6 +35,16 @@ class PPO(RLAlgorithm):
         "share_encoders", "num_envs",
     )  # fmt: skip
     fixed_hyperparameters = ("action_std_init", "share_encoders", "num_envs", "target_kl")
+    unsupported_settings = {
+        "recurrent": "recurrent (LSTM) PPO is not implemented in this version; "
+                     "set it to false (or leave it out)",
+        "rollout_buffer_config": "rollout buffer settings are not implemented in this "
+                                 "version; remove them (the rollout buffer has none)",
+    }
+    inert_settings = {
+        "max_seq_len": "it applies to recurrent PPO only",
+        "bptt_sequence_type": "it applies to recurrent PPO only",
+    }
 
     batch_size: int
     lr: float
@@ -48,10 +60,6 @@ class PPO(RLAlgorithm):
     update_epochs: int
     share_encoders: bool
     num_envs: int
-
-    @classmethod
-    def network_spec_name(cls) -> str:
-        return "StochasticActorSpec"
 
     def _build(self, net_config: NetworkConfig) -> None:
         if getattr(self.spec, "recurrent", False):

@@ -1,31 +1,83 @@
-"""Registry name (``spec.name``) -> algorithm class, and building an agent from a spec."""
+"""Registry name (``spec.name``) -> algorithm class, and building an agent from a spec.
+
+An implementation registers itself with the :func:`registered` class decorator, under its
+``algo`` name. Nothing lists the implementations: the first lookup of a name imports
+``agilerl.algorithms.<module>``, the module the generated registry gives the algorithm
+(``schemas/algorithms/<name>.schema.json`` -> ``x-agilerl``; ``RainbowDQN`` ->
+``rainbow_dqn``), whose decorator registers the class. Adding an algorithm therefore
+needs only its file here; its paradigm, network spec and training loop are read from the
+generated registry.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import torch
 
 from agilerl.algorithms.core.base import RLAlgorithm
 
+#: Registered name -> implementation (filled by :func:`registered` as modules load).
+IMPLEMENTATIONS: dict[str, type[RLAlgorithm]] = {}
 
-def _classes() -> dict[str, type[RLAlgorithm]]:
-    from agilerl.algorithms.dqn import DQN
-    from agilerl.algorithms.ppo import PPO
+AlgorithmT = TypeVar("AlgorithmT", bound=type[RLAlgorithm])
 
-    return {cls.algo: cls for cls in (DQN, PPO)}
+
+class NotImplementedAlgorithmError(NotImplementedError):
+    """A registered algorithm name with no implementation in this version."""
+
+
+def registered(cls: AlgorithmT) -> AlgorithmT:
+    """Class decorator: register ``cls`` as the implementation of ``cls.algo``."""
+    name = cls.__dict__.get("algo")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__} must set the class attribute 'algo' (its registry name)")
+    IMPLEMENTATIONS[name] = cls
+    return cls
+
+
+def _module(name: str) -> str | None:
+    from agilerl.models._generated import REGISTRY
+
+    entry = REGISTRY.get(name)
+    return f"{__package__}.{entry.module}" if entry is not None else None
+
+
+def _load(name: str) -> type[RLAlgorithm] | None:
+    if name not in IMPLEMENTATIONS:
+        module = _module(name)
+        if module is not None:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:  # the module exists but one of its imports is missing
+                    raise
+    return IMPLEMENTATIONS.get(name)
 
 
 def algorithm_class(name: str) -> type[RLAlgorithm]:
-    """The class implementing registry name ``name`` (e.g. ``"DQN"``)."""
-    classes = _classes()
-    try:
-        return classes[name]
-    except KeyError:
-        raise NotImplementedError(
-            f"algorithm {name!r} has no implementation yet; implemented: {sorted(classes)}"
-        ) from None
+    """The class implementing registry name ``name`` (e.g. ``"DQN"``).
+
+    Raises :class:`NotImplementedAlgorithmError` when this version has none.
+    """
+    cls = _load(name)
+    if cls is None:
+        raise NotImplementedAlgorithmError(
+            f"algorithm {name!r} has no implementation yet; implemented: "
+            f"{', '.join(implemented())}"
+        )
+    return cls
+
+
+def implemented() -> list[str]:
+    """Every registry name with an implementation (importing the candidates' modules)."""
+    from agilerl.models._generated import REGISTRY
+
+    for name in REGISTRY:
+        _load(name)
+    return sorted(IMPLEMENTATIONS)
 
 
 #: Spec fields that are not constructor hyperparameters (runtime objects, the registry

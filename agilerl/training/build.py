@@ -6,13 +6,12 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
+from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
 from agilerl.training.networks import resolve_net_config
+from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
-
-#: Replay memory size when an off-policy manifest has no ``replay_buffer`` section.
-DEFAULT_MEMORY_SIZE = 100_000
 
 _SEED_AGENT = 0xA6E7
 _SEED_MEMORY = 0xB0FF
@@ -43,8 +42,6 @@ def check_selection(selection_spec: Any, training_spec: Any = None) -> None:
     An MF-PBT spec built in Python (not from a manifest) gets its bracket sizes resolved for
     ``training.pop_size`` and written back here, with the manifest's errors (``ValueError``).
     """
-    from agilerl.training.errors import UnsupportedAlgorithmError
-
     strategy = getattr(selection_spec, "strategy", "tournament")
     if selection_spec is None or strategy == "tournament":
         return
@@ -104,8 +101,11 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
 
 
 def make_memory(trainer: LocalTrainer) -> Any:
-    """The shared replay memory of an off-policy run (None for on-policy)."""
-    if trainer.paradigm != "off_policy":
+    """The shared replay memory of a run whose loop keeps one (None otherwise).
+
+    Without a ``replay_buffer`` section the schema's ``ReplayBufferSpec`` defaults apply.
+    """
+    if not paradigm(trainer.paradigm).replay_memory:
         return None
     from agilerl.components.replay_buffer import ReplayBuffer
 
@@ -113,22 +113,21 @@ def make_memory(trainer: LocalTrainer) -> Any:
     if spec is None:
         import warnings
 
+        from agilerl.models import ReplayBufferSpec
+
+        spec = ReplayBufferSpec()
         warnings.warn(
-            f"no replay_buffer section: using a replay buffer of {DEFAULT_MEMORY_SIZE:,} "
+            f"no replay_buffer section: using a replay buffer of {spec.max_size:,} "
             "transitions", UserWarning, stacklevel=4,
         )
-        size = DEFAULT_MEMORY_SIZE
     else:
         if getattr(spec, "per_buffer", False) or getattr(spec, "n_step_buffer", False):
-            from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
-
             raise UnsupportedAlgorithmError(
                 "replay_buffer.per_buffer / n_step_buffer are not implemented yet in this "
                 "version of agilerl for "
                 f"{algo_name(trainer.algorithm_spec)}"
             )
-        size = int(spec.max_size)
-    return ReplayBuffer(size, device=trainer.device,
+    return ReplayBuffer(int(spec.max_size), device=trainer.device,
                         seed=derive_seed(trainer.seed, _SEED_MEMORY))
 
 

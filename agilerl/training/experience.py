@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,23 +24,6 @@ import numpy as np
 from agilerl.algorithms.core.autoreset import Autoreset
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
-
-
-@dataclass(frozen=True)
-class EpsilonSchedule:
-    """Epsilon-greedy schedule: ``max(end, start * decay ** vector_steps)``.
-
-    The schedule is a function of the member's own vector-step count
-    (``agent.steps[-1] // num_envs``), so it carries over across generations, through
-    cloning and checkpoints, without separate state.
-    """
-
-    start: float
-    end: float
-    decay: float
-
-    def value(self, vector_steps: int) -> float:
-        return max(self.end, self.start * self.decay**vector_steps)
 
 
 class _Episodes:
@@ -103,10 +85,14 @@ def train_off_policy_member(
     steps: int,
     *,
     learning_delay: int = 0,
-    epsilon: EpsilonSchedule | None = None,
+    exploration: Any = None,
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
+
+    Actions come from ``agent.explore_action(obs, vector_step, exploration)`` (``exploration``:
+    the agent class's ``exploration_settings`` of the run, e.g. an epsilon schedule); sub-envs
+    whose episode ends are reported with ``agent.on_episode_end(ended_mask)``.
 
     Learns once per ``agent.learn_step`` env steps when ``len(memory) >= batch_size`` and
     ``len(memory) > learning_delay``, on batches sampled with a generator seeded from
@@ -123,8 +109,7 @@ def train_off_policy_member(
     vector_steps = max(1, int(steps) // num_envs)
     first = agent.steps[-1] // num_envs
     for i in range(vector_steps):
-        eps = epsilon.value(first + i) if epsilon is not None else 0.0
-        action = agent.get_action(obs, epsilon=eps)
+        action = agent.explore_action(obs, first + i, exploration)
         new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(action)
         transition = {
             "obs": agent.obs_encoder.storable(obs),
@@ -136,7 +121,10 @@ def train_off_policy_member(
         if not valid.all():
             transition = {k: np.asarray(v)[valid] for k, v in transition.items()}
         memory.add(transition)
-        episodes.update(reward, (terminated | truncated) & valid, valid)
+        ended = (terminated | truncated) & valid
+        episodes.update(reward, ended, valid)
+        if ended.any():
+            agent.on_episode_end(ended)
         obs = new_obs
         if len(memory) >= agent.batch_size and len(memory) > learning_delay:
             per_step, every = _learn_schedule(int(agent.learn_step), num_envs)

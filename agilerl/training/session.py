@@ -26,6 +26,7 @@ from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
+from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -77,7 +78,7 @@ class TrainSession:
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
         self.backend = LocalPopulation(
-            trainer.population, trainer.env, _member_trainer(trainer),
+            trainer.population, trainer.env, paradigm(trainer.paradigm).member_trainer(trainer),
             eval_steps=training.eval_steps, eval_loop=int(training.eval_loop),
         )
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
@@ -330,12 +331,3 @@ class TrainSession:
 def _finite(value: float) -> float | None:
     return value if isinstance(value, int | float) and math.isfinite(value) else None
 
-
-def _member_trainer(trainer: LocalTrainer) -> Any:
-    if trainer.paradigm == "off_policy":
-        from agilerl.training.off_policy import OffPolicyMemberTrainer
-
-        return OffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
-    from agilerl.training.on_policy import OnPolicyMemberTrainer
-
-    return OnPolicyMemberTrainer(trainer.env)

@@ -34,6 +34,7 @@ from agilerl.training.errors import (
     algo_meta,
     algo_name,
 )
+from agilerl.training.paradigms import resolve_paradigm
 from agilerl.training.session import TrainOptions, TrainSession
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,7 +176,7 @@ class LocalTrainer(Trainer):
     """Evolutionary population training on this machine.
 
     Args:
-        algorithm: an algorithm spec or a registry name (``"DQN"``, ``"PPO"``).
+        algorithm: an algorithm spec or a registry name (``"DQN"``).
         environment: an env spec, an object with ``make_env()``, or a Gymnasium id string.
         training: a ``TrainingSpec`` (default: all defaults).
         mutation: a ``MutationSpec`` or None.
@@ -184,7 +185,8 @@ class LocalTrainer(Trainer):
             ``training.pop_size``, which must be given) or None. Evolution (selection and
             mutation every generation) needs both; mutation alone mutates once before
             training.
-        replay_buffer: a ``ReplayBufferSpec`` (off-policy algorithms; default 100 000).
+        replay_buffer: a ``ReplayBufferSpec`` (off-policy algorithms; default: the
+            schema's ``ReplayBufferSpec`` defaults).
         hpo: add default mutation and tournament specs where none were given.
         resume_from_checkpoint: a checkpoint folder (or a folder of checkpoints: the latest)
             to continue exactly from, or an agent file (``save_checkpoint``/elite) loaded
@@ -218,7 +220,7 @@ class LocalTrainer(Trainer):
         from agilerl.training import build
 
         models = _models()
-        self.paradigm = _paradigm(self.algorithm_spec)
+        self.paradigm = resolve_paradigm(self.algorithm_spec)
         if hpo:
             self.mutation_spec = self.mutation_spec or models.MutationSpec()
             if self.selection_strategy_spec is None:
@@ -342,11 +344,16 @@ class LocalTrainer(Trainer):
     # ------------------------------------------------------------------ info
     @property
     def evo_steps(self) -> int:
-        """Generation length: ``training.evo_steps`` or the algorithm's default."""
+        """Generation length: ``training.evo_steps`` or the algorithm's ``default_evo_steps``
+        (from the generated registry)."""
         value = getattr(self.training_spec, "evo_steps", None)
         if value:
             return int(value)
-        return int(algo_meta(self.algorithm_spec, "default_evo_steps", 10_000))
+        default = algo_meta(self.algorithm_spec, "default_evo_steps")
+        if default is None:
+            raise ValueError(f"training.evo_steps is required: algorithm "
+                             f"{algo_name(self.algorithm_spec)!r} has no default_evo_steps")
+        return int(default)
 
     def manifest_dict(self) -> dict[str, Any]:
         """``to_manifest()`` with a fallback for duck-typed env specs."""
@@ -365,24 +372,3 @@ def _is_gym_spec(spec: Any) -> bool:
     gym_spec = getattr(models, "GymEnvSpec", None)
     return gym_spec is not None and isinstance(spec, gym_spec)
 
-
-def _paradigm(spec: Any) -> str:
-    """``"off_policy"`` or ``"on_policy"``; refuses what this version cannot train."""
-    from agilerl.algorithms.registry import algorithm_class
-
-    name = algo_name(spec)
-    kind = str(getattr(algo_meta(spec, "agent_type", "single_agent"), "value",
-                       algo_meta(spec, "agent_type", "single_agent")))
-    supported = kind == "single_agent" and not algo_meta(spec, "offline", False) \
-        and not algo_meta(spec, "bandit", False)
-    try:
-        if supported:
-            algorithm_class(name)
-    except NotImplementedError:
-        supported = False
-    if not supported:
-        raise UnsupportedAlgorithmError(
-            f"algorithm {name!r} is not implemented yet in this version of agilerl "
-            "(LocalTrainer trains DQN and PPO on Gymnasium environments)"
-        )
-    return "off_policy" if algo_meta(spec, "off_policy", False) else "on_policy"

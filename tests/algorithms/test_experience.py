@@ -11,9 +11,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from agilerl.algorithms import DQN, PPO
+from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.training.experience import (
-    EpsilonSchedule,
     train_off_policy_member,
     train_on_policy_member,
 )
@@ -137,7 +137,7 @@ def test_composite_observations_flow_through_both_paradigms(mode, small_net):
     dqn = _agent(env, net, batch_size=8, learn_step=3)
     memory = ReplayBuffer(500)
     stats = train_off_policy_member(
-        dqn, env, memory, 60, epsilon=EpsilonSchedule(1, 0.1, 0.9), seed=0
+        dqn, env, memory, 60, exploration=EpsilonSchedule(1, 0.1, 0.9), seed=0
     )
     assert memory.state_dict()["data"]["obs"].shape[1] == 32 + 11 + 2
     assert stats["learn_updates"] > 0 and stats["episodes"] > 0

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from agilerl.algorithms import DQN, PPO
+from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.training.experience import (
-    EpsilonSchedule,
     train_off_policy_member,
     train_on_policy_member,
 )
@@ -27,7 +27,7 @@ def _dqn(env_name: str, net: dict, steps: int = 1200) -> DQN:
     )  # fmt: skip
     memory = ReplayBuffer(1000, seed=0)
     train_off_policy_member(
-        agent, env, memory, steps, epsilon=EpsilonSchedule(1.0, 0.1, 0.99), seed=1
+        agent, env, memory, steps, exploration=EpsilonSchedule(1.0, 0.1, 0.99), seed=1
     )
     return agent
 

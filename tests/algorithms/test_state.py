@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from agilerl.algorithms import DQN, PPO, RLAlgorithm, build_algorithm
+from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.hpo.mutation import Mutations
 from agilerl.training.experience import (
-    EpsilonSchedule,
     train_off_policy_member,
     train_on_policy_member,
 )
@@ -42,7 +42,7 @@ def _dqn_run(net: dict, seed: int) -> DQN:
     )
     memory = ReplayBuffer(500, seed=seed)
     for generation in range(2):
-        train_off_policy_member(agent, env, memory, 200, epsilon=EPS, seed=100 + generation)
+        train_off_policy_member(agent, env, memory, 200, exploration=EPS, seed=100 + generation)
     return agent
 
 
@@ -86,7 +86,7 @@ def test_state_round_trip_continues_identically(small_net):
         learn_step=4,
     )
     memory = ReplayBuffer(500, seed=0)
-    train_off_policy_member(agent, env, memory, 200, epsilon=EPS, seed=1)
+    train_off_policy_member(agent, env, memory, 200, exploration=EPS, seed=1)
     Mutations(0, 1, 0.5, 0, 0, 0, rand_seed=0).mutation(
         [agent]
     )  # architecture differs from a fresh build
@@ -96,8 +96,8 @@ def test_state_round_trip_continues_identically(small_net):
     memory2 = ReplayBuffer(1, seed=99)
     memory2.load_state_dict(saved_memory)
 
-    train_off_policy_member(agent, env, memory, 200, epsilon=EPS, seed=2)
-    train_off_policy_member(restored, env, memory2, 200, epsilon=EPS, seed=2)
+    train_off_policy_member(agent, env, memory, 200, exploration=EPS, seed=2)
+    train_off_policy_member(restored, env, memory2, 200, exploration=EPS, seed=2)
     _assert_same(agent, restored)
     assert agent.steps == restored.steps
 
@@ -200,7 +200,7 @@ def test_set_state_copies_so_two_agents_loaded_from_one_state_stay_independent(s
         env.single_observation_space, env.single_action_space, net_config=small_net, seed=0,
         batch_size=16, learn_step=4,
     )  # fmt: skip
-    train_off_policy_member(source, env, ReplayBuffer(500, seed=0), 200, epsilon=EPS, seed=1)
+    train_off_policy_member(source, env, ReplayBuffer(500, seed=0), 200, exploration=EPS, seed=1)
     state = source.get_state()
     frozen = {k: v.clone() for k, v in state["optimizers"]["optimizer"]["state"][0].items()}
 
@@ -213,7 +213,7 @@ def test_set_state_copies_so_two_agents_loaded_from_one_state_stay_independent(s
     before = {
         k: v.clone() for k, v in second.optimizers["optimizer"].state_dict()["state"][0].items()
     }
-    train_off_policy_member(first, env, ReplayBuffer(500, seed=3), 200, epsilon=EPS, seed=2)
+    train_off_policy_member(first, env, ReplayBuffer(500, seed=3), 200, exploration=EPS, seed=2)
     after = second.optimizers["optimizer"].state_dict()["state"][0]
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert all(

@@ -112,15 +112,17 @@ class RLAlgorithm(ABC):
     # ------------------------------------------------------------------ spec plumbing
     @classmethod
     def spec_class(cls) -> Any:
-        """The generated Pydantic spec class of this algorithm (e.g. ``DQNSpec``)."""
-        import agilerl.models.algorithms as specs
+        """The public spec class registered under ``algo`` (e.g. ``DQNSpec``)."""
+        from agilerl.models import ALGO_REGISTRY
 
-        return getattr(specs, f"{cls.algo}Spec")
+        return ALGO_REGISTRY[cls.algo]
 
     @classmethod
     def network_spec_name(cls) -> str:
-        """Name of the network spec class used to fill ``net_config`` defaults."""
-        return "NetworkSpec"
+        """Name of the network spec class that fills ``net_config`` defaults: the spec
+        class's ``network_spec`` (from the generated registry), else ``NetworkSpec``."""
+        network_spec = getattr(cls.spec_class(), "network_spec", None)
+        return network_spec.__name__ if network_spec is not None else "NetworkSpec"
 
     @classmethod
     def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
@@ -193,6 +195,54 @@ class RLAlgorithm(ABC):
     @abstractmethod
     def learn(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """One learning update; returns scalar metrics (e.g. ``{"loss": ...}``)."""
+
+    # ------------------------------------------------------------------ exploration hooks
+    # The off-policy experience loop drives exploration only through these three
+    # (``agilerl.algorithms.core.exploration``).
+    @classmethod
+    def exploration_settings(cls, training: Any) -> Any:
+        """What this algorithm reads from the run's ``training`` section to explore (the
+        DQN family: its epsilon schedule). Default: nothing."""
+        return None
+
+    def explore_action(self, obs: Any, vector_step: int, settings: Any = None) -> np.ndarray:
+        """Exploring actions for a batch of observations (one per sub-env), ready for
+        ``env.step``. ``vector_step``: the member's own vector-step count (for schedules);
+        ``settings``: :meth:`exploration_settings` of the run (None outside a run)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement explore_action, which off-policy "
+            "training needs"
+        )
+
+    def on_episode_end(self, ended: np.ndarray) -> None:
+        """Sub-envs whose episode just ended (bool mask, one per sub-env): reset any
+        per-episode exploration state (e.g. correlated action noise). Default: nothing."""
+        return None
+
+    # ------------------------------------------------------------------ settings
+    #: Spec fields this implementation does not read yet: field -> what is missing. A value
+    #: other than the schema default is refused when a trainer is built.
+    unsupported_settings: ClassVar[dict[str, str]] = {}
+    #: Spec fields that change nothing in this implementation as configured (e.g. settings
+    #: of a refused mode): field -> why. A value other than the default gets a warning.
+    inert_settings: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """``(refused, ignored)``: the ``(field, reason)`` pairs of ``spec`` set to a
+        non-default value in :attr:`unsupported_settings` / :attr:`inert_settings`."""
+        fields = type(spec).model_fields
+
+        def changed(name: str) -> bool:
+            if name not in fields:
+                return False
+            value = getattr(spec, name, None)
+            default = fields[name].get_default(call_default_factory=True)
+            return value is not None and value != default
+
+        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
+        ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
+        return refused, ignored
 
     # ------------------------------------------------------------------ evaluation
     def test(
