@@ -57,7 +57,7 @@ class AlgoSpec(gen.AlgoSpec):
     off_policy: ClassVar[bool] = False
     offline: ClassVar[bool] = False
     bandit: ClassVar[bool] = False
-    default_evo_steps: ClassVar[int] = 10_000
+    default_evo_steps: ClassVar[int | None] = None
     network_spec: ClassVar[type[Any] | None] = None
     """Network spec class the ``network`` section is validated with (eager path)."""
     env_spec: ClassVar[type[Any] | None] = None

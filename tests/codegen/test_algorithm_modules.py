@@ -28,10 +28,12 @@ def _codegen(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_algorithm_spec_module_and_name_list_is_generated() -> None:
+    from agilerl.models._generated import REGISTRY
+
     files = outputs(REPO)
     modules = sorted(p for p in files if p.startswith("agilerl/models/algorithms/")
                      and not p.endswith("__init__.py"))
-    assert len(modules) == 18
+    assert len(modules) == len(REGISTRY) == 18
     assert "agilerl/models/algorithms/rainbow_dqn.py" in modules
     assert "agilerl/models/algorithms/__init__.py" in files
     assert "agilerl/arena/models/_generated/algorithm_specs.py" in files
