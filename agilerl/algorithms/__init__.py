@@ -27,10 +27,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        return algorithm_class(name)
-    except NotImplementedAlgorithmError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    from agilerl.algorithms.registry import IMPLEMENTATIONS, load
+
+    cls = IMPLEMENTATIONS.get(name) or load(name)
+    if cls is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return cls
 
 
 def __dir__() -> list[str]:

@@ -45,7 +45,8 @@ def _module(name: str) -> str | None:
     return f"{__package__}.{entry.module}" if entry is not None else None
 
 
-def _load(name: str) -> type[RLAlgorithm] | None:
+def load(name: str) -> type[RLAlgorithm] | None:
+    """The implementation of ``name``, importing its module on first use (None: none)."""
     if name not in IMPLEMENTATIONS:
         module = _module(name)
         if module is not None:
@@ -62,7 +63,7 @@ def algorithm_class(name: str) -> type[RLAlgorithm]:
 
     Raises :class:`NotImplementedAlgorithmError` when this version has none.
     """
-    cls = _load(name)
+    cls = load(name)
     if cls is None:
         raise NotImplementedAlgorithmError(
             f"algorithm {name!r} has no implementation yet; implemented: "
@@ -76,7 +77,7 @@ def implemented() -> list[str]:
     from agilerl.models._generated import REGISTRY
 
     for name in REGISTRY:
-        _load(name)
+        load(name)
     return sorted(IMPLEMENTATIONS)
 
 

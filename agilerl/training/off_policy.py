@@ -21,7 +21,7 @@ class OffPolicyMemberTrainer:
         self.env = env
         self.memory = memory
         self.training = training
-        self.learning_delay = int(getattr(training, "learning_delay", 0) or 0)
+        self.learning_delay = int(training.learning_delay)
 
     def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
         result = train_off_policy_member(
