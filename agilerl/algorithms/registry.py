@@ -12,12 +12,15 @@ generated registry.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any, TypeVar
 
 import gymnasium as gym
 import torch
 
 from agilerl.algorithms.core.base import RLAlgorithm
+
+logger = logging.getLogger(__name__)
 
 #: Registered name -> implementation (filled by :func:`registered` as modules load).
 IMPLEMENTATIONS: dict[str, type[RLAlgorithm]] = {}
@@ -34,6 +37,10 @@ def registered(cls: AlgorithmT) -> AlgorithmT:
     name = cls.__dict__.get("algo")
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__name__} must set the class attribute 'algo' (its registry name)")
+    current = IMPLEMENTATIONS.get(name)
+    if current is not None and current is not cls:
+        logger.warning("Algorithm %r already has an implementation; replacing %s with %s",
+                       name, current.__qualname__, cls.__qualname__)
     IMPLEMENTATIONS[name] = cls
     return cls
 

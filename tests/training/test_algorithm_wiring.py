@@ -174,3 +174,11 @@ def test_evo_steps_fallback_is_the_registry_default(monkeypatch):
     trainer = LocalTrainer("DQN", "CartPole-v1", replay_buffer=None)
     monkeypatch.setattr(type(trainer.algorithm_spec), "default_evo_steps", 123)
     assert trainer.evo_steps == 123
+
+
+def test_registering_needs_a_name_and_replacing_is_logged(private_registry, caplog):
+    with pytest.raises(TypeError, match="must set the class attribute 'algo'"):
+        registered(type("Nameless", (DQN,), {}))
+    replacement = registered(type("OtherDQN", (DQN,), {"algo": "DQN"}))
+    assert algorithm_class("DQN") is replacement
+    assert "already has an implementation; replacing DQN with OtherDQN" in caplog.text
