@@ -22,7 +22,11 @@ RLNetworkSection = gen.RLNetworkSection
 
 class _EncoderRules:
     """Checks an encoder's cross-field rules (``rules.ENCODER_RULES`` by its ``arch`` tag)
-    after validation, unless the validation context asks to skip them."""
+    after validation, unless the validation context asks to skip them.
+
+    ``model_dump()`` of an encoder leaves out its ``arch`` tag, as the reference's does (the
+    dump is the encoder's keyword arguments); a network's dump keeps every encoder's tag.
+    """
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> Any:
@@ -30,10 +34,33 @@ class _EncoderRules:
             raise_first(encoder_rules(getattr(self, "arch", None), self))
         return self
 
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().model_dump(**kwargs)  # type: ignore[misc]
+        if not _asked_for(kwargs, "arch"):
+            data.pop("arch", None)
+        return data
+
+
+def _asked_for(kwargs: Mapping[str, Any], name: str) -> bool:
+    """Whether a ``model_dump(include=...)`` call names ``name`` explicitly."""
+    include = kwargs.get("include")
+    return include is not None and name in include
+
 
 @public
 class MlpSpec(_EncoderRules, gen.MlpSpec):
-    """MLP encoder/head settings (``arch: mlp``)."""
+    """MLP encoder/head settings (``arch: mlp``).
+
+    ``model_dump()`` also leaves out ``output_activation`` when it is None (as the
+    reference does), so the dump can be passed on as keyword arguments unchanged.
+    """
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        data = super().model_dump(**kwargs)
+        if data.get("output_activation", "") is None and not _asked_for(kwargs,
+                                                                         "output_activation"):
+            del data["output_activation"]
+        return data
 
 
 @public
@@ -184,6 +211,18 @@ def normalise_network(section: Any) -> Any:
     return data
 
 
+def with_default_encoder(section: Any) -> Any:
+    """A section naming a top-level ``arch`` but no ``encoder_config`` gets that arch's
+    default encoder (its :data:`DEFERRED_ENCODER_SEEDS`, as when the arch is inferred).
+    Anything else is returned as is."""
+    if not isinstance(section, Mapping) or section.get("encoder_config") is not None:
+        return section
+    arch = section.get("arch")
+    if not isinstance(arch, str) or arch not in DEFERRED_ENCODER_SEEDS:
+        return section
+    return {**section, "encoder_config": copy.deepcopy(dict(DEFERRED_ENCODER_SEEDS[arch]))}
+
+
 def is_finetuning_network(section: Any) -> bool:
     """An LLM network section (it names a pretrained model)."""
     return isinstance(section, Mapping) and "pretrained_model_name_or_path" in section
@@ -194,5 +233,5 @@ __all__ = [
     "FinetuningNetworkSpec", "LoraConfigDict", "LstmSpec", "MlpSpec", "MultiInputSpec",
     "NETWORK_SPECS", "NetworkSpec", "QNetworkSpec", "RainbowQNetworkSpec", "SimbaSpec",
     "StochasticActorSpec", "ValueNetworkSpec", "is_finetuning_network", "network_arch",
-    "network_arch_is_resolvable", "normalise_network",
+    "network_arch_is_resolvable", "normalise_network", "with_default_encoder",
 ]
