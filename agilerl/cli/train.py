@@ -178,7 +178,7 @@ def _sigterm_stops() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
     try:
-        with _sigterm_stops():
+        with _sigterm_stops(), _manifest_warnings_as_notes():
             return _run(args)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM outside the trainer's clean stop, or a second one during it
@@ -209,6 +209,34 @@ def _say(args: argparse.Namespace, message: str) -> None:
     libraries (torch, the environments) are still loading."""
     if args.verbose:
         print(message, flush=True)
+
+
+@contextlib.contextmanager
+def _manifest_warnings_as_notes() -> Iterator[None]:
+    """Manifest warnings (``ManifestWarning``) as one ``warning: ...`` line each on stderr,
+    as ``agilerl validate`` prints them, and once: the trainer re-validates its specs, which
+    repeats a note without the file position. Other warnings are shown as usual."""
+    import warnings
+
+    from agilerl.models import ManifestWarning
+
+    shown: list[str] = []
+    with warnings.catch_warnings():
+        original = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+            if not issubclass(category, ManifestWarning):
+                original(message, category, filename, lineno, file, line)
+                return
+            text = str(message)
+            if not any(seen == text or seen.endswith(f": {text}") for seen in shown):
+                shown.append(text)
+                print(f"warning: {text}", file=sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", ManifestWarning)
+        yield
 
 
 def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
