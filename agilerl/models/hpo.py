@@ -64,8 +64,9 @@ def probability_sum_note(mutation: Any) -> list[Violation]:
     (each divided by the sum) when the mutation operator is built. An all-zero or negative
     set is left to the error rules."""
     probabilities = getattr(mutation, "probabilities", None)
-    values = [getattr(probabilities, kind, None) for kind in MUTATION_KINDS]
-    if not all(isinstance(v, int | float) for v in values):
+    written = [getattr(probabilities, kind, None) for kind in MUTATION_KINDS]
+    values = [float(v) for v in written if isinstance(v, int | float)]
+    if len(values) != len(MUTATION_KINDS):
         return []
     total = float(sum(values))
     if total <= 0 or min(values) < 0 or abs(total - 1.0) <= 1e-9:
