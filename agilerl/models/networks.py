@@ -183,6 +183,47 @@ NETWORK_SPECS["FinetuningNetworkSpec"] = FinetuningNetworkSpec
 """Class name → public network spec class (the registry names the class per algorithm)."""
 
 
+def encoder_spec_for_arch(arch: str) -> type[Any]:
+    """The encoder spec class of an ``arch`` (``"mlp"`` -> :class:`MlpSpec`, ...)."""
+    try:
+        return ENCODER_SPECS[arch]
+    except (KeyError, TypeError):
+        raise ValueError(f"Unknown encoder arch: {arch!r}; known: "
+                         f"{', '.join(ENCODER_SPECS)}") from None
+
+
+def infer_encoder_arch(observation_space: Any, *, simba: bool = False,
+                       recurrent: bool = False) -> str:
+    """The encoder arch for an observation space: Dict/Tuple -> ``multiinput``; a 3-D Box
+    -> ``cnn``; then ``simba``, then ``recurrent`` -> ``lstm``; otherwise ``mlp`` (the space
+    beats the flags; simba beats recurrent). Imports gymnasium on call."""
+    from gymnasium import spaces
+
+    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
+        return "multiinput"
+    if isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
+        return "cnn"
+    if simba:
+        return "simba"
+    if recurrent:
+        return "lstm"
+    return "mlp"
+
+
+def min_max_validator(min_field: str, max_field: str) -> Any:
+    """A check ``model -> model`` raising ``ValueError`` when ``min_field`` exceeds
+    ``max_field`` on the model (as the reference's helper of that name)."""
+
+    def check(model: Any) -> Any:
+        low, high = getattr(model, min_field), getattr(model, max_field)
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"{min_field} ({low}) must be less than or equal to "
+                             f"{max_field} ({high})")
+        return model
+
+    return check
+
+
 def network_arch(section: Any) -> str | None:
     """The ``arch`` a network section names (top level or ``encoder_config``), or None."""
     if not isinstance(section, Mapping):
@@ -223,6 +264,10 @@ def with_default_encoder(section: Any) -> Any:
     return {**section, "encoder_config": copy.deepcopy(dict(DEFERRED_ENCODER_SEEDS[arch]))}
 
 
+normalize_manifest_network = normalise_network
+"""The reference's spelling of :func:`normalise_network`."""
+
+
 def is_finetuning_network(section: Any) -> bool:
     """An LLM network section (it names a pretrained model)."""
     return isinstance(section, Mapping) and "pretrained_model_name_or_path" in section
@@ -233,5 +278,7 @@ __all__ = [
     "FinetuningNetworkSpec", "LoraConfigDict", "LstmSpec", "MlpSpec", "MultiInputSpec",
     "NETWORK_SPECS", "NetworkSpec", "QNetworkSpec", "RainbowQNetworkSpec", "SimbaSpec",
     "StochasticActorSpec", "ValueNetworkSpec", "is_finetuning_network", "network_arch",
-    "network_arch_is_resolvable", "normalise_network", "with_default_encoder",
+    "encoder_spec_for_arch", "infer_encoder_arch", "min_max_validator",
+    "network_arch_is_resolvable", "normalise_network", "normalize_manifest_network",
+    "with_default_encoder",
 ]

@@ -25,22 +25,10 @@ from gymnasium import spaces
 from agilerl.models.networks import (
     DEFERRED_ENCODER_SEEDS,
     NETWORK_SPECS,
+    infer_encoder_arch,
     normalise_network,
     with_default_encoder,
 )
-
-
-def infer_encoder_arch(observation_space: spaces.Space, *, simba: bool, recurrent: bool) -> str:
-    """The encoder arch for an observation space (space type beats flags, simba beats lstm)."""
-    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
-        return "multiinput"
-    if isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
-        return "cnn"
-    if simba:
-        return "simba"
-    if recurrent:
-        return "lstm"
-    return "mlp"
 
 
 def _has_arch(net_config: Mapping[str, Any]) -> bool:
