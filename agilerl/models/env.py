@@ -131,9 +131,28 @@ class PythonWrappers:
         return out
 
 
+class _Fields:
+    """Attribute access to a mapping (the env builders read spec fields by attribute)."""
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.__dict__.update(fields)
+
+
 @public
 class GymEnvSpec(PythonWrappers, EnvSpec, gen.GymEnvSpec):
     """A Gymnasium environment (single-agent algorithms)."""
+
+    @staticmethod
+    def construct_custom_env_fn(entrypoint: str, path: str | None = None,
+                                config: Mapping[str, Any] | None = None,
+                                wrappers: Sequence[Any] | None = None) -> Any:
+        """A zero-argument factory of one custom environment: ``entrypoint(**config)`` with
+        ``wrappers`` applied in order (as the reference's). The entrypoint and wrappers are
+        resolved when the factory is first called, so a bad reference raises there."""
+        from agilerl.envs import make_single_env
+
+        spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
+        return lambda: make_single_env(_Fields(spec))
 
     def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
         """The vectorised environment (``num_envs`` copies)."""
@@ -161,6 +180,17 @@ class OfflineEnvSpec(gen.OfflineEnvSpec, GymEnvSpec):
 @public
 class PzEnvSpec(PythonWrappers, EnvSpec, gen.PzEnvSpec):
     """A PettingZoo parallel environment (multi-agent algorithms)."""
+
+    @staticmethod
+    def construct_custom_env_fn(entrypoint: str, path: str | None = None,
+                                config: Mapping[str, Any] | None = None,
+                                wrappers: Sequence[Any] | None = None) -> Any:
+        """A zero-argument factory of one custom parallel environment (see
+        :meth:`GymEnvSpec.construct_custom_env_fn`)."""
+        from agilerl.envs import make_pz_single_env
+
+        spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
+        return lambda: make_pz_single_env(_Fields(spec))
 
     def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
         """The vectorised environment (``num_envs`` copies)."""
