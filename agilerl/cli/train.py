@@ -104,8 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-path", default=None,
                         help="folder for checkpoints (default: training.checkpoint_path, "
                              "else RUN_DIR/checkpoints)")
-    parser.add_argument("--overwrite-checkpoints", action="store_true", default=None,
-                        help="keep only the latest checkpoint")
+    parser.add_argument("--overwrite-checkpoints", action="store_true", default=False,
+                        help="keep only the latest checkpoint (default: "
+                             "training.overwrite_checkpoints, else false)")
     parser.add_argument("--resume-from-checkpoint", default=None,
                         help="checkpoint folder (or a folder of checkpoints: the latest is used) "
                              "to continue exactly from")
@@ -116,14 +117,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log to TensorBoard")
     parser.add_argument("--tensorboard-log-dir", default="tensorboard_logs",
                         help="TensorBoard log folder")
-    parser.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=True,
-                        help="live progress display and summary")
+    parser.add_argument("--verbose", action=_VerboseAction, default=True,
+                        help="progress, one line per generation and a summary (the default); "
+                             "written out, also each generation's per-agent table; "
+                             "--no-verbose prints only problems")
+    parser.set_defaults(generation_tables=False)
     parser.add_argument("--seed", type=int, default=None,
                         help="seed everything: the same seed gives the same run on CPU")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
+
+
+class _VerboseAction(argparse.BooleanOptionalAction):
+    """``--verbose``/``--no-verbose``; ``args.verbose`` stays a bool (True by default, as in
+    the reference), and ``args.generation_tables`` records that ``--verbose`` was written."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        namespace.generation_tables = bool(namespace.verbose)
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """``train(verbose=...)`` for the parsed flags: 0 silent, 1 one line per generation
+    (the default), 2 also the per-agent table (``--verbose`` written out)."""
+    if not args.verbose:
+        return 0
+    return 2 if getattr(args, "generation_tables", False) else 1
 
 
 def _error(message: str) -> None:
@@ -156,7 +178,7 @@ def _sigterm_stops() -> Iterator[None]:
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
     try:
-        with _sigterm_stops():
+        with _sigterm_stops(), _manifest_warnings_as_notes():
             return _run(args)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM outside the trainer's clean stop, or a second one during it
@@ -187,6 +209,34 @@ def _say(args: argparse.Namespace, message: str) -> None:
     libraries (torch, the environments) are still loading."""
     if args.verbose:
         print(message, flush=True)
+
+
+@contextlib.contextmanager
+def _manifest_warnings_as_notes() -> Iterator[None]:
+    """Manifest warnings (``ManifestWarning``) as one ``warning: ...`` line each on stderr,
+    as ``agilerl validate`` prints them, and once: the trainer re-validates its specs, which
+    repeats a note without the file position. Other warnings are shown as usual."""
+    import warnings
+
+    from agilerl.models import ManifestWarning
+
+    shown: list[str] = []
+    with warnings.catch_warnings():
+        original = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+            if not issubclass(category, ManifestWarning):
+                original(message, category, filename, lineno, file, line)
+                return
+            text = str(message)
+            if not any(seen == text or seen.endswith(f": {text}") for seen in shown):
+                shown.append(text)
+                print(f"warning: {text}", file=sys.stderr, flush=True)
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", ManifestWarning)
+        yield
 
 
 def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
@@ -247,10 +297,11 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
             tensorboard_log_dir=args.tensorboard_log_dir,
             checkpoint_steps=args.checkpoint_steps,
             checkpoint_path=args.checkpoint_path,
-            overwrite_checkpoints=args.overwrite_checkpoints,
+            # Flag absent: the manifest's training.overwrite_checkpoints decides.
+            overwrite_checkpoints=True if args.overwrite_checkpoints else None,
             save_elite=args.save_elite,
             elite_path=args.elite_path,
-            verbose=args.verbose,
+            verbose=verbosity(args),
             run_dir=args.run_dir if args.run_dir is not None else "auto",
             torch_threads=args.torch_threads,
             source=str(args.manifest),
@@ -282,11 +333,16 @@ def _accelerator() -> Any:
     return Accelerator()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse ``python -m agilerl.train`` arguments (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = _IntermixedParser(prog="python -m agilerl.train", description=HELP)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
+    args = parse_args(argv)
     try:
         return run(args)
     except Exception as exc:  # last line of defence: a message, never a traceback

@@ -3,8 +3,13 @@
 The runtime updates a :class:`ProgressDisplay` once per generation (or more often). On a
 terminal it shows a live bar with steps done / total, steps per second, generation, best and
 mean fitness and the time left; when output is not a terminal (CI logs, a file) it prints
-one plain line at most every ``plain_interval_s`` seconds and always the last one; with
-``verbose=False`` it prints nothing.
+one plain line at most every ``plain_interval_s`` seconds and always the last one. The
+budget is shown as the manifest writes it: ``max_steps`` per agent times the agents
+(``steps 1,000/800,000 (200,000 x 4 agents, 0%)``).
+
+Verbosity: ``0``/False prints nothing; ``1``/True (the default) also prints one line per
+generation; ``2`` prints each generation's per-agent table (:func:`generation_table`)
+instead of that line.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class ProgressState:
     """What the display shows; updated by :meth:`ProgressDisplay.update`."""
 
     total_steps: int
+    agents: int = 1
+    """Population size: ``total_steps`` is ``max_steps`` per agent times this."""
     steps: int = 0
     generation: int | None = None
     best_fitness: float | None = None
@@ -61,14 +68,24 @@ class ProgressState:
             return None
         return max(self.total_steps - self.steps, 0) / self.steps_per_second
 
+    @property
+    def budget(self) -> str:
+        """The step budget as the manifest writes it: ``200,000 steps x 4 agents``."""
+        if self.agents > 1:
+            return f"{self.total_steps // self.agents:,} steps x {self.agents} agents"
+        return f"{self.total_steps:,} steps"
+
     def line(self) -> str:
         """The plain one-line form (also the text part of the live view)."""
         total = max(self.total_steps, 1)
         percent = min(100.0 * self.steps / total, 100.0)
         rate = "-" if self.steps_per_second is None else f"{self.steps_per_second:,.0f}"
         generation = "-" if self.generation is None else str(self.generation)
+        per_agent = (f"{self.total_steps // self.agents:,} x {self.agents} agents, "
+                     if self.agents > 1 else "")
         return (
-            f"steps {self.steps:,}/{self.total_steps:,} ({percent:.0f}%) | {rate} steps/s | "
+            f"steps {self.steps:,}/{self.total_steps:,} ({per_agent}{percent:.0f}%) | "
+            f"{rate} steps/s | "
             f"gen {generation} | best {_fitness(self.best_fitness)} | "
             f"mean {_fitness(self.mean_fitness)} | elapsed {format_duration(self.elapsed_s)} | "
             f"ETA {format_duration(self.eta_s)}"
@@ -79,8 +96,10 @@ class ProgressDisplay:
     """Progress of one training run; use as a context manager or call ``close()``.
 
     Args:
-        total_steps: the step budget (``max_steps``).
-        verbose: False prints nothing at all.
+        total_steps: the whole step budget (``max_steps`` x ``agents``).
+        agents: the population size, to show the budget per agent.
+        verbose: 0 (or False) prints nothing at all; 1 (or True) one line per generation;
+            2 the per-agent table per generation.
         console: where to draw (default: a console on stdout). Whether it is a terminal
             decides between the live view and plain lines.
         plain_interval_s: smallest gap between two plain lines.
@@ -92,14 +111,15 @@ class ProgressDisplay:
         self,
         total_steps: int,
         *,
-        verbose: bool = True,
+        agents: int = 1,
+        verbose: bool | int = True,
         console: Console | None = None,
         plain_interval_s: float = 10.0,
         title: str = "Training",
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.state = ProgressState(total_steps=int(total_steps))
-        self.verbose = verbose
+        self.state = ProgressState(total_steps=int(total_steps), agents=max(int(agents), 1))
+        self.verbose = int(verbose)
         self.console = console or Console()
         self.plain_interval_s = plain_interval_s
         self.title = title
@@ -109,13 +129,14 @@ class ProgressDisplay:
         # so a resumed run's earlier steps do not count as done in no time.
         self._samples: deque[tuple[float, int]] = deque()
         self._last_plain: float | None = None
+        self._last_printed: ProgressState | None = None
         self._live: Live | None = None
         self._closed = False
 
     @property
     def live(self) -> bool:
         """True when drawing a live view (verbose, on a terminal)."""
-        return self.verbose and self.console.is_terminal
+        return bool(self.verbose) and self.console.is_terminal
 
     def start(self) -> ProgressDisplay:
         if self.live and self._live is None and not self._closed:
@@ -175,6 +196,7 @@ class ProgressDisplay:
     def _print_plain(self, now: float) -> None:
         self.console.print(self.state.line(), markup=False, highlight=False, soft_wrap=True)
         self._last_plain = now
+        self._last_printed = replace(self.state)
 
     def _render(self) -> RenderableType:
         # Elapsed time keeps moving between updates (generations can take minutes).
@@ -193,9 +215,12 @@ class ProgressDisplay:
             self.console.print(renderable)
 
     def show_generation(self, metrics: Mapping[str, Any]) -> None:
-        """Print the per-generation table of :func:`generation_table`."""
-        if self.verbose:
+        """A generation ended: at verbosity 1 print its progress line (unless that very line
+        was just printed), at 2 the per-agent table of :func:`generation_table`."""
+        if self.verbose >= 2:
             self.console.print(generation_table(metrics))
+        elif self.verbose and (self.live or self._last_printed != self.state):
+            self._print_plain(self._clock())
 
     def close(self) -> None:
         """Stop the live view, leaving its last frame; prints the final plain line if due."""

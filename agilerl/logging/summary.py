@@ -60,7 +60,7 @@ def summary_rows(
 def render_summary(
     console: Console | None = None,
     *,
-    verbose: bool = True,
+    verbose: bool | int = True,
     title: str = "Training summary",
     best_fitness: float | None,
     fitnesses: Sequence[float] | None = None,

@@ -13,7 +13,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    SerializationInfo,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from agilerl.models import _generated as gen
 from agilerl.models._facade import public
@@ -63,9 +71,88 @@ class EnvSpec:
         return self.model_copy(update=updates) if updates else self  # type: ignore[attr-defined]
 
 
+_PLACEHOLDER = "python-object"
+"""Stands in for a Python wrapper while the JSON forms of a list are validated."""
+
+
+def _is_python_wrapper(entry: Any) -> bool:
+    """A callable, or a ``(callable, kwargs)`` pair (not the JSON forms of a manifest)."""
+    if isinstance(entry, str):
+        return False
+    if callable(entry):
+        return True
+    return isinstance(entry, list | tuple) and len(entry) == 2 and callable(entry[0]) \
+        and not isinstance(entry[0], str)
+
+
+def _python_wrapper(entry: Any) -> Any:
+    if callable(entry):
+        return entry
+    wrapper, kwargs = entry
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"a wrapper pair is (wrapper, {{keyword: value}}), got {entry!r}")
+    return (wrapper, dict(kwargs))
+
+
+def _wrapper_reference(wrapper: Any) -> str:
+    """A Python wrapper as the dotted import path a manifest would write for it."""
+    return f"{getattr(wrapper, '__module__', '?')}.{getattr(wrapper, '__qualname__', wrapper)}"
+
+
+class PythonWrappers:
+    """Lets ``wrappers`` also hold callables and ``(callable, kwargs)`` pairs, as the
+    reference allows from Python: ``GymEnvSpec(name=..., wrappers=[Wrapper, (Other,
+    {"k": 1})])``. They are kept as given (and applied in order, like the string forms);
+    a JSON dump writes each callable as its dotted import path."""
+
+    @field_validator("wrappers", mode="wrap", check_fields=False)
+    @classmethod
+    def _python_wrappers(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if not isinstance(value, list | tuple) or not any(map(_is_python_wrapper, value)):
+            return handler(value)
+        python = {i: _python_wrapper(e) for i, e in enumerate(value) if _is_python_wrapper(e)}
+        checked = handler([_PLACEHOLDER if i in python else e for i, e in enumerate(value)])
+        return [python.get(i, entry) for i, entry in enumerate(checked)]
+
+    @field_serializer("wrappers", mode="plain", check_fields=False)
+    def _dump_wrappers(self, value: Any, info: SerializationInfo) -> Any:
+        if value is None:
+            return None
+        if info.mode != "json":
+            return list(value)
+        out: list[Any] = []
+        for entry in value:
+            if not _is_python_wrapper(entry):
+                out.append(entry)
+            elif callable(entry):
+                out.append(_wrapper_reference(entry))
+            else:
+                out.append([_wrapper_reference(entry[0]), dict(entry[1])])
+        return out
+
+
+class _Fields:
+    """Attribute access to a mapping (the env builders read spec fields by attribute)."""
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.__dict__.update(fields)
+
+
 @public
-class GymEnvSpec(EnvSpec, gen.GymEnvSpec):
+class GymEnvSpec(PythonWrappers, EnvSpec, gen.GymEnvSpec):
     """A Gymnasium environment (single-agent algorithms)."""
+
+    @staticmethod
+    def construct_custom_env_fn(entrypoint: str, path: str | None = None,
+                                config: Mapping[str, Any] | None = None,
+                                wrappers: Sequence[Any] | None = None) -> Any:
+        """A zero-argument factory of one custom environment: ``entrypoint(**config)`` with
+        ``wrappers`` applied in order (as the reference's). The entrypoint and wrappers are
+        resolved when the factory is first called, so a bad reference raises there."""
+        from agilerl.envs import make_single_env
+
+        spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
+        return lambda: make_single_env(_Fields(spec))
 
     def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
         """The vectorised environment (``num_envs`` copies)."""
@@ -91,8 +178,19 @@ class OfflineEnvSpec(gen.OfflineEnvSpec, GymEnvSpec):
 
 
 @public
-class PzEnvSpec(EnvSpec, gen.PzEnvSpec):
+class PzEnvSpec(PythonWrappers, EnvSpec, gen.PzEnvSpec):
     """A PettingZoo parallel environment (multi-agent algorithms)."""
+
+    @staticmethod
+    def construct_custom_env_fn(entrypoint: str, path: str | None = None,
+                                config: Mapping[str, Any] | None = None,
+                                wrappers: Sequence[Any] | None = None) -> Any:
+        """A zero-argument factory of one custom parallel environment (see
+        :meth:`GymEnvSpec.construct_custom_env_fn`)."""
+        from agilerl.envs import make_pz_single_env
+
+        spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
+        return lambda: make_pz_single_env(_Fields(spec))
 
     def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
         """The vectorised environment (``num_envs`` copies)."""

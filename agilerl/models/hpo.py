@@ -12,6 +12,7 @@ from agilerl.models._facade import public
 from agilerl.models.algo import raise_first, skip_rules
 from agilerl.models.rules import (
     MFLayout,
+    Violation,
     default_frequency_ratios,
     frequency_ratio_rules,
     mf_layout,
@@ -53,6 +54,29 @@ class MultiFrequencySelectionSpec(gen.MultiFrequencySelectionSpec):
         return slot // (pop_size // self.n_subpopulations)
 
 
+MUTATION_KINDS = ("no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut")
+"""The probabilities one mutation kind per member is drawn with (``new_layer`` is not one:
+it splits ``arch_mut`` between layer and node changes)."""
+
+
+def probability_sum_note(mutation: Any) -> list[Violation]:
+    """A warning when the mutation-kind probabilities do not sum to 1: they are normalised
+    (each divided by the sum) when the mutation operator is built. An all-zero or negative
+    set is left to the error rules."""
+    probabilities = getattr(mutation, "probabilities", None)
+    written = [getattr(probabilities, kind, None) for kind in MUTATION_KINDS]
+    values = [float(v) for v in written if isinstance(v, int | float)]
+    if len(values) != len(MUTATION_KINDS):
+        return []
+    total = float(sum(values))
+    if total <= 0 or min(values) < 0 or abs(total - 1.0) <= 1e-9:
+        return []
+    parts = " + ".join(f"{kind} {value:g}" for kind, value in zip(MUTATION_KINDS, values, strict=True))
+    return [Violation(("probabilities",), f"the mutation probabilities sum to {total:g}, not "
+                      f"1 ({parts}); they are normalised (each divided by {total:g})",
+                      "warning")]
+
+
 def _strategy(value: Any) -> Any:
     if isinstance(value, dict):
         return value.get("strategy", "tournament")
@@ -73,6 +97,7 @@ SELECTION_SPECS: dict[str, type[Any]] = {
 """``strategy`` tag → selection spec class."""
 
 __all__ = [
-    "MultiFrequencySelectionSpec", "MutationProbabilities", "MutationSpec", "RLHyperparameter",
-    "SELECTION_SPECS", "SelectionStrategySpec", "TournamentSelectionSpec",
+    "MUTATION_KINDS", "MultiFrequencySelectionSpec", "MutationProbabilities", "MutationSpec",
+    "RLHyperparameter", "SELECTION_SPECS", "SelectionStrategySpec", "TournamentSelectionSpec",
+    "probability_sum_note",
 ]

@@ -21,6 +21,7 @@ from agilerl.models.networks import (
     is_finetuning_network,
     network_arch,
     normalise_network,
+    with_default_encoder,
 )
 from agilerl.models.rules import Violation, encoder_rules, network_rules
 from agilerl.models.suggest import closest
@@ -92,7 +93,7 @@ class NetworkChecks:
         """The architecture is known: validate as the algorithm's network class, whose
         encoder union is chosen by ``arch`` (so each problem is reported once)."""
         network_class = algorithm_class.network_spec or NETWORK_SPECS["NetworkSpec"]
-        normalised = normalise_network(raw)
+        normalised = normalise_network(with_default_encoder(raw))
         data = {k: v for k, v in normalised.items() if k in network_class.model_fields}
         spec = self.validate(network_class, data, ("network",))
         if spec is None:

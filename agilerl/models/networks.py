@@ -22,7 +22,11 @@ RLNetworkSection = gen.RLNetworkSection
 
 class _EncoderRules:
     """Checks an encoder's cross-field rules (``rules.ENCODER_RULES`` by its ``arch`` tag)
-    after validation, unless the validation context asks to skip them."""
+    after validation, unless the validation context asks to skip them.
+
+    ``model_dump()`` of an encoder leaves out its ``arch`` tag, as the reference's does (the
+    dump is the encoder's keyword arguments); a network's dump keeps every encoder's tag.
+    """
 
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> Any:
@@ -30,10 +34,33 @@ class _EncoderRules:
             raise_first(encoder_rules(getattr(self, "arch", None), self))
         return self
 
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        data: dict[str, Any] = super().model_dump(**kwargs)  # type: ignore[misc]
+        if not _asked_for(kwargs, "arch"):
+            data.pop("arch", None)
+        return data
+
+
+def _asked_for(kwargs: Mapping[str, Any], name: str) -> bool:
+    """Whether a ``model_dump(include=...)`` call names ``name`` explicitly."""
+    include = kwargs.get("include")
+    return include is not None and name in include
+
 
 @public
 class MlpSpec(_EncoderRules, gen.MlpSpec):
-    """MLP encoder/head settings (``arch: mlp``)."""
+    """MLP encoder/head settings (``arch: mlp``).
+
+    ``model_dump()`` also leaves out ``output_activation`` when it is None (as the
+    reference does), so the dump can be passed on as keyword arguments unchanged.
+    """
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        data = super().model_dump(**kwargs)
+        if data.get("output_activation", "") is None and not _asked_for(kwargs,
+                                                                         "output_activation"):
+            del data["output_activation"]
+        return data
 
 
 @public
@@ -156,6 +183,47 @@ NETWORK_SPECS["FinetuningNetworkSpec"] = FinetuningNetworkSpec
 """Class name → public network spec class (the registry names the class per algorithm)."""
 
 
+def encoder_spec_for_arch(arch: str) -> type[Any]:
+    """The encoder spec class of an ``arch`` (``"mlp"`` -> :class:`MlpSpec`, ...)."""
+    try:
+        return ENCODER_SPECS[arch]
+    except (KeyError, TypeError):
+        raise ValueError(f"Unknown encoder arch: {arch!r}; known: "
+                         f"{', '.join(ENCODER_SPECS)}") from None
+
+
+def infer_encoder_arch(observation_space: Any, *, simba: bool = False,
+                       recurrent: bool = False) -> str:
+    """The encoder arch for an observation space: Dict/Tuple -> ``multiinput``; a 3-D Box
+    -> ``cnn``; then ``simba``, then ``recurrent`` -> ``lstm``; otherwise ``mlp`` (the space
+    beats the flags; simba beats recurrent). Imports gymnasium on call."""
+    from gymnasium import spaces
+
+    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
+        return "multiinput"
+    if isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
+        return "cnn"
+    if simba:
+        return "simba"
+    if recurrent:
+        return "lstm"
+    return "mlp"
+
+
+def min_max_validator(min_field: str, max_field: str) -> Any:
+    """A check ``model -> model`` raising ``ValueError`` when ``min_field`` exceeds
+    ``max_field`` on the model (as the reference's helper of that name)."""
+
+    def check(model: Any) -> Any:
+        low, high = getattr(model, min_field), getattr(model, max_field)
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"{min_field} ({low}) must be less than or equal to "
+                             f"{max_field} ({high})")
+        return model
+
+    return check
+
+
 def network_arch(section: Any) -> str | None:
     """The ``arch`` a network section names (top level or ``encoder_config``), or None."""
     if not isinstance(section, Mapping):
@@ -184,6 +252,22 @@ def normalise_network(section: Any) -> Any:
     return data
 
 
+def with_default_encoder(section: Any) -> Any:
+    """A section naming a top-level ``arch`` but no ``encoder_config`` gets that arch's
+    default encoder (its :data:`DEFERRED_ENCODER_SEEDS`, as when the arch is inferred).
+    Anything else is returned as is."""
+    if not isinstance(section, Mapping) or section.get("encoder_config") is not None:
+        return section
+    arch = section.get("arch")
+    if not isinstance(arch, str) or arch not in DEFERRED_ENCODER_SEEDS:
+        return section
+    return {**section, "encoder_config": copy.deepcopy(dict(DEFERRED_ENCODER_SEEDS[arch]))}
+
+
+normalize_manifest_network = normalise_network
+"""The reference's spelling of :func:`normalise_network`."""
+
+
 def is_finetuning_network(section: Any) -> bool:
     """An LLM network section (it names a pretrained model)."""
     return isinstance(section, Mapping) and "pretrained_model_name_or_path" in section
@@ -194,5 +278,7 @@ __all__ = [
     "FinetuningNetworkSpec", "LoraConfigDict", "LstmSpec", "MlpSpec", "MultiInputSpec",
     "NETWORK_SPECS", "NetworkSpec", "QNetworkSpec", "RainbowQNetworkSpec", "SimbaSpec",
     "StochasticActorSpec", "ValueNetworkSpec", "is_finetuning_network", "network_arch",
-    "network_arch_is_resolvable", "normalise_network",
+    "encoder_spec_for_arch", "infer_encoder_arch", "min_max_validator",
+    "network_arch_is_resolvable", "normalise_network", "normalize_manifest_network",
+    "with_default_encoder",
 ]

@@ -95,15 +95,25 @@ def mlp_rules(mlp: Any) -> list[Violation]:
     hidden = _get(mlp, "hidden_size")
     lo, hi = _get(mlp, "min_hidden_layers"), _get(mlp, "max_hidden_layers")
     if isinstance(hidden, Sequence) and lo is not None and hi is not None and not lo <= len(hidden) <= hi:
-        out.append(Violation(("hidden_size",), f"the number of hidden layers ({len(hidden)}) must "
-                             f"be between min_hidden_layers ({lo}) and max_hidden_layers ({hi})"))
+        bound = (f"greater than or equal to min_hidden_layers ({lo})" if len(hidden) < lo
+                 else f"less than or equal to max_hidden_layers ({hi})")
+        out.append(Violation(("hidden_size",), f"hidden_size must be {bound} (the number of "
+                             f"hidden layers is {len(hidden)})"))
     nodes_lo, nodes_hi = _get(mlp, "min_mlp_nodes"), _get(mlp, "max_mlp_nodes")
     if isinstance(hidden, Sequence) and nodes_lo is not None and nodes_hi is not None:
         for index, size in enumerate(hidden):
             if isinstance(size, int) and not nodes_lo <= size <= nodes_hi:
-                out.append(Violation(("hidden_size", index), f"hidden size {size} must be between "
-                                     f"min_mlp_nodes ({nodes_lo}) and max_mlp_nodes ({nodes_hi})"))
+                out.append(Violation(("hidden_size", index), "hidden_size elements must be "
+                                     f"{_bound(size, nodes_lo, nodes_hi, 'mlp_nodes')}, got {size}"))
     return out
+
+
+def _bound(value: Any, low: Any, high: Any, name: str) -> str:
+    """The side of ``[min_<name>, max_<name>]`` that ``value`` is outside of, in the
+    reference's wording."""
+    if value < low:
+        return f"greater than or equal to min_{name} ({low})"
+    return f"less than or equal to max_{name} ({high})"
 
 
 def cnn_rules(cnn: Any) -> list[Violation]:
@@ -120,8 +130,8 @@ def cnn_rules(cnn: Any) -> list[Violation]:
     if isinstance(channels, Sequence) and c_lo is not None and c_hi is not None:
         for index, size in enumerate(channels):
             if isinstance(size, int) and not c_lo <= size <= c_hi:
-                out.append(Violation(("channel_size", index), f"channel size {size} must be between "
-                                     f"min_channel_size ({c_lo}) and max_channel_size ({c_hi})"))
+                out.append(Violation(("channel_size", index), "channel_size must be "
+                                     f"{_bound(size, c_lo, c_hi, 'channel_size')}, got {size}"))
     lengths = [len(v) for v in (channels, kernels, strides) if isinstance(v, Sequence)]
     if len(lengths) == 3 and len(set(lengths)) > 1:
         out.append(Violation(("kernel_size",), "channel_size, kernel_size and stride_size must "
@@ -141,7 +151,10 @@ def simba_rules(simba: Any) -> list[Violation]:
     out = _ordered(simba, "min_blocks", "max_blocks")
     out += _ordered(simba, "min_mlp_nodes", "max_mlp_nodes")
     out += _within(simba, "num_blocks", "min_blocks", "max_blocks")
-    out += _within(simba, "hidden_size", "min_mlp_nodes", "max_mlp_nodes")
+    size, lo, hi = _get(simba, "hidden_size"), _get(simba, "min_mlp_nodes"), _get(simba, "max_mlp_nodes")
+    if isinstance(size, int) and lo is not None and hi is not None and not lo <= size <= hi:
+        out.append(Violation(("hidden_size",), "hidden_size must be "
+                             f"{_bound(size, lo, hi, 'mlp_nodes')}, got {size}"))
     return out
 
 

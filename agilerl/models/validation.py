@@ -23,7 +23,7 @@ from agilerl.models import env_checks
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
-from agilerl.models.hpo import SELECTION_SPECS, MutationSpec
+from agilerl.models.hpo import SELECTION_SPECS, MutationSpec, probability_sum_note
 from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
 from agilerl.models.network_checks import NetworkChecks
 from agilerl.models.pydantic_issues import field_names, issues_from_validation_error
@@ -126,6 +126,7 @@ class _Checker(NetworkChecks):
         algorithm_class = self.algorithm_class
         self.parts.training = self._section("training", TrainingSpec, data.get("training"), {})
         self.parts.mutation = self._section("mutation", MutationSpec, data.get("mutation"))
+        self.violations(probability_sum_note(self.parts.mutation), ("mutation",))
         self.parts.replay_buffer = self._section("replay_buffer", ReplayBufferSpec,
                                                  data.get("replay_buffer"))
         self._selection(data)

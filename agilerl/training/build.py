@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
-from agilerl.training.networks import resolve_net_config
+from agilerl.training.networks import resolve_network_spec
 from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,10 +84,13 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     num_envs = int(getattr(trainer.env, "num_envs", 1))
     if "num_envs" in type(spec).model_fields:
         spec = spec.model_copy(update={"num_envs": num_envs})
-    net_config = resolve_net_config(
-        getattr(spec, "net_config", None), obs_space,
+    net_config = resolve_network_spec(
+        getattr(spec, "net_config", None), obs_space, type(spec).network_spec,
         recurrent=bool(getattr(spec, "recurrent", False)),
     )
+    if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:
+        # As in the reference: once built, the spec holds the network that was built.
+        trainer.algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
     return [

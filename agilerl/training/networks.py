@@ -7,6 +7,11 @@ encoder requires are seeded (``agilerl.models.DEFERRED_ENCODER_SEEDS``, shared w
 manifest checker); the user's ``encoder_config`` keys overlay the seed and
 every optional field takes its default from the network spec class when the algorithm
 validates its ``net_config``. A ``net_config`` that already names an arch is left untouched.
+
+:func:`resolve_network_spec` goes one step further, as the trainer does: the resolved
+section becomes the algorithm's network spec object (``head_config`` and the other omitted
+fields take their schema defaults), which is what ``algorithm_spec.net_config`` holds once
+a trainer is built.
 """
 
 from __future__ import annotations
@@ -17,20 +22,13 @@ from typing import Any
 
 from gymnasium import spaces
 
-from agilerl.models import DEFERRED_ENCODER_SEEDS
-
-
-def infer_encoder_arch(observation_space: spaces.Space, *, simba: bool, recurrent: bool) -> str:
-    """The encoder arch for an observation space (space type beats flags, simba beats lstm)."""
-    if isinstance(observation_space, spaces.Dict | spaces.Tuple):
-        return "multiinput"
-    if isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
-        return "cnn"
-    if simba:
-        return "simba"
-    if recurrent:
-        return "lstm"
-    return "mlp"
+from agilerl.models.networks import (
+    DEFERRED_ENCODER_SEEDS,
+    NETWORK_SPECS,
+    infer_encoder_arch,
+    normalise_network,
+    with_default_encoder,
+)
 
 
 def _has_arch(net_config: Mapping[str, Any]) -> bool:
@@ -58,3 +56,23 @@ def resolve_net_config(
     resolved["encoder_config"] = {**copy.deepcopy(DEFERRED_ENCODER_SEEDS[arch]), **user_encoder,
                                   "arch": arch}
     return resolved
+
+
+def resolve_network_spec(
+    net_config: Any, observation_space: spaces.Space, spec_class: type[Any] | None = None,
+    *, recurrent: bool = False,
+) -> Any:
+    """``net_config`` as a network spec object of ``spec_class`` (default ``NetworkSpec``),
+    its encoder arch resolved for ``observation_space``.
+
+    ``None`` and spec objects are returned as they are; a mapping (a deferred or partial
+    network section) is resolved, then validated, so omitted fields take their defaults.
+    Keys the spec class does not have (``squash_output`` of a non-actor network) are
+    dropped, as the manifest checker does.
+    """
+    if net_config is None or not isinstance(net_config, Mapping):
+        return net_config
+    cls = spec_class or NETWORK_SPECS["NetworkSpec"]
+    section = normalise_network(with_default_encoder(
+        resolve_net_config(net_config, observation_space, recurrent=recurrent)))
+    return cls.model_validate({k: v for k, v in section.items() if k in cls.model_fields})

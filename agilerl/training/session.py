@@ -45,7 +45,7 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
 class TrainOptions:
     """``train()`` arguments that are not manifest settings."""
 
-    verbose: bool = True
+    verbose: bool | int = True
     save_elite: bool = False
     elite_path: Path | None = None
     wb: bool = False
@@ -106,7 +106,7 @@ class TrainSession:
             wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
         )
         total = self.settings.max_steps * len(self.backend)
-        self.progress = ProgressDisplay(total, verbose=options.verbose,
+        self.progress = ProgressDisplay(total, agents=len(self.backend), verbose=options.verbose,
                                         title=f"{self.algo} {self.env_name}")
         started = time.perf_counter()
         interrupted = False
@@ -315,7 +315,8 @@ class TrainSession:
         from agilerl.logging import render_summary
 
         finite = [f for f in fitnesses if math.isfinite(f)]
-        extra = [("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
+        extra = [("budget", self.progress.state.budget),
+                 ("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
         if self._run_dir is not None:
             extra.append(("run folder", str(self._run_dir.resolve())))
         render_summary(

@@ -280,7 +280,7 @@ class LocalTrainer(Trainer):
     # ------------------------------------------------------------------ training
     def train(
         self,
-        verbose: bool = True,
+        verbose: bool | int = True,
         save_elite: bool = False,
         elite_path: str | os.PathLike[str] | None = None,
         wb: bool = False,
@@ -309,6 +309,10 @@ class LocalTrainer(Trainer):
         replay memory in each checkpoint (needed for an exact off-policy resume).
         ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
         for these small networks; None leaves torch's setting alone); restored afterwards.
+
+        ``verbose``: False (or 0) prints nothing; True (or 1, the default) a live progress
+        display, one line per generation and a summary; 2 each generation's per-agent metrics
+        table instead of its line (the CLI's ``--verbose`` written out).
 
         Ctrl-C (SIGINT) or SIGTERM, in the main thread, finishes the member being trained,
         writes a checkpoint and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``)

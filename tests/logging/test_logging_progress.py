@@ -145,3 +145,49 @@ def test_rate_counts_from_the_first_update_so_resumed_steps_do_not_inflate_it() 
     display.close()
     assert display.state.steps_per_second == 100.0
     assert "ETA 0:08:10" in buffer.getvalue().splitlines()[-1]
+
+
+def test_budget_is_shown_per_agent_times_agents() -> None:
+    console, buffer = _plain_console()
+    with ProgressDisplay(800_000, agents=4, console=console) as display:
+        display.update(12_000, generation=1)
+        assert display.state.budget == "200,000 steps x 4 agents"
+    assert buffer.getvalue().startswith("steps 12,000/800,000 (200,000 x 4 agents, 2%)")
+    single = ProgressDisplay(1_000, console=console)
+    assert single.state.budget == "1,000 steps"
+
+
+def _one_generation(verbose: int) -> str:
+    console, buffer = _plain_console()
+    clock = Clock()
+    metrics = {"train/global_step": 200, "eval/agent_0/fitness": 3.0, "eval/agent_1/fitness": 5.0}
+    with ProgressDisplay(1000, agents=2, verbose=verbose, console=console, clock=clock,
+                         plain_interval_s=60.0) as display:
+        display.update(100, generation=1)  # first line, within the generation
+        clock.now = 1.0
+        display.update(200, generation=1, best_fitness=5.0, mean_fitness=4.0)  # not due yet
+        display.show_generation(metrics)
+    return buffer.getvalue()
+
+
+def test_default_verbosity_prints_one_line_per_generation_no_table() -> None:
+    out = _one_generation(1)
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert lines[1].startswith("steps 200/1,000 (500 x 2 agents, 20%)")
+    assert "best 5.00 | mean 4.00" in lines[1]
+    assert "agent 0" not in out and "Global steps" not in out
+
+
+def test_generation_line_is_not_repeated_when_just_printed() -> None:
+    console, buffer = _plain_console()
+    with ProgressDisplay(100, console=console) as display:
+        display.update(100, generation=1, best_fitness=1.0)  # completion: printed at once
+        display.show_generation({})
+    assert len(buffer.getvalue().splitlines()) == 1
+
+
+def test_verbosity_two_prints_the_per_agent_table() -> None:
+    out = _one_generation(2)
+    assert "Global steps 200" in out and "agent 1" in out
+    assert _one_generation(0) == ""

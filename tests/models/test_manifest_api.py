@@ -140,8 +140,9 @@ def test_empty_network_means_no_network() -> None:
     assert m.network is None and m.algorithm.net_config is None
     assert TrainingManifest.get_validated(manifest(network={})) == \
         TrainingManifest.get_validated(manifest())
-    assert error_paths(manifest(network={"latent_dim": 16})) == [
-        "network.encoder_config", "network.head_config"]  # a partial network still is not
+    # A partial network is a network: the encoder is inferred, the head takes its default.
+    partial = TrainingManifest.get_validated(manifest(network={"latent_dim": 16}), mode="python")
+    assert partial.network == {"latent_dim": 16}
 
 
 def test_simba_false_with_mlp_is_fine() -> None:

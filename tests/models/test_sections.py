@@ -55,7 +55,8 @@ def test_cnn_and_simba_rules() -> None:
         CnnSpec(channel_size=[8, 8], kernel_size=[3], stride_size=[1, 1])
     with pytest.raises(ValidationError, match="num_blocks must be between"):
         SimbaSpec(hidden_size=64, num_blocks=9)
-    with pytest.raises(ValidationError, match="hidden_size must be between"):
+    with pytest.raises(ValidationError,
+                       match="hidden_size must be less than or equal to max_mlp_nodes"):
         SimbaSpec(hidden_size=1024, num_blocks=2)
 
 

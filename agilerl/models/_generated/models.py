@@ -409,12 +409,15 @@ class RLNetworkSection(SpecModel):
         Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
     ] = 128
     encoder_config: Annotated[
-        MlpPartialSpec | CnnPartialSpec | LstmPartialSpec | SimbaPartialSpec | MultiInputPartialSpec,
+        MlpPartialSpec | CnnPartialSpec | LstmPartialSpec | SimbaPartialSpec | MultiInputPartialSpec | None,
         Field(
-            description="Encoder settings. With an arch (here or at network.arch) they must form a complete encoder of that kind; without one, required fields may be omitted and are seeded when the architecture is inferred."
+            description="Encoder settings. With an arch (here or at network.arch) they must form a complete encoder of that kind; without one, required fields may be omitted and are seeded when the architecture is inferred from the observation space. Omitted: the default encoder of network.arch, or of the inferred architecture (the same seeded fields)"
         ),
-    ]
-    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head.")]
+        NOT_NULL,
+    ] = None
+    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head; omitted, one hidden layer of 64 nodes.", validate_default=True)] = {
+        "hidden_size": [64]
+    }
     random_seed: Annotated[
         Integer | None, Field(description="Seed for network initialisation; null for unseeded.")
     ] = None
@@ -1478,7 +1481,9 @@ class NetworkSpec(SpecModel):
         Annotated[Annotated[MlpSpec, Tag("mlp")] | Annotated[CnnSpec, Tag("cnn")] | Annotated[LstmSpec, Tag("lstm")] | Annotated[SimbaSpec, Tag("simba")] | Annotated[MultiInputSpec, Tag("multiinput")], Discriminator(tag_of("arch", None))],
         Field(description="Encoder settings; the arch key selects the encoder class."),
     ]
-    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head.")]
+    head_config: Annotated[MlpSpec, Field(description="Settings of the MLP head; omitted, one hidden layer of 64 nodes.", validate_default=True)] = {
+        "hidden_size": [64]
+    }
     random_seed: Annotated[
         Integer | None, Field(description="Seed for network initialisation; null for unseeded.")
     ] = None
