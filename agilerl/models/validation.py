@@ -24,7 +24,13 @@ from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
 from agilerl.models.hpo import SELECTION_SPECS, MutationSpec
-from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
+from agilerl.models.loading import (
+    LocatedDocument,
+    PathKey,
+    format_path,
+    load_file,
+    non_finite_paths,
+)
 from agilerl.models.network_checks import NetworkChecks
 from agilerl.models.pydantic_issues import field_names, issues_from_validation_error
 from agilerl.models.rules import (
@@ -121,6 +127,7 @@ class _Checker(NetworkChecks):
             self.issue(path, f"duplicate key: already written at line {first_line}; YAML "
                        "would silently keep only this last value", kind="syntax")
         self._top_level(data)
+        non_finite = self._non_finite(data)
         algorithm = self._algorithm(data.get("algorithm"))
         self.parts.algorithm = algorithm
         algorithm_class = self.algorithm_class
@@ -134,7 +141,17 @@ class _Checker(NetworkChecks):
             self._network(algorithm_class, algorithm, data.get("network"))
             self._environment(algorithm_class, data.get("environment"))
         self._cross_section(algorithm)
+        if non_finite:  # each such number is reported once, by _non_finite
+            self.report.errors = [i for i in self.report.errors
+                                  if i.path not in non_finite or i.message.startswith("must be a finite")]
         return self.parts
+
+    def _non_finite(self, data: Mapping[str, Any]) -> set[str]:
+        paths = set()
+        for path, value in non_finite_paths(data):
+            paths.add(format_path(path))
+            self.issue(path, f"must be a finite number, got {value}", kind="schema")
+        return paths
 
     def _top_level(self, data: Mapping[str, Any]) -> None:
         allowed = (*SECTIONS, LEGACY_SELECTION_KEY)
