@@ -40,8 +40,10 @@ from agilerl.models.rules import (
     llm_training_rules,
     max_wall_seconds_warning,
     mf_layout,
+    mutation_rules,
     replay_buffer_rules,
     simba_recurrent_rule,
+    tournament_rule,
     training_rules,
 )
 from agilerl.models.suggest import closest
@@ -209,6 +211,8 @@ class _Checker(NetworkChecks):
             # run reports every problem (absent fields skip their rule: no false alarms).
             subject = spec if spec is not None else self._sound_fields(model, raw, (key,))
             self.violations(training_rules(subject), (key,), raw, model)
+        if model is MutationSpec:
+            self.violations(mutation_rules(spec if spec is not None else raw), (key,))
         return spec
 
     def _sound_fields(self, model: type[BaseModel], raw: Mapping[str, Any],
@@ -253,6 +257,10 @@ class _Checker(NetworkChecks):
                        suggestion=closest(str(tag), SELECTION_SPECS))
             return
         spec = self.validate(model, dict(raw), (key,))
+        if tag == "tournament":
+            training = data.get("training") if isinstance(data.get("training"), Mapping) else {}
+            pop_size = self._sound_fields(TrainingSpec, training, ("training",)).get("pop_size")
+            self.violations(tournament_rule(raw, pop_size), (key,))
         if spec is not None and tag == "multi_frequency":
             from agilerl.models.rules import frequency_ratio_rules
 

@@ -73,10 +73,12 @@ def test_alias_spellings_and_runtime_fields_are_accepted() -> None:
 
 
 def test_legacy_selection_key() -> None:
-    m = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3}),
-                                       mode="python")
+    four = {"max_steps": 100, "pop_size": 4}
+    m = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3},
+                                                training=four), mode="python")
     assert isinstance(m.selection_strategy, TournamentSelectionSpec)
-    out = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3}))
+    out = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3},
+                                                  training=four))
     assert "tournament_selection" not in out and out["selection_strategy"]["tournament_size"] == 3
     with pytest.warns(DeprecationWarning, match="tournament_selection is deprecated"):
         assert m.tournament_selection is m.selection_strategy
