@@ -6,10 +6,16 @@
   (``importlib.util.find_spec`` on the top level only: importing the module would run it).
 * Data files are looked up relative to the manifest's folder, then the working directory.
 
-A check reports a definite error only when the value is clearly wrong (a known name with a
-version that does not exist, a close misspelling of a known id or module); anything it
-cannot decide locally (a namespace whose package is not installed, an env registered by
-user code at run time) is a warning.
+* The spaces of a registered Gymnasium environment (needed to check that the algorithm can
+  act in it, and to size the replay buffer) are read by making it once, lazily, and cached
+  on disk like the registry.
+
+A check reports an error when the value cannot work: an id that is not registered (a
+program that registers its own ids has imported Gymnasium, whose live registry is then
+used), a version that does not exist, a package that is not installed for a
+``package:Id`` reference. What it cannot decide locally is a warning naming what to
+install: a namespace whose package is not installed (``ALE/...``), an environment whose
+optional dependency is missing (Box2D).
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ class Finding:
     severity: str
     message: str
     suggestion: str | None = None
+    kind: str = "environment"
+    """``missing_package``: the environment needs a package that is not installed (a
+    warning for ``validate``, which may run on another machine than training; ``train``
+    refuses it)."""
 
 
 # --------------------------------------------------------------------------- Gymnasium ids
@@ -52,6 +62,13 @@ def _cache_dir() -> Path:
 _OPTIONAL_FAMILIES = {
     "gymnasium.envs.box2d": ("Box2D", "pip install 'agilerl[box2d]'"),
     "gymnasium.envs.mujoco": ("mujoco", "pip install 'gymnasium[mujoco]'"),
+}
+
+#: Gymnasium namespaces registered by a separate package → (its module, how to install it).
+_NAMESPACE_PACKAGES = {
+    "ALE": ("ale_py", "pip install ale-py"),
+    "MiniGrid": ("minigrid", "pip install minigrid"),
+    "BabyAI": ("minigrid", "pip install minigrid"),
 }
 
 
@@ -74,21 +91,42 @@ def gymnasium_ids() -> dict[str, str] | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _installed_gymnasium_ids() -> dict[str, str] | None:
+def _gymnasium_stamp() -> str | None:
+    """Identifies the installed Gymnasium (its path and modification time); None without it."""
     try:
         spec = importlib.util.find_spec("gymnasium")
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.origin:
         return None
-    # The installed copy (its path and modification time) identifies the registry contents.
     registrations = Path(spec.origin).parent / "envs" / "__init__.py"
     try:
-        stamp = f"{spec.origin}|{registrations.stat().st_mtime_ns}|{sys.version_info[:2]}"
+        return f"{spec.origin}|{registrations.stat().st_mtime_ns}|{sys.version_info[:2]}"
     except OSError:
-        stamp = f"{spec.origin}|{sys.version_info[:2]}"
-    key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
-    cache = _cache_dir() / f"gymnasium-registry-{key}.json"
+        return f"{spec.origin}|{sys.version_info[:2]}"
+
+
+def _cache_file(kind: str, *parts: str) -> Path:
+    key = hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+    return _cache_dir() / f"gymnasium-{kind}-{key}.json"
+
+
+def _write_cache(cache: Path, data: object) -> None:
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(cache)
+    except OSError:
+        pass
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_gymnasium_ids() -> dict[str, str] | None:
+    stamp = _gymnasium_stamp()
+    if stamp is None:
+        return None
+    cache = _cache_file("registry", stamp)
     try:
         cached = json.loads(cache.read_text())
         if isinstance(cached, dict):
@@ -101,13 +139,7 @@ def _installed_gymnasium_ids() -> dict[str, str] | None:
         return None
     ids = {env_id: _entry_module(spec.entry_point)
            for env_id, spec in sorted(gymnasium.registry.items())}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(ids))
-        tmp.replace(cache)
-    except OSError:
-        pass
+    _write_cache(cache, ids)
     return ids
 
 
@@ -119,6 +151,8 @@ def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Fi
         return Finding("warning", "Gymnasium is not installed here; the id was not checked")
     if env_id in ids:
         return _missing_dependency(env_id, ids[env_id])
+    if ":" in env_id:
+        return _package_reference(env_id)
     match = _GYM_ID.match(env_id)
     ns, name, version = (match.group("ns"), match.group("name"), match.group("version")) if match else (None, env_id, None)
     family = f"{ns}/{name}" if ns else name
@@ -132,23 +166,185 @@ def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Fi
         what = f"version v{version}" if version is not None else "an id without a version"
         return Finding("error", f"'{env_id}' is not registered: {what} of '{family}' does not "
                        f"exist (registered: {have})", latest)
-    namespaces = {other.split("/", 1)[0] for other in ids if "/" in other}
-    if ns and ns not in namespaces:
-        return Finding("warning", f"Gymnasium namespace '{ns}' is not registered here (its "
-                       "package is not installed or not imported); the id was not checked")
+    if ns and ns not in {other.split("/", 1)[0] for other in ids if "/" in other}:
+        return _unregistered_namespace(env_id, ns)
     suggestion = closest(env_id, ids, cutoff=0.85)
     if suggestion:
         return Finding("error", f"'{env_id}' is not a registered Gymnasium id", suggestion)
-    return Finding("warning", f"'{env_id}' is not a registered Gymnasium id here; it must be "
-                   "registered (e.g. by an imported package) when the environment is built")
+    return Finding("error", f"'{env_id}' is not a registered Gymnasium id; for your own "
+                   "environment give environment.entrypoint ('module:factory'), or write "
+                   "'package:Id' for an id that a package registers when imported")
+
+
+def _package_reference(env_id: str) -> Finding | None:
+    """``package:Id`` (Gymnasium imports ``package``, which registers ``Id``)."""
+    module = env_id.split(":", 1)[0]
+    top = module.split(".", 1)[0]
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        return Finding("error", f"'{env_id}' is neither a registered Gymnasium id nor "
+                       "'package:Id' with a Python package name before the colon")
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return Finding("error", f"'{env_id}' needs the Python package '{top}', which is not "
+                       "installed here")
+    return Finding("warning", f"'{env_id}' is registered when '{module}' is imported; the id "
+                   "was not checked")
+
+
+def _unregistered_namespace(env_id: str, ns: str) -> Finding:
+    module, install = _NAMESPACE_PACKAGES.get(ns, (None, None))
+    if module is None:
+        return Finding("error", f"Gymnasium namespace '{ns}' is not registered, so "
+                       f"'{env_id}' does not exist here; if a package provides it, install "
+                       f"it and write 'package:{env_id}'")
+    if importlib.util.find_spec(module) is None:
+        return Finding("warning", f"'{env_id}' needs the {module} package, which is not "
+                       f"installed here ({install}); training refuses it until it is",
+                       kind="missing_package")
+    return Finding("warning", f"namespace '{ns}' is registered when {module} is imported; "
+                   f"write '{module}:{env_id}' so that it is; the id was not checked")
 
 
 def _missing_dependency(env_id: str, entry_module: str) -> Finding | None:
     for prefix, (module, install) in _OPTIONAL_FAMILIES.items():
         if entry_module.startswith(prefix) and importlib.util.find_spec(module) is None:
             return Finding("warning", f"'{env_id}' needs the {module} package, which is not "
-                           f"installed here ({install})")
+                           f"installed here ({install}); training refuses it until it is",
+                           kind="missing_package")
     return None
+
+
+# --------------------------------------------------------------------------- spaces
+
+
+@dataclass(frozen=True)
+class Spaces:
+    """What validation needs to know about a Gymnasium environment's spaces."""
+
+    action: str
+    """Action space class: ``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``, ..."""
+    action_text: str
+    obs_values: int | None
+    """Numbers in one observation (None when the space is not a flat array)."""
+    obs_itemsize: int | None
+    obs_dtype: str | None
+    action_values: int | None
+
+
+def _space_facts(action_space: object, obs_space: object) -> Spaces:
+    def values(space: object) -> int | None:
+        shape = getattr(space, "shape", None)
+        if type(space).__name__ == "Discrete":
+            return 1
+        if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
+            count = 1
+            for n in shape:
+                count *= n
+            return count
+        return None
+
+    dtype = getattr(obs_space, "dtype", None)
+    return Spaces(type(action_space).__name__, str(action_space), values(obs_space),
+                  int(dtype.itemsize) if dtype is not None else None,
+                  str(dtype) if dtype is not None else None, values(action_space))
+
+
+def gym_spaces(env_id: str) -> Spaces | None:
+    """The spaces of registered Gymnasium id ``env_id`` (made once, then cached on disk);
+    None when it cannot be made here."""
+    stamp = _gymnasium_stamp()
+    installed = _installed_gymnasium_ids() or {}
+    cache = _cache_file("spaces", stamp, env_id) if stamp and env_id in installed else None
+    if cache is not None:
+        try:
+            return Spaces(**json.loads(cache.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+    try:
+        import warnings
+
+        import gymnasium
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = gymnasium.make(env_id)
+        try:
+            facts = _space_facts(env.action_space, env.observation_space)
+        finally:
+            env.close()
+    except Exception:  # a missing optional dependency is reported by check_gym_id
+        return None
+    if cache is not None:
+        _write_cache(cache, facts.__dict__)
+    return facts
+
+
+#: Network family of an algorithm → the action spaces it can act in (a Q-network has one
+#: output per discrete action; a deterministic actor outputs a continuous action).
+ACTION_SPACES = {
+    "QNetworkSpec": ("Discrete",),
+    "RainbowQNetworkSpec": ("Discrete",),
+    "DeterministicActorSpec": ("Box",),
+    "StochasticActorSpec": ("Discrete", "Box", "MultiDiscrete", "MultiBinary"),
+}
+
+
+def check_action_space(algorithm: str, network: str, env_id: str, spaces: Spaces,
+                       alternatives: list[str]) -> Finding | None:
+    """An error when ``algorithm`` (whose network family is ``network``) cannot act in the
+    environment's action space."""
+    supported = ACTION_SPACES.get(network)
+    if supported is None or spaces.action in supported:
+        return None
+    kind = {"Box": "continuous", "Discrete": "discrete"}.get(spaces.action, spaces.action)
+    others = f"; algorithms that can: {', '.join(alternatives)}" if alternatives else ""
+    return Finding("error", f"{algorithm} needs a {' or '.join(supported)} action space, but "
+                   f"'{env_id}' has {kind} actions ({spaces.action_text}){others}")
+
+
+# --------------------------------------------------------------------------- memory budget
+
+
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine (None when the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(size: float) -> str:
+    return f"{size / (1 << 30):,.1f} GiB"
+
+
+def check_replay_memory(max_size: int, spaces: Spaces | None, env_id: str | None,
+                        memory: int | None = None) -> Finding | None:
+    """An error when a replay buffer of ``max_size`` transitions cannot fit in memory.
+
+    A transition stores the observation twice (before and after), the action, the reward
+    and the done flag; without known spaces, one number per observation and action is the
+    (optimistic) floor.
+    """
+    memory = machine_memory_bytes() if memory is None else memory
+    if memory is None:
+        return None
+    obs = (spaces.obs_values or 1) * (spaces.obs_itemsize or 4) if spaces else 4
+    action = (spaces.action_values or 1) * 8 if spaces else 8
+    per_transition = 2 * obs + action + 8 + 1
+    need = max_size * per_transition
+    if need <= memory:
+        return None
+    if spaces is not None and spaces.obs_values is not None:
+        detail = (f"{per_transition:,} bytes each: {env_id}'s observations are "
+                  f"{spaces.obs_values:,} {spaces.obs_dtype} values")
+    else:
+        detail = f"at least {per_transition} bytes each"
+    return Finding("error", f"a replay buffer of {max_size:,} transitions needs about "
+                   f"{_gib(need)} ({detail}); this machine has {_gib(memory)} of memory. "
+                   f"At most about {memory // per_transition:,} transitions fit")
 
 
 # --------------------------------------------------------------------------- Python modules

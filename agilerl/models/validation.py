@@ -258,9 +258,10 @@ class _Checker(NetworkChecks):
             return
         spec = self.validate(model, dict(raw), (key,))
         if tag == "tournament":
-            training = data.get("training") if isinstance(data.get("training"), Mapping) else {}
-            pop_size = self._sound_fields(TrainingSpec, training, ("training",)).get("pop_size")
-            self.violations(tournament_rule(raw, pop_size), (key,))
+            training = data.get("training")
+            sound = self._sound_fields(TrainingSpec, training, ("training",)) \
+                if isinstance(training, Mapping) else {"pop_size": None}
+            self.violations(tournament_rule(raw, sound.get("pop_size")), (key,))
         if spec is not None and tag == "multi_frequency":
             from agilerl.models.rules import frequency_ratio_rules
 
@@ -296,6 +297,33 @@ class _Checker(NetworkChecks):
         self.parts.env_spec = spec
         if self.check_environment:
             self._local_environment_checks(spec)
+            self._gym_spaces_checks(algorithm, spec)
+
+    def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: Any) -> None:
+        """The algorithm can act in the environment, and its replay buffer fits in memory
+        (both need the environment's spaces, read only when one of them applies)."""
+        registered = type(spec).__name__ in ("GymEnvSpec", "OfflineEnvSpec") and \
+            not spec.entrypoint and not spec.wrappers and \
+            not any(i.path.startswith("environment") for i in self.report.errors) and \
+            not any(i.path == "environment.name" for i in self.report.warnings)
+        network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
+        restricted = len(env_checks.ACTION_SPACES.get(network, ("any", "any"))) < 2
+        spaces = None
+        if registered and (restricted or algorithm.off_policy):
+            spaces = env_checks.gym_spaces(spec.name)
+        if spaces is not None and restricted:
+            others = [name for name, cls in sorted(ALGO_REGISTRY.items())
+                      if cls.env_kind == algorithm.env_kind and cls.network_spec is not None
+                      and spaces.action in env_checks.ACTION_SPACES.get(
+                          cls.network_spec.__name__, ())]
+            self._finding(("environment", "name"), env_checks.check_action_space(
+                algorithm.algo_name, network, spec.name, spaces, others))
+        if algorithm.off_policy:
+            buffer = self.parts.replay_buffer
+            max_size = buffer.max_size if buffer is not None else \
+                ReplayBufferSpec.model_fields["max_size"].default
+            self._finding(("replay_buffer", "max_size"), env_checks.check_replay_memory(
+                max_size, spaces, getattr(spec, "name", None)))
 
     def _local_environment_checks(self, spec: Any) -> None:
         base = self.doc.base_dir
@@ -327,7 +355,7 @@ class _Checker(NetworkChecks):
 
     def _finding(self, path: PathKey, finding: env_checks.Finding | None) -> None:
         if finding is not None:
-            self.issue(path, finding.message, kind="environment", severity=finding.severity,
+            self.issue(path, finding.message, kind=finding.kind, severity=finding.severity,
                        suggestion=finding.suggestion)
 
     # ------------------------------------------------------------------ across sections
