@@ -142,6 +142,21 @@ def parse_text(text: str, file: str | None = None, *, json_text: bool | None = N
     return doc
 
 
+def parse_value(text: str) -> Any:
+    """One YAML value (a command-line override), read exactly as in a manifest file: the
+    same number rules (``3e-4`` is a float), bounded aliases. Raises ``yaml.YAMLError`` for
+    bad syntax and :class:`ManifestError` for an alias bomb."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, None)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def _check_size(size: int, file: str | None) -> None:
     if size > MAX_MANIFEST_BYTES:
         raise ManifestError(
