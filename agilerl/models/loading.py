@@ -305,9 +305,9 @@ def load_file(path: str | os.PathLike[str]) -> LocatedDocument:
     try:
         with open(file, "rb") as stream:
             raw = stream.read(MAX_MANIFEST_BYTES + 1)
-            if len(raw) > MAX_MANIFEST_BYTES:
-                stream.seek(0, os.SEEK_END)
-                _check_size(stream.tell(), file)
+            if len(raw) > MAX_MANIFEST_BYTES:  # a device or pipe may not know its size
+                size = stream.seek(0, os.SEEK_END) if stream.seekable() else 0
+                _check_size(max(size, len(raw)), file)
     except IsADirectoryError:
         raise ManifestError(
             [ManifestIssue("", "is a directory, not a manifest file", None, kind="file")],

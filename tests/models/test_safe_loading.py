@@ -82,3 +82,9 @@ def test_non_finite_numbers_are_refused_everywhere(tmp_path: Path, value: str) -
     got = [(i.path, i.location.line if i.location else None) for i in report.errors]
     assert got == [("algorithm.lr", 3), ("environment.config.anything", 7)]
     assert all("finite" in i.message for i in report.errors)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_an_endless_stream_is_refused_after_the_limit() -> None:
+    with pytest.raises(ManifestError, match="refused unread"):
+        load_file("/dev/zero")
