@@ -88,3 +88,14 @@ def test_non_finite_numbers_are_refused_everywhere(tmp_path: Path, value: str) -
 def test_an_endless_stream_is_refused_after_the_limit() -> None:
     with pytest.raises(ManifestError, match="refused unread"):
         load_file("/dev/zero")
+
+
+def test_the_arena_models_refuse_non_finite_numbers_once() -> None:
+    from agilerl.arena.models import TrainingManifest as ArenaManifest
+
+    data = {"algorithm": {"name": "DQN", "lr": float("nan"), "tau": float("inf")},
+            "environment": {"name": "CartPole-v1"}}
+    with pytest.raises(ManifestError) as info:
+        ArenaManifest.get_validated(data)
+    assert sorted(info.value.paths) == ["algorithm.lr", "algorithm.tau"]
+    assert all("must be a finite number" in i.message for i in info.value.issues)
