@@ -142,6 +142,8 @@ class _Checker(NetworkChecks):
             self._mutation_names(algorithm_class)
             self._network(algorithm_class, algorithm, data.get("network"))
             self._environment(algorithm_class, data.get("environment"))
+        else:
+            self._environment_of_any_algorithm(data.get("environment"))
         self._cross_section(algorithm)
         if non_finite:  # each such number is reported once, by _non_finite
             self.report.errors = [i for i in self.report.errors
@@ -298,6 +300,24 @@ class _Checker(NetworkChecks):
         if self.check_environment:
             self._local_environment_checks(spec)
             self._gym_spaces_checks(algorithm, spec)
+
+    def _environment_of_any_algorithm(self, raw: Any) -> None:
+        """Without a known algorithm the environment's kind is unknown: report its problems
+        only when it fits no kind, as the kind it comes closest to (fewest problems)."""
+        if not isinstance(raw, Mapping):
+            return  # reported with the top-level sections
+        closest_errors: list[ManifestIssue] | None = None
+        by_kind = {env_spec_class(a): a for a in ALGO_REGISTRY.values()}
+        for algorithm in sorted(by_kind.values(), key=lambda a: a.env_kind != "gym"):
+            probe = self.probe()
+            spec = probe.validate(env_spec_class(algorithm), environment_input(algorithm, raw),
+                                  ("environment",))
+            if spec is not None:
+                return
+            if closest_errors is None or len(probe.report.errors) < len(closest_errors):
+                closest_errors = probe.report.errors
+        for issue in closest_errors or []:
+            self.report.add(issue)
 
     def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: Any) -> None:
         """The algorithm can act in the environment, and its replay buffer fits in memory
