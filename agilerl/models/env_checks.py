@@ -328,23 +328,36 @@ def check_replay_memory(max_size: int, spaces: Spaces | None, env_id: str | None
     and the done flag; without known spaces, one number per observation and action is the
     (optimistic) floor.
     """
-    memory = machine_memory_bytes() if memory is None else memory
-    if memory is None:
-        return None
     obs = (spaces.obs_values or 1) * (spaces.obs_itemsize or 4) if spaces else 4
     action = (spaces.action_values or 1) * 8 if spaces else 8
-    per_transition = 2 * obs + action + 8 + 1
-    need = max_size * per_transition
-    if need <= memory:
+    return _memory_finding("a replay buffer", max_size, 2 * obs + action + 8 + 1, spaces,
+                           env_id, memory)
+
+
+def check_rollout_memory(learn_step: int, spaces: Spaces | None, env_id: str | None,
+                         memory: int | None = None) -> Finding | None:
+    """An error when a rollout of ``learn_step`` transitions (on-policy: observation as
+    float32, action, log-probability, value, reward, flags, advantage, return) cannot fit."""
+    obs = (spaces.obs_values or 1) * 4 if spaces else 4
+    action = (spaces.action_values or 1) * 8 if spaces else 8
+    return _memory_finding("a rollout (learn_step)", learn_step, obs + action + 7 * 4 + 1,
+                           spaces, env_id, memory)
+
+
+def _memory_finding(what: str, count: int, per_transition: int, spaces: Spaces | None,
+                    env_id: str | None, memory: int | None) -> Finding | None:
+    memory = machine_memory_bytes() if memory is None else memory
+    need = count * per_transition
+    if memory is None or need <= memory:
         return None
     if spaces is not None and spaces.obs_values is not None:
         detail = (f"{per_transition:,} bytes each: {env_id}'s observations are "
                   f"{spaces.obs_values:,} {spaces.obs_dtype} values")
     else:
         detail = f"at least {per_transition} bytes each"
-    return Finding("error", f"a replay buffer of {max_size:,} transitions needs about "
-                   f"{_gib(need)} ({detail}); this machine has {_gib(memory)} of memory. "
-                   f"At most about {memory // per_transition:,} transitions fit")
+    return Finding("error", f"{what} of {count:,} transitions needs about {_gib(need)} "
+                   f"({detail}); this machine has {_gib(memory)} of memory. At most about "
+                   f"{memory // per_transition:,} transitions fit")
 
 
 # --------------------------------------------------------------------------- Python modules

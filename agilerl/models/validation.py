@@ -328,8 +328,10 @@ class _Checker(NetworkChecks):
             not any(i.path == "environment.name" for i in self.report.warnings)
         network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
         restricted = len(env_checks.ACTION_SPACES.get(network, ("any", "any"))) < 2
+        rollout = not algorithm.off_policy and algorithm.env_kind == "gym" and \
+            "learn_step" in algorithm.model_fields
         spaces = None
-        if registered and (restricted or algorithm.off_policy):
+        if registered and (restricted or algorithm.off_policy or rollout):
             spaces = env_checks.gym_spaces(spec.name)
         if spaces is not None and restricted:
             others = [name for name, cls in sorted(ALGO_REGISTRY.items())
@@ -344,6 +346,10 @@ class _Checker(NetworkChecks):
                 ReplayBufferSpec.model_fields["max_size"].default
             self._finding(("replay_buffer", "max_size"), env_checks.check_replay_memory(
                 max_size, spaces, getattr(spec, "name", None)))
+        learn_step = getattr(self.parts.algorithm, "learn_step", None)
+        if rollout and isinstance(learn_step, int):
+            self._finding(("algorithm", "learn_step"), env_checks.check_rollout_memory(
+                learn_step, spaces, getattr(spec, "name", None)))
 
     def _local_environment_checks(self, spec: Any) -> None:
         base = self.doc.base_dir

@@ -173,7 +173,7 @@ def _sample() -> list[Case]:
     """The first case of each class and command (what runs in subprocesses)."""
     seen: dict[tuple[str, str], Case] = {}
     for case in CASES:
-        if "larger_than_memory" not in case.file.name:
+        if "larger_than_memory" not in case.file.name:  # the subprocess has its real memory
             seen.setdefault((case.cls, case.command), case)
     return list(seen.values())
 

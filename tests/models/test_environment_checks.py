@@ -95,6 +95,20 @@ def test_a_replay_buffer_larger_than_memory_is_refused(
     assert _errors(fits) == []
 
 
+def test_a_ppo_rollout_larger_than_memory_is_refused(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(env_checks, "machine_memory_bytes", lambda: 1 << 30)  # 1 GiB
+    file = tmp_path / "m.yaml"
+    file.write_text("algorithm:\n  name: PPO\n  learn_step: 50000000\nenvironment:\n"
+                    "  name: CartPole-v1\n")
+    (error,) = _errors(file)
+    assert error.startswith("algorithm.learn_step@3: a rollout (learn_step) of 50,000,000 "
+                            "transitions needs about 2.5 GiB (53 bytes each")
+    file.write_text("algorithm:\n  name: PPO\n  learn_step: 2048\nenvironment:\n"
+                    "  name: CartPole-v1\n")
+    assert _errors(file) == []
+
+
 def test_without_known_spaces_the_buffer_floor_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     finding = env_checks.check_replay_memory(10**9, None, None, memory=1 << 30)
     assert finding is not None and "at least 25 bytes each" in finding.message
