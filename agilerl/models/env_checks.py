@@ -6,10 +6,6 @@
   (``importlib.util.find_spec`` on the top level only: importing the module would run it).
 * Data files are looked up relative to the manifest's folder, then the working directory.
 
-* The spaces of a registered Gymnasium environment (needed to check that the algorithm can
-  act in it, and to size the replay buffer) are read by making it once, lazily, and cached
-  on disk like the registry.
-
 A check reports an error when the value cannot work: an id that is not registered (a
 program that registers its own ids has imported Gymnasium, whose live registry is then
 used), a version that does not exist, a package that is not installed for a
@@ -87,11 +83,11 @@ def gymnasium_ids() -> dict[str, str] | None:
     live = sys.modules.get("gymnasium")
     if live is not None and hasattr(live, "registry"):
         return {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
-    return _installed_gymnasium_ids()
+    return installed_gymnasium_ids()
 
 
 @functools.lru_cache(maxsize=1)
-def _gymnasium_stamp() -> str | None:
+def gymnasium_stamp() -> str | None:
     """Identifies the installed Gymnasium (its path and modification time); None without it."""
     try:
         spec = importlib.util.find_spec("gymnasium")
@@ -106,12 +102,12 @@ def _gymnasium_stamp() -> str | None:
         return f"{spec.origin}|{sys.version_info[:2]}"
 
 
-def _cache_file(kind: str, *parts: str) -> Path:
+def cache_file(kind: str, *parts: str) -> Path:
     key = hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
     return _cache_dir() / f"gymnasium-{kind}-{key}.json"
 
 
-def _write_cache(cache: Path, data: object) -> None:
+def write_cache(cache: Path, data: object) -> None:
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
@@ -122,11 +118,11 @@ def _write_cache(cache: Path, data: object) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _installed_gymnasium_ids() -> dict[str, str] | None:
-    stamp = _gymnasium_stamp()
+def installed_gymnasium_ids() -> dict[str, str] | None:
+    stamp = gymnasium_stamp()
     if stamp is None:
         return None
-    cache = _cache_file("registry", stamp)
+    cache = cache_file("registry", stamp)
     try:
         cached = json.loads(cache.read_text())
         if isinstance(cached, dict):
@@ -139,7 +135,7 @@ def _installed_gymnasium_ids() -> dict[str, str] | None:
         return None
     ids = {env_id: _entry_module(spec.entry_point)
            for env_id, spec in sorted(gymnasium.registry.items())}
-    _write_cache(cache, ids)
+    write_cache(cache, ids)
     return ids
 
 
@@ -215,149 +211,6 @@ def _missing_dependency(env_id: str, entry_module: str) -> Finding | None:
                            f"installed here ({install}); training refuses it until it is",
                            kind="missing_package")
     return None
-
-
-# --------------------------------------------------------------------------- spaces
-
-
-@dataclass(frozen=True)
-class Spaces:
-    """What validation needs to know about a Gymnasium environment's spaces."""
-
-    action: str
-    """Action space class: ``Discrete``, ``Box``, ``MultiDiscrete``, ``MultiBinary``, ..."""
-    action_text: str
-    obs_values: int | None
-    """Numbers in one observation (None when the space is not a flat array)."""
-    obs_itemsize: int | None
-    obs_dtype: str | None
-    action_values: int | None
-
-
-def _space_facts(action_space: object, obs_space: object) -> Spaces:
-    def values(space: object) -> int | None:
-        shape = getattr(space, "shape", None)
-        if type(space).__name__ == "Discrete":
-            return 1
-        if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
-            count = 1
-            for n in shape:
-                count *= n
-            return count
-        return None
-
-    dtype = getattr(obs_space, "dtype", None)
-    return Spaces(type(action_space).__name__, str(action_space), values(obs_space),
-                  int(dtype.itemsize) if dtype is not None else None,
-                  str(dtype) if dtype is not None else None, values(action_space))
-
-
-def gym_spaces(env_id: str) -> Spaces | None:
-    """The spaces of registered Gymnasium id ``env_id`` (made once, then cached on disk);
-    None when it cannot be made here."""
-    stamp = _gymnasium_stamp()
-    installed = _installed_gymnasium_ids() or {}
-    cache = _cache_file("spaces", stamp, env_id) if stamp and env_id in installed else None
-    if cache is not None:
-        try:
-            return Spaces(**json.loads(cache.read_text()))
-        except (OSError, ValueError, TypeError):
-            pass
-    try:
-        import warnings
-
-        import gymnasium
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            env = gymnasium.make(env_id)
-        try:
-            facts = _space_facts(env.action_space, env.observation_space)
-        finally:
-            env.close()
-    except Exception:  # a missing optional dependency is reported by check_gym_id
-        return None
-    if cache is not None:
-        _write_cache(cache, facts.__dict__)
-    return facts
-
-
-#: Network family of an algorithm → the action spaces it can act in (a Q-network has one
-#: output per discrete action; a deterministic actor outputs a continuous action).
-ACTION_SPACES = {
-    "QNetworkSpec": ("Discrete",),
-    "RainbowQNetworkSpec": ("Discrete",),
-    "DeterministicActorSpec": ("Box",),
-    "StochasticActorSpec": ("Discrete", "Box", "MultiDiscrete", "MultiBinary"),
-}
-
-
-def check_action_space(algorithm: str, network: str, env_id: str, spaces: Spaces,
-                       alternatives: list[str]) -> Finding | None:
-    """An error when ``algorithm`` (whose network family is ``network``) cannot act in the
-    environment's action space."""
-    supported = ACTION_SPACES.get(network)
-    if supported is None or spaces.action in supported:
-        return None
-    kind = {"Box": "continuous", "Discrete": "discrete"}.get(spaces.action, spaces.action)
-    others = f"; algorithms that can: {', '.join(alternatives)}" if alternatives else ""
-    return Finding("error", f"{algorithm} needs a {' or '.join(supported)} action space, but "
-                   f"'{env_id}' has {kind} actions ({spaces.action_text}){others}")
-
-
-# --------------------------------------------------------------------------- memory budget
-
-
-def machine_memory_bytes() -> int | None:
-    """Physical memory of this machine (None when the platform does not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _gib(size: float) -> str:
-    return f"{size / (1 << 30):,.1f} GiB"
-
-
-def check_replay_memory(max_size: int, spaces: Spaces | None, env_id: str | None,
-                        memory: int | None = None) -> Finding | None:
-    """An error when a replay buffer of ``max_size`` transitions cannot fit in memory.
-
-    A transition stores the observation twice (before and after), the action, the reward
-    and the done flag; without known spaces, one number per observation and action is the
-    (optimistic) floor.
-    """
-    obs = (spaces.obs_values or 1) * (spaces.obs_itemsize or 4) if spaces else 4
-    action = (spaces.action_values or 1) * 8 if spaces else 8
-    return _memory_finding("a replay buffer", max_size, 2 * obs + action + 8 + 1, spaces,
-                           env_id, memory)
-
-
-def check_rollout_memory(learn_step: int, spaces: Spaces | None, env_id: str | None,
-                         memory: int | None = None) -> Finding | None:
-    """An error when a rollout of ``learn_step`` transitions (on-policy: observation as
-    float32, action, log-probability, value, reward, flags, advantage, return) cannot fit."""
-    obs = (spaces.obs_values or 1) * 4 if spaces else 4
-    action = (spaces.action_values or 1) * 8 if spaces else 8
-    return _memory_finding("a rollout (learn_step)", learn_step, obs + action + 7 * 4 + 1,
-                           spaces, env_id, memory)
-
-
-def _memory_finding(what: str, count: int, per_transition: int, spaces: Spaces | None,
-                    env_id: str | None, memory: int | None) -> Finding | None:
-    memory = machine_memory_bytes() if memory is None else memory
-    need = count * per_transition
-    if memory is None or need <= memory:
-        return None
-    if spaces is not None and spaces.obs_values is not None:
-        detail = (f"{per_transition:,} bytes each: {env_id}'s observations are "
-                  f"{spaces.obs_values:,} {spaces.obs_dtype} values")
-    else:
-        detail = f"at least {per_transition} bytes each"
-    return Finding("error", f"{what} of {count:,} transitions needs about {_gib(need)} "
-                   f"({detail}); this machine has {_gib(memory)} of memory. At most about "
-                   f"{memory // per_transition:,} transitions fit")
 
 
 # --------------------------------------------------------------------------- Python modules

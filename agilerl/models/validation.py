@@ -4,7 +4,9 @@ The checks, in order: document shape (duplicate keys, unknown sections), the alg
 (registry lookup, then its spec), each optional section with its model, the network
 (finetuning vs RL, eager vs deferred, §3.4), the environment (its spec for the algorithm,
 source rules, then cheap local checks: Gymnasium ids, PettingZoo modules, data files), and
-finally the rules across sections (MF-PBT layout, SimBa vs recurrent, LLM model name).
+what needs the environment's spaces (the algorithm can act in them; the replay buffer or
+rollout fits in memory), and finally the rules across sections (MF-PBT layout, SimBa vs
+recurrent, LLM model name, tournament size vs population).
 Every problem becomes a :class:`ManifestIssue`; nothing stops at the first one.
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agilerl.models import env_checks
+from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
@@ -327,28 +329,28 @@ class _Checker(NetworkChecks):
             not any(i.path.startswith("environment") for i in self.report.errors) and \
             not any(i.path == "environment.name" for i in self.report.warnings)
         network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
-        restricted = len(env_checks.ACTION_SPACES.get(network, ("any", "any"))) < 2
+        restricted = len(env_spaces.ACTION_SPACES.get(network, ("any", "any"))) < 2
         rollout = not algorithm.off_policy and algorithm.env_kind == "gym" and \
             "learn_step" in algorithm.model_fields
         spaces = None
         if registered and (restricted or algorithm.off_policy or rollout):
-            spaces = env_checks.gym_spaces(spec.name)
+            spaces = env_spaces.gym_spaces(spec.name)
         if spaces is not None and restricted:
             others = [name for name, cls in sorted(ALGO_REGISTRY.items())
                       if cls.env_kind == algorithm.env_kind and cls.network_spec is not None
-                      and spaces.action in env_checks.ACTION_SPACES.get(
+                      and spaces.action in env_spaces.ACTION_SPACES.get(
                           cls.network_spec.__name__, ())]
-            self._finding(("environment", "name"), env_checks.check_action_space(
+            self._finding(("environment", "name"), env_spaces.check_action_space(
                 algorithm.algo_name, network, spec.name, spaces, others))
         if algorithm.off_policy:
             buffer = self.parts.replay_buffer
             max_size = buffer.max_size if buffer is not None else \
                 ReplayBufferSpec.model_fields["max_size"].default
-            self._finding(("replay_buffer", "max_size"), env_checks.check_replay_memory(
+            self._finding(("replay_buffer", "max_size"), budget.check_replay_memory(
                 max_size, spaces, getattr(spec, "name", None)))
         learn_step = getattr(self.parts.algorithm, "learn_step", None)
         if rollout and isinstance(learn_step, int):
-            self._finding(("algorithm", "learn_step"), env_checks.check_rollout_memory(
+            self._finding(("algorithm", "learn_step"), budget.check_rollout_memory(
                 learn_step, spaces, getattr(spec, "name", None)))
 
     def _local_environment_checks(self, spec: Any) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agilerl.cli.main import main
-from agilerl.models import env_checks
+from agilerl.models import budget
 from agilerl.models.loading import MAX_MANIFEST_BYTES
 from tests.models.cases import load_cases as load_model_cases
 
@@ -98,7 +98,7 @@ def test_the_corpus_covers_every_class_with_at_least_120_cases() -> None:
 
 @pytest.fixture()
 def small_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env_checks, "machine_memory_bytes", lambda: ONE_GIB)
+    monkeypatch.setattr(budget, "machine_memory_bytes", lambda: ONE_GIB)
 
 
 def _message(error: dict) -> str:

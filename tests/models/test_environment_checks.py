@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agilerl.cli.main import main
-from agilerl.models import env_checks
+from agilerl.models import budget, env_checks
 from agilerl.models.validation import validate_path
 
 
@@ -84,7 +84,7 @@ def test_package_references_and_namespaces(env_id: str, severity: str, fragment:
 def test_a_replay_buffer_larger_than_memory_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env_checks, "machine_memory_bytes", lambda: 1 << 30)  # 1 GiB
+    monkeypatch.setattr(budget, "machine_memory_bytes", lambda: 1 << 30)  # 1 GiB
     file = _write(tmp_path, "DQN", "CartPole-v1", "replay_buffer:\n  max_size: 50000000\n")
     (error,) = _errors(file)
     assert error.startswith("replay_buffer.max_size@6: a replay buffer of 50,000,000 "
@@ -97,7 +97,7 @@ def test_a_replay_buffer_larger_than_memory_is_refused(
 
 def test_a_ppo_rollout_larger_than_memory_is_refused(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(env_checks, "machine_memory_bytes", lambda: 1 << 30)  # 1 GiB
+    monkeypatch.setattr(budget, "machine_memory_bytes", lambda: 1 << 30)  # 1 GiB
     file = tmp_path / "m.yaml"
     file.write_text("algorithm:\n  name: PPO\n  learn_step: 50000000\nenvironment:\n"
                     "  name: CartPole-v1\n")
@@ -110,6 +110,6 @@ def test_a_ppo_rollout_larger_than_memory_is_refused(tmp_path: Path,
 
 
 def test_without_known_spaces_the_buffer_floor_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    finding = env_checks.check_replay_memory(10**9, None, None, memory=1 << 30)
+    finding = budget.check_replay_memory(10**9, None, None, memory=1 << 30)
     assert finding is not None and "at least 25 bytes each" in finding.message
-    assert env_checks.check_replay_memory(10**6, None, None, memory=1 << 30) is None
+    assert budget.check_replay_memory(10**6, None, None, memory=1 << 30) is None
