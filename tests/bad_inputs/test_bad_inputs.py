@@ -28,6 +28,8 @@ class Case:
     cls: str
     command: str = "validate"
     overrides: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    """Further ``train`` options; ``{here}`` is the case's folder (a checkpoint beside it)."""
     exit: int = 1
     expect: list[tuple[str, int | None]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
@@ -57,6 +59,8 @@ def _case(file: Path, cls: str) -> Case:
             case.command = value
         elif key == "override":
             case.overrides.append(value)
+        elif key == "arg":
+            case.args.append(value.replace("{here}", str(file.parent)))
         elif key == "exit":
             case.exit = int(value)
         elif key == "expect":
@@ -66,7 +70,8 @@ def _case(file: Path, cls: str) -> Case:
         elif key == "message":
             case.messages.append(value)
     assert case.expect or case.messages, f"{file}: no expectations"
-    assert case.command in ("validate", "train") and (case.command == "train" or not case.overrides)
+    assert case.command in ("validate", "train")
+    assert case.command == "train" or not (case.overrides or case.args)
     return case
 
 
@@ -155,7 +160,7 @@ def _check(case: Case, result: dict) -> list[str]:
 @pytest.mark.parametrize("case", TRAIN, ids=[c.id for c in TRAIN])
 def test_train_refuses_with_the_documented_status(case: Case, small_machine: None, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["train", str(case.file), *case.overrides, "--no-verbose",
+    status = main(["train", str(case.file), *case.overrides, *case.args, "--no-verbose",
                    "--run-dir", str(tmp_path / "run")])
     out, err = capsys.readouterr()
     _no_crash(out + err)
@@ -191,7 +196,8 @@ def test_a_sample_through_the_installed_command(tmp_path: Path) -> None:
     assert not problems, "\n".join(problems)
     for case in (c for c in sample if c.command == "train"):
         run = subprocess.run([sys.executable, "-m", "agilerl.cli", "train", str(case.file),
-                              *case.overrides, "--no-verbose", "--run-dir", str(tmp_path / "r")],
+                              *case.overrides, *case.args, "--no-verbose",
+                              "--run-dir", str(tmp_path / "r")],
                              capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
         _no_crash(run.stdout + run.stderr)
         assert run.returncode == case.exit, (case.id, run.stderr)
