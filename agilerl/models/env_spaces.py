@@ -83,11 +83,12 @@ def gym_spaces(env_id: str) -> Spaces | None:
 
 #: Network family of an algorithm → the action spaces it can act in (a Q-network has one
 #: output per discrete action; a deterministic actor outputs a continuous action).
+ANY_ACTION_SPACE = ("Discrete", "Box", "MultiDiscrete", "MultiBinary")
 ACTION_SPACES = {
     "QNetworkSpec": ("Discrete",),
     "RainbowQNetworkSpec": ("Discrete",),
     "DeterministicActorSpec": ("Box",),
-    "StochasticActorSpec": ("Discrete", "Box", "MultiDiscrete", "MultiBinary"),
+    "StochasticActorSpec": ANY_ACTION_SPACE,
 }
 
 

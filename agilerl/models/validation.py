@@ -322,14 +322,16 @@ class _Checker(NetworkChecks):
             self.report.add(issue)
 
     def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: Any) -> None:
-        """The algorithm can act in the environment, and its replay buffer fits in memory
-        (both need the environment's spaces, read only when one of them applies)."""
+        """The algorithm can act in the environment, and its replay buffer or rollout fits in
+        memory (both need the environment's spaces, read only when one of them applies)."""
         registered = type(spec).__name__ in ("GymEnvSpec", "OfflineEnvSpec") and \
             not spec.entrypoint and not spec.wrappers and \
             not any(i.path.startswith("environment") for i in self.report.errors) and \
             not any(i.path == "environment.name" for i in self.report.warnings)
         network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
-        restricted = len(env_spaces.ACTION_SPACES.get(network, ("any", "any"))) < 2
+        # Only algorithms limited to some action spaces need them checked.
+        restricted = network in env_spaces.ACTION_SPACES and \
+            set(env_spaces.ACTION_SPACES[network]) != set(env_spaces.ANY_ACTION_SPACE)
         rollout = not algorithm.off_policy and algorithm.env_kind == "gym" and \
             "learn_step" in algorithm.model_fields
         spaces = None
