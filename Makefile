@@ -41,6 +41,7 @@ bench: setup
 	$(PY) bench/env_step_rate.py
 	$(PY) bench/train_bench.py
 	$(PY) bench/arena_bench.py
+	$(PY) bench/hostile_manifest_bench.py
 
 bench-peer: setup
 	$(PY) bench/peer.py

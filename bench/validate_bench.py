@@ -1,6 +1,6 @@
 """Wall time of ``agilerl validate`` from a cold process (a new interpreter each run).
 
-Measures (1) one invalid manifest and (2) all 51 reference manifests in one call, each
+Measures (1) one invalid manifest and (2) the reference manifests (50 of 51) in one call, each
 repeated; prints the best and the median. Targets: <= 0.3 s and <= 1 s (the reference
 library needs 8-10 s to report one invalid manifest on the same machine).
 
@@ -67,6 +67,9 @@ def main() -> None:
     manifests = sorted(str(p) for p in peers.rglob("*.yaml"))
     if not invalid or len(manifests) != 51:
         sys.exit(f"expected {bench}/invalid_*.yaml and 51 manifests under {peers}")
+    # tests/ppo_cnn.yaml names DummyImage-v0, which only the reference's test suite registers
+    # (in its own process): for a command line that id does not exist, so it is invalid here.
+    manifests.remove(str(peers / "tests" / "ppo_cnn.yaml"))
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
           f"({os.cpu_count()} cores); wall times grow with other load, CPU times much less")
@@ -82,7 +85,7 @@ def main() -> None:
         for file in invalid:
             measure(f"one invalid manifest ({file.name})", [str(file)], REPO, env, 1,
                     args.repeat, 0.3)
-        measure("all 51 reference manifests, one call", manifests, peers / "data", env, 0,
+        measure("50 reference manifests, one call", manifests, peers / "data", env, 0,
                 args.repeat, 1.0)
 
 if __name__ == "__main__":

@@ -245,12 +245,16 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
     _say(args, f"Validating {args.manifest} ...")
     from agilerl.models import ManifestError
     from agilerl.training.manifest_input import load_manifest
+    from agilerl.training.overrides import OverrideError
 
     try:
         manifest = load_manifest(args.manifest, overrides)
     except ManifestError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INVALID
+    except OverrideError as exc:  # a path through a scalar: the command line is wrong
+        _error(str(exc))
+        return EXIT_USAGE
     env = manifest.environment
     env_name = env.get("name") if isinstance(env, dict) else getattr(env, "name", None)
     _say(args, f"Building a population of {manifest.training.pop_size} "

@@ -6,10 +6,12 @@
   (``importlib.util.find_spec`` on the top level only: importing the module would run it).
 * Data files are looked up relative to the manifest's folder, then the working directory.
 
-A check reports a definite error only when the value is clearly wrong (a known name with a
-version that does not exist, a close misspelling of a known id or module); anything it
-cannot decide locally (a namespace whose package is not installed, an env registered by
-user code at run time) is a warning.
+A check reports an error when the value cannot work: an id that is not registered (a
+program that registers its own ids has imported Gymnasium, whose live registry is then
+used), a version that does not exist, a package that is not installed for a
+``package:Id`` reference. What it cannot decide locally is a warning naming what to
+install: a namespace whose package is not installed (``ALE/...``), an environment whose
+optional dependency is missing (Box2D).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class Finding:
     severity: str
     message: str
     suggestion: str | None = None
+    kind: str = "environment"
+    """``missing_package``: the environment needs a package that is not installed (a
+    warning for ``validate``, which may run on another machine than training; ``train``
+    refuses it)."""
 
 
 # --------------------------------------------------------------------------- Gymnasium ids
@@ -52,6 +58,13 @@ def _cache_dir() -> Path:
 _OPTIONAL_FAMILIES = {
     "gymnasium.envs.box2d": ("Box2D", "pip install 'agilerl[box2d]'"),
     "gymnasium.envs.mujoco": ("mujoco", "pip install 'gymnasium[mujoco]'"),
+}
+
+#: Gymnasium namespaces registered by a separate package → (its module, how to install it).
+_NAMESPACE_PACKAGES = {
+    "ALE": ("ale_py", "pip install ale-py"),
+    "MiniGrid": ("minigrid", "pip install minigrid"),
+    "BabyAI": ("minigrid", "pip install minigrid"),
 }
 
 
@@ -70,25 +83,46 @@ def gymnasium_ids() -> dict[str, str] | None:
     live = sys.modules.get("gymnasium")
     if live is not None and hasattr(live, "registry"):
         return {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
-    return _installed_gymnasium_ids()
+    return installed_gymnasium_ids()
 
 
 @functools.lru_cache(maxsize=1)
-def _installed_gymnasium_ids() -> dict[str, str] | None:
+def gymnasium_stamp() -> str | None:
+    """Identifies the installed Gymnasium (its path and modification time); None without it."""
     try:
         spec = importlib.util.find_spec("gymnasium")
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.origin:
         return None
-    # The installed copy (its path and modification time) identifies the registry contents.
     registrations = Path(spec.origin).parent / "envs" / "__init__.py"
     try:
-        stamp = f"{spec.origin}|{registrations.stat().st_mtime_ns}|{sys.version_info[:2]}"
+        return f"{spec.origin}|{registrations.stat().st_mtime_ns}|{sys.version_info[:2]}"
     except OSError:
-        stamp = f"{spec.origin}|{sys.version_info[:2]}"
-    key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
-    cache = _cache_dir() / f"gymnasium-registry-{key}.json"
+        return f"{spec.origin}|{sys.version_info[:2]}"
+
+
+def cache_file(kind: str, *parts: str) -> Path:
+    key = hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+    return _cache_dir() / f"gymnasium-{kind}-{key}.json"
+
+
+def write_cache(cache: Path, data: object) -> None:
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(cache)
+    except OSError:
+        pass
+
+
+@functools.lru_cache(maxsize=1)
+def installed_gymnasium_ids() -> dict[str, str] | None:
+    stamp = gymnasium_stamp()
+    if stamp is None:
+        return None
+    cache = cache_file("registry", stamp)
     try:
         cached = json.loads(cache.read_text())
         if isinstance(cached, dict):
@@ -101,13 +135,7 @@ def _installed_gymnasium_ids() -> dict[str, str] | None:
         return None
     ids = {env_id: _entry_module(spec.entry_point)
            for env_id, spec in sorted(gymnasium.registry.items())}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(ids))
-        tmp.replace(cache)
-    except OSError:
-        pass
+    write_cache(cache, ids)
     return ids
 
 
@@ -119,6 +147,8 @@ def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Fi
         return Finding("warning", "Gymnasium is not installed here; the id was not checked")
     if env_id in ids:
         return _missing_dependency(env_id, ids[env_id])
+    if ":" in env_id:
+        return _package_reference(env_id)
     match = _GYM_ID.match(env_id)
     ns, name, version = (match.group("ns"), match.group("name"), match.group("version")) if match else (None, env_id, None)
     family = f"{ns}/{name}" if ns else name
@@ -132,22 +162,54 @@ def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Fi
         what = f"version v{version}" if version is not None else "an id without a version"
         return Finding("error", f"'{env_id}' is not registered: {what} of '{family}' does not "
                        f"exist (registered: {have})", latest)
-    namespaces = {other.split("/", 1)[0] for other in ids if "/" in other}
-    if ns and ns not in namespaces:
-        return Finding("warning", f"Gymnasium namespace '{ns}' is not registered here (its "
-                       "package is not installed or not imported); the id was not checked")
+    if ns and ns not in {other.split("/", 1)[0] for other in ids if "/" in other}:
+        return _unregistered_namespace(env_id, ns)
     suggestion = closest(env_id, ids, cutoff=0.85)
     if suggestion:
         return Finding("error", f"'{env_id}' is not a registered Gymnasium id", suggestion)
-    return Finding("warning", f"'{env_id}' is not a registered Gymnasium id here; it must be "
-                   "registered (e.g. by an imported package) when the environment is built")
+    return Finding("error", f"'{env_id}' is not a registered Gymnasium id; for your own "
+                   "environment give environment.entrypoint ('module:factory'), or write "
+                   "'package:Id' for an id that a package registers when imported")
+
+
+def _package_reference(env_id: str) -> Finding | None:
+    """``package:Id`` (Gymnasium imports ``package``, which registers ``Id``)."""
+    module = env_id.split(":", 1)[0]
+    top = module.split(".", 1)[0]
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        return Finding("error", f"'{env_id}' is neither a registered Gymnasium id nor "
+                       "'package:Id' with a Python package name before the colon")
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return Finding("error", f"'{env_id}' needs the Python package '{top}', which is not "
+                       "installed here")
+    return Finding("warning", f"'{env_id}' is registered when '{module}' is imported; the id "
+                   "was not checked")
+
+
+def _unregistered_namespace(env_id: str, ns: str) -> Finding:
+    module, install = _NAMESPACE_PACKAGES.get(ns, (None, None))
+    if module is None:
+        return Finding("error", f"Gymnasium namespace '{ns}' is not registered, so "
+                       f"'{env_id}' does not exist here; if a package provides it, install "
+                       f"it and write 'package:{env_id}'")
+    if importlib.util.find_spec(module) is None:
+        return Finding("warning", f"'{env_id}' needs the {module} package, which is not "
+                       f"installed here ({install}); training refuses it until it is",
+                       kind="missing_package")
+    return Finding("warning", f"namespace '{ns}' is registered when {module} is imported; "
+                   f"write '{module}:{env_id}' so that it is; the id was not checked")
 
 
 def _missing_dependency(env_id: str, entry_module: str) -> Finding | None:
     for prefix, (module, install) in _OPTIONAL_FAMILIES.items():
         if entry_module.startswith(prefix) and importlib.util.find_spec(module) is None:
             return Finding("warning", f"'{env_id}' needs the {module} package, which is not "
-                           f"installed here ({install})")
+                           f"installed here ({install}); training refuses it until it is",
+                           kind="missing_package")
     return None
 
 

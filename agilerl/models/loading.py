@@ -1,14 +1,22 @@
 """Read manifest files (YAML or JSON) and remember where every key is written.
 
-JSON is YAML, so both go through one safe YAML loader (libyaml's when available). Besides
-the plain data, the loader returns a map from each key's path to its file position so
-that errors can point at ``file:line:col``. Syntax errors, empty files, documents that are
-not a mapping, and duplicate keys are reported as :class:`ManifestError` naming the file
-and line.
+YAML goes through a safe YAML loader (libyaml's when available); a ``.json`` file is parsed
+as strict JSON (trailing commas, comments, ``NaN`` refused at ``line:col``), then its key
+positions are read with the YAML composer (JSON is YAML). Besides the plain data, the
+loader returns a map from each key's path to its file position so that errors can point at
+``file:line:col``. Syntax errors, empty files, documents that are not a mapping, and
+duplicate keys are reported as :class:`ManifestError` naming the file and line.
+
+Reading is bounded, so a hostile file costs milliseconds, never the machine: files larger
+than :data:`MAX_MANIFEST_BYTES` are refused before parsing, and a document that YAML
+aliases expand beyond :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels (a "billion
+laughs" file), or an alias inside its own anchor, is refused before anything is built.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -21,6 +29,13 @@ import yaml
 from agilerl.models.errors import Location, ManifestError, ManifestIssue
 
 PathKey = tuple[Any, ...]
+
+MAX_MANIFEST_BYTES = 1 << 20
+"""Largest manifest file read (1 MiB; real manifests are a few KB)."""
+MAX_VALUES = 100_000
+"""Most values (mappings, lists, scalars) a document may hold once aliases are expanded."""
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and lists a document may have once aliases are expanded."""
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -95,11 +110,21 @@ def _scalar_key(node: yaml.Node, loader: Any) -> Any:
     return f"<{getattr(node, 'id', 'node')}>"
 
 
-def parse_text(text: str, file: str | None = None) -> LocatedDocument:
-    """Parse YAML/JSON text into a :class:`LocatedDocument` (raises :class:`ManifestError`)."""
+def parse_text(text: str, file: str | None = None, *, json_text: bool | None = None) -> LocatedDocument:
+    """Parse YAML/JSON text into a :class:`LocatedDocument` (raises :class:`ManifestError`).
+
+    ``json_text`` parses strict JSON (default: when ``file`` ends in ``.json``).
+    """
+    _check_size(len(text.encode("utf-8", "surrogatepass")), file)
+    if json_text is None:
+        json_text = bool(file) and str(file).lower().endswith(".json")
+    if json_text:
+        return _parse_json(text, file)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, file)
         data = loader.construct_document(node) if node is not None else None
         doc = LocatedDocument(data=data, file=file)
         if node is not None:
@@ -117,6 +142,134 @@ def parse_text(text: str, file: str | None = None) -> LocatedDocument:
     return doc
 
 
+def parse_value(text: str) -> Any:
+    """One YAML value (a command-line override), read exactly as in a manifest file: the
+    same number rules (``3e-4`` is a float), bounded aliases. Raises ``yaml.YAMLError`` for
+    bad syntax and :class:`ManifestError` for an alias bomb."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, None)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_size(size: int, file: str | None) -> None:
+    if size > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            [ManifestIssue("", f"the file is {size:,} bytes; manifests larger than "
+                           f"{MAX_MANIFEST_BYTES:,} bytes (1 MiB) are refused unread",
+                           Location(file, 1, 1) if file else None, kind="file")],
+            source=file,
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: yaml.Node, file: str | None) -> None:
+    """Refuse a node graph whose alias expansion is cyclic, too large or too deep.
+
+    Aliases make the composed graph share nodes; everything after parsing (positions,
+    validation, copies, dumps) walks the expanded tree, so the expanded size is what is
+    bounded. One depth-first pass with memoised sizes and heights: linear in the graph.
+    """
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        if leaving:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            height[key] = 1 + max((height[id(k)] for k in kids), default=0)
+            open_nodes.discard(key)
+            if size[key] > MAX_VALUES or height[key] > MAX_DEPTH:
+                raise _expansion_error(node, file, size[key] > MAX_VALUES)
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise _alias_error(node, "an alias refers to a mapping or list that contains "
+                               "the alias itself (a document cannot contain itself)", file)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in _children(node))
+
+
+def _expansion_error(node: yaml.Node, file: str | None, too_many: bool) -> ManifestError:
+    what = (f"more than {MAX_VALUES:,} values" if too_many
+            else f"more than {MAX_DEPTH} levels of nesting")
+    return _alias_error(node, f"this value expands to {what} (YAML aliases repeat their "
+                        "anchor's whole content); a manifest needs far fewer", file)
+
+
+def _alias_error(node: yaml.Node, message: str, file: str | None) -> ManifestError:
+    mark = node.start_mark
+    where = Location(file, mark.line + 1, mark.column + 1)
+    return ManifestError([ManifestIssue("", message, where, kind="syntax")], source=file)
+
+
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJsonNumber(name)
+
+
+def _parse_json(text: str, file: str | None) -> LocatedDocument:
+    """Strict JSON for the data; the YAML composer (JSON is YAML) for key positions."""
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ManifestError([ManifestIssue("", f"not valid JSON: {exc.msg}",
+                                           Location(file, exc.lineno, exc.colno), kind="syntax")],
+                            source=file) from None
+    except _NotJsonNumber as exc:
+        raise ManifestError([ManifestIssue("", f"not valid JSON: {exc} is not a JSON number",
+                                           _token_location(text, str(exc), file), kind="syntax")],
+                            source=file) from None
+    except RecursionError:
+        raise ManifestError([ManifestIssue("", "not valid JSON: nested too deeply",
+                                           Location(file, 1, 1), kind="syntax")],
+                            source=file) from None
+    doc = LocatedDocument(data=data, file=file)
+    loader = _Loader(text)
+    node = None
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, file)
+            _walk(node, (), loader, doc)
+    except yaml.YAMLError:
+        doc.positions.clear()  # valid JSON that libyaml reads differently: no positions
+        doc.duplicates.clear()
+    finally:
+        loader.dispose()
+    _check_document(doc, node)
+    return doc
+
+
+def _token_location(text: str, token: str, file: str | None) -> Location:
+    match = re.search(r"[:,\[]\s*(" + re.escape(token) + r")", text)
+    if match is None:
+        return Location(file, 1, 1)
+    offset = match.start(1)
+    line = text.count("\n", 0, offset) + 1
+    return Location(file, line, offset - (text.rfind("\n", 0, offset) + 1) + 1)
+
+
 def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> ManifestError:
     mark = exc.problem_mark or exc.context_mark
     where = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file, 1, 1)
@@ -130,18 +283,18 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> ManifestError:
 
 def _check_document(doc: LocatedDocument, node: yaml.Node | None) -> None:
     file = doc.file
-    if node is None or doc.data is None:
+    if doc.data is None:
         raise ManifestError(
             [ManifestIssue("", "the manifest is empty (expected a mapping with 'algorithm', "
                            "'environment', ...)", Location(file, 1, 1), kind="empty")],
             source=file,
         )
     if not isinstance(doc.data, Mapping):
-        mark = node.start_mark
+        line, column = (node.start_mark.line + 1, node.start_mark.column + 1) if node else (1, 1)
         kind = type(doc.data).__name__
         raise ManifestError(
             [ManifestIssue("", f"the manifest must be a mapping of sections, got a {kind}",
-                           Location(file, mark.line + 1, mark.column + 1), kind="type")],
+                           Location(file, line, column), kind="type")],
             source=file,
         )
 
@@ -150,7 +303,11 @@ def load_file(path: str | os.PathLike[str]) -> LocatedDocument:
     """Read and parse a manifest file. A missing file raises ``FileNotFoundError``."""
     file = os.fspath(path)
     try:
-        raw = Path(file).read_bytes()
+        with open(file, "rb") as stream:
+            raw = stream.read(MAX_MANIFEST_BYTES + 1)
+            if len(raw) > MAX_MANIFEST_BYTES:  # a device or pipe may not know its size
+                size = stream.seek(0, os.SEEK_END) if stream.seekable() else 0
+                _check_size(max(size, len(raw)), file)
     except IsADirectoryError:
         raise ManifestError(
             [ManifestIssue("", "is a directory, not a manifest file", None, kind="file")],
@@ -176,6 +333,22 @@ def iter_paths(data: Any, prefix: PathKey = ()) -> Iterator[PathKey]:
     elif isinstance(data, list):
         for index, value in enumerate(data):
             yield from iter_paths(value, (*prefix, index))
+
+
+def non_finite_paths(data: Any, prefix: PathKey = ()) -> Iterator[tuple[PathKey, float]]:
+    """Every number that is infinite or NaN (``.inf``, ``1e999``, ``.nan``), with its path.
+
+    JSON has no such numbers and no manifest field can use one, so they are refused
+    everywhere, free-form mappings included.
+    """
+    if isinstance(data, float) and not math.isfinite(data):
+        yield prefix, data
+    elif isinstance(data, Mapping):
+        for key, value in data.items():
+            yield from non_finite_paths(value, (*prefix, key))
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            yield from non_finite_paths(value, (*prefix, index))
 
 
 def format_path(path: PathKey) -> str:

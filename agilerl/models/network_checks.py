@@ -115,8 +115,9 @@ class NetworkChecks:
         rest = {k: v for k, v in raw.items() if k != "encoder_config"}
         if "encoder_config" in raw:
             rest["encoder_config"] = {}  # an empty (partial) encoder: checked below
-        if self.validate(RLNetworkSection, rest, ("network",)) is None:
-            return
+        # A problem in the rest of the section (a missing head_config) must not hide the
+        # encoder's own problems: both are checked, and the network is kept only if sound.
+        rest_ok = self.validate(RLNetworkSection, rest, ("network",)) is not None
         encoder = raw.get("encoder_config") or {}
         if not isinstance(encoder, Mapping):
             self.issue(("network", "encoder_config"), "must be a mapping", kind="schema")
@@ -140,7 +141,7 @@ class NetworkChecks:
                 errors = errors or probe.report.errors
         for issue in errors:
             self.report.add(issue)
-        if not errors:
+        if not errors and rest_ok:
             self.parts.network = copy.deepcopy(dict(raw))
             if algorithm is not None:
                 algorithm.net_config = copy.deepcopy(dict(raw))  # type: ignore[attr-defined]

@@ -71,6 +71,48 @@ def training_rules(training: Any) -> list[Violation]:
     return out
 
 
+# --------------------------------------------------------------------------- evolution
+
+#: The mutation kinds one is drawn from (``new_layer`` only splits ``arch_mut``).
+MUTATION_KINDS = ("no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def mutation_rules(mutation: Any) -> list[Violation]:
+    """At least one mutation kind has a positive probability; every ``rl_hp_selection``
+    range has ``min <= max``. Reads a spec or its raw mapping (values of the wrong type
+    are left to the schema)."""
+    out: list[Violation] = []
+    probabilities = _get(mutation, "probabilities")
+    if probabilities is not None:
+        # A raw mapping that leaves a kind out (its default applies) is not all zero.
+        written = [_get(probabilities, kind) for kind in MUTATION_KINDS]
+        if all(_number(p) and p == 0 for p in written):
+            out.append(Violation(("probabilities",), "every mutation probability is 0 ("
+                                 f"{', '.join(MUTATION_KINDS)}); at least one must be "
+                                 "positive (no_mut: 1.0 keeps every agent unchanged)"))
+    ranges = _get(mutation, "rl_hp_selection")
+    for name, bounds in (ranges.items() if isinstance(ranges, Mapping) else ()):
+        low, high = _get(bounds, "min"), _get(bounds, "max")
+        if _number(low) and _number(high) and low > high:
+            out.append(Violation(("rl_hp_selection", name, "min"), f"the range of {name} is "
+                                 f"empty: min ({low}) must be less than or equal to max ({high})"))
+    return out
+
+
+def tournament_rule(selection: Any, pop_size: Any) -> list[Violation]:
+    """A tournament cannot be larger than the population (a population of one agent has
+    nothing to select, so any size is accepted there)."""
+    size = _get(selection, "tournament_size")
+    if _number(size) and _number(pop_size) and pop_size > 1 and size > pop_size:
+        return [Violation(("tournament_size",), f"tournament_size ({size}) must not exceed "
+                          f"training.pop_size ({pop_size}): a tournament draws distinct agents")]
+    return []
+
+
 # --------------------------------------------------------------------------- X7, X8 algorithms
 
 

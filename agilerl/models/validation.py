@@ -4,7 +4,9 @@ The checks, in order: document shape (duplicate keys, unknown sections), the alg
 (registry lookup, then its spec), each optional section with its model, the network
 (finetuning vs RL, eager vs deferred, §3.4), the environment (its spec for the algorithm,
 source rules, then cheap local checks: Gymnasium ids, PettingZoo modules, data files), and
-finally the rules across sections (MF-PBT layout, SimBa vs recurrent, LLM model name).
+what needs the environment's spaces (the algorithm can act in them; the replay buffer or
+rollout fits in memory), and finally the rules across sections (MF-PBT layout, SimBa vs
+recurrent, LLM model name, tournament size vs population).
 Every problem becomes a :class:`ManifestIssue`; nothing stops at the first one.
 """
 
@@ -19,12 +21,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agilerl.models import env_checks
+from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
 from agilerl.models.hpo import SELECTION_SPECS, MutationSpec, probability_sum_note
-from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
+from agilerl.models.loading import (
+    LocatedDocument,
+    PathKey,
+    format_path,
+    load_file,
+    non_finite_paths,
+)
 from agilerl.models.network_checks import NetworkChecks
 from agilerl.models.pydantic_issues import field_names, issues_from_validation_error
 from agilerl.models.rules import (
@@ -34,8 +42,10 @@ from agilerl.models.rules import (
     llm_training_rules,
     max_wall_seconds_warning,
     mf_layout,
+    mutation_rules,
     replay_buffer_rules,
     simba_recurrent_rule,
+    tournament_rule,
     training_rules,
 )
 from agilerl.models.suggest import closest
@@ -121,6 +131,7 @@ class _Checker(NetworkChecks):
             self.issue(path, f"duplicate key: already written at line {first_line}; YAML "
                        "would silently keep only this last value", kind="syntax")
         self._top_level(data)
+        non_finite = self._non_finite(data)
         algorithm = self._algorithm(data.get("algorithm"))
         self.parts.algorithm = algorithm
         algorithm_class = self.algorithm_class
@@ -134,8 +145,20 @@ class _Checker(NetworkChecks):
             self._mutation_names(algorithm_class)
             self._network(algorithm_class, algorithm, data.get("network"))
             self._environment(algorithm_class, data.get("environment"))
+        else:
+            self._environment_of_any_algorithm(data.get("environment"))
         self._cross_section(algorithm)
+        if non_finite:  # each such number is reported once, by _non_finite
+            self.report.errors = [i for i in self.report.errors
+                                  if i.path not in non_finite or i.message.startswith("must be a finite")]
         return self.parts
+
+    def _non_finite(self, data: Mapping[str, Any]) -> set[str]:
+        paths = set()
+        for path, value in non_finite_paths(data):
+            paths.add(format_path(path))
+            self.issue(path, f"must be a finite number, got {value}", kind="schema")
+        return paths
 
     def _top_level(self, data: Mapping[str, Any]) -> None:
         allowed = (*SECTIONS, LEGACY_SELECTION_KEY)
@@ -193,6 +216,8 @@ class _Checker(NetworkChecks):
             # run reports every problem (absent fields skip their rule: no false alarms).
             subject = spec if spec is not None else self._sound_fields(model, raw, (key,))
             self.violations(training_rules(subject), (key,), raw, model)
+        if model is MutationSpec:
+            self.violations(mutation_rules(spec if spec is not None else raw), (key,))
         return spec
 
     def _sound_fields(self, model: type[BaseModel], raw: Mapping[str, Any],
@@ -237,6 +262,11 @@ class _Checker(NetworkChecks):
                        suggestion=closest(str(tag), SELECTION_SPECS))
             return
         spec = self.validate(model, dict(raw), (key,))
+        if tag == "tournament":
+            training = data.get("training")
+            sound = self._sound_fields(TrainingSpec, training, ("training",)) \
+                if isinstance(training, Mapping) else {"pop_size": None}
+            self.violations(tournament_rule(raw, sound.get("pop_size")), (key,))
         if spec is not None and tag == "multi_frequency":
             from agilerl.models.rules import frequency_ratio_rules
 
@@ -272,6 +302,59 @@ class _Checker(NetworkChecks):
         self.parts.env_spec = spec
         if self.check_environment:
             self._local_environment_checks(spec)
+            self._gym_spaces_checks(algorithm, spec)
+
+    def _environment_of_any_algorithm(self, raw: Any) -> None:
+        """Without a known algorithm the environment's kind is unknown: report its problems
+        only when it fits no kind, as the kind it comes closest to (fewest problems)."""
+        if not isinstance(raw, Mapping):
+            return  # reported with the top-level sections
+        closest_errors: list[ManifestIssue] | None = None
+        by_kind = {env_spec_class(a): a for a in ALGO_REGISTRY.values()}
+        for algorithm in sorted(by_kind.values(), key=lambda a: a.env_kind != "gym"):
+            probe = self.probe()
+            spec = probe.validate(env_spec_class(algorithm), environment_input(algorithm, raw),
+                                  ("environment",))
+            if spec is not None:
+                return
+            if closest_errors is None or len(probe.report.errors) < len(closest_errors):
+                closest_errors = probe.report.errors
+        for issue in closest_errors or []:
+            self.report.add(issue)
+
+    def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: Any) -> None:
+        """The algorithm can act in the environment, and its replay buffer or rollout fits in
+        memory (both need the environment's spaces, read only when one of them applies)."""
+        registered = type(spec).__name__ in ("GymEnvSpec", "OfflineEnvSpec") and \
+            not spec.entrypoint and not spec.wrappers and \
+            not any(i.path.startswith("environment") for i in self.report.errors) and \
+            not any(i.path == "environment.name" for i in self.report.warnings)
+        network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
+        # Only algorithms limited to some action spaces need them checked.
+        restricted = network in env_spaces.ACTION_SPACES and \
+            set(env_spaces.ACTION_SPACES[network]) != set(env_spaces.ANY_ACTION_SPACE)
+        rollout = not algorithm.off_policy and algorithm.env_kind == "gym" and \
+            "learn_step" in algorithm.model_fields
+        spaces = None
+        if registered and (restricted or algorithm.off_policy or rollout):
+            spaces = env_spaces.gym_spaces(spec.name)
+        if spaces is not None and restricted:
+            others = [name for name, cls in sorted(ALGO_REGISTRY.items())
+                      if cls.env_kind == algorithm.env_kind and cls.network_spec is not None
+                      and spaces.action in env_spaces.ACTION_SPACES.get(
+                          cls.network_spec.__name__, ())]
+            self._finding(("environment", "name"), env_spaces.check_action_space(
+                algorithm.algo_name, network, spec.name, spaces, others))
+        if algorithm.off_policy:
+            buffer = self.parts.replay_buffer
+            max_size = buffer.max_size if buffer is not None else \
+                ReplayBufferSpec.model_fields["max_size"].default
+            self._finding(("replay_buffer", "max_size"), budget.check_replay_memory(
+                max_size, spaces, getattr(spec, "name", None)))
+        learn_step = getattr(self.parts.algorithm, "learn_step", None)
+        if rollout and isinstance(learn_step, int):
+            self._finding(("algorithm", "learn_step"), budget.check_rollout_memory(
+                learn_step, spaces, getattr(spec, "name", None)))
 
     def _local_environment_checks(self, spec: Any) -> None:
         base = self.doc.base_dir
@@ -303,7 +386,7 @@ class _Checker(NetworkChecks):
 
     def _finding(self, path: PathKey, finding: env_checks.Finding | None) -> None:
         if finding is not None:
-            self.issue(path, finding.message, kind="environment", severity=finding.severity,
+            self.issue(path, finding.message, kind=finding.kind, severity=finding.severity,
                        suggestion=finding.suggestion)
 
     # ------------------------------------------------------------------ across sections

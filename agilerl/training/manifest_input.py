@@ -1,10 +1,11 @@
 """Load a manifest file for training, with dotted command-line overrides applied.
 
-Without overrides the file is validated as is (errors carry ``file:line:col``). With
-overrides, the file is parsed, the overrides applied to its data, and the result validated
-the same way; each problem at an overridden path is reported naming the override
-(``training.pop_size=0``) instead of a file position, and the others keep their position in
-the file.
+The file is parsed, the overrides (if any) applied to its data, and the result validated
+like ``agilerl validate`` does; each problem at an overridden path is reported naming the
+override (``training.pop_size=0``) instead of a file position, and the others keep their
+position in the file. One difference from ``validate``: an environment whose package is not
+installed here (``ALE/...`` without ale-py, Box2D) is only a warning for ``validate``, which
+may check a manifest meant for another machine, and an error for training, which needs it now.
 """
 
 from __future__ import annotations
@@ -21,15 +22,21 @@ def load_manifest(path: str | os.PathLike[str], overrides: Sequence[Override] = 
     """A validated ``TrainingManifest`` (raises ``ManifestError`` / ``OverrideError``)."""
     import agilerl.models as models
     from agilerl.models.loading import load_file
+    from agilerl.models.manifest import _raise_for
+    from agilerl.models.validation import check_document
 
-    if not overrides:
-        return models.TrainingManifest.get_validated(os.fspath(path), mode="python")
     doc = load_file(path)
-    doc.data = apply_overrides(doc.data, overrides)
+    if overrides:
+        doc.data = apply_overrides(doc.data, overrides)
+    report, parts = check_document(doc)
+    for issue in [i for i in report.warnings if i.kind == "missing_package"]:
+        report.warnings.remove(issue)
+        report.errors.append(replace(issue, severity="error"))
     try:
-        return models.TrainingManifest.from_document(doc)
+        _raise_for(report)
     except models.ManifestError as exc:
-        raise _relocated(exc, overrides) from None
+        raise (_relocated(exc, overrides) if overrides else exc) from None
+    return models.TrainingManifest.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
 
 
 def _relocated(exc: Any, overrides: Sequence[Override]) -> Any:

@@ -2,11 +2,14 @@
 
 Each override is ``PATH=VALUE``: ``PATH`` is a dotted path of mapping keys (a list item is
 addressed by its index, ``network.encoder_config.hidden_size.0=64``) and ``VALUE`` is parsed as
-a YAML scalar or flow collection exactly as it would be in the manifest file (``3e-4`` and
-``1_000`` are numbers, ``true`` a boolean, ``null`` clears a value, ``[64, 64]`` a list).
-Missing intermediate mappings are created, so an override can add a section key; the
-overridden manifest is then validated like the file itself and problems at an overridden
-path are reported naming the override.
+a YAML scalar or flow collection by the manifest files' own loader, so it means exactly
+what it would in the file (``3e-4``, ``2e3`` and ``1_000`` are numbers, an integral float
+such as ``2e3`` fits an integer field, ``true`` is a boolean, ``null`` clears a value,
+``[64, 64]`` is a list).
+Missing intermediate mappings are created, so an override can add a section key; a path
+that goes through a scalar (``training.max_steps.foo=1``) is an :class:`OverrideError`
+(a usage error). The overridden manifest is then validated like the file itself and
+problems at an overridden path are reported naming the override.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 
 import yaml
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from agilerl.models.errors import ManifestError
+from agilerl.models.loading import parse_value
 
 
 class OverrideError(ValueError):
@@ -50,10 +54,12 @@ def parse_override(text: str) -> Override:
     if any(not p for p in parts):
         raise OverrideError(f"override {text!r}: empty key in path {key!r}")
     try:
-        value = yaml.load(raw, Loader=_Loader) if raw.strip() else None
+        value = parse_value(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         raise OverrideError(f"override {text!r}: value {raw!r} is not valid YAML: {problem}") from None
+    except ManifestError as exc:  # an alias bomb, a self-reference
+        raise OverrideError(f"override {text!r}: {exc.issues[0].message}") from None
     return Override(text=text, path=parts, value=value)
 
 
@@ -86,8 +92,8 @@ def _descend(node: Any, key: str, override: Override, depth: int) -> Any:
         child = node[key] = {}
     if not isinstance(child, dict | list):
         raise OverrideError(
-            f"override {override.text!r}: {where!r} is {child!r}, not a mapping; "
-            f"cannot set {override.dotted!r}"
+            f"override {override.text!r}: {where!r} is {child!r}, not a mapping, so it has "
+            f"no key {override.path[depth + 1]!r}; write {where}=VALUE to replace it"
         )
     return child
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,23 @@ def peer_data_cwd(peer_manifests_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
     data = peer_manifests_dir / "data"
     monkeypatch.chdir(data)
     return data
+
+
+@pytest.fixture()
+def dummy_image_registered() -> Iterator[str]:
+    """``DummyImage-v0``, which the reference's test suite registers for its
+    ``tests/ppo_cnn.yaml`` (validation sees the live registry of an imported Gymnasium)."""
+    import gymnasium
+
+    gymnasium.register("DummyImage-v0", entry_point="tests.models.conftest:DummyImageEnv")
+    try:
+        yield "DummyImage-v0"
+    finally:
+        del gymnasium.registry["DummyImage-v0"]
+
+
+class DummyImageEnv:
+    """Stands in for the reference's image test environment (never made: only registered)."""
 
 
 @pytest.fixture(scope="session")

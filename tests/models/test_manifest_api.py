@@ -73,10 +73,12 @@ def test_alias_spellings_and_runtime_fields_are_accepted() -> None:
 
 
 def test_legacy_selection_key() -> None:
-    m = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3}),
-                                       mode="python")
+    four = {"max_steps": 100, "pop_size": 4}
+    m = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3},
+                                                training=four), mode="python")
     assert isinstance(m.selection_strategy, TournamentSelectionSpec)
-    out = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3}))
+    out = TrainingManifest.get_validated(manifest(tournament_selection={"tournament_size": 3},
+                                                  training=four))
     assert "tournament_selection" not in out and out["selection_strategy"]["tournament_size"] == 3
     with pytest.warns(DeprecationWarning, match="tournament_selection is deprecated"):
         assert m.tournament_selection is m.selection_strategy
@@ -170,6 +172,7 @@ def test_model_validate_dispatches_every_rl_name(name: str) -> None:
     env = {"name": "mpe2.simple_speaker_listener_v4"} if name in ("IPPO", "MADDPG", "MATD3") \
         else {"name": "CartPole-v1", "minari_dataset_id": "cartpole-v0"} if name == "CQN" \
         else {"features": "f.csv", "targets": "t.csv"} if name.startswith("Neural") \
+        else {"name": "Pendulum-v1"} if name in ("DDPG", "TD3") \
         else {"name": "CartPole-v1"}
     data = {"algorithm": {"name": name}, "environment": env}
     m = TrainingManifest.model_validate(data) if not name.startswith("Neural") else \
@@ -299,9 +302,21 @@ def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:
     assert TrainingManifest.get_validated(file)["algorithm"]["lr"] == 1e-4
 
 
-def test_local_checks_warn_when_they_cannot_decide() -> None:
-    with pytest.warns(models.ManifestWarning, match="DummyImage-v0"):
+def test_an_unregistered_gym_id_is_an_error() -> None:
+    with pytest.raises(ManifestError, match="'DummyImage-v0' is not a registered Gymnasium id"):
         TrainingManifest.get_validated(manifest(environment={"name": "DummyImage-v0"}))
+
+
+def test_an_id_registered_by_the_program_is_accepted(dummy_image_registered: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TrainingManifest.get_validated(manifest(environment={"name": dummy_image_registered}))
+
+
+def test_local_checks_warn_when_they_cannot_decide() -> None:
+    with pytest.warns(models.ManifestWarning, match="ale_py package"):
+        TrainingManifest.get_validated(manifest(algorithm={"name": "PPO"},
+                                                environment={"name": "ALE/Breakout-v5"}))
 
 
 def test_model_validate_and_constructor_report_like_get_validated() -> None:

@@ -47,14 +47,16 @@ def test_invalid_case_raises_one_manifest_error(case: Case) -> None:
         assert isinstance(info.value, KeyError)
 
 
-def test_peer_manifests_validate(peer_manifest_files: list[Path], peer_data_cwd: Path) -> None:
+def test_peer_manifests_validate(peer_manifest_files: list[Path], peer_data_cwd: Path,
+                                 dummy_image_registered: str) -> None:
     for file in peer_manifest_files:
         report = validate_path(file)
         assert report.ok, f"{file}: {[str(i) for i in report.errors]}"
 
 
 def test_peer_manifests_round_trip_through_json(peer_manifest_files: list[Path],
-                                                 peer_data_cwd: Path) -> None:
+                                                 peer_data_cwd: Path,
+                                                 dummy_image_registered: str) -> None:
     for file in peer_manifest_files:
         with pytest.warns() if _warns(file) else _no_warning():
             dumped = TrainingManifest.get_validated(str(file), mode="json")
@@ -75,7 +77,7 @@ def _warns(file: Path) -> bool:
                      "ppo_llm_quant_bench.yaml", "reinforce_llm.yaml"}:
         return True  # reward.py is not part of the reference data
     return f"{file.parent.name}/{file.name}" in {
-        "ppo/ppo_image.yaml", "tests/ppo_cnn.yaml", "multi_agent/ippo_mfpbt.yaml",
+        "ppo/ppo_image.yaml", "multi_agent/ippo_mfpbt.yaml",
         "multi_agent/maddpg_mfpbt.yaml"} or (
         f"{file.parent.name}/{file.name}" == "ddpg/ddpg_simba.yaml"
         and importlib.util.find_spec("mujoco") is None)

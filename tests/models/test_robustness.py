@@ -14,11 +14,12 @@ ODD = {
     "mutation: {rl_hp_selection: [1, 2]}\nselection_strategy: {strategy: 5}\n":
         {"environment", "training", "network", "mutation.rl_hp_selection",
          "selection_strategy.strategy"},
-    "algorithm: {name: [DQN]}\nenvironment: {name: 5}\n": {"algorithm.name"},
+    "algorithm: {name: [DQN]}\nenvironment: {name: 5}\n": {"algorithm.name", "environment.name"},
     "algorithm: {name: DQN, lr: .nan}\nenvironment: {name: CartPole-v1}\n": {"algorithm.lr"},
     "algorithm: {<<: {name: DQN}, lr: 0.1}\nenvironment: {name: CartPole-v1}\n": set(),
     "algorithm: {name: DQN}\nenvironment: {name: CartPole-v1}\n"
-    "network: {encoder_config: 5, head_config: []}\n": {"network.head_config"},
+    "network: {encoder_config: 5, head_config: []}\n": {"network.head_config",
+                                                        "network.encoder_config"},
     "algorithm: {name: GRPO}\nenvironment: {}\nnetwork: {arch: mlp}\n":
         {"algorithm.group_size", "network.pretrained_model_name_or_path",
          "network.max_context_length", "network.arch", "environment.dataset",

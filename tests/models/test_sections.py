@@ -93,9 +93,10 @@ def test_training_rules() -> None:
 
 
 def test_tournament_size_bounds() -> None:
-    assert TournamentSelectionSpec(tournament_size=1).tournament_size == 1
-    with pytest.raises(ValidationError):
-        TournamentSelectionSpec(tournament_size=0)
+    assert TournamentSelectionSpec(tournament_size=2).tournament_size == 2
+    for size in (0, 1):  # a tournament of one agent selects at random: 2 is the minimum
+        with pytest.raises(ValidationError):
+            TournamentSelectionSpec(tournament_size=size)
 
 
 @pytest.mark.parametrize("cls", [GRPOSpec, LLMPPOSpec, LLMREINFORCESpec])

@@ -26,7 +26,13 @@ from agilerl.models.errors import (
     ManifestReport,
     UnknownAlgorithmError,
 )
-from agilerl.models.loading import LocatedDocument, PathKey, format_path, load_file
+from agilerl.models.loading import (
+    LocatedDocument,
+    PathKey,
+    format_path,
+    load_file,
+    non_finite_paths,
+)
 from agilerl.models.pydantic_issues import issues_from_validation_error, unknown_keys
 from agilerl.models.rules import Violation, algorithm_rules, llm_model_rule, training_rules
 from agilerl.models.suggest import closest
@@ -177,6 +183,8 @@ class _ArenaChecker:
             if key not in (*SECTIONS, LEGACY_SELECTION_KEY):
                 self.issue((key,), "Ignoring unrecognized manifest field", kind="unknown_key",
                            severity="warning", suggestion=closest(str(key), SECTIONS))
+        for path, value in non_finite_paths(data):  # JSON has no such numbers
+            self.issue(path, f"must be a finite number, got {value}", kind="schema")
         for key in ("algorithm", "environment"):
             if not isinstance(data.get(key), Mapping):
                 what = "required section is missing" if key not in data else "must be a mapping"
@@ -196,6 +204,9 @@ class _ArenaChecker:
         }
         if isinstance(algorithm, gen.LLMAlgorithmSpec):
             self.violations(llm_model_rule(algorithm), ())
+        finite = {i.path for i in self.report.errors if i.message.startswith("must be a finite")}
+        self.report.errors = [i for i in self.report.errors if i.path not in finite
+                              or i.message.startswith("must be a finite")]
         return fields
 
     def _algorithm(self, raw: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -63,6 +64,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite(text: str) -> float:
+    # 1e999 reads as inf: no manifest field takes it, and the run folder is strict JSON.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
+
+
 async def parse(request: Request) -> SubmitRequest:
     """Read a JSON or multipart submit body (the reference client sends both)."""
     ctype = request.headers.get("content-type", "")
@@ -74,12 +83,14 @@ async def parse(request: Request) -> SubmitRequest:
         if isinstance(upload, UploadFile):
             reward = await upload.read()
         try:
-            body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant)
+            body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant,
+                                          parse_float=_finite)
         except ValueError:
             raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
     else:
         try:
-            body = json.loads(await request.body() or b"null", parse_constant=_no_constant)
+            body = json.loads(await request.body() or b"null", parse_constant=_no_constant,
+                              parse_float=_finite)
         except ValueError as exc:
             raise ApiError(400, "INVALID_JSON", f"Request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict) or "manifest" not in body:

@@ -6,10 +6,10 @@ from pydantic import AliasChoices, ConfigDict, Discriminator, Field, Tag
 
 from ._base import NOT_NULL, Integer, RuntimeObject, SpecModel, tag_of
 
-ChannelSizeItem = Annotated[Integer, Field(ge=1)]
+ChannelSizeItem = Annotated[Integer, Field(ge=1, le=65536)]
 EvolutionFrequencyRatio = Annotated[Integer, Field(ge=1)]
-HiddenSizeItem = Annotated[Integer, Field(ge=1)]
-KernelSizeItem = Annotated[Integer, Field(ge=1)]
+HiddenSizeItem = Annotated[Integer, Field(ge=1, le=65536)]
+KernelSizeItem = Annotated[Integer, Field(ge=1, le=1024)]
 Quantization = Annotated[
     str,
     Field(description="Base-model quantization: a preset name (e.g. nf4) or bitsandbytes keyword arguments; null for none.", min_length=1),
@@ -21,8 +21,12 @@ class LoraConfigDict(SpecModel):
     LoRA adapter settings of an LLM fine-tuning network.
     """
 
-    lora_r: Annotated[Integer, Field(description="Rank of the LoRA update matrices.", ge=1)] = 16
-    lora_alpha: Annotated[Integer, Field(description="LoRA scaling numerator.", ge=1)] = 32
+    lora_r: Annotated[
+        Integer, Field(description="Rank of the LoRA update matrices.", ge=1, le=65536)
+    ] = 16
+    lora_alpha: Annotated[Integer, Field(description="LoRA scaling numerator.", ge=1, le=65536)] = (
+        32
+    )
     target_modules: Annotated[
         str | list[str], Field(description='Module names (or "all-linear") that receive adapters.')
     ] = "all-linear"
@@ -59,7 +63,7 @@ class FinetuningNetworkSpec(SpecModel):
     ] = None
 
 
-StrideSizeItem = Annotated[Integer, Field(ge=1)]
+StrideSizeItem = Annotated[Integer, Field(ge=1, le=1024)]
 
 
 class CnnPartialSpec(SpecModel):
@@ -95,16 +99,16 @@ class CnnPartialSpec(SpecModel):
         NOT_NULL,
     ] = None
     min_hidden_layers: Annotated[
-        Integer | None, Field(description="Fewest convolution layers.", gt=0), NOT_NULL
+        Integer | None, Field(description="Fewest convolution layers.", gt=0, le=1000), NOT_NULL
     ] = None
     max_hidden_layers: Annotated[
-        Integer | None, Field(description="Most convolution layers.", gt=1), NOT_NULL
+        Integer | None, Field(description="Most convolution layers.", gt=1, le=1000), NOT_NULL
     ] = None
     min_channel_size: Annotated[
-        Integer | None, Field(description="Fewest channels per layer.", gt=0), NOT_NULL
+        Integer | None, Field(description="Fewest channels per layer.", gt=0, le=65536), NOT_NULL
     ] = None
     max_channel_size: Annotated[
-        Integer | None, Field(description="Most channels per layer.", gt=1), NOT_NULL
+        Integer | None, Field(description="Most channels per layer.", gt=1, le=65536), NOT_NULL
     ] = None
     layer_norm: Annotated[
         bool | None, Field(description="Apply normalisation after each convolution."), NOT_NULL
@@ -134,26 +138,28 @@ class LstmPartialSpec(SpecModel):
         NOT_NULL,
     ] = None
     hidden_state_size: Annotated[
-        Integer | None, Field(description="Size of the LSTM hidden state.", gt=0), NOT_NULL
+        Integer | None,
+        Field(description="Size of the LSTM hidden state.", gt=0, le=65536),
+        NOT_NULL,
     ] = None
     num_layers: Annotated[
-        Integer | None, Field(description="Number of stacked LSTM layers.", gt=0), NOT_NULL
+        Integer | None, Field(description="Number of stacked LSTM layers.", gt=0, le=1000), NOT_NULL
     ] = None
     min_hidden_state_size: Annotated[
         Integer | None,
-        Field(description="Smallest hidden state mutation may leave.", gt=0),
+        Field(description="Smallest hidden state mutation may leave.", gt=0, le=65536),
         NOT_NULL,
     ] = None
     max_hidden_state_size: Annotated[
         Integer | None,
-        Field(description="Largest hidden state mutation may create.", gt=1),
+        Field(description="Largest hidden state mutation may create.", gt=1, le=65536),
         NOT_NULL,
     ] = None
     min_layers: Annotated[
-        Integer | None, Field(description="Fewest LSTM layers.", ge=0), NOT_NULL
+        Integer | None, Field(description="Fewest LSTM layers.", ge=0, le=1000), NOT_NULL
     ] = None
     max_layers: Annotated[
-        Integer | None, Field(description="Most LSTM layers.", ge=1), NOT_NULL
+        Integer | None, Field(description="Most LSTM layers.", ge=1, le=1000), NOT_NULL
     ] = None
     dropout: Annotated[
         float | None, Field(description="Dropout between LSTM layers.", ge=0.0, le=1.0), NOT_NULL
@@ -204,19 +210,19 @@ class MlpPartialSpec(SpecModel):
     ] = None
     min_hidden_layers: Annotated[
         Integer | None,
-        Field(description="Fewest hidden layers architecture mutation may leave.", gt=0),
+        Field(description="Fewest hidden layers architecture mutation may leave.", gt=0, le=1000),
         NOT_NULL,
     ] = None
     max_hidden_layers: Annotated[
         Integer | None,
-        Field(description="Most hidden layers architecture mutation may create.", gt=1),
+        Field(description="Most hidden layers architecture mutation may create.", gt=1, le=1000),
         NOT_NULL,
     ] = None
     min_mlp_nodes: Annotated[
-        Integer | None, Field(description="Fewest nodes per layer.", gt=0), NOT_NULL
+        Integer | None, Field(description="Fewest nodes per layer.", gt=0, le=65536), NOT_NULL
     ] = None
     max_mlp_nodes: Annotated[
-        Integer | None, Field(description="Most nodes per layer.", gt=1), NOT_NULL
+        Integer | None, Field(description="Most nodes per layer.", gt=1, le=65536), NOT_NULL
     ] = None
 
 
@@ -256,13 +262,19 @@ class MlpSpec(SpecModel):
         bool, Field(description="Scale the output layer's initial weights down.")
     ] = True
     min_hidden_layers: Annotated[
-        Integer, Field(description="Fewest hidden layers architecture mutation may leave.", gt=0)
+        Integer,
+        Field(description="Fewest hidden layers architecture mutation may leave.", gt=0, le=1000),
     ] = 1
     max_hidden_layers: Annotated[
-        Integer, Field(description="Most hidden layers architecture mutation may create.", gt=1)
+        Integer,
+        Field(description="Most hidden layers architecture mutation may create.", gt=1, le=1000),
     ] = 6
-    min_mlp_nodes: Annotated[Integer, Field(description="Fewest nodes per layer.", gt=0)] = 8
-    max_mlp_nodes: Annotated[Integer, Field(description="Most nodes per layer.", gt=1)] = 256
+    min_mlp_nodes: Annotated[
+        Integer, Field(description="Fewest nodes per layer.", gt=0, le=65536)
+    ] = 8
+    max_mlp_nodes: Annotated[
+        Integer, Field(description="Most nodes per layer.", gt=1, le=65536)
+    ] = 256
 
 
 class CnnSpec(SpecModel):
@@ -293,10 +305,18 @@ class CnnSpec(SpecModel):
             description="Stride per convolution layer (same length as channel_size).", min_length=1
         ),
     ]
-    min_hidden_layers: Annotated[Integer, Field(description="Fewest convolution layers.", gt=0)] = 1
-    max_hidden_layers: Annotated[Integer, Field(description="Most convolution layers.", gt=1)] = 6
-    min_channel_size: Annotated[Integer, Field(description="Fewest channels per layer.", gt=0)] = 8
-    max_channel_size: Annotated[Integer, Field(description="Most channels per layer.", gt=1)] = 256
+    min_hidden_layers: Annotated[
+        Integer, Field(description="Fewest convolution layers.", gt=0, le=1000)
+    ] = 1
+    max_hidden_layers: Annotated[
+        Integer, Field(description="Most convolution layers.", gt=1, le=1000)
+    ] = 6
+    min_channel_size: Annotated[
+        Integer, Field(description="Fewest channels per layer.", gt=0, le=65536)
+    ] = 8
+    max_channel_size: Annotated[
+        Integer, Field(description="Most channels per layer.", gt=1, le=65536)
+    ] = 256
     layer_norm: Annotated[
         bool, Field(description="Apply normalisation after each convolution.")
     ] = False
@@ -322,7 +342,9 @@ class MultiInputPartialSpec(SpecModel):
         NOT_NULL,
     ] = None
     latent_dim: Annotated[
-        Integer | None, Field(description="Output size of each per-input encoder.", gt=0), NOT_NULL
+        Integer | None,
+        Field(description="Output size of each per-input encoder.", gt=0, le=65536),
+        NOT_NULL,
     ] = None
     vector_space_mlp: Annotated[
         bool | None,
@@ -330,10 +352,14 @@ class MultiInputPartialSpec(SpecModel):
         NOT_NULL,
     ] = None
     min_latent_dim: Annotated[
-        Integer | None, Field(description="Smallest latent_dim mutation may leave.", gt=0), NOT_NULL
+        Integer | None,
+        Field(description="Smallest latent_dim mutation may leave.", gt=0, le=65536),
+        NOT_NULL,
     ] = None
     max_latent_dim: Annotated[
-        Integer | None, Field(description="Largest latent_dim mutation may create.", gt=1), NOT_NULL
+        Integer | None,
+        Field(description="Largest latent_dim mutation may create.", gt=1, le=65536),
+        NOT_NULL,
     ] = None
     mlp_config: Annotated[
         MlpSpec | None, Field(description="MLP used for vector inputs; null uses defaults.")
@@ -357,11 +383,15 @@ class SimbaPartialSpec(SpecModel):
     ] = None
     hidden_size: Annotated[
         Integer | None,
-        Field(description="Width of the residual blocks (a single integer, not a list).", gt=0),
+        Field(
+            description="Width of the residual blocks (a single integer, not a list).",
+            gt=0,
+            le=65536,
+        ),
         NOT_NULL,
     ] = None
     num_blocks: Annotated[
-        Integer | None, Field(description="Number of residual blocks.", gt=0), NOT_NULL
+        Integer | None, Field(description="Number of residual blocks.", gt=0, le=1000), NOT_NULL
     ] = None
     output_activation: Annotated[
         Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
@@ -369,23 +399,23 @@ class SimbaPartialSpec(SpecModel):
     ] = None
     scale_factor: Annotated[
         Integer | None,
-        Field(description="Expansion factor inside each residual block.", gt=0),
+        Field(description="Expansion factor inside each residual block.", gt=0, le=64),
         NOT_NULL,
     ] = None
     min_blocks: Annotated[
-        Integer | None, Field(description="Fewest residual blocks.", gt=0), NOT_NULL
+        Integer | None, Field(description="Fewest residual blocks.", gt=0, le=1000), NOT_NULL
     ] = None
     max_blocks: Annotated[
-        Integer | None, Field(description="Most residual blocks.", gt=1), NOT_NULL
+        Integer | None, Field(description="Most residual blocks.", gt=1, le=1000), NOT_NULL
     ] = None
     min_mlp_nodes: Annotated[
         Integer | None,
-        Field(description="Smallest hidden_size mutation may leave.", gt=0),
+        Field(description="Smallest hidden_size mutation may leave.", gt=0, le=65536),
         NOT_NULL,
     ] = None
     max_mlp_nodes: Annotated[
         Integer | None,
-        Field(description="Largest hidden_size mutation may create.", gt=1),
+        Field(description="Largest hidden_size mutation may create.", gt=1, le=65536),
         NOT_NULL,
     ] = None
 
@@ -400,13 +430,14 @@ class RLNetworkSection(SpecModel):
         Field(
             description="Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].",
             gt=0,
+            le=65536,
         ),
     ] = 32
     min_latent_dim: Annotated[
-        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0, le=65536)
     ] = 8
     max_latent_dim: Annotated[
-        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1, le=65536)
     ] = 128
     encoder_config: Annotated[
         MlpPartialSpec | CnnPartialSpec | LstmPartialSpec | SimbaPartialSpec | MultiInputPartialSpec | None,
@@ -453,7 +484,11 @@ class MultiFrequencySelectionSpec(SpecModel):
     ] = "multi_frequency"
     n_subpopulations: Annotated[
         Integer,
-        Field(description="Number of sub-populations; pop_size must be divisible by it.", ge=2),
+        Field(
+            description="Number of sub-populations; pop_size must be divisible by it.",
+            ge=2,
+            le=10000,
+        ),
     ] = 2
     n_winners: Annotated[
         Integer | None,
@@ -500,7 +535,8 @@ class TournamentSelectionSpec(SpecModel):
     tournament_size: Annotated[
         Integer,
         Field(
-            description="Number of agents competing in each tournament (at least 2 on Arena).", ge=1
+            description="Number of agents competing in each tournament: at least 2, and at most pop_size when the population has more than one agent.",
+            ge=2,
         ),
     ] = 2
     elitism: Annotated[
@@ -547,7 +583,11 @@ class AlgoSpec(SpecModel):
 
     batch_size: Annotated[
         Integer,
-        Field(description="Samples per gradient update (LLM: prompts per device batch).", ge=1),
+        Field(
+            description="Samples per gradient update (LLM: prompts per device batch).",
+            ge=1,
+            le=1048576,
+        ),
     ] = 128
     hp_config: Annotated[
         dict[str, RLHyperparameter] | None | RuntimeObject,
@@ -609,7 +649,7 @@ class GymEnvSpec(SpecModel):
         ),
     ]
     num_envs: Annotated[
-        Integer, Field(description="Number of vectorised environment copies.", ge=1)
+        Integer, Field(description="Number of vectorised environment copies.", ge=1, le=4096)
     ] = 16
     entrypoint: Annotated[
         str | None,
@@ -649,7 +689,7 @@ class LLMAlgorithmSpec(AlgoSpec):
     ] = 0.001
     max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.", ge=0.0)] = 0.1
     update_epochs: Annotated[
-        Integer, Field(description="Optimisation epochs per batch of experience.", ge=1)
+        Integer, Field(description="Optimisation epochs per batch of experience.", ge=1, le=10000)
     ] = 1
     reduce_memory_peak: Annotated[
         bool, Field(description="Trade speed for a lower peak memory use.")
@@ -664,7 +704,7 @@ class LLMAlgorithmSpec(AlgoSpec):
         bool, Field(description="Recompute activations in the backward pass to save memory.")
     ] = True
     use_liger_loss: Annotated[bool, Field(description="Use the fused Liger kernel loss.")] = False
-    seed: Annotated[Integer, Field(description="Random seed of the fine-tuning run.")] = 42
+    seed: Annotated[Integer, Field(description="Random seed of the fine-tuning run.", ge=0)] = 42
     quantization: Annotated[
         Quantization | dict[str, Any] | None,
         Field(
@@ -746,19 +786,21 @@ class CISPOSpec(LLMAlgorithmSpec):
         Literal["CISPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "CISPO"
     group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     clip_coef: Annotated[
         float | list[float],
         Field(
             description="Importance-weight clipping: one coefficient, or asymmetric [low, high] bounds (Arena: one coefficient in [0, 1])."
         ),
     ] = 0.2
-    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    temperature: Annotated[
+        float, Field(description="Sampling temperature of generations.", ge=0.0)
+    ] = 0.9
     max_output_tokens: Annotated[
-        Integer | None, Field(description="Maximum generated tokens per completion.")
+        Integer | None, Field(description="Maximum generated tokens per completion.", ge=1)
     ] = 1024
     min_output_tokens: Annotated[
-        Integer | None, Field(description="Minimum generated tokens per completion.")
+        Integer | None, Field(description="Minimum generated tokens per completion.", ge=0)
     ] = None
     cosine_lr_schedule_config: Annotated[
         dict[str, Any] | None,
@@ -786,7 +828,7 @@ class CISPOSpec(LLMAlgorithmSpec):
         False
     )
     adv_clip_range: Annotated[
-        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.")
+        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.", ge=0.0)
     ] = None
     filter_zero_adv: Annotated[bool, Field(description="Drop samples whose advantage is zero.")] = (
         False
@@ -808,7 +850,7 @@ class DPOSpec(LLMAlgorithmSpec):
     name: Annotated[
         Literal["DPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "DPO"
-    lr: Annotated[float, Field(description="Learning rate.")] = 5e-06
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 5e-06
 
 
 class GRPOSpec(LLMAlgorithmSpec):
@@ -820,16 +862,18 @@ class GRPOSpec(LLMAlgorithmSpec):
         Literal["GRPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "GRPO"
     group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     clip_coef: Annotated[
         float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
     ] = 0.2
-    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    temperature: Annotated[
+        float, Field(description="Sampling temperature of generations.", ge=0.0)
+    ] = 0.9
     max_output_tokens: Annotated[
-        Integer | None, Field(description="Maximum generated tokens per completion.")
+        Integer | None, Field(description="Maximum generated tokens per completion.", ge=1)
     ] = 1024
     min_output_tokens: Annotated[
-        Integer | None, Field(description="Minimum generated tokens per completion.")
+        Integer | None, Field(description="Minimum generated tokens per completion.", ge=0)
     ] = None
     cosine_lr_schedule_config: Annotated[
         dict[str, Any] | None,
@@ -857,7 +901,7 @@ class GRPOSpec(LLMAlgorithmSpec):
         False
     )
     adv_clip_range: Annotated[
-        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.")
+        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.", ge=0.0)
     ] = None
     filter_zero_adv: Annotated[bool, Field(description="Drop samples whose advantage is zero.")] = (
         False
@@ -880,16 +924,18 @@ class GSPOSpec(LLMAlgorithmSpec):
         Literal["GSPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "GSPO"
     group_size: Annotated[Integer, Field(description="Completions sampled per prompt.", ge=1)]
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     clip_coef: Annotated[
         float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
     ] = 0.2
-    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    temperature: Annotated[
+        float, Field(description="Sampling temperature of generations.", ge=0.0)
+    ] = 0.9
     max_output_tokens: Annotated[
-        Integer | None, Field(description="Maximum generated tokens per completion.")
+        Integer | None, Field(description="Maximum generated tokens per completion.", ge=1)
     ] = 1024
     min_output_tokens: Annotated[
-        Integer | None, Field(description="Minimum generated tokens per completion.")
+        Integer | None, Field(description="Minimum generated tokens per completion.", ge=0)
     ] = None
     cosine_lr_schedule_config: Annotated[
         dict[str, Any] | None,
@@ -917,7 +963,7 @@ class GSPOSpec(LLMAlgorithmSpec):
         False
     )
     adv_clip_range: Annotated[
-        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.")
+        float | None, Field(description="Clip advantages to [-x, x]; null for no clipping.", ge=0.0)
     ] = None
     filter_zero_adv: Annotated[bool, Field(description="Drop samples whose advantage is zero.")] = (
         False
@@ -1000,6 +1046,7 @@ class LLMEnvSpec(SpecModel):
         Field(
             description="Internal: set from algorithm.batch_size by the trainer.",
             ge=1,
+            le=1048576,
             exclude=True,
         ),
     ] = 8
@@ -1017,7 +1064,7 @@ class LLMEnvSpec(SpecModel):
     ] = None
     seed: Annotated[
         Integer | None,
-        Field(description="Internal: set from algorithm.seed by the trainer.", exclude=True),
+        Field(description="Internal: set from algorithm.seed by the trainer.", ge=0, exclude=True),
     ] = None
 
 
@@ -1029,8 +1076,12 @@ class LLMPPOSpec(LLMAlgorithmSpec):
     name: Annotated[
         Literal["LLMPPO"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "LLMPPO"
-    lr_actor: Annotated[float, Field(description="Actor (policy) learning rate.", ge=0.0)] = 5e-06
-    lr_critic: Annotated[float | None, Field(description="Critic learning rate.", ge=0.0)] = 5e-06
+    lr_actor: Annotated[
+        float, Field(description="Actor (policy) learning rate.", ge=0.0, le=1.0)
+    ] = 5e-06
+    lr_critic: Annotated[
+        float | None, Field(description="Critic learning rate.", ge=0.0, le=1.0)
+    ] = 5e-06
     vf_coef: Annotated[float, Field(description="Value loss coefficient.", ge=0.0)] = 0.5
     clip_coef: Annotated[
         float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
@@ -1039,12 +1090,14 @@ class LLMPPOSpec(LLMAlgorithmSpec):
         float, Field(description="Discount factor across turns/tokens.", ge=0.0, le=1.0)
     ] = 0.99
     gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
-    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    temperature: Annotated[
+        float, Field(description="Sampling temperature of generations.", ge=0.0)
+    ] = 0.9
     max_output_tokens: Annotated[
-        Integer | None, Field(description="Maximum generated tokens per completion.")
+        Integer | None, Field(description="Maximum generated tokens per completion.", ge=1)
     ] = 1024
     min_output_tokens: Annotated[
-        Integer | None, Field(description="Minimum generated tokens per completion.")
+        Integer | None, Field(description="Minimum generated tokens per completion.", ge=0)
     ] = None
     cosine_lr_schedule_config: Annotated[
         dict[str, Any] | None,
@@ -1086,19 +1139,21 @@ class LLMREINFORCESpec(LLMAlgorithmSpec):
         Literal["LLMREINFORCE"],
         Field(description="Registered algorithm name (exact, case-sensitive)."),
     ] = "LLMREINFORCE"
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 5e-06
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 5e-06
     clip_coef: Annotated[
         float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
     ] = 0.2
     gamma: Annotated[float, Field(description="Discount factor across turns.", ge=0.0, le=1.0)] = (
         0.99
     )
-    temperature: Annotated[float, Field(description="Sampling temperature of generations.")] = 0.9
+    temperature: Annotated[
+        float, Field(description="Sampling temperature of generations.", ge=0.0)
+    ] = 0.9
     max_output_tokens: Annotated[
-        Integer | None, Field(description="Maximum generated tokens per completion.")
+        Integer | None, Field(description="Maximum generated tokens per completion.", ge=1)
     ] = 1024
     min_output_tokens: Annotated[
-        Integer | None, Field(description="Minimum generated tokens per completion.")
+        Integer | None, Field(description="Minimum generated tokens per completion.", ge=0)
     ] = None
     cosine_lr_schedule_config: Annotated[
         dict[str, Any] | None,
@@ -1138,16 +1193,20 @@ class LstmSpec(SpecModel):
             description='Encoder architecture tag ("lstm"); also accepted as the top-level network.arch key.'
         ),
     ] = "lstm"
-    hidden_state_size: Annotated[Integer, Field(description="Size of the LSTM hidden state.", gt=0)]
-    num_layers: Annotated[Integer, Field(description="Number of stacked LSTM layers.", gt=0)] = 1
+    hidden_state_size: Annotated[
+        Integer, Field(description="Size of the LSTM hidden state.", gt=0, le=65536)
+    ]
+    num_layers: Annotated[
+        Integer, Field(description="Number of stacked LSTM layers.", gt=0, le=1000)
+    ] = 1
     min_hidden_state_size: Annotated[
-        Integer, Field(description="Smallest hidden state mutation may leave.", gt=0)
+        Integer, Field(description="Smallest hidden state mutation may leave.", gt=0, le=65536)
     ] = 8
     max_hidden_state_size: Annotated[
-        Integer, Field(description="Largest hidden state mutation may create.", gt=1)
+        Integer, Field(description="Largest hidden state mutation may create.", gt=1, le=65536)
     ] = 256
-    min_layers: Annotated[Integer, Field(description="Fewest LSTM layers.", ge=0)] = 1
-    max_layers: Annotated[Integer, Field(description="Most LSTM layers.", ge=1)] = 6
+    min_layers: Annotated[Integer, Field(description="Fewest LSTM layers.", ge=0, le=1000)] = 1
+    max_layers: Annotated[Integer, Field(description="Most LSTM layers.", ge=1, le=1000)] = 6
     dropout: Annotated[float, Field(description="Dropout between LSTM layers.", ge=0.0, le=1.0)] = (
         0.0
     )
@@ -1159,7 +1218,8 @@ class MultiAgentRLAlgorithmSpec(AlgoSpec):
     """
 
     learn_step: Annotated[
-        Integer, Field(description="Environment steps between learning updates.", ge=1)
+        Integer,
+        Field(description="Environment steps between learning updates.", ge=1, le=100000000),
     ] = 2048
     gamma: Annotated[float, Field(description="Discount factor.", ge=0.0, le=1.0)] = 0.99
     torch_compiler: Annotated[
@@ -1185,7 +1245,7 @@ class IPPOSpec(MultiAgentRLAlgorithmSpec):
     ] = "IPPO"
     gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
     action_std_init: Annotated[
-        float, Field(description="Initial standard deviation of continuous actions.")
+        float, Field(description="Initial standard deviation of continuous actions.", ge=0.0)
     ] = 0.0
     clip_coef: Annotated[
         float, Field(description="Policy ratio clipping coefficient.", ge=0.0, le=1.0)
@@ -1194,23 +1254,25 @@ class IPPOSpec(MultiAgentRLAlgorithmSpec):
         0.01
     )
     vf_coef: Annotated[float, Field(description="Value loss coefficient.", ge=0.0, le=1.0)] = 0.5
-    max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.")] = 0.5
+    max_grad_norm: Annotated[float, Field(description="Gradient clipping norm.", ge=0.0)] = 0.5
     target_kl: Annotated[
         float | None,
         Field(
-            description="Stop the update early when the approximate KL exceeds it; null never stops."
+            description="Stop the update early when the approximate KL exceeds it; null never stops.",
+            ge=0.0,
         ),
     ] = None
     update_epochs: Annotated[
-        Integer, Field(description="Optimisation epochs per rollout.", ge=1)
+        Integer, Field(description="Optimisation epochs per rollout.", ge=1, le=10000)
     ] = 4
     action_batch_size: Annotated[
         Integer | None,
         Field(
-            description="Agents whose actions are computed per forward pass; null for all at once."
+            description="Agents whose actions are computed per forward pass; null for all at once.",
+            ge=1,
         ),
     ] = None
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_networks: Annotated[
         RuntimeObject,
         Field(
@@ -1240,22 +1302,25 @@ class MADDPGSpec(MultiAgentRLAlgorithmSpec):
         Field(
             description="Parallel exploration-noise streams (set to the environment's num_envs).",
             ge=1,
+            le=65536,
         ),
     ] = 1
-    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.001
-    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.01
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0, le=1.0)] = 0.001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0, le=1.0)] = 0.01
     tau: Annotated[
         float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
     ] = 0.01
     O_U_noise: Annotated[
         bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
     ] = True
-    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.", ge=0.0)] = 0.1
     mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
     theta: Annotated[
-        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.", ge=0.0)
     ] = 0.15
-    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    dt: Annotated[
+        float, Field(description="Time step of the Ornstein-Uhlenbeck noise.", gt=0.0)
+    ] = 0.01
     actor_networks: Annotated[
         RuntimeObject,
         Field(
@@ -1285,22 +1350,25 @@ class MATD3Spec(MultiAgentRLAlgorithmSpec):
         Field(
             description="Parallel exploration-noise streams (set to the environment's num_envs).",
             ge=1,
+            le=65536,
         ),
     ] = 1
-    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.001
-    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.01
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0, le=1.0)] = 0.001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0, le=1.0)] = 0.01
     tau: Annotated[
         float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
     ] = 0.015
     O_U_noise: Annotated[
         bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
     ] = True
-    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.", ge=0.0)] = 0.1
     mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
     theta: Annotated[
-        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.", ge=0.0)
     ] = 0.15
-    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    dt: Annotated[
+        float, Field(description="Time step of the Ornstein-Uhlenbeck noise.", gt=0.0)
+    ] = 0.01
     actor_networks: Annotated[
         RuntimeObject,
         Field(
@@ -1315,7 +1383,9 @@ class MATD3Spec(MultiAgentRLAlgorithmSpec):
             exclude=True,
         ),
     ] = None
-    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
+    policy_freq: Annotated[
+        Integer, Field(description="Critic updates per actor update.", ge=1, le=1000000)
+    ] = 2
 
 
 class MultiInputSpec(SpecModel):
@@ -1330,17 +1400,17 @@ class MultiInputSpec(SpecModel):
         ),
     ] = "multiinput"
     latent_dim: Annotated[
-        Integer, Field(description="Output size of each per-input encoder.", gt=0)
+        Integer, Field(description="Output size of each per-input encoder.", gt=0, le=65536)
     ] = 32
     vector_space_mlp: Annotated[
         bool,
         Field(description="Encode vector inputs with an MLP instead of concatenating them raw."),
     ] = False
     min_latent_dim: Annotated[
-        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0, le=65536)
     ] = 8
     max_latent_dim: Annotated[
-        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1, le=65536)
     ] = 128
     mlp_config: Annotated[
         MlpSpec | None, Field(description="MLP used for vector inputs; null uses defaults.")
@@ -1412,6 +1482,7 @@ class MutationSpec(SpecModel):
         Field(
             description="Seed of the mutation random generator (also seeds multi-frequency selection).",
             ge=0,
+            le=4294967295,
         ),
     ] = 42
 
@@ -1422,7 +1493,8 @@ class NStepBufferArgs(SpecModel):
     """
 
     n_step: Annotated[
-        Integer, Field(description="Number of steps summed into each n-step return.", ge=1)
+        Integer,
+        Field(description="Number of steps summed into each n-step return.", ge=1, le=10000),
     ] = 3
 
 
@@ -1439,23 +1511,27 @@ class SimbaSpec(SpecModel):
     ] = "simba"
     hidden_size: Annotated[
         Integer,
-        Field(description="Width of the residual blocks (a single integer, not a list).", gt=0),
+        Field(
+            description="Width of the residual blocks (a single integer, not a list).",
+            gt=0,
+            le=65536,
+        ),
     ]
-    num_blocks: Annotated[Integer, Field(description="Number of residual blocks.", gt=0)]
+    num_blocks: Annotated[Integer, Field(description="Number of residual blocks.", gt=0, le=1000)]
     output_activation: Annotated[
         Literal["Tanh", "GELU", "ReLU", "ELU", "LeakyReLU", "Sigmoid", "Softplus", "Softmax", "GumbelSoftmax", "PReLU", "Identity"] | None,
         Field(description="Activation applied to the encoder output; null for none."),
     ] = None
     scale_factor: Annotated[
-        Integer, Field(description="Expansion factor inside each residual block.", gt=0)
+        Integer, Field(description="Expansion factor inside each residual block.", gt=0, le=64)
     ] = 4
-    min_blocks: Annotated[Integer, Field(description="Fewest residual blocks.", gt=0)] = 1
-    max_blocks: Annotated[Integer, Field(description="Most residual blocks.", gt=1)] = 4
+    min_blocks: Annotated[Integer, Field(description="Fewest residual blocks.", gt=0, le=1000)] = 1
+    max_blocks: Annotated[Integer, Field(description="Most residual blocks.", gt=1, le=1000)] = 4
     min_mlp_nodes: Annotated[
-        Integer, Field(description="Smallest hidden_size mutation may leave.", gt=0)
+        Integer, Field(description="Smallest hidden_size mutation may leave.", gt=0, le=65536)
     ] = 8
     max_mlp_nodes: Annotated[
-        Integer, Field(description="Largest hidden_size mutation may create.", gt=1)
+        Integer, Field(description="Largest hidden_size mutation may create.", gt=1, le=65536)
     ] = 256
 
 
@@ -1469,13 +1545,14 @@ class NetworkSpec(SpecModel):
         Field(
             description="Size of the latent vector between encoder and head; within [min_latent_dim, max_latent_dim].",
             gt=0,
+            le=65536,
         ),
     ] = 32
     min_latent_dim: Annotated[
-        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0)
+        Integer, Field(description="Smallest latent_dim mutation may leave.", gt=0, le=65536)
     ] = 8
     max_latent_dim: Annotated[
-        Integer, Field(description="Largest latent_dim mutation may create.", gt=1)
+        Integer, Field(description="Largest latent_dim mutation may create.", gt=1, le=65536)
     ] = 128
     encoder_config: Annotated[
         Annotated[Annotated[MlpSpec, Tag("mlp")] | Annotated[CnnSpec, Tag("cnn")] | Annotated[LstmSpec, Tag("lstm")] | Annotated[SimbaSpec, Tag("simba")] | Annotated[MultiInputSpec, Tag("multiinput")], Discriminator(tag_of("arch", None))],
@@ -1552,7 +1629,7 @@ class PzEnvSpec(SpecModel):
         ),
     ]
     num_envs: Annotated[
-        Integer, Field(description="Number of vectorised environment copies.", ge=1)
+        Integer, Field(description="Number of vectorised environment copies.", ge=1, le=4096)
     ] = 16
     entrypoint: Annotated[
         str | None,
@@ -1590,7 +1667,8 @@ class RLAlgorithmSpec(AlgoSpec):
     """
 
     learn_step: Annotated[
-        Integer, Field(description="Environment steps between learning updates.", ge=1)
+        Integer,
+        Field(description="Environment steps between learning updates.", ge=1, le=100000000),
     ] = 5
     gamma: Annotated[float, Field(description="Discount factor.", ge=0.0, le=1.0)] = 0.99
     net_config: Annotated[
@@ -1610,9 +1688,11 @@ class CQNSpec(RLAlgorithmSpec):
     name: Annotated[
         Literal["CQN"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "CQN"
-    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.001
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.001
     double: Annotated[bool, Field(description="Use double Q-learning targets.")] = False
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_network: Annotated[
         RuntimeObject,
         Field(
@@ -1635,23 +1715,28 @@ class DDPGSpec(RLAlgorithmSpec):
         Field(
             description="Parallel exploration-noise streams (set to the environment's num_envs).",
             ge=1,
+            le=65536,
         ),
     ] = 1
-    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.0001
-    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.001
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0, le=1.0)] = 0.0001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0, le=1.0)] = 0.001
     tau: Annotated[
         float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
     ] = 0.001
-    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
+    policy_freq: Annotated[
+        Integer, Field(description="Critic updates per actor update.", ge=1, le=1000000)
+    ] = 2
     O_U_noise: Annotated[
         bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
     ] = True
-    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.", ge=0.0)] = 0.1
     mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
     theta: Annotated[
-        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.", ge=0.0)
     ] = 0.15
-    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    dt: Annotated[
+        float, Field(description="Time step of the Ornstein-Uhlenbeck noise.", gt=0.0)
+    ] = 0.01
     share_encoders: Annotated[
         bool, Field(description="Share the observation encoder between actor and critic.")
     ] = False
@@ -1679,9 +1764,11 @@ class DQNSpec(RLAlgorithmSpec):
     name: Annotated[
         Literal["DQN"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "DQN"
-    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.001
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.001
     double: Annotated[bool, Field(description="Use double Q-learning targets.")] = False
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     cudagraphs: Annotated[
         bool, Field(description="Capture the update step with CUDA graphs (local only).")
     ] = False
@@ -1705,10 +1792,12 @@ class NeuralBanditSpec(RLAlgorithmSpec):
             description="Exploration scale of the confidence bonus / posterior sampling.", ge=0.0
         ),
     ] = 1.0
-    lamb: Annotated[float, Field(description="Regularisation of the design matrix.")] = 1.0
-    reg: Annotated[float, Field(description="L2 regularisation of the network weights.")] = 0.000625
+    lamb: Annotated[float, Field(description="Regularisation of the design matrix.", ge=0.0)] = 1.0
+    reg: Annotated[
+        float, Field(description="L2 regularisation of the network weights.", ge=0.0)
+    ] = 0.000625
     learn_step: Annotated[
-        Integer, Field(description="Learning updates per environment step.", ge=1)
+        Integer, Field(description="Learning updates per environment step.", ge=1, le=100000000)
     ] = 2
     actor_network: Annotated[
         RuntimeObject,
@@ -1727,7 +1816,7 @@ class NeuralTSSpec(NeuralBanditSpec):
     name: Annotated[
         Literal["NeuralTS"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "NeuralTS"
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.003
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.003
 
 
 class NeuralUCBSpec(NeuralBanditSpec):
@@ -1739,7 +1828,7 @@ class NeuralUCBSpec(NeuralBanditSpec):
         Literal["NeuralUCB"],
         Field(description="Registered algorithm name (exact, case-sensitive)."),
     ] = "NeuralUCB"
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.001
 
 
 class PPOSpec(RLAlgorithmSpec):
@@ -1752,10 +1841,17 @@ class PPOSpec(RLAlgorithmSpec):
     ] = "PPO"
     num_envs: Annotated[
         Integer,
-        Field(description="Vectorised environments (set from the environment's num_envs).", ge=1),
+        Field(
+            description="Vectorised environments (set from the environment's num_envs).",
+            ge=1,
+            le=4096,
+        ),
     ] = 1
     learn_step: Annotated[
-        Integer, Field(description="Rollout length in environment steps between updates.", ge=1)
+        Integer,
+        Field(
+            description="Rollout length in environment steps between updates.", ge=1, le=100000000
+        ),
     ] = 2048
     gae_lambda: Annotated[float, Field(description="GAE lambda.", ge=0.0, le=1.0)] = 0.95
     action_std_init: Annotated[
@@ -1777,7 +1873,7 @@ class PPOSpec(RLAlgorithmSpec):
         ),
     ] = None
     update_epochs: Annotated[
-        Integer, Field(description="Optimisation epochs per rollout.", ge=1)
+        Integer, Field(description="Optimisation epochs per rollout.", ge=1, le=10000)
     ] = 4
     rollout_buffer_config: Annotated[
         dict[str, Any] | None, Field(description="Extra rollout buffer settings (free-form).")
@@ -1787,7 +1883,11 @@ class PPOSpec(RLAlgorithmSpec):
     ] = False
     max_seq_len: Annotated[
         Integer | None,
-        Field(description="Sequence length for truncated backpropagation through time.", ge=1),
+        Field(
+            description="Sequence length for truncated backpropagation through time.",
+            ge=1,
+            le=1000000,
+        ),
     ] = 32
     share_encoders: Annotated[
         bool, Field(description="Share the observation encoder between actor and critic.")
@@ -1795,7 +1895,7 @@ class PPOSpec(RLAlgorithmSpec):
     bptt_sequence_type: Annotated[
         str, Field(description="How rollouts are cut into BPTT sequences.")
     ] = "chunked"
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_network: Annotated[
         RuntimeObject,
         Field(
@@ -1821,17 +1921,23 @@ class RainbowDQNSpec(RLAlgorithmSpec):
         Literal["RainbowDQN"],
         Field(description="Registered algorithm name (exact, case-sensitive)."),
     ] = "RainbowDQN"
-    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.001
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.001
     beta: Annotated[
         float,
         Field(
-            description="Initial importance-sampling exponent of prioritized replay (annealed to 1)."
+            description="Initial importance-sampling exponent of prioritized replay (annealed to 1).",
+            ge=0.0,
+            le=1.0,
         ),
     ] = 0.4
     prior_eps: Annotated[
-        float, Field(description="Minimum priority added to every transition.")
+        float, Field(description="Minimum priority added to every transition.", ge=0.0)
     ] = 1e-06
-    num_atoms: Annotated[Integer, Field(description="Atoms of the value distribution.", ge=1)] = 51
+    num_atoms: Annotated[
+        Integer, Field(description="Atoms of the value distribution.", ge=1, le=10000)
+    ] = 51
     v_min: Annotated[
         float,
         Field(description="Lower end of the value distribution support (must be below v_max)."),
@@ -1840,19 +1946,20 @@ class RainbowDQNSpec(RLAlgorithmSpec):
         200.0
     )
     noise_std: Annotated[
-        float, Field(description="Initial standard deviation of the noisy layers.")
+        float, Field(description="Initial standard deviation of the noisy layers.", ge=0.0)
     ] = 0.5
     n_step: Annotated[
         Integer,
         Field(
             description="Steps of the n-step return (taken from replay_buffer.n_step_buffer_args when n_step_buffer is on).",
             ge=1,
+            le=10000,
         ),
     ] = 3
     combined_reward: Annotated[bool, Field(description="Combine one-step and n-step losses.")] = (
         False
     )
-    lr: Annotated[float, Field(description="Learning rate.", ge=0.0)] = 0.0001
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_network: Annotated[
         RuntimeObject,
         Field(
@@ -1878,6 +1985,7 @@ class ReplayBufferSpec(SpecModel):
         Field(
             description="Capacity of the buffer in transitions.",
             ge=1,
+            le=1000000000,
             validation_alias=AliasChoices("max_size", "memory_size"),
         ),
     ] = 100000
@@ -1912,7 +2020,7 @@ class SFTSpec(LLMAlgorithmSpec):
     name: Annotated[
         Literal["SFT"], Field(description="Registered algorithm name (exact, case-sensitive).")
     ] = "SFT"
-    lr: Annotated[float, Field(description="Learning rate.")] = 5e-05
+    lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 5e-05
 
 
 class StochasticActorSpec(NetworkSpec):
@@ -1938,21 +2046,28 @@ class TD3Spec(RLAlgorithmSpec):
         Field(
             description="Parallel exploration-noise streams (set to the environment's num_envs).",
             ge=1,
+            le=65536,
         ),
     ] = 1
-    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0)] = 0.0001
-    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0)] = 0.001
-    tau: Annotated[float, Field(description="Soft target-network update coefficient.")] = 0.005
-    policy_freq: Annotated[Integer, Field(description="Critic updates per actor update.", ge=1)] = 2
+    lr_actor: Annotated[float, Field(description="Actor learning rate.", ge=0.0, le=1.0)] = 0.0001
+    lr_critic: Annotated[float, Field(description="Critic learning rate.", ge=0.0, le=1.0)] = 0.001
+    tau: Annotated[
+        float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
+    ] = 0.005
+    policy_freq: Annotated[
+        Integer, Field(description="Critic updates per actor update.", ge=1, le=1000000)
+    ] = 2
     O_U_noise: Annotated[
         bool, Field(description="Use Ornstein-Uhlenbeck exploration noise (false: Gaussian).")
     ] = True
-    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.")] = 0.1
+    expl_noise: Annotated[float, Field(description="Scale of the exploration noise.", ge=0.0)] = 0.1
     mean_noise: Annotated[float, Field(description="Mean of the exploration noise.")] = 0.0
     theta: Annotated[
-        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.")
+        float, Field(description="Mean-reversion rate of the Ornstein-Uhlenbeck noise.", ge=0.0)
     ] = 0.15
-    dt: Annotated[float, Field(description="Time step of the Ornstein-Uhlenbeck noise.")] = 0.01
+    dt: Annotated[
+        float, Field(description="Time step of the Ornstein-Uhlenbeck noise.", gt=0.0)
+    ] = 0.01
     share_encoders: Annotated[
         bool, Field(description="Share the observation encoder between actor and critic.")
     ] = False
@@ -1982,6 +2097,7 @@ class TrainingSpec(SpecModel):
         Field(
             description="Global environment-step budget per agent; training stops once every agent reaches it.",
             ge=1,
+            le=1000000000000,
         ),
     ] = 1000000
     evo_steps: Annotated[
@@ -1989,6 +2105,7 @@ class TrainingSpec(SpecModel):
         Field(
             description="Steps per generation (between evolution rounds); null uses the algorithm's default_evo_steps.",
             ge=1,
+            le=1000000000000,
             validation_alias=AliasChoices("metrics_interval", "evo_steps"),
         ),
     ] = None
@@ -1997,17 +2114,20 @@ class TrainingSpec(SpecModel):
         Field(
             description="Number of agents in the population. Must be written explicitly when multi_frequency selection is used.",
             ge=1,
+            le=10000,
             validation_alias=AliasChoices("population_size", "pop_size"),
         ),
     ] = 1
     eval_steps: Annotated[
         Integer | None,
         Field(
-            description="Maximum steps per evaluation episode; null runs each episode to termination. When set it must exceed evaluation_interval."
+            description="Maximum steps per evaluation episode; null runs each episode to termination. When set it must exceed evaluation_interval.",
+            ge=1,
+            le=1000000000000,
         ),
     ] = None
     eval_loop: Annotated[
-        Integer, Field(description="Evaluation episodes per agent per generation.", ge=1)
+        Integer, Field(description="Evaluation episodes per agent per generation.", ge=1, le=10000)
     ] = 1
     replay_buffer: Annotated[
         ReplayBufferSpec | None,
@@ -2030,25 +2150,37 @@ class TrainingSpec(SpecModel):
     learning_delay: Annotated[
         Integer,
         Field(
-            description="Off-policy: no learning until the buffer holds more transitions than this."
+            description="Off-policy: no learning until the buffer holds more transitions than this.",
+            ge=0,
+            le=1000000000000,
         ),
     ] = 0
     eps_start: Annotated[
         float | None,
         Field(
-            description="Initial epsilon of epsilon-greedy exploration (DQN family); null uses 1.0."
+            description="Initial epsilon of epsilon-greedy exploration (DQN family); null uses 1.0.",
+            ge=0.0,
+            le=1.0,
         ),
     ] = None
     eps_end: Annotated[
-        float | None, Field(description="Final epsilon; null uses 0.01. Must not exceed eps_start.")
+        float | None,
+        Field(
+            description="Final epsilon; null uses 0.01. Must not exceed eps_start.", ge=0.0, le=1.0
+        ),
     ] = None
     eps_decay: Annotated[
-        float | None, Field(description="Per-step multiplicative epsilon decay; null uses 0.999.")
+        float | None,
+        Field(
+            description="Per-step multiplicative epsilon decay; null uses 0.999.", ge=0.0, le=1.0
+        ),
     ] = None
     checkpoint_steps: Annotated[
         Integer | None,
         Field(
-            description="Save a checkpoint every this many agent steps; null disables checkpointing."
+            description="Save a checkpoint every this many agent steps; null disables checkpointing.",
+            ge=1,
+            le=1000000000000,
         ),
     ] = None
     checkpoint_path: Annotated[
@@ -2062,7 +2194,12 @@ class TrainingSpec(SpecModel):
         Field(description="Overwrite one checkpoint per agent instead of keeping one per save."),
     ] = False
     evaluation_interval: Annotated[
-        Integer, Field(description="LLM loops: training iterations between evaluations.", ge=1)
+        Integer,
+        Field(
+            description="LLM loops: training iterations between evaluations.",
+            ge=1,
+            le=1000000000000,
+        ),
     ] = 10
     num_epochs: Annotated[
         Integer | None,
@@ -2078,7 +2215,8 @@ class TrainingSpec(SpecModel):
         ),
     ] = None
     episode_steps: Annotated[
-        Integer, Field(description="Bandit loop: steps per training episode.", ge=1)
+        Integer,
+        Field(description="Bandit loop: steps per training episode.", ge=1, le=1000000000000),
     ] = 500
     sum_scores: Annotated[
         bool,
@@ -2087,7 +2225,12 @@ class TrainingSpec(SpecModel):
         ),
     ] = True
     reporting_interval: Annotated[
-        Integer, Field(description="Arena: steps between progress reports (inert locally).", ge=1)
+        Integer,
+        Field(
+            description="Arena: steps between progress reports (inert locally).",
+            ge=1,
+            le=1000000000000,
+        ),
     ] = 1024
     experience_sharing: Annotated[
         bool,
