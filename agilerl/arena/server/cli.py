@@ -12,10 +12,12 @@ problem (data folder unusable, port taken, unknown code), 2 a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
+import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +135,52 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _serve(args: argparse.Namespace) -> int:
+class _Stop(Exception):
+    """SIGTERM arrived before uvicorn took over the stop signals."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def _uvicorn_server(app: Any, log_level: str) -> Any:
+    """A uvicorn server for which SIGINT/SIGTERM mean "shut down cleanly and exit 0".
+
+    uvicorn re-raises a captured stop signal once it has shut down, so the process would die
+    of it (exit -2/-15, or a KeyboardInterrupt traceback). A stop requested by the operator,
+    Ctrl-C, systemd or Kubernetes is the normal way this server ends, so the signals are
+    captured here and not re-raised; a second Ctrl-C still forces an immediate exit.
+    """
     import uvicorn
 
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            stops = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
+                                 access_log=log_level == "debug"))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run until stopped; SIGINT or SIGTERM at any point ends it with status 0."""
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _serve_until_stopped(args)
+    except (KeyboardInterrupt, _Stop):
+        print("arena-server: stopped", file=sys.stderr)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _serve_until_stopped(args: argparse.Namespace) -> int:
     from agilerl.arena.server.app import DataDirBusy, create_app
 
     try:
@@ -156,9 +201,8 @@ def _serve(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"arena-server listening on http://{shown}:{port} (data: {cfg.data_dir})",
           file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on",
-                                           access_log=args.log_level == "debug"))
-    server.run(sockets=[sock])
+    _uvicorn_server(app, args.log_level).run(sockets=[sock])
+    print("arena-server: stopped", file=sys.stderr)
     return 0
 
 

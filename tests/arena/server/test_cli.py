@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from agilerl.arena.server.testing import server_process
 
@@ -70,3 +74,29 @@ def test_a_data_folder_serves_one_server_at_a_time(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/health").status_code == 200
     with server_process(data) as (base, _):  # released on shutdown
         assert httpx.get(f"{base}/health").status_code == 200
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stopped_by_a_signal_exits_0_without_traceback(tmp_path: Path, sig: int) -> None:
+    proc = subprocess.Popen([*CLI, "serve", "--port", "0", "--data-dir", str(tmp_path / "d"),
+                             "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # "arena-server listening on http://..." once bound
+        base = first.split("listening on ")[1].split()[0]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "arena-server: stopped" in err
