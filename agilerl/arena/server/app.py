@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agilerl.arena.server.auth import Authenticator, User
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.ratelimit import RateLimiter
 from agilerl.arena.server.scheduler import Scheduler
 from agilerl.arena.server.store import Store
 
@@ -40,6 +41,12 @@ class Context:
     #: database anyway, and a single worker keeps tail latency flat under bursts.
     submitter: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="arena-submit"))
+    #: device logins started per client address (the endpoint needs no credentials).
+    device_limiter: RateLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.device_limiter = RateLimiter(self.config.device_rate_per_minute,
+                                          self.config.device_rate_burst)
 
     async def submit_call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.submitter, fn, *args)

@@ -40,6 +40,12 @@ class ServerConfig:
     refresh_token_ttl_s: int = 30 * 24 * 3600
     device_code_ttl_s: int = 600
     device_poll_interval_s: int = 5
+    #: device logins one client address may start: ``device_rate_burst`` at once, then
+    #: ``device_rate_per_minute`` a minute (429 ``slow_down`` beyond).
+    device_rate_per_minute: int = 10
+    device_rate_burst: int = 10
+    #: unexpired, unused device codes kept at once, whoever asked (429 beyond).
+    max_pending_device_codes: int = 1000
     #: checkpoint every ``max_steps // checkpoint_fraction`` steps unless the manifest says.
     checkpoint_fraction: int = 10
     #: where devices are told to approve; filled in from the bound address when empty.

@@ -201,13 +201,26 @@ class Store:
         return cur.rowcount == 1
 
     def create_device(self, device_hash: str, user_code: str, client_id: str, scope: str,
-                      expires_at: float, interval_s: int) -> None:
+                      expires_at: float, interval_s: int, *, purge_before: float,
+                      max_pending: int) -> bool:
+        """Record a device code after deleting used ones and those that expired before
+        ``purge_before`` (recently expired ones stay, so a late poll hears "expired").
+
+        Returns False (nothing written) when the table already holds ``max_pending`` codes,
+        so it never holds more than that many rows whoever asks.
+        """
         with self.tx() as db:
+            db.execute("DELETE FROM device_codes WHERE expires_at <= ? OR status = 'used'",
+                       (purge_before,))
+            pending = db.execute("SELECT COUNT(*) FROM device_codes").fetchone()[0]
+            if pending >= max_pending:
+                return False
             db.execute(
                 "INSERT INTO device_codes (device_hash, user_code, client_id, scope, expires_at,"
                 " interval_s) VALUES (?,?,?,?,?,?)",
                 (device_hash, user_code, client_id, scope, expires_at, interval_s),
             )
+        return True
 
     def device(self, device_hash: str) -> Row | None:
         return self._one("SELECT * FROM device_codes WHERE device_hash = ?", (device_hash,))
