@@ -16,6 +16,7 @@ from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.jsondepth import check_json_depth
 from agilerl.arena.server.store import Row
 
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -73,13 +74,16 @@ async def parse(request: Request) -> SubmitRequest:
         upload = form.get("reward_file")
         if isinstance(upload, UploadFile):
             reward = await upload.read()
+        check_json_depth(body.get("manifest", ""), "The 'manifest' form field")
         try:
             body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant)
         except ValueError:
             raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
     else:
+        raw = await request.body()
+        check_json_depth(raw)  # also checked by the app for JSON content types
         try:
-            body = json.loads(await request.body() or b"null", parse_constant=_no_constant)
+            body = json.loads(raw or b"null", parse_constant=_no_constant)
         except ValueError as exc:
             raise ApiError(400, "INVALID_JSON", f"Request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict) or "manifest" not in body:

@@ -219,3 +219,28 @@ def test_generated_names_never_collide(server: Any, monkeypatch: Any) -> None:
     first = api.submit()["experiment_name"]
     second = api.submit()["experiment_name"]
     assert first == "dqn-cartpole-v1-aa" and second == "dqn-cartpole-v1-bb"
+
+
+def test_json_nested_too_deep_is_400_invalid_json(server: Any) -> None:
+    from agilerl.arena.server.jsondepth import MAX_JSON_DEPTH
+
+    _, api = server
+    headers = {"content-type": "application/json"}
+    for depth in (MAX_JSON_DEPTH + 1, 5_000, 100_000):
+        nested = "[" * depth + "]" * depth
+        for path in (f"{JOBS}/submit", f"{JOBS}/stop", "/api/cli/v1/projects/create"):
+            resp = api.http.post(path, content='{"manifest": {"algorithm": ' + nested + "}}",
+                                 headers=headers)
+            _err(resp, 400, "INVALID_JSON")
+        resp = api.http.post(f"{JOBS}/submit", data={"manifest": '{"a": ' + nested + "}"})
+        _err(resp, 400, "INVALID_JSON")
+    # brackets inside strings do not count, and the limit itself is accepted
+    ok = manifest()
+    ok["algorithm"]["name"] = "[" * 500
+    resp = api.submit_raw({"manifest": ok})
+    assert resp.status_code == 422 and resp.json()["error_code"] == "MANIFEST_INVALID"
+    inner = MAX_JSON_DEPTH - 2
+    resp = api.http.post(f"{JOBS}/stop", headers=headers,
+                         content='{"experiment_name": "x", "project": ' + "[" * inner + "]" * inner + "}")
+    assert resp.json()["error_code"] == "INVALID_REQUEST"
+    assert api.http.get("/api/users/current").status_code == 200
