@@ -40,14 +40,18 @@ def _event(kind: str, stage: str, status: str, message: str,
 
 
 def public_row(ctx: Context, row: Row) -> dict[str, Any]:
-    """The experiment row of spec §9.4 (list/status)."""
+    """The experiment row of spec §9.4 (list/status).
+
+    ``steps`` counts per agent, like ``max_steps`` (the trainer logs population totals).
+    """
     steps = row["steps"]
     if row["state"] in states.LIVE:
         steps = max(steps, ctx.scheduler.live_steps(row["id"]) or 0)
     return {key: row[key] for key in (
         "id", "name", "project", "state", "algorithm", "environment", "resource_id",
         "num_nodes", "created_at", "started_at", "finished_at")} | {
-        "steps": steps, "max_steps": row["max_steps"], "attempt": row["attempt"]}
+        "steps": steps, "max_steps": row["max_steps"], "pop_size": row["pop_size"],
+        "attempt": row["attempt"]}
 
 
 def find(ctx: Context, user: User, name: str | None, project: str | None = None) -> Row:

@@ -188,6 +188,8 @@ class Scheduler:
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
+            # the resumed trainer appends from the checkpoint's step on
+            run.trim_metrics(latest.total_steps)
         return cmd
 
     def _env(self) -> dict[str, str]:
@@ -285,12 +287,13 @@ class Scheduler:
             self.store.transition(exp_id, states.STOPPED, reason="process ended", **extra)
 
     def live_steps(self, exp_id: int) -> int | None:
+        """Steps per agent so far (the unit of ``max_steps``), from the run's files."""
         run = self.run_dir(exp_id)
         found = [s for s in (run.last_metric_step(),) if s is not None]
         latest = run.latest_checkpoint()
         if latest is not None:
-            found.append(latest.steps)
-        return max(found) if found else None
+            found.append(latest.total_steps)
+        return max(found) // run.agents() if found else None
 
     # ---- stopping ---------------------------------------------------------------------
 
