@@ -77,7 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20)
     serve.add_argument("--max-upload-bytes", type=_positive, default=16 << 20)
     serve.add_argument("--max-total-steps", type=_positive, default=50_000_000,
-                       help="cap on pop_size * max_steps per job")
+                       help="cap on the env steps of one job: pop_size x max_steps, plus"
+                       " evaluation (generations x eval_loop x eval_steps x num_envs per agent)")
+    serve.add_argument("--max-envs", type=_positive, default=256,
+                       help="cap on environment.num_envs per job")
     serve.add_argument("--max-active-jobs", type=_positive, default=20,
                        help="queued or running jobs per user")
     serve.add_argument("--max-restarts", type=_number(int, "an integer", 0), default=2,
@@ -113,6 +116,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         data_dir=args.data_dir, slots=args.slots, allow_custom_code=args.allow_custom_code,
         stop_grace_s=args.stop_grace, max_body_bytes=args.max_body_bytes,
         max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
+        max_envs=args.max_envs,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
         max_restarts=args.max_restarts,
     )

@@ -30,8 +30,11 @@ class ServerConfig:
     max_body_bytes: int = 1 << 20
     #: multipart uploads (bytes).
     max_upload_bytes: int = 16 << 20
-    #: cap on ``training.pop_size * training.max_steps`` for one job.
+    #: cap on the environment steps one job asks for, training and evaluation together
+    #: (:class:`agilerl.arena.server.policy.Budget`).
     max_total_steps: int = 50_000_000
+    #: cap on ``environment.num_envs`` (environment copies one job runs at once).
+    max_envs: int = 256
     #: jobs a user may have waiting or running at once (QUEUED, STARTING, RUNNING, STOPPING).
     max_active_jobs_per_user: int = 20
     #: how many times a run interrupted by a server restart is re-queued before it fails.

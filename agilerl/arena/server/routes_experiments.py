@@ -248,12 +248,13 @@ def resume(body: ResumeRequest, request: Request,
     if latest is None:
         raise ApiError(409, "NO_CHECKPOINT",
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
-    policy.check_budget(body.max_steps, row["pop_size"], ctx.config.max_total_steps)
+    manifest = run.read_manifest()
+    manifest.setdefault("training", {})["max_steps"] = body.max_steps
+    policy.check_budget(policy.budget(manifest), ctx.config.max_total_steps,
+                        ctx.config.max_envs)
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
                        limit=ctx.config.max_active_jobs_per_user)
-    manifest = run.read_manifest()
-    manifest.setdefault("training", {})["max_steps"] = body.max_steps
     run.write_manifest(manifest)
     if ctx.store.transition(row["id"], states.QUEUED, reason=f"resumed from {latest.name}",
                             only_from=tuple(states.TERMINAL), attempt=row["attempt"] + 1,

@@ -136,8 +136,9 @@ def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
                        "A reward file is code; this server was not started with"
                        " --allow-custom-code", errors=["reward_file: refused (runs custom code)"])
     policy.check_paths(manifest)
-    max_steps, pop_size = policy.budget(manifest)
-    policy.check_budget(max_steps, pop_size, ctx.config.max_total_steps)
+    work = policy.budget(manifest)
+    policy.check_budget(work, ctx.config.max_total_steps, ctx.config.max_envs)
+    max_steps, pop_size = work.max_steps, work.pop_size
     missing = environments.missing_from_manifest(manifest)
     if missing is not None:
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{missing}' not found",
