@@ -3,9 +3,12 @@
     arena-server serve --host 127.0.0.1 --port 8080 --data-dir DIR [--slots K]
                        [--allow-custom-code] [--job-command CMD] [limits ...]
     arena-server tokens create --data-dir DIR --user NAME [--admin]
+    arena-server tokens list --data-dir DIR [--user NAME] [--revoked]
+    arena-server tokens revoke --data-dir DIR (TOKEN_ID ... | --user NAME)
     arena-server device approve --data-dir DIR --user NAME CODE
 
-``tokens create`` prints the new token alone on stdout. Exit status: 0 ok, 1 a runtime
+``tokens create`` prints the new token alone on stdout; ``tokens list`` prints one line per
+token (id, user, creation time, state), never a secret. Exit status: 0 ok, 1 a runtime
 problem (data folder unusable, port taken, unknown code), 2 a usage error.
 """
 
@@ -96,6 +99,16 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--data-dir", type=Path, required=True)
     create.add_argument("--user", required=True)
     create.add_argument("--admin", action="store_true", help="may mint tokens for others")
+    listing = tsub.add_parser("list", help="list personal access tokens (ids, never secrets)")
+    listing.add_argument("--data-dir", type=Path, required=True)
+    listing.add_argument("--user", default=None, help="only this user's tokens")
+    listing.add_argument("--revoked", action="store_true", help="include revoked tokens")
+    revoke = tsub.add_parser("revoke", help="revoke tokens by id, or all of a user's")
+    revoke.add_argument("--data-dir", type=Path, required=True)
+    revoke.add_argument("token_ids", nargs="*", metavar="TOKEN_ID",
+                        help="an id from 'tokens list', or the whole token")
+    revoke.add_argument("--user", default=None,
+                        help="revoke every token and login (refresh token) of this user")
 
     device = sub.add_parser("device", help="device logins")
     dsub = device.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -229,6 +242,68 @@ def _tokens_create(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _existing_store(data_dir: Path) -> Iterator[Any]:
+    """The server database under ``data_dir``; :class:`_NoDatabase` when there is none."""
+    from agilerl.arena.server.store import Store
+
+    cfg = ServerConfig(data_dir=data_dir)
+    if not cfg.db_path.exists():
+        raise _NoDatabase(f"{data_dir} holds no server database")
+    store = Store(cfg.db_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+class _NoDatabase(Exception):
+    pass
+
+
+def _tokens_list(args: argparse.Namespace) -> int:
+    with _existing_store(args.data_dir) as store:
+        rows = store.tokens(args.user, revoked=args.revoked)
+    for row in rows:
+        state = "revoked" if row["revoked"] else "active"
+        print(f"{row['token_id']}  {row['user']}  {row['created_at']}  {state}")
+    if not rows:
+        print("no tokens", file=sys.stderr)
+    return 0
+
+
+def _token_id(text: str) -> str:
+    """The id of ``arena_pat_<id>_<secret>``, or ``text`` itself."""
+    from agilerl.arena.server.auth import PAT_PREFIX
+
+    if text.startswith(PAT_PREFIX):
+        return text[len(PAT_PREFIX):].split("_", 1)[0]
+    return text
+
+
+def _tokens_revoke(args: argparse.Namespace) -> int:
+    if bool(args.token_ids) == bool(args.user):
+        print("arena-server tokens revoke: error: give TOKEN_ID(s) or --user NAME",
+              file=sys.stderr)
+        return 2
+    with _existing_store(args.data_dir) as store:
+        if args.user:
+            user = store.user_by_name(args.user)
+            if user is None:
+                return _fail(f"unknown user '{args.user}'")
+            pats, refresh = store.revoke_user_tokens(user["id"])
+            print(f"revoked {pats} token(s) and {refresh} login(s) of {args.user}",
+                  file=sys.stderr)
+            return 0
+        unknown = [t for t in args.token_ids if not store.revoke_token(_token_id(t))]
+    for text in args.token_ids:
+        if text not in unknown:
+            print(f"revoked {_token_id(text)}", file=sys.stderr)
+    if unknown:
+        return _fail("no active token with id " + ", ".join(_token_id(t) for t in unknown))
+    return 0
+
+
 def _device_approve(args: argparse.Namespace) -> int:
     from agilerl.arena.server.auth import Authenticator, User
     from agilerl.arena.server.errors import ApiError
@@ -256,9 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command == "tokens":
-        return _tokens_create(args)
-    return _device_approve(args)
+    actions = {("tokens", "create"): _tokens_create, ("tokens", "list"): _tokens_list,
+               ("tokens", "revoke"): _tokens_revoke, ("device", "approve"): _device_approve}
+    try:
+        return actions[(args.command, args.action)](args)
+    except _NoDatabase as exc:
+        return _fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -182,6 +182,32 @@ class Store:
                 (token_id, user_id, token_hash, now_iso()),
             )
 
+    def tokens(self, user_name: str | None = None, *, revoked: bool = False) -> list[Row]:
+        """Personal access tokens (never their hashes), oldest first; ``revoked`` includes
+        revoked ones."""
+        sql = ("SELECT t.token_id, u.name AS user, t.created_at, t.revoked FROM tokens t"
+               " JOIN users u ON u.id = t.user_id WHERE (? IS NULL OR u.name = ?)")
+        if not revoked:
+            sql += " AND t.revoked = 0"
+        return self._all(sql + " ORDER BY t.created_at, t.token_id", (user_name, user_name))
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke one personal access token; False when no live token has that id."""
+        with self.tx() as db:
+            cur = db.execute("UPDATE tokens SET revoked = 1 WHERE token_id = ? AND revoked = 0",
+                             (token_id,))
+        return cur.rowcount == 1
+
+    def revoke_user_tokens(self, user_id: int) -> tuple[int, int]:
+        """Revoke every access token and refresh token of a user: ``(tokens, refresh)``."""
+        with self.tx() as db:
+            pats = db.execute("UPDATE tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0",
+                              (user_id,)).rowcount
+            refresh = db.execute(
+                "UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0",
+                (user_id,)).rowcount
+        return pats, refresh
+
     def token(self, token_id: str) -> Row | None:
         return self._one("SELECT * FROM tokens WHERE token_id = ? AND revoked = 0", (token_id,))
 

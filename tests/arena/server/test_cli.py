@@ -100,3 +100,44 @@ def test_serve_stopped_by_a_signal_exits_0_without_traceback(tmp_path: Path, sig
     assert proc.returncode == 0, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "arena-server: stopped" in err
+
+
+def test_tokens_list_and_revoke(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    tokens = {}
+    for name, user in (("a", "dana"), ("b", "dana"), ("c", "erin")):
+        out = _run("tokens", "create", "--data-dir", str(data), "--user", user)
+        tokens[name] = out.stdout.strip()
+    listed = _run("tokens", "list", "--data-dir", str(data))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3 and all(line.endswith("  active") for line in lines)
+    assert not any(t.split("_")[-1] in listed.stdout for t in tokens.values())  # no secrets
+    token_id = tokens["a"].split("_")[2]
+    assert any(line.startswith(f"{token_id}  dana  ") for line in lines)
+    assert len(_run("tokens", "list", "--data-dir", str(data), "--user", "dana")
+               .stdout.splitlines()) == 2
+
+    with server_process(data) as (base, _):
+        def status(token: str) -> int:
+            return httpx.get(f"{base}/api/users/current",
+                             headers={"Authorization": f"Bearer {token}"}).status_code
+
+        assert {status(t) for t in tokens.values()} == {200}
+        out = _run("tokens", "revoke", "--data-dir", str(data), tokens["a"])  # whole token
+        assert out.returncode == 0 and f"revoked {token_id}" in out.stderr, out.stderr
+        assert (status(tokens["a"]), status(tokens["b"]), status(tokens["c"])) == (401, 200, 200)
+        out = _run("tokens", "revoke", "--data-dir", str(data), "--user", "erin")
+        assert out.returncode == 0 and "revoked 1 token(s)" in out.stderr, out.stderr
+        assert status(tokens["c"]) == 401 and status(tokens["b"]) == 200
+
+    assert len(_run("tokens", "list", "--data-dir", str(data)).stdout.splitlines()) == 1
+    every = _run("tokens", "list", "--data-dir", str(data), "--revoked").stdout
+    assert every.count("  revoked") == 2 and every.count("  active") == 1
+    again = _run("tokens", "revoke", "--data-dir", str(data), token_id)
+    assert again.returncode == 1 and "no active token with id" in again.stderr
+    assert _run("tokens", "revoke", "--data-dir", str(data)).returncode == 2
+    missing = _run("tokens", "list", "--data-dir", str(tmp_path / "none"))
+    assert missing.returncode == 1 and "no server database" in missing.stderr
+    for out in (again, missing):
+        assert "Traceback" not in out.stderr
