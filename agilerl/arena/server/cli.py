@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shlex
 import signal
 import socket
@@ -61,6 +62,17 @@ def _command(text: str) -> list[str]:
     return parts
 
 
+def _env_var(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"'{name}' is not a variable name")
+    if not sep:
+        if name not in os.environ:
+            raise argparse.ArgumentTypeError(f"{name} is not set here; write {name}=VALUE")
+        value = os.environ[name]
+    return name, value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-server",
                                      description="Self-hosted Arena-compatible training server")
@@ -75,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="accept manifests that import user code (entrypoint, wrappers, ...)")
     serve.add_argument("--job-command", type=_command, default=None,
                        help="worker command (default: '<python> -m agilerl.train')")
+    serve.add_argument("--job-env", type=_env_var, action="append", default=[],
+                       metavar="NAME[=VALUE]",
+                       help="also give jobs this variable (its value here when none is given);"
+                       " repeatable. Jobs otherwise see only PATH, LANG, LC_*, ... and their own")
+    serve.add_argument("--no-job-sandbox", action="store_true",
+                       help="do not confine jobs with Landlock (they can then read the data"
+                       " folder, signing secret included)")
     serve.add_argument("--stop-grace", type=_seconds, default=10.0,
                        help="seconds between SIGTERM and SIGKILL on stop")
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20)
@@ -131,7 +150,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
         max_envs=args.max_envs,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
-        max_restarts=args.max_restarts,
+        max_restarts=args.max_restarts, extra_env=dict(args.job_env),
+        job_sandbox=not args.no_job_sandbox,
     )
     if args.job_command:
         cfg.job_command = args.job_command
@@ -185,6 +205,22 @@ def _uvicorn_server(app: Any, log_level: str) -> Any:
                                  access_log=log_level == "debug"))
 
 
+def _say_how_jobs_are_confined(cfg: ServerConfig) -> None:
+    from agilerl.arena.server.sandbox import landlock_abi
+
+    if not cfg.job_sandbox:
+        print("arena-server: warning: jobs are not sandboxed (--no-job-sandbox): they can read"
+              f" {cfg.data_dir}, the signing secret included", file=sys.stderr)
+    elif landlock_abi() < 1:
+        print("arena-server: warning: this kernel has no Landlock, so jobs cannot be sandboxed:"
+              f" they can read {cfg.data_dir}, the signing secret included; run the server as"
+              " a dedicated account and enable --allow-custom-code only for trusted users",
+              file=sys.stderr)
+    else:
+        print(f"arena-server: jobs are sandboxed (Landlock ABI {landlock_abi()}): no access to"
+              " the data folder beyond their own experiment folder", file=sys.stderr)
+
+
 def _serve(args: argparse.Namespace) -> int:
     """Run until stopped; SIGINT or SIGTERM at any point ends it with status 0."""
     previous = signal.signal(signal.SIGTERM, _stop)
@@ -218,6 +254,7 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"arena-server listening on http://{shown}:{port} (data: {cfg.data_dir})",
           file=sys.stderr, flush=True)
+    _say_how_jobs_are_confined(cfg)
     _uvicorn_server(app, args.log_level).run(sockets=[sock])
     print("arena-server: stopped", file=sys.stderr)
     return 0

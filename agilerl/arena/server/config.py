@@ -54,7 +54,10 @@ class ServerConfig:
     #: where devices are told to approve; filled in from the bound address when empty.
     public_url: str = ""
     realm: str = "arena"
+    #: variables set for every job on top of the allow-listed ones (``--job-env``).
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
+    job_sandbox: bool = True
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().resolve()

@@ -72,6 +72,8 @@ class RunDir:
         self.checkpoints = root / "checkpoints"
         #: the trainer's own run folder (``--run-dir``): resolved manifest, metrics.csv.
         self.run = root / "run"
+        #: the job's ``TMPDIR``.
+        self.tmp = root / "tmp"
 
     def create(self, manifest: dict[str, Any]) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)

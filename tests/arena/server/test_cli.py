@@ -39,6 +39,8 @@ def test_tokens_create_prints_only_the_token_and_it_works(tmp_path: Path) -> Non
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     for args in (("serve",), ("serve", "--data-dir", str(tmp_path), "--slots", "0"),
                  ("serve", "--data-dir", str(tmp_path), "--port", "http"),
+                 ("serve", "--data-dir", str(tmp_path), "--job-env", "ARENA_TEST_UNSET_VAR"),
+                 ("serve", "--data-dir", str(tmp_path), "--job-env", "1BAD=x"),
                  ("tokens", "create", "--data-dir", str(tmp_path)), ("bogus",)):
         out = _run(*args)
         assert out.returncode == 2, args
