@@ -2,7 +2,10 @@
 
 Each run is ``<job_command> manifest.json --checkpoint-path <exp>/checkpoints
 --checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
-its own session (process group) with the experiment folder as working directory. The
+its own session (process group) with the experiment folder as working directory and
+``HOME``, an allow-listed environment (:func:`job_env`), and, where the kernel has
+Landlock, through :mod:`agilerl.arena.server.sandbox` so it cannot reach the rest of the
+data folder. The
 trainer's progress display is left on: writing to a pipe it prints plain lines, which
 become the job's log. Two reader threads copy stdout/stderr line by line into
 ``logs.ndjson``; a waiter thread records the outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
@@ -56,7 +59,8 @@ def job_env(run: RunDir, extra: dict[str, str]) -> dict[str, str]:
     operator's ``extra`` (``--job-env``)."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
     root = str(Path(agilerl.__file__).resolve().parents[1])
-    env.update(HOME=str(run.root), TMPDIR=str(run.tmp), PYTHONPATH=root, PYTHONUNBUFFERED="1")
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env.update(HOME=str(run.root), TMPDIR=str(run.tmp), PYTHONPATH=path, PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
 
