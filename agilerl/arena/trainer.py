@@ -189,6 +189,9 @@ class ArenaTrainer(Trainer):
         """The validated Arena payload (selection under ``tournament_selection``)."""
         algorithm = _algorithm_section(self.algorithm_spec)
         net_config = algorithm.pop("net_config", None)
+        if net_config is None and not isinstance(self.algorithm_spec, Mapping):
+            # spec objects leave net_config out of their dumps: send it as `network`
+            net_config = _as_dict(getattr(self.algorithm_spec, "net_config", None), "net_config")
         raw: dict[str, Any] = {"algorithm": algorithm,
                                "environment": _as_dict(self.env_spec, "environment") or {}}
         for name in _SECTIONS:

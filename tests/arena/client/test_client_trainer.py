@@ -213,6 +213,17 @@ def test_arena_trainer_is_a_trainer_with_the_spec_attributes(arena) -> None:
     assert isinstance(named.env_spec, EnvSpec) and named.env_spec.name == "CartPole-v1"
 
 
+def test_a_spec_objects_net_config_travels_as_the_network_section(arena) -> None:
+    from agilerl.models import DQNSpec
+    from agilerl.models.networks import MlpSpec, QNetworkSpec
+
+    algo = DQNSpec(net_config=QNetworkSpec(encoder_config=MlpSpec(hidden_size=[64]),
+                                           head_config=MlpSpec(hidden_size=[32])))
+    network = ArenaTrainer(algo, "CartPole-v1", client=arena).to_manifest()["network"]
+    assert network["encoder_config"]["hidden_size"] == [64]
+    assert network["head_config"]["hidden_size"] == [32]
+
+
 def test_deprecated_tournament_argument_is_accepted_with_a_warning(arena) -> None:
     from agilerl.arena.models.hpo import TournamentSelectionSpec
 
