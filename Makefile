@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
 
-.PHONY: setup generate check-generated lint test test-all demo bench bench-peer clean
+.PHONY: setup generate check-generated lint test test-all demo bench bench-peer dist-arena clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: setup
 
 bench-peer: setup
 	$(PY) bench/peer.py
+
+# The light `agilerl-arena` wheel (client, `arena` CLI, light models; no torch, no gymnasium).
+dist-arena: setup
+	$(PY) tools/arena_wheel/build.py --out dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,8 +1,9 @@
 """``ArenaTrainer``: train a manifest on an Arena server instead of on this machine.
 
-It takes the same sections as ``LocalTrainer`` (algorithm, environment, training,
-mutation, selection, replay buffer, network), validates them with the light Arena
-models, and submits them. It imports neither torch nor gymnasium.
+It is a :class:`~agilerl.training.trainer.Trainer` taking the same sections as
+``LocalTrainer`` (algorithm, environment, training, mutation, selection, replay buffer,
+network), validates them with the light Arena models, and submits them. It imports neither
+torch nor gymnasium.
 
 >>> trainer = ArenaTrainer.from_manifest(manifest="configs/training/dqn.yaml")
 >>> ack = trainer.train(project="demo", experiment_name="dqn-1")
@@ -19,33 +20,38 @@ from typing import Any
 
 from agilerl.arena.client import ArenaClient
 from agilerl.arena.payload import manifest_payload
+from agilerl.training.trainer import Trainer
 
 __all__ = ["ArenaTrainer"]
 
-DEFAULT_NUM_ENVS = 16
-_SECTIONS = ("algorithm", "environment", "training", "mutation", "replay_buffer")
+_SECTIONS = ("training", "mutation", "replay_buffer")
 
 
 def _as_dict(value: Any, what: str) -> dict[str, Any] | None:
-    """A section given as a spec model or a mapping, as a plain dict."""
+    """A section given as a spec model or a mapping, as a plain dict.
+
+    A spec object contributes the fields that were set on it: Arena fills in its own
+    defaults, and a local spec's other fields would only be ignored there.
+    """
     if value is None:
         return None
     if isinstance(value, Mapping):
         return dict(value)
+    section = getattr(value, "to_section", None)  # local network specs
+    if callable(section):
+        return dict(section())
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        return dict(dump(mode="json", exclude_none=True))
+        return dict(dump(mode="json", exclude_unset=True, exclude_none=True))
     raise TypeError(f"{what} must be a spec object or a mapping, not {type(value).__name__}")
 
 
 def _algorithm_section(algorithm: Any) -> dict[str, Any]:
-    """``{"name": ..., **fields}`` for a registry name, a spec object or a mapping."""
-    if isinstance(algorithm, str):
-        _check_registered(algorithm)
-        return {"name": algorithm}
+    """``{"name": ..., **fields}`` for a spec object or a mapping."""
     section = _as_dict(algorithm, "algorithm") or {}
     if "name" not in section and not isinstance(algorithm, Mapping):
-        section = {"name": type(algorithm).__name__.removesuffix("Spec"), **section}
+        name = getattr(algorithm, "algo_name", "") or type(algorithm).__name__.removesuffix("Spec")
+        section = {"name": name, **section}
     return section
 
 
@@ -57,32 +63,31 @@ def _check_registered(name: str) -> None:
         raise KeyError(f"Unknown algorithm '{name}' for Arena; choose one of: {known}")
 
 
-def _selection_section(selection: Any) -> dict[str, Any] | None:
-    section = _as_dict(selection, "selection_strategy")
-    if section is None:
-        return None
-    strategy = section.get("strategy", "tournament")
-    is_mf = "MultiFrequency" in type(selection).__name__ or strategy != "tournament"
-    if is_mf:
-        raise ValueError(
-            "ArenaTrainer only supports tournament selection; multi-frequency selection "
-            "(MF-PBT) runs with LocalTrainer."
-        )
-    return section
+def _is_multi_frequency(selection: Any) -> bool:
+    strategy = selection.get("strategy") if isinstance(selection, Mapping) else \
+        getattr(selection, "strategy", None)
+    return "MultiFrequency" in type(selection).__name__ or strategy not in (None, "tournament")
 
 
-class ArenaTrainer:
+class ArenaTrainer(Trainer):
     """Submit training to Arena (hosted, or self-hosted with ``ARENA_BASE_URL``).
 
-    :param algorithm: An algorithm spec, a registry name (``"DQN"``) or a mapping.
-    :param environment: An environment spec, a name (``"CartPole-v1"``) or a mapping.
+    A :class:`~agilerl.training.trainer.Trainer` like ``LocalTrainer``: the specs are kept as
+    given on ``algorithm_spec``, ``env_spec``, ``training_spec``, ``mutation_spec``,
+    ``selection_strategy_spec`` and ``replay_buffer_spec``; :meth:`to_manifest` turns them
+    into the Arena payload, validated with the light Arena models.
+
+    :param algorithm: An algorithm spec (local or Arena), a registry name (``"DQN"``) or a
+        mapping.
+    :param environment: An Arena ``EnvSpec``, a mapping, or a name (``"CartPole-v1"``).
     :param training: Training budget and schedule (spec or mapping).
     :param client: The :class:`ArenaClient` to use (default: a new one).
     :param api_key: API key for the new client (default ``ARENA_API_KEY`` / stored login).
     :param mutation: Mutation settings.
     :param selection_strategy: Tournament selection settings (MF-PBT is refused).
     :param replay_buffer: Replay buffer settings.
-    :param kwargs: Only the deprecated ``tournament_selection`` alias, or ``network``.
+    :param kwargs: ``network`` (a network section or spec), or the deprecated
+        ``tournament`` / ``tournament_selection`` aliases of ``selection_strategy``.
     """
 
     def __init__(
@@ -100,8 +105,6 @@ class ArenaTrainer:
     ) -> None:
         legacy = kwargs.pop("tournament_selection", None)
         network = kwargs.pop("network", None)
-        if kwargs:
-            raise TypeError(f"ArenaTrainer got unexpected argument(s): {', '.join(kwargs)}")
         if legacy is not None:
             warnings.warn(
                 "The 'tournament_selection' argument is deprecated; use selection_strategy.",
@@ -113,27 +116,41 @@ class ArenaTrainer:
             ):
                 raise ValueError("conflicting selection strategies given")
             selection_strategy = selection_strategy or legacy
-        self.algorithm = _algorithm_section(algorithm)
+        if isinstance(algorithm, str):
+            _check_registered(algorithm)
+        super().__init__(algorithm, environment, training, mutation, selection_strategy,
+                         replay_buffer, **kwargs)
+        if _is_multi_frequency(self.selection_strategy_spec):
+            raise ValueError(
+                "ArenaTrainer only supports tournament selection; multi-frequency selection "
+                "(MF-PBT) runs with LocalTrainer."
+            )
+        #: a ``network`` section sent as the manifest's ``network`` (the server resolves the
+        #: architecture); None: the algorithm spec's ``net_config``, if any.
+        self.network = _as_dict(network, "network")
+        self._client = client if client is not None else ArenaClient(api_key=api_key)
+
+    def _resolve_env_spec(self, environment: Any) -> Any:
+        """A name becomes an Arena ``EnvSpec``; specs and mappings are kept as given."""
         if isinstance(environment, str):
-            environment = {"name": environment, "num_envs": DEFAULT_NUM_ENVS}
-        self.environment = _as_dict(environment, "environment") or {}
-        self.training = _as_dict(training, "training")
-        self.mutation = _as_dict(mutation, "mutation")
-        self.selection_strategy = _selection_section(selection_strategy)
-        self.replay_buffer = _as_dict(replay_buffer, "replay_buffer")
-        # A network given as a section, or on the algorithm, travels as the manifest's
-        # `network` section; the server resolves the architecture.
-        self.network = _as_dict(network, "network") or self.algorithm.pop("net_config", None)
-        self.client = client if client is not None else ArenaClient(api_key=api_key)
+            from agilerl.arena.models import EnvSpec
+
+            return EnvSpec(name=environment)
+        return environment
+
+    @property
+    def client(self) -> ArenaClient:
+        """The client jobs are submitted with."""
+        return self._client
 
     def __repr__(self) -> str:
-        return (
-            f"ArenaTrainer(algorithm={self.algorithm.get('name')!r}, "
-            f"environment={self.environment.get('name')!r}, client={self.client!r})"
-        )
+        algorithm = _algorithm_section(self.algorithm_spec).get("name")
+        environment = (_as_dict(self.env_spec, "environment") or {}).get("name")
+        return (f"ArenaTrainer(algorithm={algorithm!r}, environment={environment!r}, "
+                f"client={self._client!r})")
 
     @classmethod
-    def from_manifest(
+    def from_manifest(  # type: ignore[override]
         cls,
         manifest: str | os.PathLike[str] | Mapping[str, Any],
         client: ArenaClient | None = None,
@@ -144,37 +161,49 @@ class ArenaTrainer:
         :raises TypeError: for a core (local) ``TrainingManifest`` object.
         :raises ValueError: for an invalid manifest (every problem is listed).
         """
+        from agilerl.arena.models import TrainingManifest
+
         if not isinstance(manifest, (str, os.PathLike, Mapping)):
             raise TypeError(
                 "ArenaTrainer.from_manifest expects a serialized manifest (a path or a "
                 f"dict), not {type(manifest).__name__}."
             )
         source = Path(manifest) if isinstance(manifest, (str, os.PathLike)) else dict(manifest)
-        payload = manifest_payload(source)
-        environment = payload.get("environment") or {}
-        if not environment.get("name"):
+        validated = TrainingManifest.get_validated(source, mode="python")
+        environment = validated.environment
+        if not getattr(environment, "name", None):
             raise ValueError("Environment name is required in the manifest's environment section.")
         return cls(
-            payload["algorithm"],
+            validated.algorithm,
             environment,
-            payload.get("training"),
+            validated.training,
             client=client,
             api_key=api_key,
-            mutation=payload.get("mutation") or None,
-            selection_strategy=payload.get("tournament_selection") or None,
-            replay_buffer=payload.get("replay_buffer"),
-            network=payload.get("network") or None,
+            mutation=validated.mutation,
+            selection_strategy=validated.selection_strategy,
+            replay_buffer=validated.replay_buffer,
+            network=validated.network or None,
         )
 
     def to_manifest(self) -> dict[str, Any]:
         """The validated Arena payload (selection under ``tournament_selection``)."""
-        raw: dict[str, Any] = {
-            name: getattr(self, name) for name in _SECTIONS if getattr(self, name) is not None
-        }
-        if self.selection_strategy is not None:
-            raw["tournament_selection"] = self.selection_strategy
-        if self.network:
-            raw["network"] = self.network
+        algorithm = _algorithm_section(self.algorithm_spec)
+        net_config = algorithm.pop("net_config", None)
+        if net_config is None and not isinstance(self.algorithm_spec, Mapping):
+            # spec objects leave net_config out of their dumps: send it as `network`
+            net_config = _as_dict(getattr(self.algorithm_spec, "net_config", None), "net_config")
+        raw: dict[str, Any] = {"algorithm": algorithm,
+                               "environment": _as_dict(self.env_spec, "environment") or {}}
+        for name in _SECTIONS:
+            section = _as_dict(getattr(self, f"{name}_spec"), name)
+            if section is not None:
+                raw[name] = section
+        selection = _as_dict(self.selection_strategy_spec, "selection_strategy")
+        if selection is not None:
+            raw["tournament_selection"] = selection
+        network = self.network or net_config
+        if network:
+            raw["network"] = network
         payload = manifest_payload(raw)
         for key in ("mutation", "tournament_selection", "network"):
             payload.setdefault(key, {})
@@ -200,7 +229,7 @@ class ArenaTrainer:
         :param poll_interval: Longest pause between status checks while waiting.
         :param timeout: Give up waiting after this many seconds.
         """
-        ack = self.client.submit_experiment(
+        ack = self._client.submit_experiment(
             self.to_manifest(),
             resource_id=resource_id,
             num_nodes=num_nodes,
@@ -214,7 +243,7 @@ class ArenaTrainer:
         name = str(ack.get("experiment_name") or experiment_name or "")
         if not name:
             raise ValueError("The server did not name the experiment; pass experiment_name=.")
-        return self.client.wait_for_experiment(
+        return self._client.wait_for_experiment(
             name,
             poll_interval=poll_interval,
             timeout=timeout,
@@ -223,12 +252,12 @@ class ArenaTrainer:
 
     def resume_from_checkpoint(self, job_id: str, max_steps: int) -> Any:
         """Continue experiment *job_id* from its latest checkpoint up to *max_steps*."""
-        return self.client.resume_experiment(job_id, max_steps)
+        return self._client.resume_experiment(job_id, max_steps)
 
     def list_experiments(self, project: str | None = None) -> list[dict[str, Any]]:
         """The experiments of *project* (default: the default project)."""
-        return self.client.list_experiments(project)
+        return self._client.list_experiments(project)
 
     def list_checkpoints(self, job_id: str) -> list[dict[str, Any]]:
         """The checkpoints of experiment *job_id*."""
-        return self.client.list_checkpoints(job_id)
+        return self._client.list_checkpoints(job_id)

@@ -3,7 +3,9 @@
 :class:`Trainer` holds what every trainer shares (spec resolution, the deprecated
 ``tournament`` keyword, ``from_manifest``, ``to_manifest``); :class:`LocalTrainer` trains on
 this machine. ``ArenaTrainer`` (remote training) lives in :mod:`agilerl.arena.trainer` and is
-re-exported here lazily, so importing this module does not import the Arena client.
+re-exported here lazily, so importing this module does not import the Arena client. This
+module imports no torch (the training machinery is imported when a ``LocalTrainer`` is built
+or trained): ``ArenaTrainer`` subclasses :class:`Trainer` in the light Arena package.
 
 Differences from the reference library, on purpose:
 
@@ -34,8 +36,6 @@ from agilerl.training.errors import (
     algo_meta,
     algo_name,
 )
-from agilerl.training.paradigms import resolve_paradigm
-from agilerl.training.session import TrainOptions, TrainSession
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.arena.trainer import ArenaTrainer
@@ -218,6 +218,7 @@ class LocalTrainer(Trainer):
         super().__init__(algorithm, environment, training, mutation, selection_strategy,
                          replay_buffer, **kwargs)
         from agilerl.training import build
+        from agilerl.training.paradigms import resolve_paradigm
 
         models = _models()
         self.paradigm = resolve_paradigm(self.algorithm_spec)
@@ -239,6 +240,8 @@ class LocalTrainer(Trainer):
         )
         self.memory = build.make_memory(self)
         self.n_step_memory = None
+        from agilerl.training.session import TrainSession
+
         self.train_fn = TrainSession.run
         self._resume: Any = None
         #: Where the last ``train()`` call saved the elite, its last checkpoint, its run folder.
@@ -334,6 +337,8 @@ class LocalTrainer(Trainer):
         if getattr(training, "max_wall_seconds", None) is not None:
             warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
                           "it is ignored here", UserWarning, stacklevel=2)
+        from agilerl.training.session import TrainOptions, TrainSession
+
         options = TrainOptions(
             verbose=verbose, save_elite=save_elite,
             elite_path=Path(elite_path) if elite_path is not None else None,

@@ -21,6 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agilerl.arena.server.auth import Authenticator, User
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.jsondepth import check_json_depth
+from agilerl.arena.server.ratelimit import RateLimiter
 from agilerl.arena.server.scheduler import Scheduler
 from agilerl.arena.server.store import Store
 
@@ -40,6 +42,12 @@ class Context:
     #: database anyway, and a single worker keeps tail latency flat under bursts.
     submitter: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="arena-submit"))
+    #: device logins started per client address (the endpoint needs no credentials).
+    device_limiter: RateLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.device_limiter = RateLimiter(self.config.device_rate_per_minute,
+                                          self.config.device_rate_burst)
 
     async def submit_call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.submitter, fn, *args)
@@ -108,6 +116,60 @@ class BodyLimit:
         await self.app(scope, counting_receive, send)
 
 
+class JsonDepthLimit:
+    """400 ``INVALID_JSON`` for a JSON body nested deeper than ``MAX_JSON_DEPTH``, before any
+    route parses it (the parser would recurse once per level). Runs inside
+    :class:`BodyLimit`, so the body it reads whole is already bounded."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        ctype = headers.get(b"content-type", b"").decode("latin-1").lower()
+        if "json" not in ctype:
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            try:
+                message = await receive()
+            except StarletteHTTPException as exc:  # BodyLimit's streamed 413
+                await error_response(_too_large_error(exc))(scope, receive, send)
+                return
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)  # client went away
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            check_json_depth(body)
+        except ApiError as err:
+            await error_response(err)(scope, receive, send)
+            return
+        await self.app(scope, _replay([{"type": "http.request", "body": body,
+                                        "more_body": False}], receive), send)
+
+
+def _too_large_error(exc: StarletteHTTPException) -> ApiError:
+    return ApiError(exc.status_code, "PAYLOAD_TOO_LARGE", str(exc.detail))
+
+
+def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
+    """A ``receive`` that hands out ``messages`` first, then defers to ``then``."""
+    pending = list(messages)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        if then is not None:
+            return await then()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 def _too_large(limit: int) -> ApiError:
     return ApiError(413, "PAYLOAD_TOO_LARGE",
                     f"Request body exceeds this server's limit of {limit} bytes", limit=limit)
@@ -140,7 +202,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "PAYLOAD_TOO_LARGE"}
+        # FastAPI answers 400 only when a JSON body does not parse.
+        codes = {400: "INVALID_JSON", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+                 413: "PAYLOAD_TOO_LARGE"}
         return error_response(ApiError(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"),
                                        str(exc.detail)))
 
@@ -204,5 +268,6 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(routes_catalog.router, dependencies=guarded)
     app.include_router(routes_experiments.router, dependencies=guarded)
     app.include_router(routes_catalog.fallback, dependencies=guarded)
-    app.add_middleware(BodyLimit, config=config)
+    app.add_middleware(JsonDepthLimit)
+    app.add_middleware(BodyLimit, config=config)  # added last: runs first
     return app

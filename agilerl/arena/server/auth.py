@@ -165,8 +165,12 @@ class Authenticator:
         user_code = f"{user_code[:4]}-{user_code[4:]}"
         ttl = self.config.device_code_ttl_s
         interval = self.config.device_poll_interval_s
-        self.store.create_device(sha256_hex(device_code), user_code, client_id, scope,
-                                 time.time() + ttl, interval)
+        now = time.time()
+        if not self.store.create_device(sha256_hex(device_code), user_code, client_id, scope,
+                                        now + ttl, interval, purge_before=now - ttl,
+                                        max_pending=self.config.max_pending_device_codes):
+            raise ApiError(429, "slow_down", "Too many device logins are pending on this"
+                           " server; retry in a minute", retry_after=60)
         verify = f"{base_url.rstrip('/')}/device"
         return {
             "device_code": device_code,

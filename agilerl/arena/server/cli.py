@@ -3,19 +3,25 @@
     arena-server serve --host 127.0.0.1 --port 8080 --data-dir DIR [--slots K]
                        [--allow-custom-code] [--job-command CMD] [limits ...]
     arena-server tokens create --data-dir DIR --user NAME [--admin]
+    arena-server tokens list --data-dir DIR [--user NAME] [--revoked]
+    arena-server tokens revoke --data-dir DIR (TOKEN_ID ... | --user NAME)
     arena-server device approve --data-dir DIR --user NAME CODE
 
-``tokens create`` prints the new token alone on stdout. Exit status: 0 ok, 1 a runtime
+``tokens create`` prints the new token alone on stdout; ``tokens list`` prints one line per
+token (id, user, creation time, state), never a secret. Exit status: 0 ok, 1 a runtime
 problem (data folder unusable, port taken, unknown code), 2 a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
+import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +62,17 @@ def _command(text: str) -> list[str]:
     return parts
 
 
+def _env_var(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"'{name}' is not a variable name")
+    if not sep:
+        if name not in os.environ:
+            raise argparse.ArgumentTypeError(f"{name} is not set here; write {name}=VALUE")
+        value = os.environ[name]
+    return name, value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-server",
                                      description="Self-hosted Arena-compatible training server")
@@ -70,12 +87,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="accept manifests that import user code (entrypoint, wrappers, ...)")
     serve.add_argument("--job-command", type=_command, default=None,
                        help="worker command (default: '<python> -m agilerl.train')")
+    serve.add_argument("--job-env", type=_env_var, action="append", default=[],
+                       metavar="NAME[=VALUE]",
+                       help="also give jobs this variable (its value here when none is given);"
+                       " repeatable. Jobs otherwise see only PATH, LANG, LC_*, ... and their own")
+    serve.add_argument("--no-job-sandbox", action="store_true",
+                       help="do not confine jobs with Landlock (they can then read the data"
+                       " folder, signing secret included)")
     serve.add_argument("--stop-grace", type=_seconds, default=10.0,
                        help="seconds between SIGTERM and SIGKILL on stop")
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20)
     serve.add_argument("--max-upload-bytes", type=_positive, default=16 << 20)
     serve.add_argument("--max-total-steps", type=_positive, default=50_000_000,
-                       help="cap on pop_size * max_steps per job")
+                       help="cap on the env steps of one job: pop_size x max_steps, plus"
+                       " evaluation (generations x eval_loop x eval_steps x num_envs per agent)")
+    serve.add_argument("--max-envs", type=_positive, default=256,
+                       help="cap on environment.num_envs per job")
     serve.add_argument("--max-active-jobs", type=_positive, default=20,
                        help="queued or running jobs per user")
     serve.add_argument("--max-restarts", type=_number(int, "an integer", 0), default=2,
@@ -91,6 +118,16 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--data-dir", type=Path, required=True)
     create.add_argument("--user", required=True)
     create.add_argument("--admin", action="store_true", help="may mint tokens for others")
+    listing = tsub.add_parser("list", help="list personal access tokens (ids, never secrets)")
+    listing.add_argument("--data-dir", type=Path, required=True)
+    listing.add_argument("--user", default=None, help="only this user's tokens")
+    listing.add_argument("--revoked", action="store_true", help="include revoked tokens")
+    revoke = tsub.add_parser("revoke", help="revoke tokens by id, or all of a user's")
+    revoke.add_argument("--data-dir", type=Path, required=True)
+    revoke.add_argument("token_ids", nargs="*", metavar="TOKEN_ID",
+                        help="an id from 'tokens list', or the whole token")
+    revoke.add_argument("--user", default=None,
+                        help="revoke every token and login (refresh token) of this user")
 
     device = sub.add_parser("device", help="device logins")
     dsub = device.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -111,8 +148,10 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         data_dir=args.data_dir, slots=args.slots, allow_custom_code=args.allow_custom_code,
         stop_grace_s=args.stop_grace, max_body_bytes=args.max_body_bytes,
         max_upload_bytes=args.max_upload_bytes, max_total_steps=args.max_total_steps,
+        max_envs=args.max_envs,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
-        max_restarts=args.max_restarts,
+        max_restarts=args.max_restarts, extra_env=dict(args.job_env),
+        job_sandbox=not args.no_job_sandbox,
     )
     if args.job_command:
         cfg.job_command = args.job_command
@@ -133,9 +172,68 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _serve(args: argparse.Namespace) -> int:
+class _Stop(Exception):
+    """SIGTERM arrived before uvicorn took over the stop signals."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stop
+
+
+def _uvicorn_server(app: Any, log_level: str) -> Any:
+    """A uvicorn server for which SIGINT/SIGTERM mean "shut down cleanly and exit 0".
+
+    uvicorn re-raises a captured stop signal once it has shut down, so the process would die
+    of it (exit -2/-15, or a KeyboardInterrupt traceback). A stop requested by the operator,
+    Ctrl-C, systemd or Kubernetes is the normal way this server ends, so the signals are
+    captured here and not re-raised; a second Ctrl-C still forces an immediate exit.
+    """
     import uvicorn
 
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            stops = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(uvicorn.Config(app, log_level=log_level, lifespan="on",
+                                 access_log=log_level == "debug"))
+
+
+def _say_how_jobs_are_confined(cfg: ServerConfig) -> None:
+    from agilerl.arena.server.sandbox import landlock_abi
+
+    if not cfg.job_sandbox:
+        print("arena-server: warning: jobs are not sandboxed (--no-job-sandbox): they can read"
+              f" {cfg.data_dir}, the signing secret included", file=sys.stderr)
+    elif landlock_abi() < 1:
+        print("arena-server: warning: this kernel has no Landlock, so jobs cannot be sandboxed:"
+              f" they can read {cfg.data_dir}, the signing secret included; run the server as"
+              " a dedicated account and enable --allow-custom-code only for trusted users",
+              file=sys.stderr)
+    else:
+        print(f"arena-server: jobs are sandboxed (Landlock ABI {landlock_abi()}): no access to"
+              " the data folder beyond their own experiment folder", file=sys.stderr)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run until stopped; SIGINT or SIGTERM at any point ends it with status 0."""
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return _serve_until_stopped(args)
+    except (KeyboardInterrupt, _Stop):
+        print("arena-server: stopped", file=sys.stderr)
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _serve_until_stopped(args: argparse.Namespace) -> int:
     from agilerl.arena.server.app import DataDirBusy, create_app
 
     try:
@@ -156,9 +254,9 @@ def _serve(args: argparse.Namespace) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"arena-server listening on http://{shown}:{port} (data: {cfg.data_dir})",
           file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on",
-                                           access_log=args.log_level == "debug"))
-    server.run(sockets=[sock])
+    _say_how_jobs_are_confined(cfg)
+    _uvicorn_server(app, args.log_level).run(sockets=[sock])
+    print("arena-server: stopped", file=sys.stderr)
     return 0
 
 
@@ -178,6 +276,68 @@ def _tokens_create(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot use data folder {args.data_dir}: {exc}")
     print(token)
+    return 0
+
+
+@contextlib.contextmanager
+def _existing_store(data_dir: Path) -> Iterator[Any]:
+    """The server database under ``data_dir``; :class:`_NoDatabase` when there is none."""
+    from agilerl.arena.server.store import Store
+
+    cfg = ServerConfig(data_dir=data_dir)
+    if not cfg.db_path.exists():
+        raise _NoDatabase(f"{data_dir} holds no server database")
+    store = Store(cfg.db_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+class _NoDatabase(Exception):
+    pass
+
+
+def _tokens_list(args: argparse.Namespace) -> int:
+    with _existing_store(args.data_dir) as store:
+        rows = store.tokens(args.user, revoked=args.revoked)
+    for row in rows:
+        state = "revoked" if row["revoked"] else "active"
+        print(f"{row['token_id']}  {row['user']}  {row['created_at']}  {state}")
+    if not rows:
+        print("no tokens", file=sys.stderr)
+    return 0
+
+
+def _token_id(text: str) -> str:
+    """The id of ``arena_pat_<id>_<secret>``, or ``text`` itself."""
+    from agilerl.arena.server.auth import PAT_PREFIX
+
+    if text.startswith(PAT_PREFIX):
+        return text[len(PAT_PREFIX):].split("_", 1)[0]
+    return text
+
+
+def _tokens_revoke(args: argparse.Namespace) -> int:
+    if bool(args.token_ids) == bool(args.user):
+        print("arena-server tokens revoke: error: give TOKEN_ID(s) or --user NAME",
+              file=sys.stderr)
+        return 2
+    with _existing_store(args.data_dir) as store:
+        if args.user:
+            user = store.user_by_name(args.user)
+            if user is None:
+                return _fail(f"unknown user '{args.user}'")
+            pats, refresh = store.revoke_user_tokens(user["id"])
+            print(f"revoked {pats} token(s) and {refresh} login(s) of {args.user}",
+                  file=sys.stderr)
+            return 0
+        unknown = [t for t in args.token_ids if not store.revoke_token(_token_id(t))]
+    for text in args.token_ids:
+        if text not in unknown:
+            print(f"revoked {_token_id(text)}", file=sys.stderr)
+    if unknown:
+        return _fail("no active token with id " + ", ".join(_token_id(t) for t in unknown))
     return 0
 
 
@@ -208,9 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command == "tokens":
-        return _tokens_create(args)
-    return _device_approve(args)
+    actions = {("tokens", "create"): _tokens_create, ("tokens", "list"): _tokens_list,
+               ("tokens", "revoke"): _tokens_revoke, ("device", "approve"): _device_approve}
+    try:
+        return actions[(args.command, args.action)](args)
+    except _NoDatabase as exc:
+        return _fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,11 @@ class ServerConfig:
     max_body_bytes: int = 1 << 20
     #: multipart uploads (bytes).
     max_upload_bytes: int = 16 << 20
-    #: cap on ``training.pop_size * training.max_steps`` for one job.
+    #: cap on the environment steps one job asks for, training and evaluation together
+    #: (:class:`agilerl.arena.server.policy.Budget`).
     max_total_steps: int = 50_000_000
+    #: cap on ``environment.num_envs`` (environment copies one job runs at once).
+    max_envs: int = 256
     #: jobs a user may have waiting or running at once (QUEUED, STARTING, RUNNING, STOPPING).
     max_active_jobs_per_user: int = 20
     #: how many times a run interrupted by a server restart is re-queued before it fails.
@@ -40,12 +43,21 @@ class ServerConfig:
     refresh_token_ttl_s: int = 30 * 24 * 3600
     device_code_ttl_s: int = 600
     device_poll_interval_s: int = 5
+    #: device logins one client address may start: ``device_rate_burst`` at once, then
+    #: ``device_rate_per_minute`` a minute (429 ``slow_down`` beyond).
+    device_rate_per_minute: int = 10
+    device_rate_burst: int = 10
+    #: unexpired, unused device codes kept at once, whoever asked (429 beyond).
+    max_pending_device_codes: int = 1000
     #: checkpoint every ``max_steps // checkpoint_fraction`` steps unless the manifest says.
     checkpoint_fraction: int = 10
     #: where devices are told to approve; filled in from the bound address when empty.
     public_url: str = ""
     realm: str = "arena"
+    #: variables set for every job on top of the allow-listed ones (``--job-env``).
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
+    job_sandbox: bool = True
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().resolve()

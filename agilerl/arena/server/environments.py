@@ -1,8 +1,13 @@
-"""The environments this server can run without uploads: installed Gymnasium ids."""
+"""The environments this server can run without uploads: installed Gymnasium ids.
+
+Lookups never import a package a request names: importing runs its code (``this.x`` would
+import ``this``), so modules are looked up on disk only
+(:func:`agilerl.models.env_checks.check_module_path`), and Gymnasium ids are read from the
+registry without ``gymnasium.spec``/``make``, which import the module of a ``module:`` id.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from functools import lru_cache
 from typing import Any
@@ -20,14 +25,15 @@ def gym_ids() -> dict[str, str]:
 
 
 def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+    """Whether the dotted module ``name`` is installed, found without importing any part."""
+    from agilerl.models.env_checks import check_module_path
+
+    return check_module_path(name) is None
 
 
 def exists(name: str) -> bool:
-    return name in gym_ids() or ("." in name and _module_exists(name))
+    """A registered Gymnasium id, or an installed module (PettingZoo style, dotted)."""
+    return name in gym_ids() or ("." in name and ":" not in name and _module_exists(name))
 
 
 def catalogue(name: str | None) -> dict[str, Any]:

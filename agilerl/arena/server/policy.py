@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from agilerl.arena.server.errors import ApiError
@@ -12,8 +13,6 @@ from agilerl.arena.server.errors import ApiError
 CODE_FIELDS = ("entrypoint", "path", "wrappers", "reward_file_path")
 #: keys whose string values are file system paths (besides ``*_path``, ``*_dir``, ``*_file``).
 PATH_KEYS = frozenset({"path", "features", "targets"})
-DEFAULT_MAX_STEPS = 1_000_000
-DEFAULT_POP_SIZE = 1
 
 
 def _located(errors: list[dict[str, Any]]) -> list[str]:
@@ -136,21 +135,107 @@ def check_paths(manifest: dict[str, Any]) -> None:
                        "Paths in a manifest must stay inside the experiment folder", errors=bad)
 
 
-def budget(manifest: dict[str, Any]) -> tuple[int, int]:
-    """``(max_steps, pop_size)`` as the trainer will read them."""
+#: evaluation episodes without ``training.eval_steps`` run to termination; the budget counts
+#: them as this many vector steps (Gymnasium's usual time limit is at most 1,000).
+ASSUMED_EPISODE_STEPS = 1000
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The environment steps a manifest asks for, field by field.
+
+    * training: ``pop_size`` agents x ``max_steps`` env steps each (``max_steps`` already
+      counts every sub-environment);
+    * evaluation: every generation (``ceil(max_steps / evo_steps)``) each agent plays
+      ``eval_loop`` rounds of at most ``eval_steps`` vector steps in ``num_envs`` copies.
+    """
+
+    max_steps: int
+    pop_size: int
+    evo_steps: int
+    eval_loop: int
+    eval_steps: int | None
+    num_envs: int
+
+    @property
+    def generations(self) -> int:
+        return -(-self.max_steps // self.evo_steps)
+
+    @property
+    def training_steps(self) -> int:
+        return self.pop_size * self.max_steps
+
+    @property
+    def evaluation_steps(self) -> int:
+        per_round = (self.eval_steps or ASSUMED_EPISODE_STEPS) * self.num_envs
+        return self.pop_size * self.generations * self.eval_loop * per_round
+
+    @property
+    def total(self) -> int:
+        return self.training_steps + self.evaluation_steps
+
+    def lines(self) -> list[str]:
+        """One ``field: value`` line per term, for the 422 answer."""
+        eval_steps = (f"training.eval_steps: {self.eval_steps}" if self.eval_steps
+                      else f"training.eval_steps: null (counted as {ASSUMED_EPISODE_STEPS})")
+        return [
+            f"training.pop_size: {self.pop_size} x training.max_steps: {self.max_steps}"
+            f" = {self.training_steps} training steps",
+            f"training.pop_size: {self.pop_size} x {self.generations} generations"
+            f" (training.evo_steps: {self.evo_steps}) x training.eval_loop: {self.eval_loop}"
+            f" x {eval_steps} x environment.num_envs: {self.num_envs}"
+            f" = {self.evaluation_steps} evaluation steps",
+        ]
+
+
+def _field_default(model: Any, name: str) -> Any:
+    return model.model_fields[name].default
+
+
+def _int(section: dict[str, Any], keys: tuple[str, ...], default: Any) -> Any:
+    for key in keys:
+        value = section.get(key)
+        if value is not None:
+            return int(value)
+    return default
+
+
+def budget(manifest: dict[str, Any]) -> Budget:
+    """The work a (validated) manifest asks for; unset fields take their schema defaults,
+    and ``evo_steps`` the algorithm's ``default_evo_steps``."""
+    from agilerl.arena.models import _generated as gen
+
     training = manifest.get("training") or {}
-    max_steps = training.get("max_steps", DEFAULT_MAX_STEPS)
-    pop_size = training.get("pop_size", training.get("population_size", DEFAULT_POP_SIZE))
-    return int(max_steps), int(pop_size)
+    env = manifest.get("environment") or {}
+    algo = str((manifest.get("algorithm") or {}).get("name", ""))
+    entry = gen.REGISTRY.get(algo)
+    default_evo = entry.default_evo_steps if entry is not None else \
+        gen.REGISTRY["DQN"].default_evo_steps
+    spec = gen.TrainingSpec
+    return Budget(
+        max_steps=_int(training, ("max_steps",), _field_default(spec, "max_steps")),
+        pop_size=_int(training, ("pop_size", "population_size"),
+                      _field_default(spec, "pop_size")),
+        evo_steps=max(1, _int(training, ("evo_steps", "metrics_interval"), default_evo)),
+        eval_loop=max(1, _int(training, ("eval_loop",), _field_default(spec, "eval_loop"))),
+        eval_steps=_int(training, ("eval_steps",), None),
+        num_envs=max(1, _int(env, ("num_envs",), _field_default(gen.EnvSpec, "num_envs"))),
+    )
 
 
-def check_budget(max_steps: int, pop_size: int, cap: int) -> None:
-    if max_steps < 1:
+def check_budget(work: Budget, cap: int, max_envs: int) -> None:
+    """422 ``BUDGET_EXCEEDED`` when the manifest asks for more than this server allows."""
+    if work.max_steps < 1:
         raise ApiError(422, "MANIFEST_INVALID", "max_steps must be at least 1",
                        errors=["training.max_steps: must be at least 1"])
-    if max_steps * pop_size > cap:
+    if work.num_envs > max_envs:
         raise ApiError(
             422, "BUDGET_EXCEEDED",
-            f"pop_size * max_steps = {pop_size * max_steps} exceeds this server's limit of {cap}",
-            errors=[f"training.max_steps: {max_steps} x training.pop_size: {pop_size} > {cap}"],
-        )
+            f"environment.num_envs = {work.num_envs} exceeds this server's limit of {max_envs}",
+            errors=[f"environment.num_envs: {work.num_envs} > {max_envs}"], limit=max_envs)
+    if work.total > cap:
+        raise ApiError(
+            422, "BUDGET_EXCEEDED",
+            f"The job asks for {work.total} environment steps ({work.training_steps} training"
+            f" + {work.evaluation_steps} evaluation), more than this server's limit of {cap}",
+            errors=work.lines(), limit=cap)

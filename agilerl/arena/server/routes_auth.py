@@ -15,6 +15,11 @@ from agilerl.arena.server.errors import ApiError
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 _OIDC = "/realms/{realm}/protocol/openid-connect"
+#: longest value any field of the unauthenticated OAuth forms may have (tokens included).
+MAX_FORM_FIELD = 4096
+#: longest ``client_id`` and ``scope`` a device login may ask for (they are stored).
+MAX_CLIENT_ID = 128
+MAX_SCOPE = 512
 
 public = APIRouter()
 api = APIRouter()
@@ -22,13 +27,41 @@ api = APIRouter()
 
 def _oauth_error(err: ApiError) -> JSONResponse:
     """Keycloak's error shape: ``{"error": <name>, "error_description": <text>}``."""
+    retry = err.extras.get("retry_after")
+    headers = {"Retry-After": str(retry)} if retry is not None else None
     return JSONResponse({"error": err.code, "error_description": err.message},
-                        status_code=err.status)
+                        status_code=err.status, headers=headers)
 
 
 async def _form(request: Request) -> dict[str, str]:
+    """The non-empty text fields of a form; 400 ``invalid_request`` for an oversized one."""
     form = await request.form()
-    return {k: v for k, v in form.items() if isinstance(v, str) and v != ""}
+    fields = {k: v for k, v in form.items() if isinstance(v, str) and v != ""}
+    for key, value in fields.items():
+        if len(key) > MAX_FORM_FIELD or len(value) > MAX_FORM_FIELD:
+            raise ApiError(400, "invalid_request",
+                           f"Form field '{key[:64]}' is longer than {MAX_FORM_FIELD} characters")
+    return fields
+
+
+def _bounded(form: dict[str, str], key: str, limit: int) -> None:
+    value = form.get(key, "")
+    if len(value) > limit or not value.isprintable():
+        raise ApiError(400, "invalid_request",
+                       f"{key} must be printable text of at most {limit} characters")
+
+
+def _client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _rate_limit(request: Request) -> None:
+    wait = context(request).device_limiter.allow(_client_address(request))
+    if wait > 0:
+        seconds = max(1, int(wait + 0.999))
+        raise ApiError(429, "slow_down",
+                       f"Too many device logins from this address; retry in {seconds} s",
+                       retry_after=seconds)
 
 
 def _check_realm(request: Request, realm: str) -> None:
@@ -40,9 +73,12 @@ def _check_realm(request: Request, realm: str) -> None:
 async def device_authorization(request: Request, realm: str) -> Response:
     try:
         _check_realm(request, realm)
+        _rate_limit(request)
         form = await _form(request)
         if not form.get("client_id"):
             raise ApiError(400, "invalid_client", "client_id is required")
+        _bounded(form, "client_id", MAX_CLIENT_ID)
+        _bounded(form, "scope", MAX_SCOPE)
         ctx = context(request)
         base = ctx.config.public_url or str(request.base_url)
         data = ctx.auth.start_device(form["client_id"], form.get("scope", "openid"), base)
@@ -74,9 +110,9 @@ async def token(request: Request, realm: str) -> Response:
 async def logout(request: Request, realm: str) -> Response:
     try:
         _check_realm(request, realm)
+        form = await _form(request)
     except ApiError as err:
         return _oauth_error(err)
-    form = await _form(request)
     if form.get("refresh_token"):
         context(request).auth.logout(form["refresh_token"])
     return Response(status_code=204)
@@ -101,8 +137,12 @@ async def device_page(user_code: str = "") -> HTMLResponse:
 
 @public.post("/device")
 async def device_approve_form(request: Request) -> HTMLResponse:
-    form = await _form(request)
-    code = form.get("user_code", "")
+    try:
+        form = await _form(request)
+    except ApiError as err:
+        return HTMLResponse(_PAGE.format(message=html.escape(err.message), code=""),
+                            status_code=err.status)
+    code = form.get("user_code", "")[:32]
     try:
         user = context(request).auth.authenticate(f"Bearer {form.get('api_key', '')}")
         context(request).auth.approve_device(code, user)

@@ -40,14 +40,18 @@ def _event(kind: str, stage: str, status: str, message: str,
 
 
 def public_row(ctx: Context, row: Row) -> dict[str, Any]:
-    """The experiment row of spec §9.4 (list/status)."""
+    """The experiment row of spec §9.4 (list/status).
+
+    ``steps`` counts per agent, like ``max_steps`` (the trainer logs population totals).
+    """
     steps = row["steps"]
     if row["state"] in states.LIVE:
         steps = max(steps, ctx.scheduler.live_steps(row["id"]) or 0)
     return {key: row[key] for key in (
         "id", "name", "project", "state", "algorithm", "environment", "resource_id",
         "num_nodes", "created_at", "started_at", "finished_at")} | {
-        "steps": steps, "max_steps": row["max_steps"], "attempt": row["attempt"]}
+        "steps": steps, "max_steps": row["max_steps"], "pop_size": row["pop_size"],
+        "attempt": row["attempt"]}
 
 
 def find(ctx: Context, user: User, name: str | None, project: str | None = None) -> Row:
@@ -244,12 +248,13 @@ def resume(body: ResumeRequest, request: Request,
     if latest is None:
         raise ApiError(409, "NO_CHECKPOINT",
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
-    policy.check_budget(body.max_steps, row["pop_size"], ctx.config.max_total_steps)
+    manifest = run.read_manifest()
+    manifest.setdefault("training", {})["max_steps"] = body.max_steps
+    policy.check_budget(policy.budget(manifest), ctx.config.max_total_steps,
+                        ctx.config.max_envs)
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
                        limit=ctx.config.max_active_jobs_per_user)
-    manifest = run.read_manifest()
-    manifest.setdefault("training", {})["max_steps"] = body.max_steps
     run.write_manifest(manifest)
     if ctx.store.transition(row["id"], states.QUEUED, reason=f"resumed from {latest.name}",
                             only_from=tuple(states.TERMINAL), attempt=row["attempt"] + 1,

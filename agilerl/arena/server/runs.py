@@ -37,6 +37,9 @@ _TRAIN_KEYS = ("training_score", "train_score", "score")
 class Checkpoint:
     name: str
     path: Path
+    #: env steps of the whole population (the trainer's ``global_step``).
+    total_steps: int
+    #: ``total_steps`` per agent: the unit of ``training.max_steps``.
     steps: int
     evaluation_score: float | None
     training_score: float | None
@@ -44,8 +47,8 @@ class Checkpoint:
     created_at: str
 
     def row(self) -> dict[str, Any]:
-        return {"name": self.name, "steps": self.steps, "size_mb": round(self.size_mb, 3),
-                "training_score": self.training_score,
+        return {"name": self.name, "steps": self.steps, "total_steps": self.total_steps,
+                "size_mb": round(self.size_mb, 3), "training_score": self.training_score,
                 "evaluation_score": self.evaluation_score, "created_at": self.created_at}
 
 
@@ -69,6 +72,8 @@ class RunDir:
         self.checkpoints = root / "checkpoints"
         #: the trainer's own run folder (``--run-dir``): resolved manifest, metrics.csv.
         self.run = root / "run"
+        #: the job's ``TMPDIR``.
+        self.tmp = root / "tmp"
 
     def create(self, manifest: dict[str, Any]) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -84,18 +89,32 @@ class RunDir:
         data = json.loads(self.manifest.read_text())
         return data if isinstance(data, dict) else {}
 
+    def agents(self) -> int:
+        """The population size the manifest asks for (1 when it cannot be read).
+
+        The trainer counts steps for the whole population (``train/global_step``) while
+        ``training.max_steps`` is per agent; steps shown to users are divided by this.
+        """
+        try:
+            training = self.read_manifest().get("training") or {}
+        except (OSError, ValueError):
+            return 1
+        size = training.get("pop_size", training.get("population_size", 1))
+        return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+
     # ---- checkpoints ------------------------------------------------------------------
 
     def list_checkpoints(self) -> list[Checkpoint]:
         """Complete checkpoints (folders whose ``index.json`` exists), oldest first."""
         found = []
         if self.checkpoints.is_dir():
+            agents = self.agents()
             for index in sorted(self.checkpoints.glob("**/index.json")):
-                found.append(self._checkpoint(index))
-        found.sort(key=lambda c: (c.steps, c.created_at))
+                found.append(self._checkpoint(index, agents))
+        found.sort(key=lambda c: (c.total_steps, c.created_at))
         return found
 
-    def _checkpoint(self, index: Path) -> Checkpoint:
+    def _checkpoint(self, index: Path, agents: int) -> Checkpoint:
         folder = index.parent
         try:
             data = json.loads(index.read_text())
@@ -114,7 +133,8 @@ class RunDir:
         return Checkpoint(
             name=folder.relative_to(self.checkpoints).as_posix(),
             path=folder,
-            steps=int(steps),
+            total_steps=int(steps),
+            steps=int(steps) // agents,
             evaluation_score=_number(data, _EVAL_KEYS),
             training_score=_number(data, _TRAIN_KEYS),
             size_mb=size / 1e6,
@@ -174,8 +194,35 @@ class RunDir:
                 writer.writerow([row[i] if i < len(row) else "" for i in keep])
         return out.getvalue()
 
+    def trim_metrics(self, last_total: int) -> int:
+        """Drop the metrics rows logged after population step ``last_total``.
+
+        A run resumed from a checkpoint appends to the same CSV; the rows its previous
+        attempt wrote after that checkpoint would otherwise appear twice. Rewritten
+        atomically; returns how many rows were dropped.
+        """
+        path = self.metrics_file()
+        if path is None:
+            return 0
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+        if not rows:
+            return 0
+        header, body = rows[0], rows[1:]
+        column = next((header.index(k) for k in _CSV_STEP_KEYS if k in header), None)
+        if column is None:
+            return 0
+        kept = [row for row in body if _step_at_most(row, column, last_total)]
+        if len(kept) == len(body):
+            return 0
+        tmp = path.with_name(f".{path.name}.trim")
+        with tmp.open("w", newline="") as fh:
+            csv.writer(fh, lineterminator="\n").writerows([header, *kept])
+        tmp.replace(path)
+        return len(body) - len(kept)
+
     def last_metric_step(self) -> int | None:
-        """The step count on the metrics CSV's last row (steps only grow), if it has one.
+        """The population step count on the metrics CSV's last row (steps only grow).
 
         Reads the header and the file's tail only, so polling a long run stays cheap.
         """
@@ -217,6 +264,13 @@ class RunDir:
             except ValueError:
                 continue
         return entries, offset + end + 1
+
+
+def _step_at_most(row: list[str], column: int, limit: int) -> bool:
+    try:
+        return float(row[column]) <= limit
+    except (IndexError, ValueError):
+        return False  # a torn last line of a killed run
 
 
 class LogWriter:

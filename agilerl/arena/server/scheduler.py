@@ -2,7 +2,10 @@
 
 Each run is ``<job_command> manifest.json --checkpoint-path <exp>/checkpoints
 --checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
-its own session (process group) with the experiment folder as working directory. The
+its own session (process group) with the experiment folder as working directory and
+``HOME``, an allow-listed environment (:func:`job_env`), and, where the kernel has
+Landlock, through :mod:`agilerl.arena.server.sandbox` so it cannot reach the rest of the
+data folder. The
 trainer's progress display is left on: writing to a pipe it prints plain lines, which
 become the job's log. Two reader threads copy stdout/stderr line by line into
 ``logs.ndjson``; a waiter thread records the outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
@@ -22,10 +25,13 @@ FAILED. QUEUED jobs simply stay queued.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +41,28 @@ import agilerl
 from agilerl.arena.server import states
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.runs import LogWriter, RunDir
+from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.store import Row, Store
 
 log = logging.getLogger(__name__)
 _TICK_S = 0.5
+#: server environment variables a job inherits (besides ``LC_*``); nothing else of the
+#: server's environment reaches it, so credentials kept there stay with the server.
+PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH",
+              "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def job_env(run: RunDir, extra: dict[str, str]) -> dict[str, str]:
+    """A job's whole environment: the allow-listed server variables, ``HOME`` and
+    ``TMPDIR`` inside its experiment folder, what Python needs to find agilerl, then the
+    operator's ``extra`` (``--job-env``)."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
+    root = str(Path(agilerl.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env.update(HOME=str(run.root), TMPDIR=str(run.tmp), PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
 
 
 @dataclass
@@ -82,6 +106,8 @@ class Scheduler:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Landlock ABI the jobs are confined with; 0: unconfined (no Landlock, or disabled).
+        self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
 
     def run_dir(self, exp_id: int) -> RunDir:
         return RunDir(self.config.experiments_dir / str(exp_id))
@@ -182,22 +208,22 @@ class Scheduler:
         training = manifest.get("training") or {}
         every = training.get("checkpoint_steps") or max(
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
-        cmd = [*self.config.job_command, str(run.manifest),
+        program = self.config.job_command[0]
+        if self.sandbox_abi and shutil.which(program, path=os.environ.get("PATH")) is None:
+            # the wrapper would start and then fail to exec it: say so as Popen would
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        confine = [sys.executable, "-m", "agilerl.arena.server.sandbox",
+                   "--hide", str(self.config.data_dir), "--write", str(run.root), "--"]
+        cmd = [*(confine if self.sandbox_abi else []), *self.config.job_command,
+               str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
+            # the resumed trainer appends from the checkpoint's step on
+            run.trim_metrics(latest.total_steps)
         return cmd
-
-    def _env(self) -> dict[str, str]:
-        # The server's own Arena credentials are none of a job's business.
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-        root = str(Path(agilerl.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        env.update(self.config.extra_env)
-        return env
 
     def _launch(self, row: Row) -> None:
         exp_id = int(row["id"])
@@ -209,8 +235,10 @@ class Scheduler:
             try:
                 writer = LogWriter(run.logs)
                 cmd = self._command(row, run)
+                run.tmp.mkdir(exist_ok=True)
                 proc = subprocess.Popen(
-                    cmd, cwd=run.root, env=self._env(), stdin=subprocess.DEVNULL,
+                    cmd, cwd=run.root, env=job_env(run, self.config.extra_env),
+                    stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     errors="replace", bufsize=1, start_new_session=True,
                 )
@@ -285,12 +313,13 @@ class Scheduler:
             self.store.transition(exp_id, states.STOPPED, reason="process ended", **extra)
 
     def live_steps(self, exp_id: int) -> int | None:
+        """Steps per agent so far (the unit of ``max_steps``), from the run's files."""
         run = self.run_dir(exp_id)
         found = [s for s in (run.last_metric_step(),) if s is not None]
         latest = run.latest_checkpoint()
         if latest is not None:
-            found.append(latest.steps)
-        return max(found) if found else None
+            found.append(latest.total_steps)
+        return max(found) // run.agents() if found else None
 
     # ---- stopping ---------------------------------------------------------------------
 

@@ -182,6 +182,32 @@ class Store:
                 (token_id, user_id, token_hash, now_iso()),
             )
 
+    def tokens(self, user_name: str | None = None, *, revoked: bool = False) -> list[Row]:
+        """Personal access tokens (never their hashes), oldest first; ``revoked`` includes
+        revoked ones."""
+        sql = ("SELECT t.token_id, u.name AS user, t.created_at, t.revoked FROM tokens t"
+               " JOIN users u ON u.id = t.user_id WHERE (? IS NULL OR u.name = ?)")
+        if not revoked:
+            sql += " AND t.revoked = 0"
+        return self._all(sql + " ORDER BY t.created_at, t.token_id", (user_name, user_name))
+
+    def revoke_token(self, token_id: str) -> bool:
+        """Revoke one personal access token; False when no live token has that id."""
+        with self.tx() as db:
+            cur = db.execute("UPDATE tokens SET revoked = 1 WHERE token_id = ? AND revoked = 0",
+                             (token_id,))
+        return cur.rowcount == 1
+
+    def revoke_user_tokens(self, user_id: int) -> tuple[int, int]:
+        """Revoke every access token and refresh token of a user: ``(tokens, refresh)``."""
+        with self.tx() as db:
+            pats = db.execute("UPDATE tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0",
+                              (user_id,)).rowcount
+            refresh = db.execute(
+                "UPDATE refresh_tokens SET revoked = 1 WHERE user_id = ? AND revoked = 0",
+                (user_id,)).rowcount
+        return pats, refresh
+
     def token(self, token_id: str) -> Row | None:
         return self._one("SELECT * FROM tokens WHERE token_id = ? AND revoked = 0", (token_id,))
 
@@ -201,13 +227,26 @@ class Store:
         return cur.rowcount == 1
 
     def create_device(self, device_hash: str, user_code: str, client_id: str, scope: str,
-                      expires_at: float, interval_s: int) -> None:
+                      expires_at: float, interval_s: int, *, purge_before: float,
+                      max_pending: int) -> bool:
+        """Record a device code after deleting used ones and those that expired before
+        ``purge_before`` (recently expired ones stay, so a late poll hears "expired").
+
+        Returns False (nothing written) when the table already holds ``max_pending`` codes,
+        so it never holds more than that many rows whoever asks.
+        """
         with self.tx() as db:
+            db.execute("DELETE FROM device_codes WHERE expires_at <= ? OR status = 'used'",
+                       (purge_before,))
+            pending = db.execute("SELECT COUNT(*) FROM device_codes").fetchone()[0]
+            if pending >= max_pending:
+                return False
             db.execute(
                 "INSERT INTO device_codes (device_hash, user_code, client_id, scope, expires_at,"
                 " interval_s) VALUES (?,?,?,?,?,?)",
                 (device_hash, user_code, client_id, scope, expires_at, interval_s),
             )
+        return True
 
     def device(self, device_hash: str) -> Row | None:
         return self._one("SELECT * FROM device_codes WHERE device_hash = ?", (device_hash,))

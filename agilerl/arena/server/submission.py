@@ -17,6 +17,7 @@ from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.jsondepth import check_json_depth
 from agilerl.arena.server.store import Row
 
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -82,14 +83,17 @@ async def parse(request: Request) -> SubmitRequest:
         upload = form.get("reward_file")
         if isinstance(upload, UploadFile):
             reward = await upload.read()
+        check_json_depth(body.get("manifest", ""), "The 'manifest' form field")
         try:
             body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant,
                                           parse_float=_finite)
         except ValueError:
             raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
     else:
+        raw = await request.body()
+        check_json_depth(raw)  # also checked by the app for JSON content types
         try:
-            body = json.loads(await request.body() or b"null", parse_constant=_no_constant,
+            body = json.loads(raw or b"null", parse_constant=_no_constant,
                               parse_float=_finite)
         except ValueError as exc:
             raise ApiError(400, "INVALID_JSON", f"Request body is not valid JSON: {exc}") from None
@@ -143,8 +147,9 @@ def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
                        "A reward file is code; this server was not started with"
                        " --allow-custom-code", errors=["reward_file: refused (runs custom code)"])
     policy.check_paths(manifest)
-    max_steps, pop_size = policy.budget(manifest)
-    policy.check_budget(max_steps, pop_size, ctx.config.max_total_steps)
+    work = policy.budget(manifest)
+    policy.check_budget(work, ctx.config.max_total_steps, ctx.config.max_envs)
+    max_steps, pop_size = work.max_steps, work.pop_size
     missing = environments.missing_from_manifest(manifest)
     if missing is not None:
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{missing}' not found",

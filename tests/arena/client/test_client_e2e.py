@@ -35,12 +35,20 @@ MANIFEST = {
 
 
 @pytest.fixture
-def srv(tmp_path: Path) -> Iterator[RunningServer]:
+def job_env() -> dict[str, str]:
+    """Variables the stand-in worker gets (jobs see only an allow-listed environment);
+    set them before submitting."""
+    return {}
+
+
+@pytest.fixture
+def srv(tmp_path: Path, job_env: dict[str, str]) -> Iterator[RunningServer]:
     with running_server(
         tmp_path / "server",
         job_command=JOB_SCRIPT,
         device_poll_interval_s=0,
         stop_grace_s=2.0,
+        extra_env=job_env,  # the same dict: read when each job starts
     ) as server:
         yield server
 
@@ -242,8 +250,8 @@ def test_retried_submit_with_the_same_key_creates_one_experiment(client, manifes
     assert len(client.list_experiments("demo")) == 1
 
 
-def test_stop_and_resume(client, manifest_file, monkeypatch) -> None:
-    monkeypatch.setenv("JOB_STEP_S", "0.5")  # the worker inherits the server's environment
+def test_stop_and_resume(client, manifest_file, job_env) -> None:
+    job_env["JOB_STEP_S"] = "0.5"
     manifest = {**MANIFEST, "training": {**MANIFEST["training"], "max_steps": 10_000}}
     client.submit_experiment(manifest, project="demo", experiment_name="long")
     _wait_state(client, "long", {"RUNNING"})
@@ -410,8 +418,8 @@ def test_arena_trainer_runs_a_real_training_job(tmp_path: Path, monkeypatch) -> 
             assert [e["name"] for e in trainer.list_experiments("demo")] == ["real"]
 
 
-def test_cli_reports_a_failed_job_with_exit_1(srv, isolated_home, manifest_file, monkeypatch):
-    monkeypatch.setenv("JOB_MODE", "fail")  # the stand-in worker crashes after a checkpoint
+def test_cli_reports_a_failed_job_with_exit_1(srv, isolated_home, manifest_file, job_env):
+    job_env["JOB_MODE"] = "fail"  # the stand-in worker crashes after a checkpoint
     key = srv.token
     assert run_cli(isolated_home, srv, "projects", "create", "p", api_key=key).returncode == 0
     out = run_cli(

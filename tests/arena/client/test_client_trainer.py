@@ -182,3 +182,118 @@ def test_public_import_paths_name_the_same_class() -> None:
     from agilerl.training.trainer import ArenaTrainer as FromTraining
 
     assert agilerl.ArenaTrainer is ArenaTrainer is FromTraining
+
+
+def test_arena_trainer_is_a_trainer_with_the_spec_attributes(arena) -> None:
+    from agilerl.arena.models.env import EnvSpec
+    from agilerl.arena.models.hpo import MutationSpec, TournamentSelectionSpec
+    from agilerl.arena.models.training import ReplayBufferSpec, TrainingSpec
+    from agilerl.models import DQNSpec as LocalDQNSpec
+    from agilerl.training.trainer import LocalTrainer, Trainer
+
+    assert issubclass(ArenaTrainer, Trainer) and issubclass(LocalTrainer, Trainer)
+    env = EnvSpec(name="CartPole-v1", num_envs=8)
+    selection = TournamentSelectionSpec(tournament_size=3, elitism=True)
+    mutation, buffer = MutationSpec(mutation_sd=0.05), ReplayBufferSpec(max_size=5000)
+    training = TrainingSpec(max_steps=200, evo_steps=50, pop_size=3)
+    trainer = ArenaTrainer("DQN", env, training, mutation=mutation,
+                           selection_strategy=selection, replay_buffer=buffer, client=arena)
+    assert isinstance(trainer, Trainer)
+    assert isinstance(trainer.algorithm_spec, LocalDQNSpec)  # a name resolves as in Trainer
+    assert trainer.env_spec is env and trainer.training_spec is training
+    assert trainer.selection_strategy_spec is selection and trainer.mutation_spec is mutation
+    assert trainer.replay_buffer_spec is buffer and trainer._client is arena is trainer.client
+    payload = trainer.to_manifest()
+    assert payload["environment"] == {"name": "CartPole-v1", "num_envs": 8}
+    assert payload["tournament_selection"]["tournament_size"] == 3
+    assert payload["replay_buffer"]["max_size"] == 5000
+    assert payload["training"]["pop_size"] == 3 and payload["mutation"]["mutation_sd"] == 0.05
+    assert payload["algorithm"] == {**payload["algorithm"], "name": "DQN"}
+    named = ArenaTrainer("PPO", "CartPole-v1", client=arena)
+    assert isinstance(named.env_spec, EnvSpec) and named.env_spec.name == "CartPole-v1"
+
+
+def test_a_spec_objects_net_config_travels_as_the_network_section(arena) -> None:
+    from agilerl.models import DQNSpec
+    from agilerl.models.networks import MlpSpec, QNetworkSpec
+
+    algo = DQNSpec(net_config=QNetworkSpec(encoder_config=MlpSpec(hidden_size=[64]),
+                                           head_config=MlpSpec(hidden_size=[32])))
+    network = ArenaTrainer(algo, "CartPole-v1", client=arena).to_manifest()["network"]
+    assert network["encoder_config"]["hidden_size"] == [64]
+    assert network["head_config"]["hidden_size"] == [32]
+
+
+def test_deprecated_tournament_argument_is_accepted_with_a_warning(arena) -> None:
+    from agilerl.arena.models.hpo import TournamentSelectionSpec
+
+    selection = TournamentSelectionSpec(tournament_size=4)
+    with pytest.warns(DeprecationWarning, match="'tournament' argument of ArenaTrainer"):
+        trainer = ArenaTrainer("DQN", "CartPole-v1", client=arena, tournament=selection)
+    assert trainer.selection_strategy_spec is selection
+    assert trainer.to_manifest()["tournament_selection"]["tournament_size"] == 4
+    with pytest.raises(ValueError, match="conflicting"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ArenaTrainer("DQN", "CartPole-v1", client=arena, tournament=selection,
+                     selection_strategy=TournamentSelectionSpec(tournament_size=2))
+
+
+def test_from_manifest_keeps_arena_spec_objects(arena) -> None:
+    from agilerl.arena.models import DQNSpec, EnvSpec, TournamentSelectionSpec
+
+    trainer = ArenaTrainer.from_manifest(manifest=MANIFEST, client=arena)
+    assert isinstance(trainer.algorithm_spec, DQNSpec) and trainer.algorithm_spec.batch_size == 64
+    assert isinstance(trainer.env_spec, EnvSpec) and trainer.env_spec.num_envs == 4
+    assert isinstance(trainer.selection_strategy_spec, TournamentSelectionSpec)
+    from agilerl.arena.payload import manifest_payload
+
+    sent = manifest_payload(MANIFEST)  # what `arena experiments submit` sends for the file
+    assert trainer.to_manifest() == {**sent, "mutation": sent.get("mutation") or {}}
+
+
+def test_arena_models_submodules_re_export_the_light_models() -> None:
+    import importlib
+
+    import agilerl.arena.models as arena_models
+
+    names = {
+        "algo": ["ARENA_REGISTRY", "AlgoSpec", "RLAlgorithmSpec", "MultiAgentRLAlgorithmSpec",
+                 "LLMAlgorithmSpec", "register"],
+        "env": ["EnvSpec", "LLMEnvType"],
+        "hpo": ["MutationSpec", "MutationProbabilities", "RLHyperparameter",
+                "TournamentSelectionSpec"],
+        "networks": ["MlpSpec", "CnnSpec", "LstmSpec", "SimbaSpec", "MultiInputSpec",
+                     "NetworkSpec", "QNetworkSpec", "RainbowQNetworkSpec",
+                     "ContinuousQNetworkSpec", "DeterministicActorSpec",
+                     "StochasticActorSpec", "ValueNetworkSpec", "LoraConfigDict",
+                     "CosineLRScheduleConfig", "VLLMConfig", "FinetuningNetworkSpec"],
+        "training": ["TrainingSpec", "ReplayBufferSpec", "NStepBufferArgs", "PerBufferArgs"],
+    }
+    for module_name, wanted in names.items():
+        module = importlib.import_module(f"agilerl.arena.models.{module_name}")
+        for name in wanted:
+            value = getattr(module, name)
+            assert getattr(arena_models, name, value) is value, (module_name, name)
+    from agilerl.arena.models.algorithms.grpo import GRPOSpec
+    from agilerl.arena.models.algorithms.rainbow_dqn import RainbowDQNSpec
+
+    algorithms = importlib.import_module("agilerl.arena.models.algorithms")
+    assert GRPOSpec is arena_models.GRPOSpec and RainbowDQNSpec is arena_models.RainbowDQNSpec
+    assert set(algorithms.__all__) == {c.__name__ for c in arena_models.ARENA_REGISTRY.values()}
+
+
+def test_register_adds_a_custom_arena_algorithm() -> None:
+    from agilerl.arena.models import TrainingManifest
+    from agilerl.arena.models.algo import ARENA_REGISTRY, RLAlgorithmSpec, register
+
+    @register()
+    class MyAlgoSpec(RLAlgorithmSpec):
+        lr: float = 0.1
+
+    try:
+        assert ARENA_REGISTRY["MyAlgo"] is MyAlgoSpec
+        payload = TrainingManifest.get_validated(
+            {"algorithm": {"name": "MyAlgo", "lr": 0.2}, "environment": {"name": "CartPole-v1"}})
+        assert payload["algorithm"]["name"] == "MyAlgo" and payload["algorithm"]["lr"] == 0.2
+    finally:
+        del ARENA_REGISTRY["MyAlgo"]

@@ -3,11 +3,14 @@
     job_script.py MANIFEST --checkpoint-path P --checkpoint-steps N --run-dir R --no-verbose
                   [--resume-from-checkpoint DIR]
 
-Counts to ``training.max_steps`` in ``--checkpoint-steps`` increments, printing a line,
-appending a metrics row and writing a checkpoint folder (``index.json`` last) per
-increment. ``JOB_MODE`` selects behaviour: ``ok`` (default), ``fail`` (exit 3 after the
-first checkpoint), ``stubborn`` (ignores SIGTERM, so only SIGKILL ends it). ``JOB_STEP_S``
-is the pause per increment.
+Counts to ``training.max_steps`` (per agent) in ``--checkpoint-steps`` increments, printing
+a line, appending a metrics row and writing a checkpoint folder (``index.json`` last) per
+increment. Like the real trainer, the metrics and checkpoints count the whole population's
+steps (``global_step`` = per-agent steps x ``pop_size``). ``JOB_MODE`` selects behaviour:
+``ok`` (default), ``fail`` (exit 3 after the first checkpoint), ``fail_late`` (unless
+resuming, exit 3 after logging the second increment's metrics row, before its checkpoint),
+``stubborn``
+(ignores SIGTERM, so only SIGKILL ends it). ``JOB_STEP_S`` is the pause per increment.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from pathlib import Path
 import yaml
 
 
-def _checkpoint(root: Path, steps: int) -> None:
+def _checkpoint(root: Path, steps: int, agents: int) -> None:
     folder = root / f"step_{steps}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "member_0.pt").write_bytes(b"x" * 100)
-    summary = {"steps": steps, "evaluation_score": float(steps % 7), "training_score": 1.0}
+    summary = {"global_step": steps * agents, "evaluation_score": float(steps % 7),
+               "training_score": 1.0}
     (folder / "index.json").write_text(json.dumps({"summary": summary}))
 
 
@@ -44,11 +48,12 @@ def main() -> int:
     pause = float(os.environ.get("JOB_STEP_S", "0.02"))
     if mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    max_steps = int(yaml.safe_load(args.manifest.read_text())["training"]["max_steps"])
+    training = yaml.safe_load(args.manifest.read_text())["training"]
+    max_steps, agents = int(training["max_steps"]), int(training.get("pop_size", 1))
     steps = 0
     if args.resume_from_checkpoint is not None:
         index = json.loads((args.resume_from_checkpoint / "index.json").read_text())
-        steps = int(index["summary"]["steps"])
+        steps = int(index["summary"]["global_step"]) // agents
         print(f"resuming from {args.resume_from_checkpoint.name} at step {steps}", flush=True)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     metrics = args.run_dir / "metrics.csv"
@@ -60,8 +65,12 @@ def main() -> int:
         time.sleep(pause)
         steps = min(max_steps, steps + args.checkpoint_steps)
         with metrics.open("a") as fh:
-            fh.write(f"{steps},{steps / max_steps:.3f}\n")
-        _checkpoint(args.checkpoint_path, steps)
+            fh.write(f"{steps * agents},{steps / max_steps:.3f}\n")
+        if mode == "fail_late" and args.resume_from_checkpoint is None \
+                and steps > args.checkpoint_steps:
+            print("boom: crashed before the checkpoint", file=sys.stderr, flush=True)
+            return 3
+        _checkpoint(args.checkpoint_path, steps, agents)
         print(f"step {steps}", flush=True)
         if mode == "fail":
             print("boom: simulated crash", file=sys.stderr, flush=True)

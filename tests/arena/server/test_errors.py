@@ -98,7 +98,7 @@ def test_422_manifest_errors_are_located(server: Any) -> None:
 
 
 def test_422_custom_code_paths_and_budget(make_server: Any) -> None:
-    _, api = make_server(max_total_steps=10_000)
+    _, api = make_server(max_total_steps=50_000)
     for env in ({"name": "Mine-v0", "entrypoint": "my_env:MyEnv"},
                 {"name": "my_pkg.envs:Custom-v0"},
                 {"name": "CartPole-v1", "wrappers": ["my_mod:Wrap"]}):
@@ -119,7 +119,38 @@ def test_422_custom_code_paths_and_budget(make_server: Any) -> None:
     assert inside.status_code == 200
 
     body = _err(api.submit_raw({"manifest": manifest(10_000)}), 422, "BUDGET_EXCEEDED")
-    assert "20000" in body["error"]  # pop_size 2 x max_steps 10000
+    assert "20000 training" in body["error"]  # pop_size 2 x max_steps 10000
+
+
+def test_budget_counts_every_field_that_multiplies_work(make_server: Any) -> None:
+    _, api = make_server(max_total_steps=100_000, max_envs=8)
+
+    def man(**training: Any) -> dict[str, Any]:
+        m = manifest(1000, **{"evo_steps": 100, "eval_steps": 30, "eval_loop": 1, **training})
+        m["environment"]["num_envs"] = 2
+        return m
+
+    # 2 agents x 1000 = 2000 training; 2 x 10 generations x 1 x 30 x 2 = 1200 evaluation
+    assert api.submit_raw({"manifest": man()}).status_code == 200
+    for field, value in (("eval_loop", 200), ("eval_steps", 3000), ("evo_steps", 1),
+                         ("pop_size", 100)):
+        body = _err(api.submit_raw({"manifest": man(**{field: value})}), 422,
+                    "BUDGET_EXCEEDED")
+        assert any(f"training.{field}: {value}" in line for line in body["errors"]), body
+        assert body["limit"] == 100_000
+    many_envs = man()
+    many_envs["environment"]["num_envs"] = 8  # within max_envs, but 4x the evaluation
+    many_envs["training"]["eval_steps"] = 700
+    body = _err(api.submit_raw({"manifest": many_envs}), 422, "BUDGET_EXCEEDED")
+    assert any("environment.num_envs: 8" in line for line in body["errors"]), body
+    many_envs["environment"]["num_envs"] = 9
+    body = _err(api.submit_raw({"manifest": many_envs}), 422, "BUDGET_EXCEEDED")
+    assert body["errors"] == ["environment.num_envs: 9 > 8"]
+    unbounded = man()
+    del unbounded["training"]["eval_steps"]  # episodes to termination: counted as 1000 steps
+    unbounded["training"]["eval_loop"] = 3  # 2 x 10 x 3 x 1000 x 2 = 120000 evaluation steps
+    body = _err(api.submit_raw({"manifest": unbounded}), 422, "BUDGET_EXCEEDED")
+    assert any("eval_steps: null (counted as 1000)" in line for line in body["errors"])
 
 
 def test_custom_code_allowed_when_opted_in(make_server: Any) -> None:
@@ -219,3 +250,28 @@ def test_generated_names_never_collide(server: Any, monkeypatch: Any) -> None:
     first = api.submit()["experiment_name"]
     second = api.submit()["experiment_name"]
     assert first == "dqn-cartpole-v1-aa" and second == "dqn-cartpole-v1-bb"
+
+
+def test_json_nested_too_deep_is_400_invalid_json(server: Any) -> None:
+    from agilerl.arena.server.jsondepth import MAX_JSON_DEPTH
+
+    _, api = server
+    headers = {"content-type": "application/json"}
+    for depth in (MAX_JSON_DEPTH + 1, 5_000, 100_000):
+        nested = "[" * depth + "]" * depth
+        for path in (f"{JOBS}/submit", f"{JOBS}/stop", "/api/cli/v1/projects/create"):
+            resp = api.http.post(path, content='{"manifest": {"algorithm": ' + nested + "}}",
+                                 headers=headers)
+            _err(resp, 400, "INVALID_JSON")
+        resp = api.http.post(f"{JOBS}/submit", data={"manifest": '{"a": ' + nested + "}"})
+        _err(resp, 400, "INVALID_JSON")
+    # brackets inside strings do not count, and the limit itself is accepted
+    ok = manifest()
+    ok["algorithm"]["name"] = "[" * 500
+    resp = api.submit_raw({"manifest": ok})
+    assert resp.status_code == 422 and resp.json()["error_code"] == "MANIFEST_INVALID"
+    inner = MAX_JSON_DEPTH - 2
+    resp = api.http.post(f"{JOBS}/stop", headers=headers,
+                         content='{"experiment_name": "x", "project": ' + "[" * inner + "]" * inner + "}")
+    assert resp.json()["error_code"] == "INVALID_REQUEST"
+    assert api.http.get("/api/users/current").status_code == 200

@@ -31,7 +31,9 @@ def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) ->
     assert _states(row) == ["PENDING", "QUEUED", "STARTING", "RUNNING", "COMPLETED"]
     stamps = [t["at"] for t in row["transitions"]]
     assert stamps == sorted(stamps) and all(s.endswith("Z") for s in stamps)
+    # steps per agent, like max_steps; the trainer's files count the 2 agents together
     assert row["steps"] == 400 and row["max_steps"] == 400 and row["error"] is None
+    assert row["pop_size"] == 2 and row["latest_checkpoint"]["total_steps"] == 800
     assert row["latest_checkpoint"]["name"] == "step_400"
 
     lines = api.logs("cart-1")
@@ -64,7 +66,7 @@ def test_submit_runs_to_completion_with_logs_metrics_checkpoints(server: Any) ->
         ("experiment_name", "cart-1"), ("preview_rows", "2"), ("metric", "train/global_step")])
     assert csv.headers["content-type"].startswith("text/csv")
     assert 'filename="cart-1_metrics.csv"' in csv.headers["content-disposition"]
-    assert csv.text == "train/global_step\n100\n200\n"
+    assert csv.text == "train/global_step\n200\n400\n"  # population totals (pop_size 2)
 
     # Best checkpoint by evaluation score: step % 7 is largest for 300 (6).
     dl = api.http.get(f"{JOBS}/checkpoints/download", params={"experiment_name": "cart-1"})
@@ -198,6 +200,24 @@ def test_failed_job_reports_error_and_follow_ends_failed(make_server: Any) -> No
     assert events[-1]["detail"]["error_code"] == "JOB_FAILED"
     resumed = api.post(f"{JOBS}/resume", {"experiment_name": "crash", "max_steps": 800})
     assert resumed.status_code == 200  # FAILED with a checkpoint may resume
+
+
+def test_resumed_run_leaves_no_duplicate_metrics_rows(make_server: Any) -> None:
+    srv, api = make_server(extra_env={"JOB_MODE": "fail_late"})
+    api.submit(manifest(400, checkpoint_steps=100), experiment_name="torn")
+    assert api.wait("torn", {"COMPLETED", "FAILED"})["state"] == "FAILED"
+    csv_path = srv.data_dir / "experiments" / "1" / "run" / "metrics.csv"
+    # the crash came after the 200-step row was logged but before its checkpoint
+    assert csv_path.read_text().splitlines()[1:] == ["200,0.250", "400,0.500"]
+    resp = api.post(f"{JOBS}/resume", {"experiment_name": "torn", "max_steps": 400})
+    assert resp.status_code == 200, resp.text
+    row = api.wait("torn", {"COMPLETED", "FAILED"})
+    assert row["state"] == "COMPLETED" and row["steps"] == 400, row
+    steps = [line.split(",")[0] for line in csv_path.read_text().splitlines()[1:]]
+    assert steps == ["200", "400", "600", "800"]  # each population step once
+    csv = api.http.get("/api/cli/v1/experiments/metrics", params=[
+        ("experiment_name", "torn"), ("preview_rows", "10"), ("metric", "train/global_step")])
+    assert csv.text.split() == ["train/global_step", "200", "400", "600", "800"]
 
 
 def test_missing_worker_command_fails_the_job_cleanly(make_server: Any) -> None:

@@ -63,9 +63,9 @@ def _pid(data_dir: Path, name: str) -> int:
 def test_restart_keeps_queue_and_requeues_interrupted_run(tmp_path: Path) -> None:
     data = tmp_path / "data"
     token = create_token(data)
-    job = ["--slots", "1", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT)]
-    env = {"JOB_STEP_S": "0.1"}
-    with server_process(data, *job, env=env) as (base, proc):
+    job = ["--slots", "1", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT),
+           "--job-env", "JOB_STEP_S=0.1"]
+    with server_process(data, *job) as (base, proc):
         api = Client(base, token)
         api.submit("runner", 100_000)
         api.submit("waiting-1", 300)
@@ -78,7 +78,7 @@ def test_restart_keeps_queue_and_requeues_interrupted_run(tmp_path: Path) -> Non
         api.http.close()
     assert _alive(worker)  # the orphaned run outlives its server...
 
-    with server_process(data, *job, env=env) as (base, _):
+    with server_process(data, *job) as (base, _):
         api = Client(base, token)
         deadline = time.monotonic() + 10
         while _alive(worker):  # ...until the new server ends it
@@ -97,13 +97,18 @@ def test_restart_keeps_queue_and_requeues_interrupted_run(tmp_path: Path) -> Non
             done = api.wait(name, lambda r: r["state"] in {"COMPLETED", "FAILED"})
             assert done["state"] == "COMPLETED" and done["steps"] == 300
         api.http.close()
+    # the resumed attempt continued the metrics from its checkpoint: each step once
+    rows = (data / "experiments" / "1" / "run" / "metrics.csv").read_text().splitlines()[1:]
+    steps = [int(row.split(",")[0]) for row in rows]
+    assert steps == sorted(set(steps)) and len(steps) > 1, steps
 
 
 def test_restart_limit_leaves_run_failed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     token = create_token(data)
-    job = ["--max-restarts", "0", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT)]
-    with server_process(data, *job, env={"JOB_STEP_S": "0.1"}) as (base, proc):
+    job = ["--max-restarts", "0", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT),
+           "--job-env", "JOB_STEP_S=0.1"]
+    with server_process(data, *job) as (base, proc):
         api = Client(base, token)
         api.submit("once", 100_000)
         api.wait("once", lambda r: r["state"] == "RUNNING")
