@@ -18,9 +18,13 @@ checkpoint stays valid). Before training starts, either signal stops the command
 with the same status.
 
 Exit status: 0 trained; 1 the manifest (or an override) is invalid, or asks for something
-this version cannot train; 2 usage error (bad option, missing file, malformed override,
-unusable checkpoint, missing optional dependency); 3 internal error; 130 interrupted by
-SIGINT; 143 stopped by SIGTERM.
+this version cannot train (an algorithm, an encoder); 2 the run cannot start as asked: usage
+error (bad option, missing file, malformed override), unusable checkpoint (missing, damaged,
+or written for another environment, algorithm or network), device not available, an
+environment (id, entrypoint, wrapper) that cannot be built, missing optional dependency,
+W&B without an API key; 3 internal error (a bug in agilerl: please report it); 4 an
+environment worker process died or raised while training (the last checkpoint stays
+valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_ENV_FAILED = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -211,9 +216,7 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
 
 def _build(args: argparse.Namespace, manifest: Any) -> Any:
     """The trainer for a validated manifest, or an exit status after reporting why not."""
-    from agilerl.checkpoint import CheckpointError
-    from agilerl.models import ManifestError
-    from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
+    from agilerl.training.trainer import LocalTrainer
 
     try:
         accelerator = _accelerator() if args.use_accelerator else None
@@ -224,19 +227,12 @@ def _build(args: argparse.Namespace, manifest: Any) -> Any:
             accelerator=accelerator,
             seed=args.seed,
         )
-    except ManifestError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
-    except UnsupportedAlgorithmError as exc:
-        _error(str(exc))
-        return EXIT_INVALID
-    except (CheckpointError, _UsageError, FileNotFoundError) as exc:
-        _error(str(exc))
-        return EXIT_USAGE
+    except Exception as exc:
+        return _report(exc)
 
 
 def _train(args: argparse.Namespace, trainer: Any) -> int:
-    from agilerl.checkpoint import CheckpointError
+    from agilerl.envs import EnvWorkerError
     from agilerl.training.trainer import TrainingInterrupted
 
     try:
@@ -258,13 +254,98 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except TrainingInterrupted as exc:
         _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
                f"{exc.checkpoint}\n"
-               f"  resume with: agilerl train {args.manifest} "
-               f"--resume-from-checkpoint {exc.checkpoint}")
+               f"  resume with: {_resume_command(args, trainer, exc.checkpoint)}")
         return _exit_status(exc.signum)
-    except (CheckpointError, _UsageError) as exc:
-        _error(str(exc))
-        return EXIT_USAGE
+    except EnvWorkerError as exc:
+        last = trainer.last_checkpoint
+        saved = (f"the last checkpoint, {last}, is intact; resume with: "
+                 f"{_resume_command(args, trainer, last)}" if last is not None else
+                 "no checkpoint had been written in this run")
+        _error(f"training stopped: {exc}\n  {saved}")
+        return EXIT_ENV_FAILED
+    except Exception as exc:
+        return _report(exc)
+    finally:
+        trainer.close()  # env workers stop only now, after any checkpoint was written
     return EXIT_OK
+
+
+def _report(exc: Exception) -> int:
+    """Report a failure the user can act on and return its exit status; re-raise a bug
+    (``main`` then reports it as an internal error)."""
+    status = _failure_status(exc)
+    if status is None:
+        raise exc
+    from agilerl.models import ManifestError
+    from agilerl.training.errors import missing_extra
+
+    if isinstance(exc, ManifestError):
+        print(str(exc), file=sys.stderr)  # its own header names the file
+    else:
+        _error(str(missing_extra(exc, "this run") or exc))
+    return status
+
+
+def _failure_status(exc: BaseException) -> int | None:
+    """The documented exit status of a failure that is not a bug in agilerl, else None.
+
+    One table for everything ``train`` can meet: invalid or untrainable manifests (1);
+    what the user can fix outside the manifest (2): checkpoints, devices, environments that
+    cannot be built, missing optional packages, W&B without a key; env workers that die
+    while training (4, handled in :func:`_train`).
+    """
+    from agilerl.checkpoint import CheckpointError
+    from agilerl.logging import WandbSetupError
+    from agilerl.models import ManifestError
+    from agilerl.training.errors import (
+        TrainingSetupError,
+        UnsupportedAlgorithmError,
+        missing_extra,
+    )
+
+    if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
+        return EXIT_INVALID
+    if isinstance(exc, TrainingSetupError):
+        return int(exc.exit_code)
+    if isinstance(exc, CheckpointError | WandbSetupError | _UsageError):
+        return EXIT_USAGE
+    if missing_extra(exc, "this run") is not None:
+        return EXIT_USAGE
+    return None
+
+
+#: ``train`` options repeated by a resume hint: (dest, flag); booleans are repeated as flags.
+_REPEATED_OPTIONS = (
+    ("device", "--device"), ("checkpoint_steps", "--checkpoint-steps"),
+    ("checkpoint_path", "--checkpoint-path"), ("overwrite_checkpoints", "--overwrite-checkpoints"),
+    ("save_elite", "--save-elite"), ("elite_path", "--elite-path"), ("wb", "--wb"),
+    ("tensorboard", "--tensorboard"), ("tensorboard_log_dir", "--tensorboard-log-dir"),
+    ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
+)
+_OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
+                    "torch_threads": 1}
+
+
+def _resume_command(args: argparse.Namespace, trainer: Any, checkpoint: Any) -> str:
+    """The command that continues this run: the same manifest, overrides, seed and options,
+    the same run folder, from ``checkpoint``."""
+    import shlex
+
+    parts = ["agilerl", "train", str(args.manifest), *args.overrides]
+    if args.seed is not None:
+        parts += ["--seed", str(args.seed)]
+    for dest, flag in _REPEATED_OPTIONS:
+        value = getattr(args, dest, None)
+        if value is None or value is False or value == _OPTION_DEFAULTS.get(dest):
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    if not args.verbose:
+        parts.append("--no-verbose")
+    run_dir = getattr(trainer, "last_run_dir", None) or args.run_dir
+    if run_dir is not None:
+        parts += ["--run-dir", str(run_dir)]
+    parts += ["--resume-from-checkpoint", str(checkpoint)]
+    return shlex.join(parts)
 
 
 class _UsageError(Exception):

@@ -22,17 +22,22 @@ Differences from the reference library, on purpose:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agilerl.training.errors import (
+    EnvironmentSetupError,
     TrainingInterrupted,
+    TrainingSetupError,
     UnsupportedAlgorithmError,
+    UnsupportedSettingError,
     algo_meta,
     algo_name,
+    missing_extra,
 )
 from agilerl.training.session import TrainOptions, TrainSession
 
@@ -90,6 +95,9 @@ def _fold_tournament(cls_name: str, selection: Any, kwargs: dict[str, Any]) -> A
 class Trainer:
     """Shared construction: algorithm/env/training/HPO specs, manifests in and out."""
 
+    #: The manifest file the trainer was built from (``from_manifest`` with a path), if any.
+    manifest_source: str | None = None
+
     def __init__(
         self,
         algorithm: Any,
@@ -102,8 +110,11 @@ class Trainer:
     ) -> None:
         selection_strategy = _fold_tournament(type(self).__name__, selection_strategy, kwargs)
         models = _models()
+        _require(algorithm, "algorithm", "an algorithm spec or a registered name such as 'DQN'")
+        _require(environment, "environment",
+                 "an environment spec, an object with make_env(), or a Gymnasium id")
         if isinstance(algorithm, str):
-            algorithm = models.ALGO_REGISTRY[algorithm]()  # unknown name -> KeyError
+            algorithm = _algorithm_from_name(algorithm)
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -127,11 +138,12 @@ class Trainer:
         are forwarded to the constructor.
         """
         models = _models()
+        source = os.fspath(manifest) if isinstance(manifest, str | os.PathLike) else None
         if not isinstance(manifest, models.TrainingManifest):
             if isinstance(manifest, os.PathLike):
                 manifest = os.fspath(manifest)
             manifest = models.TrainingManifest.get_validated(manifest, mode="python")
-        return cls(
+        trainer = cls(
             algorithm=manifest.algorithm,
             environment=cls._env_spec_from_manifest(manifest),
             training=manifest.training,
@@ -140,6 +152,8 @@ class Trainer:
             replay_buffer=manifest.replay_buffer,
             **kwargs,
         )
+        trainer.manifest_source = source
+        return trainer
 
     @classmethod
     def _env_spec_from_manifest(cls, manifest: Any) -> Any:
@@ -224,13 +238,25 @@ class LocalTrainer(Trainer):
             if self.selection_strategy_spec is None:
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
         build.check_selection(self.selection_strategy_spec, self.training_spec)
-        self.device = build.resolve_device(device)
+        self.device = build.resolve_device(device)  # before anything is built on it
         self.accelerator = accelerator
         self.tokenizer = None
         self.seed = build.resolve_seed(seed)
-        self.env = self._make_env()
+        self.env: Any = None
+        with _explained(f"environment {self._env_label()}", environment=True):
+            self.env = self._make_env()
+        try:
+            self._build_rest(resume_from_checkpoint)
+        except BaseException:
+            self.close()  # no worker processes left behind by a failed construction
+            raise
+
+    def _build_rest(self, resume_from_checkpoint: str | os.PathLike[str] | None) -> None:
+        from agilerl.training import build
+
         self.env_factory = None
-        self.population = build.make_population(self)
+        with _explained(f"the {algo_name(self.algorithm_spec)} population"):
+            self.population = build.make_population(self)
         self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
         self.selection_strategy = build.make_selection(
             self.selection_strategy_spec, len(self.population), self.seed, self.mutation_spec
@@ -239,6 +265,7 @@ class LocalTrainer(Trainer):
         self.n_step_memory = None
         self.train_fn = TrainSession.run
         self._resume: Any = None
+        self._continuation: Any = None  # where the last train() stopped (see TrainSession)
         #: Where the last ``train()`` call saved the elite, its last checkpoint, its run folder.
         self.last_elite_path: Path | None = None
         self.last_checkpoint: Path | None = None
@@ -249,7 +276,19 @@ class LocalTrainer(Trainer):
             self._resume = load_resume(self, resume_from_checkpoint)
         build.tag_subpopulations(self.population, self.selection_strategy)
 
+    def close(self) -> None:
+        """Close the environment (and stop its worker processes, if any). ``train()``
+        rebuilds it when called again."""
+        env, self.env = getattr(self, "env", None), None
+        if env is not None:
+            env.close()
+
     # ------------------------------------------------------------------ construction
+    def _env_label(self) -> str:
+        spec = self.env_spec
+        return repr(str(getattr(spec, "name", None) or getattr(spec, "entrypoint", None)
+                         or type(spec).__name__))
+
     def _resolve_env_spec(self, environment: Any) -> Any:
         if isinstance(environment, str):
             from agilerl.models.env import resolve_env_spec
@@ -310,7 +349,12 @@ class LocalTrainer(Trainer):
 
         Ctrl-C (SIGINT) or SIGTERM, in the main thread, finishes the member being trained,
         writes a checkpoint and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``)
-        naming it and the signal; a second signal aborts at once.
+        naming it, the signal and the call that resumes from it; a second signal aborts at
+        once.
+
+        Calling ``train()`` again continues from where the previous call stopped: an
+        interrupted run finishes its budget; a finished one trains ``max_steps`` more steps
+        per member (generations, fitness history and evolution state carry on).
         """
         training = self.training_spec
         if checkpoint_steps is not None:
@@ -328,6 +372,9 @@ class LocalTrainer(Trainer):
         if getattr(training, "max_wall_seconds", None) is not None:
             warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
                           "it is ignored here", UserWarning, stacklevel=2)
+        if self.env is None:  # closed after an earlier train(): build it again
+            with _explained(f"environment {self._env_label()}", environment=True):
+                self.env = self._make_env()
         options = TrainOptions(
             verbose=verbose, save_elite=save_elite,
             elite_path=Path(elite_path) if elite_path is not None else None,
@@ -358,6 +405,55 @@ class LocalTrainer(Trainer):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LocalTrainer:  # pragma: no cover
         raise TypeError("LocalTrainer holds live environments and cannot be deep-copied")
+
+
+@contextlib.contextmanager
+def _explained(what: str, *, environment: bool = False) -> Iterator[None]:
+    """Turn the known ways building ``what`` can fail into typed errors that say what to do:
+    a missing optional package (:class:`MissingExtraError`), a setting not implemented yet
+    (:class:`UnsupportedSettingError`) and, for the environment (user code: entrypoints,
+    wrappers, configs), any failure (:class:`EnvironmentSetupError`). Other exceptions are
+    bugs and pass through."""
+    try:
+        yield
+    except (TrainingSetupError, UnsupportedAlgorithmError):
+        raise
+    except NotImplementedError as exc:
+        raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
+    except Exception as exc:
+        extra = missing_extra(exc, what)
+        if extra is not None:
+            raise extra from exc
+        if not environment:
+            raise
+        raise EnvironmentSetupError(
+            f"cannot build {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _require(value: Any, name: str, expected: str) -> None:
+    """A missing required argument is a :class:`ManifestError` naming it, as in a file."""
+    if value is None:
+        models = _models()
+        raise models.ManifestError(
+            [models.ManifestIssue(path=name, message=f"is required ({expected})",
+                                  kind="missing")])
+
+
+def _algorithm_from_name(name: str) -> Any:
+    """The default spec of a registered algorithm; an unknown name is an
+    :class:`UnknownAlgorithmError` (a ``ManifestError`` and a ``KeyError``) with a suggestion."""
+    import difflib
+
+    models = _models()
+    names = list(models.ALGO_REGISTRY)
+    if name in names:
+        return models.ALGO_REGISTRY[name]()
+    by_case = {n.lower(): n for n in names}
+    suggestion = by_case.get(name.lower()) or next(
+        iter(difflib.get_close_matches(name, names, n=1)), None)
+    raise models.UnknownAlgorithmError([models.ManifestIssue(
+        path="algorithm", message=f"unknown algorithm {name!r} (registered: "
+        f"{', '.join(names)})", suggestion=suggestion, kind="unknown_algorithm")])
 
 
 def _is_gym_spec(spec: Any) -> bool:
