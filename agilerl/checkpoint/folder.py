@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -246,7 +246,7 @@ _MAX_INDEX_BYTES = 16 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

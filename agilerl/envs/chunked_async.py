@@ -310,7 +310,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
                     pass
             process.join(timeout=5 if not terminate else 0.1)
             if process.is_alive():
-                process.terminate()
+                process.kill()  # workers ignore SIGTERM (see the module docs)
                 process.join()
             pipe.close()
 
