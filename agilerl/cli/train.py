@@ -89,6 +89,19 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+def _count(minimum: int) -> Any:
+    """An argparse type: a whole number of at least ``minimum`` (else a usage error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The reference's options, plus ``--seed``, ``--run-dir`` and dotted overrides."""
     if type(parser) is argparse.ArgumentParser:
@@ -104,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="create a HuggingFace Accelerator (needs the 'accelerate' package)")
     parser.add_argument("--wb", action="store_true", help="log to Weights & Biases")
     parser.add_argument("--wandb-api-key", default=None, help="W&B API key")
-    parser.add_argument("--checkpoint-steps", type=int, default=None,
+    parser.add_argument("--checkpoint-steps", type=_count(0), default=None,
                         help="checkpoint every N env steps (default: training.checkpoint_steps)")
     parser.add_argument("--checkpoint-path", default=None,
                         help="folder for checkpoints (default: training.checkpoint_path, "
@@ -123,9 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TensorBoard log folder")
     parser.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=True,
                         help="live progress display and summary")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=_count(0), default=None,
                         help="seed everything: the same seed gives the same run on CPU")
-    parser.add_argument("--torch-threads", type=int, default=1,
+    parser.add_argument("--torch-threads", type=_count(1), default=1,
                         help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
@@ -281,6 +294,9 @@ def _report(exc: Exception) -> int:
 
     if isinstance(exc, ManifestError):
         print(str(exc), file=sys.stderr)  # its own header names the file
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        _error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
+               "--run-dir, --checkpoint-path, --elite-path, --tensorboard-log-dir)")
     else:
         _error(str(missing_extra(exc, "this run") or exc))
     return status
@@ -291,8 +307,8 @@ def _failure_status(exc: BaseException) -> int | None:
 
     One table for everything ``train`` can meet: invalid or untrainable manifests (1);
     what the user can fix outside the manifest (2): checkpoints, devices, environments that
-    cannot be built, missing optional packages, W&B without a key; env workers that die
-    while training (4, handled in :func:`_train`).
+    cannot be built, missing optional packages, W&B without a key, paths that cannot be
+    written; env workers that die while training (4, handled in :func:`_train`).
     """
     from agilerl.checkpoint import CheckpointError
     from agilerl.logging import WandbSetupError
@@ -311,6 +327,8 @@ def _failure_status(exc: BaseException) -> int | None:
         return EXIT_USAGE
     if missing_extra(exc, "this run") is not None:
         return EXIT_USAGE
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return EXIT_USAGE  # a path the user chose: a file where a folder goes, no permission
     return None
 
 

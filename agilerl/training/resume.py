@@ -166,10 +166,18 @@ def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
         raise CheckpointError(f"cannot read agent file {path}: {exc}") from exc
     if not isinstance(agent_state, dict) or "algo" not in agent_state:
         raise CheckpointError(f"{path} is not an agilerl agent file or checkpoint folder")
+    algo = algo_name(trainer.algorithm_spec)
+    if agent_state["algo"] != algo:
+        raise ResumeMismatchError(f"agent file {path} holds a {agent_state['algo']} agent; "
+                                  f"this manifest trains {algo}")
     template = trainer.population[0]
     population = []
     for slot in range(len(trainer.population)):
         member = dict(agent_state)
         member["index"] = slot
-        population.append(type(template).from_state(member, device=trainer.device))
+        try:
+            population.append(type(template).from_state(member, device=trainer.device))
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            raise CheckpointError(f"agent file {path} cannot be restored into a {algo} agent "
+                                  f"({type(exc).__name__}: {exc})") from None
     trainer.population = population

@@ -400,3 +400,45 @@ def test_wandb_without_a_key_never_prompts(run, capsys, monkeypatch, tmp_path):
                        tmp_path / "r")
     assert code == EXIT_USAGE
     assert "needs an API key" in err and "WANDB_MODE=offline" in err and "wandb login" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--seed", "-1"], "--seed: must be at least 0"),
+        (["--torch-threads", "0"], "--torch-threads: must be at least 1"),
+        (["--checkpoint-steps", "-5"], "--checkpoint-steps: must be at least 0"),
+        (["--seed", "one"], "expected a whole number"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(run, capsys, args, needle):
+    with pytest.raises(SystemExit) as info:
+        main([str(run["manifest"]), "--no-verbose", *args])
+    err = capsys.readouterr().err
+    assert info.value.code == EXIT_USAGE and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", ["--run-dir", "--checkpoint-path", "--tensorboard-log-dir"])
+def test_a_file_where_a_folder_goes_is_named(run, tmp_path, capsys, option):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    extra = ["--checkpoint-steps", "200"] if option == "--checkpoint-path" else []
+    extra += ["--tensorboard"] if option == "--tensorboard-log-dir" else []
+    extra += [] if option == "--run-dir" else ["--run-dir", str(tmp_path / "r")]
+    code, err = _train(capsys, run["manifest"], "--no-verbose", "training.max_steps=200",
+                       "training.pop_size=2", option, blocker, *extra)
+    assert code == EXIT_USAGE
+    assert f"cannot use {blocker}" in err
+
+
+def test_agent_file_of_another_algorithm(run, tmp_path, capsys):
+    from .conftest import TINY_PPO
+
+    ppo = tmp_path / "ppo.yaml"
+    ppo.write_text(yaml.safe_dump(dict(TINY_PPO, training={**TINY_PPO["training"],
+                                                           "max_steps": 128}), sort_keys=False))
+    code, _ = _train(capsys, ppo, "--no-verbose", "--save-elite", "--run-dir", tmp_path / "p")
+    assert code == 0
+    code, err = _resume(capsys, run, tmp_path / "p" / "elite.pt")
+    assert code == EXIT_USAGE
+    assert "holds a PPO agent; this manifest trains DQN" in err
