@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
@@ -43,7 +44,7 @@ class DQN(RLAlgorithm):
 
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
-            raise ValueError(f"DQN needs a Discrete action space, got {self.action_space}")
+            raise IncompatibleSpaceError(f"DQN needs a Discrete action space, got {self.action_space}")
         self.num_actions = int(self.action_space.n)
         self.actor = QNetwork.build(
             self.obs_encoder.dim, self.num_actions, net_config, self.network_generator()

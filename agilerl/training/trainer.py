@@ -115,6 +115,15 @@ class Trainer:
                  "an environment spec, an object with make_env(), or a Gymnasium id")
         if isinstance(algorithm, str):
             algorithm = _algorithm_from_name(algorithm)
+        elif getattr(algorithm, "algo_name", None) is None:
+            _refuse("algorithm", "a registered name such as 'DQN' or an algorithm spec "
+                    "(DQNSpec(...))", algorithm)
+        if not isinstance(environment, str | Mapping) and not hasattr(environment, "make_env") \
+                and not hasattr(environment, "name"):
+            _refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
+                    "object with make_env()", environment)
+        if isinstance(training, Mapping):
+            training = models.TrainingSpec.model_validate(dict(training))
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -255,7 +264,8 @@ class LocalTrainer(Trainer):
         from agilerl.training import build
 
         self.env_factory = None
-        with _explained(f"the {algo_name(self.algorithm_spec)} population"):
+        with _explained(f"the {algo_name(self.algorithm_spec)} population for environment "
+                        f"{self._env_label()}"):
             self.population = build.make_population(self)
         self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
         self.selection_strategy = build.make_selection(
@@ -290,7 +300,7 @@ class LocalTrainer(Trainer):
                          or type(spec).__name__))
 
     def _resolve_env_spec(self, environment: Any) -> Any:
-        if isinstance(environment, str):
+        if isinstance(environment, str | Mapping):
             from agilerl.models.env import resolve_env_spec
 
             return resolve_env_spec(self.algorithm_spec, environment)
@@ -421,6 +431,10 @@ def _explained(what: str, *, environment: bool = False) -> Iterator[None]:
     except NotImplementedError as exc:
         raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
     except Exception as exc:
+        from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+
+        if isinstance(exc, IncompatibleSpaceError):
+            raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
         extra = missing_extra(exc, what)
         if extra is not None:
             raise extra from exc
@@ -437,6 +451,13 @@ def _require(value: Any, name: str, expected: str) -> None:
         raise models.ManifestError(
             [models.ManifestIssue(path=name, message=f"is required ({expected})",
                                   kind="missing")])
+
+
+def _refuse(name: str, expected: str, value: Any) -> None:
+    """An argument of the wrong kind is a :class:`ManifestError` naming it."""
+    models = _models()
+    raise models.ManifestError([models.ManifestIssue(
+        path=name, message=f"expected {expected}, got {type(value).__name__} {value!r:.60}")])
 
 
 def _algorithm_from_name(name: str) -> Any:

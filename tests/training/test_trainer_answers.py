@@ -45,6 +45,38 @@ def test_missing_algorithm_or_environment_is_a_manifest_error(missing):
     assert info.value.paths == [missing]
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "path"),
+    [({"algorithm": 123, "environment": "CartPole-v1"}, "algorithm"),
+     ({"algorithm": "DQN", "environment": 42}, "environment")],
+)
+def test_arguments_of_the_wrong_kind_are_manifest_errors(kwargs, path):
+    with pytest.raises(ManifestError, match=f"{path}: expected") as info:
+        LocalTrainer(**kwargs)
+    assert info.value.paths == [path]
+
+
+def test_environment_and_training_mappings_are_accepted():
+    trainer = LocalTrainer(algorithm="DQN", environment={"name": "CartPole-v1", "num_envs": 2},
+                           training={"pop_size": 2, "max_steps": 100})
+    assert trainer.env.num_envs == 2 and len(trainer.population) == 2
+    trainer.close()
+
+
+def test_environment_the_algorithm_cannot_act_in():
+    from agilerl.training.errors import UnsupportedSettingError
+
+    with pytest.raises(UnsupportedSettingError, match="'Pendulum-v1': DQN needs a Discrete"):
+        LocalTrainer(algorithm="DQN", environment="Pendulum-v1")
+
+
+def test_unregistered_environment_id_from_python():
+    from agilerl.training.errors import EnvironmentSetupError
+
+    with pytest.raises(EnvironmentSetupError, match="'NoSuchEnv-v0'.*doesn't exist"):
+        LocalTrainer(algorithm="DQN", environment="NoSuchEnv-v0")
+
+
 def test_second_train_continues_where_the_first_stopped():
     trainer = LocalTrainer.from_manifest(_tiny(max_steps=400), seed=1)
     _, first = trainer.train(verbose=False)
