@@ -41,6 +41,8 @@ INDEX_NAME = "index.json"
 TRAINER_FILE = "trainer.pt"
 BUFFER_FILE = "replay_buffer.pt"
 MANIFEST_FILE = "manifest.json"
+RUN_CHECKPOINTS = "checkpoints"
+"""The checkpoint folder inside a run folder (``agilerl train --run-dir``)."""
 
 
 class CheckpointError(ValueError):
@@ -372,7 +374,8 @@ def _age(folder: Path) -> tuple[int, str]:
 
 
 def find_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Resolve ``path`` to a checkpoint: the folder itself, or the newest one inside it.
+    """Resolve ``path`` to a checkpoint: the folder itself, or the newest one inside it (or
+    inside its ``checkpoints/`` folder, for a run folder).
 
     Resuming never rolls back silently: when the newest checkpoint in a folder was never
     finished (no index: its writing was killed), the previous one is used with a
@@ -383,6 +386,8 @@ def find_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if (folder / INDEX_NAME).exists() or not folder.is_dir():
         return read_checkpoint(folder)
     candidates = sorted((c for c in folder.iterdir() if _looks_like_checkpoint(c)), key=_age)
+    if not candidates and (folder / RUN_CHECKPOINTS).is_dir():  # a run folder
+        return find_checkpoint(folder / RUN_CHECKPOINTS)
     if not candidates:
         raise CheckpointError(
             f"{folder} is not a checkpoint: it has no {INDEX_NAME} and holds no complete "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
-from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
+from agilerl.checkpoint.folder import RUN_CHECKPOINTS, prune_checkpoints, remove_torn_writes
 from agilerl.population import LocalPopulation, TrainReport
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ELITE_FILE = "elite.pt"
 MANIFEST_FILE = "manifest.yaml"
-CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINTS_DIR = RUN_CHECKPOINTS
 
 
 #: Signals that stop a run cleanly: Ctrl-C, and the polite stop of job schedulers (the Arena

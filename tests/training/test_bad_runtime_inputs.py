@@ -442,3 +442,9 @@ def test_agent_file_of_another_algorithm(run, tmp_path, capsys):
     code, err = _resume(capsys, run, tmp_path / "p" / "elite.pt")
     assert code == EXIT_USAGE
     assert "holds a PPO agent; this manifest trains DQN" in err
+
+
+def test_a_run_folder_resumes_from_its_newest_checkpoint(run, tmp_path, capsys):
+    from agilerl.checkpoint import find_checkpoint
+
+    assert find_checkpoint(run["root"] / "r").path == run["checkpoints"][-1]
