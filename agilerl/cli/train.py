@@ -22,9 +22,9 @@ this version cannot train (an algorithm, an encoder); 2 the run cannot start as 
 error (bad option, missing file, malformed override), unusable checkpoint (missing, damaged,
 or written for another environment, algorithm or network), device not available, an
 environment (id, entrypoint, wrapper) that cannot be built, missing optional dependency,
-W&B without an API key; 3 internal error (a bug in agilerl: please report it); 4 an
-environment worker process died or raised while training (the last checkpoint stays
-valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+W&B without an API key; 3 internal error (a bug in agilerl: please report it); 4 the
+environment failed while training: a worker process died, or the environment's own code
+(an entrypoint or wrapper file) raised (the last checkpoint stays valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -270,17 +270,45 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
                f"  resume with: {_resume_command(args, trainer, exc.checkpoint)}")
         return _exit_status(exc.signum)
     except EnvWorkerError as exc:
-        last = trainer.last_checkpoint
-        saved = (f"the last checkpoint, {last}, is intact; resume with: "
-                 f"{_resume_command(args, trainer, last)}" if last is not None else
-                 "no checkpoint had been written in this run")
-        _error(f"training stopped: {exc}\n  {saved}")
-        return EXIT_ENV_FAILED
+        return _env_failed(args, trainer, str(exc))
     except Exception as exc:
+        where = _user_code_frame(exc)
+        if where is not None and _failure_status(exc) is None:
+            return _env_failed(args, trainer, f"the environment's code raised "
+                               f"{type(exc).__name__}: {exc} ({where})")
         return _report(exc)
     finally:
         trainer.close()  # env workers stop only now, after any checkpoint was written
     return EXIT_OK
+
+
+def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
+    """Report an environment that failed while training, and the checkpoint to go back to."""
+    last = trainer.last_checkpoint
+    saved = (f"the last checkpoint, {last}, is intact; resume with: "
+             f"{_resume_command(args, trainer, last)}" if last is not None else
+             "no checkpoint had been written in this run")
+    _error(f"training stopped: {what}\n  {saved}")
+    return EXIT_ENV_FAILED
+
+
+def _user_code_frame(exc: BaseException) -> str | None:
+    """``file:line`` where ``exc`` was raised when that is user code (an environment
+    entrypoint or wrapper file), not agilerl, the standard library or an installed package;
+    else None."""
+    import sysconfig
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    innermost = Path(frames[-1].filename).resolve()
+    library = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+               if (p := sysconfig.get_paths().get(key))}
+    library.add(Path(__file__).resolve().parents[1])  # the agilerl package
+    if innermost.name.startswith("<") or any(innermost.is_relative_to(p) for p in library):
+        return None
+    return f"{innermost}:{frames[-1].lineno}"
 
 
 def _report(exc: Exception) -> int:

@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from agilerl.checkpoint import read_checkpoint
 from agilerl.train import main
 
 from .conftest import TINY_DQN
@@ -448,3 +449,39 @@ def test_a_run_folder_resumes_from_its_newest_checkpoint(run, tmp_path, capsys):
     from agilerl.checkpoint import find_checkpoint
 
     assert find_checkpoint(run["root"] / "r").path == run["checkpoints"][-1]
+
+
+FLAKY_ENV = """
+import gymnasium as gym
+
+
+class FlakyEnv(gym.Wrapper):
+    def __init__(self):
+        super().__init__(gym.make("CartPole-v1"))
+        self.calls = 0
+
+    def step(self, action):
+        self.calls += 1
+        if self.calls > 500:
+            raise RuntimeError("sensor disconnected")
+        return self.env.step(action)
+"""
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "worker processes"])
+def test_environment_code_failing_while_training_is_not_an_internal_error(
+        run, tmp_path, capsys, monkeypatch, sync):
+    (tmp_path / "flaky.py").write_text(FLAKY_ENV)
+    monkeypatch.chdir(tmp_path)  # entrypoint files are found from the working folder
+    manifest = dict(TINY_DQN, environment={"name": "Flaky", "entrypoint": "flaky:FlakyEnv",
+                                           "num_envs": 2, "sync": sync})
+    path = tmp_path / "flaky.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    code, err = _train(capsys, path, "--no-verbose", "--run-dir", tmp_path / "r",
+                       "--checkpoint-steps", "200", "training.pop_size=2",
+                       "training.max_steps=2000")
+    assert code == 4, err
+    assert "sensor disconnected" in err
+    assert ("flaky.py:" in err) if sync else ("'Flaky'" in err)
+    named = err.split("the last checkpoint, ", 1)[1].split(", is intact")[0]
+    assert read_checkpoint(named).pop_size == 2
