@@ -150,8 +150,9 @@ def _error(message: str) -> None:
 
 @contextlib.contextmanager
 def _sigterm_stops() -> Iterator[None]:
-    """SIGTERM raises :class:`_Stopped` (in this process only; forked env workers keep the
-    default action). The trainer installs its own clean-stop handler while it trains."""
+    """SIGTERM raises :class:`_Stopped` (in this process only: env worker processes ignore
+    it, and any other forked child gets the default action). The trainer installs its own
+    clean-stop handler while it trains."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -485,3 +486,24 @@ def test_environment_code_failing_while_training_is_not_an_internal_error(
     assert ("flaky.py:" in err) if sync else ("'Flaky'" in err)
     named = err.split("the last checkpoint, ", 1)[1].split(", is intact")[0]
     assert read_checkpoint(named).pop_size == 2
+
+
+@pytest.mark.parametrize(
+    ("gpus", "device", "answer"),
+    [(1, "cuda:7", "this machine has 1 CUDA device(s) (cuda:0 to cuda:0)"),
+     (0, "cuda", "no CUDA GPU is visible on this machine"),
+     (2, "cuda:1", None), (1, "cuda", None)],
+)
+def test_device_check_on_a_cuda_build(monkeypatch, gpus, device, answer):
+    """What a CUDA build of torch answers, whatever this machine has."""
+    from agilerl.training.build import resolve_device
+    from agilerl.training.errors import DeviceUnavailableError
+
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    if answer is None:
+        assert resolve_device(device) == device
+    else:
+        with pytest.raises(DeviceUnavailableError, match=re.escape(answer)):
+            resolve_device(device)
