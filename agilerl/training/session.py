@@ -225,6 +225,12 @@ class TrainSession:
         name = f"gen{state.generation:05d}-step{step:010d}"
         if state.members_done:
             name += f"-member{state.members_done}"
+        base, again = name, 1
+        while (self.checkpoint_root / name).exists():
+            # A resumed run stopped again at the same point: never rewrite the checkpoint it
+            # resumed from (a kill mid-write would leave neither).
+            again += 1
+            name = f"{base}-{again}"
         memory = self.trainer.memory
         keep_buffer = memory is not None and self.options.checkpoint_replay_buffer
         folder = write_checkpoint(

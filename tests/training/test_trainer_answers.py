@@ -192,3 +192,25 @@ def test_resumed_run_manifest_records_what_runs(tmp_path):
     recorded = yaml.safe_load(text)
     assert recorded["algorithm"]["lr"] == TINY_DQN["algorithm"]["lr"]
     assert recorded["training"]["max_steps"] == 600
+
+
+def test_stopping_again_at_the_same_point_never_rewrites_the_resumed_checkpoint(
+        monkeypatch, tmp_path):
+    from agilerl.training.session import TrainSession
+
+    trainer = LocalTrainer.from_manifest(_tiny(max_steps=800), seed=1)
+    _interrupt_after_first_member(monkeypatch)
+    with pytest.raises(TrainingInterrupted) as first:
+        trainer.train(verbose=False, checkpoint_path=tmp_path / "ck")
+    trainer.close()
+    index = (first.value.checkpoint / "index.json").read_text()
+    # resume, and stop before training anything: the same generation, step and member
+    monkeypatch.setattr(TrainSession, "interrupt_requested", lambda self: True)
+    resumed = LocalTrainer.from_manifest(_tiny(max_steps=800),
+                                         resume_from_checkpoint=first.value.checkpoint)
+    with pytest.raises(TrainingInterrupted) as second:
+        resumed.train(verbose=False, checkpoint_path=tmp_path / "ck")
+    resumed.close()
+    assert second.value.checkpoint != first.value.checkpoint
+    assert second.value.checkpoint.name == first.value.checkpoint.name + "-2"
+    assert (first.value.checkpoint / "index.json").read_text() == index
