@@ -194,6 +194,7 @@ def test_resumed_run_manifest_records_what_runs(tmp_path):
     assert recorded["training"]["max_steps"] == 600
 
 
+@pytest.mark.filterwarnings("ignore:checkpoint_path is set without checkpoint_steps")
 def test_stopping_again_at_the_same_point_never_rewrites_the_resumed_checkpoint(
         monkeypatch, tmp_path):
     from agilerl.training.session import TrainSession
