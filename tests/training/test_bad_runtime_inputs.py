@@ -366,8 +366,7 @@ def test_missing_mpe2_from_an_env_factory_is_named(monkeypatch):
          "encoder arch 'simba' (simba) is not supported yet"),
         ("network.encoder_config={arch: cnn, channel_size: [8], kernel_size: [3], "
          "stride_size: [1]}", EXIT_INVALID, "encoder arch 'cnn' is not supported yet"),
-        ("environment.name=Pendulum-v1", EXIT_INVALID,
-         "for environment 'Pendulum-v1': DQN needs a Discrete action space"),
+        ("environment.name=Pendulum-v1", EXIT_INVALID, "Pendulum-v1"),
         ("environment.wrappers=[nosuch.mod.Wrapper]", EXIT_USAGE,
          "cannot build environment 'CartPole-v1': ModuleNotFoundError"),
         ("environment.wrappers=[gymnasium.wrappers.NoSuchWrapper]", EXIT_USAGE,
