@@ -31,18 +31,32 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import torch
 
-FORMAT = "agilerl-checkpoint"
-VERSION = 1
-INDEX_NAME = "index.json"
-TRAINER_FILE = "trainer.pt"
-BUFFER_FILE = "replay_buffer.pt"
-MANIFEST_FILE = "manifest.json"
-RUN_CHECKPOINTS = "checkpoints"
-"""The checkpoint folder inside a run folder (``agilerl train --run-dir``)."""
+from agilerl.checkpoint.layout import (
+    BUFFER_FILE,
+    FORMAT,
+    INDEX_NAME,
+    MANIFEST_FILE,
+    RUN_CHECKPOINTS,
+    TEMP_MARK,
+    TRAINER_FILE,
+    VERSION,
+    index_problem,
+    is_checkpoint_file,
+    is_count,
+    is_temp_file,
+    member_file,
+)
+
+__all__ = [
+    "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
+    "VERSION", "Checkpoint", "CheckpointError", "CheckpointFallbackWarning",
+    "ResumeMismatchError", "find_checkpoint", "list_checkpoints", "prune_checkpoints",
+    "read_checkpoint", "remove_torn_writes", "write_checkpoint",
+]
 
 
 class CheckpointError(ValueError):
@@ -59,12 +73,7 @@ class CheckpointFallbackWarning(UserWarning):
     finished; the warning names both checkpoints."""
 
 
-_TEMP_MARK = ".tmp-"
 _STEP_IN_NAME = re.compile(r"step(\d+)")
-
-
-def _member_file(index: int) -> str:
-    return f"member_{index}.pt"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -85,7 +94,7 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
 
     A failed write (disk full, an object that cannot be pickled) removes its temp file.
     """
-    tmp = path.with_name(f".{path.name}{_TEMP_MARK}{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
             write(fh)
@@ -96,19 +105,6 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
         tmp.unlink(missing_ok=True)
         raise
     return {"size": path.stat().st_size, "sha256": _digest(path)}
-
-
-def _is_temp_file(path: Path) -> bool:
-    return path.name.startswith(".") and _TEMP_MARK in path.name
-
-
-def _is_checkpoint_file(path: Path) -> bool:
-    """A name this module writes into a checkpoint folder (or its temp file)."""
-    name = path.name
-    if _is_temp_file(path):
-        return True
-    return (name in (TRAINER_FILE, BUFFER_FILE, MANIFEST_FILE, INDEX_NAME)
-            or re.fullmatch(r"member_\d+\.pt", name) is not None)
 
 
 def _digest(path: Path) -> str:
@@ -145,7 +141,7 @@ def write_checkpoint(
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.iterdir():  # left by a write that was killed half-way
-        if _is_temp_file(stale) and stale.is_file():
+        if is_temp_file(stale) and stale.is_file():
             stale.unlink(missing_ok=True)
     index_path = folder / INDEX_NAME
     if index_path.exists():
@@ -153,7 +149,7 @@ def write_checkpoint(
         _fsync_dir(folder)
     files: dict[str, dict[str, Any]] = {}
     for i, state in enumerate(members):
-        files[_member_file(i)] = _atomic_write(folder / _member_file(i), _torch_writer(state))
+        files[member_file(i)] = _atomic_write(folder / member_file(i), _torch_writer(state))
     files[TRAINER_FILE] = _atomic_write(folder / TRAINER_FILE, _torch_writer(trainer_state))
     if replay_buffer is not None:
         files[BUFFER_FILE] = _atomic_write(folder / BUFFER_FILE, _torch_writer(replay_buffer))
@@ -218,7 +214,7 @@ class Checkpoint:
 
     def member_state(self, i: int) -> Any:
         """The saved state of member ``i``."""
-        return self._load(_member_file(i))
+        return self._load(member_file(i))
 
     def member_states(self) -> list[Any]:
         return [self.member_state(i) for i in range(self.pop_size)]
@@ -245,57 +241,6 @@ class Checkpoint:
 
 
 _MAX_INDEX_BYTES = 16 << 20
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _is_count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _index_problem(index: Any) -> str | None:
-    """What is wrong with a parsed ``index.json`` (its structure, not the files), or None."""
-    if not isinstance(index, dict):
-        return f"is a JSON {type(index).__name__}, not an object"
-    if index.get("format") != FORMAT:
-        return f"is not an agilerl index (format {index.get('format')!r}, expected {FORMAT!r})"
-    version = index.get("version")
-    if not _is_count(version) or version < 1:
-        return f"has an invalid version {version!r} (expected a whole number from 1)"
-    if version > VERSION:
-        return (f"has format version {version}; this agilerl reads up to version {VERSION} "
-                "(the checkpoint was written by a newer agilerl)")
-    pop_size = index.get("pop_size")
-    if not _is_count(pop_size) or pop_size < 1:
-        return f"has an invalid pop_size {pop_size!r} (expected a whole number from 1)"
-    files = index.get("files")
-    if not isinstance(files, dict) or not files:
-        return "has no 'files' table (expected an object mapping file names to size and sha256)"
-    for name, meta in files.items():
-        problem = _file_entry_problem(name, meta, pop_size)
-        if problem is not None:
-            return problem
-    for required in [TRAINER_FILE, *(_member_file(i) for i in range(pop_size))]:
-        if required not in files:
-            return f"does not list {required!r} (pop_size is {pop_size})"
-    if not isinstance(index.get("summary", {}), dict):
-        return "has a 'summary' that is not an object"
-    return None
-
-
-def _file_entry_problem(name: str, meta: Any, pop_size: int) -> str | None:
-    member = re.fullmatch(r"member_(\d+)\.pt", name)
-    if name != Path(name).name or not _is_checkpoint_file(Path(name)) or _is_temp_file(
-            Path(name)):
-        return f"lists {name!r}, which is not a checkpoint file"
-    if member is not None and int(member.group(1)) >= pop_size:
-        return f"lists {name!r} but pop_size is {pop_size}"
-    if not isinstance(meta, dict):
-        return f"has no size and sha256 for {name!r}"
-    if not _is_count(meta.get("size")):
-        return f"has an invalid size for {name!r}: {meta.get('size')!r}"
-    if not isinstance(meta.get("sha256"), str) or not _SHA256.fullmatch(meta["sha256"]):
-        return f"has an invalid sha256 for {name!r}: {meta.get('sha256')!r}"
-    return None
 
 
 def _read_index(folder: Path) -> Any:
@@ -330,7 +275,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             "writing was interrupted has none; resume from an earlier checkpoint)"
         )
     index = _read_index(folder)
-    problem = _index_problem(index)
+    problem = index_problem(index)
     if problem is not None:
         raise CheckpointError(f"checkpoint {folder}: {INDEX_NAME} {problem}; the checkpoint "
                               "is damaged or was not written by agilerl")
@@ -355,7 +300,7 @@ def list_checkpoints(root: str | os.PathLike[str]) -> list[Checkpoint]:
 def _looks_like_checkpoint(folder: Path) -> bool:
     """A folder holding an index or any file a checkpoint writer leaves (finished or not)."""
     try:
-        return folder.is_dir() and any(_is_checkpoint_file(f) for f in folder.iterdir())
+        return folder.is_dir() and any(is_checkpoint_file(f) for f in folder.iterdir())
     except OSError:
         return False
 
@@ -365,7 +310,7 @@ def _age(folder: Path) -> tuple[int, str]:
     try:
         summary = json.loads((folder / INDEX_NAME).read_bytes()).get("summary", {})
         step = summary.get("global_step")
-        if _is_count(step):
+        if is_count(step):
             return int(step), folder.name
     except (OSError, ValueError, AttributeError, RecursionError):
         pass
@@ -433,8 +378,8 @@ def _pid_alive(pid: int) -> bool:
 
 def _stale_temp(path: Path) -> bool:
     """A temp file of a write whose process is gone (or is this one, between writes)."""
-    pid = path.name.rpartition(_TEMP_MARK)[2]
-    return _is_temp_file(path) and (not pid.isdigit() or not _pid_alive(int(pid)))
+    pid = path.name.rpartition(TEMP_MARK)[2]
+    return is_temp_file(path) and (not pid.isdigit() or not _pid_alive(int(pid)))
 
 
 def remove_torn_writes(root: str | os.PathLike[str]) -> list[Path]:
@@ -451,8 +396,8 @@ def remove_torn_writes(root: str | os.PathLike[str]) -> list[Path]:
         entries = list(child.iterdir())
         stale = [e for e in entries if _stale_temp(e)]
         torn = (not (child / INDEX_NAME).exists() and bool(stale)
-                and all(_is_checkpoint_file(e) and e.is_file() for e in entries)
-                and not any(_is_temp_file(e) and e not in stale for e in entries))
+                and all(is_checkpoint_file(e) and e.is_file() for e in entries)
+                and not any(is_temp_file(e) and e not in stale for e in entries))
         if torn:
             shutil.rmtree(child, ignore_errors=True)
             removed.append(child)

@@ -22,22 +22,18 @@ Differences from the reference library, on purpose:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agilerl.training.arguments import algorithm_from_name, explained, refuse, require
 from agilerl.training.errors import (
-    EnvironmentSetupError,
     TrainingInterrupted,
-    TrainingSetupError,
     UnsupportedAlgorithmError,
-    UnsupportedSettingError,
     algo_meta,
     algo_name,
-    missing_extra,
 )
 from agilerl.training.session import TrainOptions, TrainSession
 
@@ -110,17 +106,17 @@ class Trainer:
     ) -> None:
         selection_strategy = _fold_tournament(type(self).__name__, selection_strategy, kwargs)
         models = _models()
-        _require(algorithm, "algorithm", "an algorithm spec or a registered name such as 'DQN'")
-        _require(environment, "environment",
+        require(algorithm, "algorithm", "an algorithm spec or a registered name such as 'DQN'")
+        require(environment, "environment",
                  "an environment spec, an object with make_env(), or a Gymnasium id")
         if isinstance(algorithm, str):
-            algorithm = _algorithm_from_name(algorithm)
+            algorithm = algorithm_from_name(algorithm)
         elif getattr(algorithm, "algo_name", None) is None:
-            _refuse("algorithm", "a registered name such as 'DQN' or an algorithm spec "
+            refuse("algorithm", "a registered name such as 'DQN' or an algorithm spec "
                     "(DQNSpec(...))", algorithm)
         if not isinstance(environment, str | Mapping) and not hasattr(environment, "make_env") \
                 and not hasattr(environment, "name"):
-            _refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
+            refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
                     "object with make_env()", environment)
         if isinstance(training, Mapping):
             training = models.TrainingSpec.model_validate(dict(training))
@@ -252,7 +248,7 @@ class LocalTrainer(Trainer):
         self.tokenizer = None
         self.seed = build.resolve_seed(seed)
         self.env: Any = None
-        with _explained(f"environment {self._env_label()}", environment=True):
+        with explained(f"environment {self._env_label()}", environment=True):
             self.env = self._make_env()
         try:
             self._build_rest(resume_from_checkpoint)
@@ -264,7 +260,7 @@ class LocalTrainer(Trainer):
         from agilerl.training import build
 
         self.env_factory = None
-        with _explained(f"the {algo_name(self.algorithm_spec)} population for environment "
+        with explained(f"the {algo_name(self.algorithm_spec)} population for environment "
                         f"{self._env_label()}"):
             self.population = build.make_population(self)
         self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
@@ -383,7 +379,7 @@ class LocalTrainer(Trainer):
             warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
                           "it is ignored here", UserWarning, stacklevel=2)
         if self.env is None:  # closed after an earlier train(): build it again
-            with _explained(f"environment {self._env_label()}", environment=True):
+            with explained(f"environment {self._env_label()}", environment=True):
                 self.env = self._make_env()
         options = TrainOptions(
             verbose=verbose, save_elite=save_elite,
@@ -415,66 +411,6 @@ class LocalTrainer(Trainer):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LocalTrainer:  # pragma: no cover
         raise TypeError("LocalTrainer holds live environments and cannot be deep-copied")
-
-
-@contextlib.contextmanager
-def _explained(what: str, *, environment: bool = False) -> Iterator[None]:
-    """Turn the known ways building ``what`` can fail into typed errors that say what to do:
-    a missing optional package (:class:`MissingExtraError`), a setting not implemented yet
-    (:class:`UnsupportedSettingError`) and, for the environment (user code: entrypoints,
-    wrappers, configs), any failure (:class:`EnvironmentSetupError`). Other exceptions are
-    bugs and pass through."""
-    try:
-        yield
-    except (TrainingSetupError, UnsupportedAlgorithmError):
-        raise
-    except NotImplementedError as exc:
-        raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
-    except Exception as exc:
-        from agilerl.algorithms.core.spaces import IncompatibleSpaceError
-
-        if isinstance(exc, IncompatibleSpaceError):
-            raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
-        extra = missing_extra(exc, what)
-        if extra is not None:
-            raise extra from exc
-        if not environment:
-            raise
-        raise EnvironmentSetupError(
-            f"cannot build {what}: {type(exc).__name__}: {exc}") from exc
-
-
-def _require(value: Any, name: str, expected: str) -> None:
-    """A missing required argument is a :class:`ManifestError` naming it, as in a file."""
-    if value is None:
-        models = _models()
-        raise models.ManifestError(
-            [models.ManifestIssue(path=name, message=f"is required ({expected})",
-                                  kind="missing")])
-
-
-def _refuse(name: str, expected: str, value: Any) -> None:
-    """An argument of the wrong kind is a :class:`ManifestError` naming it."""
-    models = _models()
-    raise models.ManifestError([models.ManifestIssue(
-        path=name, message=f"expected {expected}, got {type(value).__name__} {value!r:.60}")])
-
-
-def _algorithm_from_name(name: str) -> Any:
-    """The default spec of a registered algorithm; an unknown name is an
-    :class:`UnknownAlgorithmError` (a ``ManifestError`` and a ``KeyError``) with a suggestion."""
-    import difflib
-
-    models = _models()
-    names = list(models.ALGO_REGISTRY)
-    if name in names:
-        return models.ALGO_REGISTRY[name]()
-    by_case = {n.lower(): n for n in names}
-    suggestion = by_case.get(name.lower()) or next(
-        iter(difflib.get_close_matches(name, names, n=1)), None)
-    raise models.UnknownAlgorithmError([models.ManifestIssue(
-        path="algorithm", message=f"unknown algorithm {name!r} (registered: "
-        f"{', '.join(names)})", suggestion=suggestion, kind="unknown_algorithm")])
 
 
 def _is_gym_spec(spec: Any) -> bool:
