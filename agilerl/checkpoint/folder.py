@@ -378,8 +378,7 @@ def _pid_alive(pid: int) -> bool:
 
 def _stale_temp(path: Path) -> bool:
     """A temp file of a write whose process is gone (or is this one, between writes)."""
-    pid = path.name.rpartition(TEMP_MARK)[2]
-    return is_temp_file(path) and (not pid.isdigit() or not _pid_alive(int(pid)))
+    return is_temp_file(path) and not _pid_alive(int(path.name.rpartition(TEMP_MARK)[2]))
 
 
 def remove_torn_writes(root: str | os.PathLike[str]) -> list[Path]:
@@ -391,7 +390,7 @@ def remove_torn_writes(root: str | os.PathLike[str]) -> list[Path]:
     """
     removed: list[Path] = []
     for child in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
-        if not child.is_dir():
+        if not _looks_like_checkpoint(child):
             continue
         entries = list(child.iterdir())
         stale = [e for e in entries if _stale_temp(e)]

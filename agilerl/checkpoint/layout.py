@@ -29,15 +29,23 @@ def member_file(index: int) -> str:
     return f"member_{index}.pt"
 
 
+def _is_final_name(name: str) -> bool:
+    return name in (TRAINER_FILE, BUFFER_FILE, MANIFEST_FILE, INDEX_NAME) \
+        or _MEMBER.fullmatch(name) is not None
+
+
 def is_temp_file(path: Path) -> bool:
-    return path.name.startswith(".") and TEMP_MARK in path.name
+    """The temporary file of one of the writer's files (``.member_0.pt.tmp-123``)."""
+    name = path.name
+    if not name.startswith(".") or TEMP_MARK not in name:
+        return False
+    final, _, pid = name[1:].rpartition(TEMP_MARK)
+    return pid.isdigit() and _is_final_name(final)
 
 
 def is_checkpoint_file(path: Path) -> bool:
     """A name the writer puts into a checkpoint folder (or its temp file)."""
-    name = path.name
-    return is_temp_file(path) or name in (TRAINER_FILE, BUFFER_FILE, MANIFEST_FILE, INDEX_NAME) \
-        or _MEMBER.fullmatch(name) is not None
+    return _is_final_name(path.name) or is_temp_file(path)
 
 
 def is_count(value: Any) -> TypeGuard[int]:

@@ -215,3 +215,13 @@ def test_stopping_again_at_the_same_point_never_rewrites_the_resumed_checkpoint(
     assert second.value.checkpoint != first.value.checkpoint
     assert second.value.checkpoint.name == first.value.checkpoint.name + "-2"
     assert (first.value.checkpoint / "index.json").read_text() == index
+
+
+def test_cleanup_leaves_files_that_are_not_checkpoint_temp_files(tmp_path):
+    dead = 2**22 + 7
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / f".draft.txt.tmp-{dead}").write_text("mine")  # not a checkpoint's temp file
+    (other / "member_0.pt").write_bytes(b"x")
+    assert remove_torn_writes(tmp_path) == []
+    assert (other / f".draft.txt.tmp-{dead}").exists()
