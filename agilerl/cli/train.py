@@ -22,9 +22,10 @@ this version cannot train (an algorithm, an encoder); 2 the run cannot start as 
 error (bad option, missing file, malformed override), unusable checkpoint (missing, damaged,
 or written for another environment, algorithm or network), device not available, an
 environment (id, entrypoint, wrapper) that cannot be built, missing optional dependency,
-W&B without an API key; 3 internal error (a bug in agilerl: please report it); 4 the
-environment failed while training: a worker process died, or the environment's own code
-(an entrypoint or wrapper file) raised (the last checkpoint stays valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
+please report it); 4 the environment failed while training: a worker process died, or the
+environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
+valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
