@@ -25,6 +25,7 @@ the child; pass ``context`` to choose another start method.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.util as mp_util
 import os
 import signal
 import traceback
@@ -146,6 +147,15 @@ def _wrap(env_fns: list[Callable[[], Env]]) -> Any:
     return CloudpickleWrapper(cast(Any, env_fns))
 
 
+def _kill_workers(processes: list[Any]) -> None:
+    """Stop workers left running at interpreter exit (an env never closed). They ignore
+    SIGTERM, which is all multiprocessing's own exit handler sends before it joins them."""
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def _start_ignoring_stop_signals(process: Any) -> None:
     """Start ``process`` with SIGINT/SIGTERM blocked until it has set them to ignored (a
     forked child inherits the parent's handlers and its signal mask)."""
@@ -208,6 +218,8 @@ class ChunkedAsyncVectorEnv(VectorEnv):
             self.processes.append(process)
             _start_ignoring_stop_signals(process)
             child.close()
+        # Runs at exit before multiprocessing terminates (SIGTERM) and joins its children.
+        mp_util.Finalize(self, _kill_workers, args=(self.processes,), exitpriority=10)
         self._receive_all()  # every worker built its envs (or raised here)
 
     def _worker_label(self, index: int) -> str:

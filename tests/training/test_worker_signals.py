@@ -109,3 +109,18 @@ def test_killed_worker_is_named_and_the_last_checkpoint_stays(tmp_path):
     named = stderr.split("the last checkpoint, ", 1)[1].split(", is intact")[0]
     assert read_checkpoint(named).trainer_state()["seed"] == 1
     assert "--resume-from-checkpoint" in stderr
+
+
+def test_an_env_never_closed_does_not_hang_interpreter_exit(tmp_path):
+    """Workers ignore SIGTERM, the only signal multiprocessing's exit handler sends before
+    joining its children: the env stops them itself at exit."""
+    script = (
+        "import gymnasium as gym\n"
+        "from agilerl.envs import ChunkedAsyncVectorEnv\n"
+        "env = ChunkedAsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 3, num_workers=2)\n"
+        "env.reset(seed=0)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
