@@ -270,6 +270,15 @@ class TrainSession:
         restore_rng_state(resume["rng"])
         # A resumed run may be given a larger budget: it then continues past its old end.
         self.state.finished = False
+        trained = min((self.backend.steps(m) for m in range(len(self.backend))), default=0)
+        if not self.state.members_done and trained >= self.settings.max_steps:
+            import warnings
+
+            warnings.warn(
+                f"checkpoint {resume.get('checkpoint')} already trained every member "
+                f"{trained} steps, the whole training.max_steps ({self.settings.max_steps}): "
+                "nothing is left to train; raise training.max_steps to continue",
+                UserWarning, stacklevel=4)
 
     def _continue(self, previous: dict[str, Any]) -> None:
         """Pick up where this trainer's previous ``train()`` stopped: finish an interrupted

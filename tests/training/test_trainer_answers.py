@@ -225,3 +225,12 @@ def test_cleanup_leaves_files_that_are_not_checkpoint_temp_files(tmp_path):
     (other / "member_0.pt").write_bytes(b"x")
     assert remove_torn_writes(tmp_path) == []
     assert (other / f".draft.txt.tmp-{dead}").exists()
+
+
+def test_resuming_a_finished_run_without_more_budget_says_so(tmp_path):
+    _, newer = _checkpoints(tmp_path, max_steps=400)
+    trainer = LocalTrainer.from_manifest(_tiny(max_steps=400), resume_from_checkpoint=newer)
+    with pytest.warns(UserWarning, match="raise training.max_steps to continue"):
+        _, fitnesses = trainer.train(verbose=False)
+    assert len(fitnesses) == 2  # the checkpoint's last evaluation, not []
+    trainer.close()
