@@ -173,10 +173,29 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Warnings print as ``agilerl train: warning: ...``: one line each, with no source
+    line of agilerl's own code beneath (which would read like part of a traceback)."""
+    import warnings
+
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        _error(f"warning: {message}")
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
     try:
-        with _sigterm_stops():
+        with _sigterm_stops(), _warnings_as_lines():
             return _run(args)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM outside the trainer's clean stop, or a second one during it

@@ -510,3 +510,18 @@ def test_device_check_on_a_cuda_build(monkeypatch, gpus, device, answer):
     else:
         with pytest.raises(DeviceUnavailableError, match=re.escape(answer)):
             resolve_device(device)
+
+
+def test_unfinished_newest_checkpoint_resumes_from_the_previous_with_a_warning(
+        run, tmp_path, capsys):
+    older, newer = _copy(run, tmp_path, 0), _copy(run, tmp_path, 1)
+    (newer / "index.json").unlink()
+    (newer / f".trainer.pt.tmp-{2**22 + 5}").write_bytes(b"half")  # killed mid-write
+    code, err = _train(capsys, run["manifest"], "--no-verbose", "--run-dir", tmp_path / "out",
+                       "training.pop_size=2", "training.max_steps=600", "--checkpoint-steps",
+                       "200", "--checkpoint-path", newer.parent,
+                       "--resume-from-checkpoint", newer.parent)
+    assert code == 0, err
+    assert "agilerl train: warning: the newest checkpoint" in err
+    assert str(newer) in err and str(older) in err
+    assert not newer.exists()  # the torn write was cleaned up by the next checkpoint
