@@ -69,8 +69,8 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
 
 def _trainer_state(checkpoint: Checkpoint) -> dict[str, Any]:
     """``trainer.pt``, checked to hold what a resumed loop needs."""
-    state = checkpoint.trainer_state()
     try:
+        state = checkpoint.trainer_state()
         int(state["seed"])
         LoopState().load_state_dict(state["loop"])
         for key in ("evolution", "rng", "algorithm"):

@@ -263,11 +263,18 @@ class TrainSession:
         }
 
     def _restore(self, resume: Any) -> None:
-        from agilerl.checkpoint import restore_rng_state
+        from agilerl.checkpoint import CheckpointError, restore_rng_state
 
-        self.state.load_state_dict(resume["loop"])
-        self.evolution.load_state_dict(resume["evolution"])
-        restore_rng_state(resume["rng"])
+        try:
+            self.state.load_state_dict(resume["loop"])
+            self.evolution.load_state_dict(resume["evolution"])
+            restore_rng_state(resume["rng"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                RuntimeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {resume.get('checkpoint')}: trainer.pt holds a loop, evolution or "
+                f"RNG state this run cannot continue from ({type(exc).__name__}: {exc})"
+            ) from None
         # A resumed run may be given a larger budget: it then continues past its old end.
         self.state.finished = False
         trained = min((self.backend.steps(m) for m in range(len(self.backend))), default=0)

@@ -103,6 +103,22 @@ def _replace_trainer_state(folder: Path) -> None:
     _rehash(folder, "trainer.pt")
 
 
+def _trainer_state_with(**changes: object) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        state = torch.load(folder / "trainer.pt", weights_only=False)
+        state.update(changes)
+        torch.save(state, folder / "trainer.pt")
+        _rehash(folder, "trainer.pt")
+    return damage
+
+
+def _trainer_state_is(obj: object) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        torch.save(obj, folder / "trainer.pt")
+        _rehash(folder, "trainer.pt")
+    return damage
+
+
 def _set(key: str, value: object) -> Callable[[dict], None]:
     return lambda index: index.__setitem__(key, value)
 
@@ -166,6 +182,11 @@ DAMAGED = {
     "trainer state not a pickle": (_replace_file("trainer.pt", b"not a pickle at all"),
                                    "'trainer.pt' cannot be loaded"),
     "trainer state incomplete": (_replace_trainer_state, "trainer.pt is not a training state"),
+    "trainer state a list": (_trainer_state_is([1, 2]), "trainer.pt is not a training state"),
+    "trainer state with a bad RNG state": (_trainer_state_with(rng={"python": 3}),
+                                           "loop, evolution or RNG state"),
+    "trainer state with a bad evolution state": (_trainer_state_with(evolution=[]),
+                                                 "loop, evolution or RNG state"),
     "member state not an agent": (_replace_file("member_0.pt", b""),
                                   "'member_0.pt' cannot be loaded"),
     "saved manifest not JSON": (_replace_file("manifest.json", b"{oops"),
