@@ -119,6 +119,14 @@ def _trainer_state_is(obj: object) -> Callable[[Path], None]:
     return damage
 
 
+def _pickled(obj: object) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
 def _set(key: str, value: object) -> Callable[[dict], None]:
     return lambda index: index.__setitem__(key, value)
 
@@ -187,6 +195,10 @@ DAMAGED = {
                                            "loop, evolution or RNG state"),
     "trainer state with a bad evolution state": (_trainer_state_with(evolution=[]),
                                                  "loop, evolution or RNG state"),
+    "member state of the wrong shape": (_replace_file("member_1.pt", _pickled({"algo": "DQN"})),
+                                        "member_1.pt cannot be restored"),
+    "replay buffer of the wrong shape": (_replace_file("replay_buffer.pt", _pickled({})),
+                                         "replay_buffer.pt cannot be restored"),
     "member state not an agent": (_replace_file("member_0.pt", b""),
                                   "'member_0.pt' cannot be loaded"),
     "saved manifest not JSON": (_replace_file("manifest.json", b"{oops"),
@@ -222,14 +234,6 @@ def _made(path: Path, content: bytes | None) -> Path:
     else:
         path.write_bytes(content)
     return path
-
-
-def _pickled(obj: object) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getvalue()
 
 
 @pytest.mark.parametrize(
