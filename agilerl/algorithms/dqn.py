@@ -19,6 +19,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -47,7 +48,7 @@ class DQN(RLAlgorithm):
 
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
-            raise ValueError(f"DQN needs a Discrete action space, got {self.action_space}")
+            raise IncompatibleSpaceError(f"DQN needs a Discrete action space, got {self.action_space}")
         self.num_actions = int(self.action_space.n)
         self.actor = QNetwork.build(
             self.obs_encoder.dim, self.num_actions, net_config, self.network_generator()

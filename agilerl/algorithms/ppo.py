@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import action_dim
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
@@ -65,7 +65,7 @@ class PPO(RLAlgorithm):
         if getattr(self.spec, "recurrent", False):
             raise NotImplementedError("recurrent PPO is not supported yet")
         if not isinstance(self.action_space, (spaces.Discrete, spaces.Box)):
-            raise ValueError(f"PPO needs a Discrete or Box action space, got {self.action_space}")
+            raise IncompatibleSpaceError(f"PPO needs a Discrete or Box action space, got {self.action_space}")
         self.continuous = isinstance(self.action_space, spaces.Box)
         self.actor_critic = ActorCritic.build(
             self.obs_encoder.dim,

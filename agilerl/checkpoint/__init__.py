@@ -8,8 +8,11 @@ from agilerl.checkpoint.folder import (
     INDEX_NAME,
     Checkpoint,
     CheckpointError,
+    CheckpointFallbackWarning,
+    ResumeMismatchError,
     find_checkpoint,
     read_checkpoint,
+    remove_torn_writes,
     write_checkpoint,
 )
 from agilerl.checkpoint.rng import capture_rng_state, restore_rng_state
@@ -18,9 +21,12 @@ __all__ = [
     "INDEX_NAME",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointFallbackWarning",
+    "ResumeMismatchError",
     "capture_rng_state",
     "find_checkpoint",
     "read_checkpoint",
+    "remove_torn_writes",
     "restore_rng_state",
     "write_checkpoint",
 ]

@@ -24,8 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,20 +35,45 @@ from typing import Any
 
 import torch
 
-FORMAT = "agilerl-checkpoint"
-VERSION = 1
-INDEX_NAME = "index.json"
-TRAINER_FILE = "trainer.pt"
-BUFFER_FILE = "replay_buffer.pt"
-MANIFEST_FILE = "manifest.json"
+from agilerl.checkpoint.layout import (
+    BUFFER_FILE,
+    FORMAT,
+    INDEX_NAME,
+    MANIFEST_FILE,
+    RUN_CHECKPOINTS,
+    TEMP_MARK,
+    TRAINER_FILE,
+    VERSION,
+    index_problem,
+    is_checkpoint_file,
+    is_count,
+    is_temp_file,
+    member_file,
+)
+
+__all__ = [
+    "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
+    "VERSION", "Checkpoint", "CheckpointError", "CheckpointFallbackWarning",
+    "ResumeMismatchError", "find_checkpoint", "list_checkpoints", "prune_checkpoints",
+    "read_checkpoint", "remove_torn_writes", "write_checkpoint",
+]
 
 
 class CheckpointError(ValueError):
     """A path that is not a usable checkpoint (missing, unfinished, corrupted, incompatible)."""
 
 
-def _member_file(index: int) -> str:
-    return f"member_{index}.pt"
+class ResumeMismatchError(CheckpointError):
+    """A valid checkpoint that does not fit the manifest it is resumed into (another
+    environment, algorithm, network or population size); the message lists what differs."""
+
+
+class CheckpointFallbackWarning(UserWarning):
+    """Resuming from a folder of checkpoints skipped the newest one, which was never
+    finished; the warning names both checkpoints."""
+
+
+_STEP_IN_NAME = re.compile(r"step(\d+)")
 
 
 def _fsync_dir(path: Path) -> None:
@@ -63,13 +90,20 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
-    """Write through ``write(file_object)`` to a temp name, fsync, rename; return size/digest."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write through ``write(file_object)`` to a temp name, fsync, rename; return size/digest.
+
+    A failed write (disk full, an object that cannot be pickled) removes its temp file.
+    """
+    tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return {"size": path.stat().st_size, "sha256": _digest(path)}
 
 
@@ -106,13 +140,16 @@ def write_checkpoint(
     """
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.iterdir():  # left by a write that was killed half-way
+        if is_temp_file(stale) and stale.is_file():
+            stale.unlink(missing_ok=True)
     index_path = folder / INDEX_NAME
     if index_path.exists():
         index_path.unlink()
         _fsync_dir(folder)
     files: dict[str, dict[str, Any]] = {}
     for i, state in enumerate(members):
-        files[_member_file(i)] = _atomic_write(folder / _member_file(i), _torch_writer(state))
+        files[member_file(i)] = _atomic_write(folder / member_file(i), _torch_writer(state))
     files[TRAINER_FILE] = _atomic_write(folder / TRAINER_FILE, _torch_writer(trainer_state))
     if replay_buffer is not None:
         files[BUFFER_FILE] = _atomic_write(folder / BUFFER_FILE, _torch_writer(replay_buffer))
@@ -158,7 +195,11 @@ class Checkpoint:
                 f"checkpoint {self.path}: {name!r} does not match its SHA-256 in {INDEX_NAME} "
                 "(the file is corrupted or was modified)"
             )
-        return torch.load(self.path / name, map_location="cpu", weights_only=False)
+        try:
+            return torch.load(self.path / name, map_location="cpu", weights_only=False)
+        except Exception as exc:  # digest matched, yet unreadable: written by something else
+            raise CheckpointError(f"checkpoint {self.path}: {name!r} cannot be loaded "
+                                  f"({type(exc).__name__}: {exc})") from None
 
     def _verify(self, name: str) -> None:
         meta = self.index["files"].get(name)
@@ -173,7 +214,7 @@ class Checkpoint:
 
     def member_state(self, i: int) -> Any:
         """The saved state of member ``i``."""
-        return self._load(_member_file(i))
+        return self._load(member_file(i))
 
     def member_states(self) -> list[Any]:
         return [self.member_state(i) for i in range(self.pop_size)]
@@ -185,14 +226,43 @@ class Checkpoint:
         return self._load(BUFFER_FILE) if self.has_replay_buffer else None
 
     def manifest(self) -> dict[str, Any] | None:
+        """The manifest the run was started from (None when the checkpoint has none)."""
         if MANIFEST_FILE not in self.index["files"]:
             return None
         self._verify(MANIFEST_FILE)
-        return dict(json.loads((self.path / MANIFEST_FILE).read_text()))
+        try:
+            saved = json.loads((self.path / MANIFEST_FILE).read_bytes())
+        except (OSError, ValueError, RecursionError) as exc:
+            raise CheckpointError(f"checkpoint {self.path}: {MANIFEST_FILE!r} is not "
+                                  f"readable JSON ({exc})") from None
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"checkpoint {self.path}: {MANIFEST_FILE!r} is not an object")
+        return saved
+
+
+_MAX_INDEX_BYTES = 16 << 20
+
+
+def _read_index(folder: Path) -> Any:
+    index_path = folder / INDEX_NAME
+    try:
+        if index_path.stat().st_size > _MAX_INDEX_BYTES:
+            raise CheckpointError(f"checkpoint {folder}: {INDEX_NAME} is larger than "
+                                  f"{_MAX_INDEX_BYTES >> 20} MiB; it is not an agilerl index")
+        return json.loads(index_path.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CheckpointError(
+            f"checkpoint {folder}: {INDEX_NAME} is not readable JSON ({exc}); the checkpoint "
+            "is damaged") from None
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Open and validate the checkpoint folder ``path`` (not a parent of checkpoints)."""
+    """Open and validate the checkpoint folder ``path`` (not a parent of checkpoints).
+
+    The index must be well formed (every field of the right type, every member and the
+    trainer state listed) and every file it lists present with the recorded size; digests
+    are checked when a file is loaded.
+    """
     folder = Path(path)
     if not folder.exists():
         raise CheckpointError(f"checkpoint {folder} does not exist")
@@ -204,19 +274,13 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
             f"{folder} is not a checkpoint: it has no {INDEX_NAME} (a checkpoint whose "
             "writing was interrupted has none; resume from an earlier checkpoint)"
         )
-    try:
-        index = json.loads(index_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {folder}: unreadable {INDEX_NAME}: {exc}") from exc
-    if not isinstance(index, dict) or index.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint {folder}: {INDEX_NAME} is not an agilerl index")
-    if int(index.get("version", 0)) > VERSION:
-        raise CheckpointError(
-            f"checkpoint {folder} has format version {index['version']}; this agilerl "
-            f"reads up to version {VERSION}"
-        )
+    index = _read_index(folder)
+    problem = index_problem(index)
+    if problem is not None:
+        raise CheckpointError(f"checkpoint {folder}: {INDEX_NAME} {problem}; the checkpoint "
+                              "is damaged or was not written by agilerl")
     checkpoint = Checkpoint(folder, index)
-    for name in index.get("files", {}):
+    for name in index["files"]:
         checkpoint._verify(name)
     return checkpoint
 
@@ -233,18 +297,113 @@ def list_checkpoints(root: str | os.PathLike[str]) -> list[Checkpoint]:
     return sorted(found, key=lambda c: (c.summary.get("global_step", 0), c.path.name))
 
 
+def _looks_like_checkpoint(folder: Path) -> bool:
+    """A folder holding an index or any file a checkpoint writer leaves (finished or not)."""
+    try:
+        return folder.is_dir() and any(is_checkpoint_file(f) for f in folder.iterdir())
+    except OSError:
+        return False
+
+
+def _age(folder: Path) -> tuple[int, str]:
+    """Sort key, newest last: the global step in the index, else in the folder's name."""
+    try:
+        summary = json.loads((folder / INDEX_NAME).read_bytes()).get("summary", {})
+        step = summary.get("global_step")
+        if is_count(step):
+            return int(step), folder.name
+    except (OSError, ValueError, AttributeError, RecursionError):
+        pass
+    match = _STEP_IN_NAME.search(folder.name)
+    return (int(match.group(1)) if match else -1), folder.name
+
+
 def find_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
-    """Resolve ``path`` to a checkpoint: the folder itself, or the latest one inside it."""
+    """Resolve ``path`` to a checkpoint: the folder itself, or the newest one inside it (or
+    inside its ``checkpoints/`` folder, for a run folder).
+
+    Resuming never rolls back silently: when the newest checkpoint in a folder was never
+    finished (no index: its writing was killed), the previous one is used with a
+    :class:`CheckpointFallbackWarning` naming both; when the newest is damaged (a bad index,
+    a missing or modified file) it is refused, naming the previous one to pass instead.
+    """
     folder = Path(path)
     if (folder / INDEX_NAME).exists() or not folder.is_dir():
         return read_checkpoint(folder)
-    found = list_checkpoints(folder)
-    if not found:
+    candidates = sorted((c for c in folder.iterdir() if _looks_like_checkpoint(c)), key=_age)
+    if not candidates and (folder / RUN_CHECKPOINTS).is_dir():  # a run folder
+        return find_checkpoint(folder / RUN_CHECKPOINTS)
+    if not candidates:
         raise CheckpointError(
             f"{folder} is not a checkpoint: it has no {INDEX_NAME} and holds no complete "
             "checkpoint folder (a checkpoint whose writing was interrupted has no index)"
         )
-    return found[-1]
+    newest = candidates[-1]
+    try:
+        return read_checkpoint(newest)
+    except CheckpointError as exc:
+        problem = exc
+    previous = None
+    if len(candidates) > 1:
+        try:
+            previous = read_checkpoint(candidates[-2])
+        except CheckpointError:
+            previous = None
+    unfinished = not (newest / INDEX_NAME).exists()
+    if unfinished and previous is not None:
+        warnings.warn(
+            f"the newest checkpoint {newest} was never finished (it has no {INDEX_NAME}: its "
+            f"writing was interrupted); resuming from the previous complete checkpoint "
+            f"{previous.path} instead", CheckpointFallbackWarning, stacklevel=2)
+        return previous
+    detail = (f"; the previous complete checkpoint is {previous.path}: resume from it "
+              "explicitly if that is what you want" if previous is not None else
+              "; no earlier complete checkpoint was found")
+    raise CheckpointError(
+        f"the newest checkpoint in {folder} cannot be used, and resuming from an older one "
+        f"would silently roll the run back: {problem}{detail}") from None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process is not writing anything else right now
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _stale_temp(path: Path) -> bool:
+    """A temp file of a write whose process is gone (or is this one, between writes)."""
+    return is_temp_file(path) and not _pid_alive(int(path.name.rpartition(TEMP_MARK)[2]))
+
+
+def remove_torn_writes(root: str | os.PathLike[str]) -> list[Path]:
+    """Clean up after checkpoint writes that were killed half-way, under ``root``.
+
+    Removes stale temp files, and folders that hold only checkpoint files, no index and at
+    least one stale temp file (a write killed mid-file; never a checkpoint another live
+    process is writing). Returns the folders removed.
+    """
+    removed: list[Path] = []
+    for child in sorted(Path(root).iterdir()) if Path(root).is_dir() else []:
+        if not _looks_like_checkpoint(child):
+            continue
+        entries = list(child.iterdir())
+        stale = [e for e in entries if _stale_temp(e)]
+        torn = (not (child / INDEX_NAME).exists() and bool(stale)
+                and all(is_checkpoint_file(e) and e.is_file() for e in entries)
+                and not any(is_temp_file(e) and e not in stale for e in entries))
+        if torn:
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+            continue
+        for temp in stale:
+            temp.unlink(missing_ok=True)
+    return removed
 
 
 def prune_checkpoints(root: str | os.PathLike[str], keep: Path) -> None:

@@ -18,9 +18,14 @@ checkpoint stays valid). Before training starts, either signal stops the command
 with the same status.
 
 Exit status: 0 trained; 1 the manifest (or an override) is invalid, or asks for something
-this version cannot train; 2 usage error (bad option, missing file, malformed override,
-unusable checkpoint, missing optional dependency); 3 internal error; 130 interrupted by
-SIGINT; 143 stopped by SIGTERM.
+this version cannot train (an algorithm, an encoder); 2 the run cannot start as asked: usage
+error (bad option, missing file, malformed override), unusable checkpoint (missing, damaged,
+or written for another environment, algorithm or network), device not available, an
+environment (id, entrypoint, wrapper) that cannot be built, missing optional dependency,
+W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
+please report it); 4 the environment failed while training: a worker process died, or the
+environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
+valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_ENV_FAILED = 4
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -84,6 +90,19 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+def _count(minimum: int) -> Any:
+    """An argparse type: a whole number of at least ``minimum`` (else a usage error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The reference's options, plus ``--seed``, ``--run-dir`` and dotted overrides."""
     if type(parser) is argparse.ArgumentParser:
@@ -99,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="create a HuggingFace Accelerator (needs the 'accelerate' package)")
     parser.add_argument("--wb", action="store_true", help="log to Weights & Biases")
     parser.add_argument("--wandb-api-key", default=None, help="W&B API key")
-    parser.add_argument("--checkpoint-steps", type=int, default=None,
+    parser.add_argument("--checkpoint-steps", type=_count(0), default=None,
                         help="checkpoint every N env steps (default: training.checkpoint_steps)")
     parser.add_argument("--checkpoint-path", default=None,
                         help="folder for checkpoints (default: training.checkpoint_path, "
@@ -122,9 +141,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "written out, also each generation's per-agent table; "
                              "--no-verbose prints only problems")
     parser.set_defaults(generation_tables=False)
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=_count(0), default=None,
                         help="seed everything: the same seed gives the same run on CPU")
-    parser.add_argument("--torch-threads", type=int, default=1,
+    parser.add_argument("--torch-threads", type=_count(1), default=1,
                         help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
@@ -154,8 +173,9 @@ def _error(message: str) -> None:
 
 @contextlib.contextmanager
 def _sigterm_stops() -> Iterator[None]:
-    """SIGTERM raises :class:`_Stopped` (in this process only; forked env workers keep the
-    default action). The trainer installs its own clean-stop handler while it trains."""
+    """SIGTERM raises :class:`_Stopped` (in this process only: env worker processes ignore
+    it, and any other forked child gets the default action). The trainer installs its own
+    clean-stop handler while it trains."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -175,10 +195,36 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Warnings print as ``agilerl train: warning: ...``: one line each, with no source
+    line of agilerl's own code beneath (which would read like part of a traceback), and
+    once: the trainer re-validates its specs, which repeats a manifest note without its
+    file position."""
+    import warnings
+
+    from agilerl.models import ManifestWarning
+
+    shown: list[str] = []
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+             line: Any = None) -> None:
+        text = str(message)
+        if any(seen == text or seen.endswith(f": {text}") for seen in shown):
+            return
+        shown.append(text)
+        _error(f"warning: {text}")
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.simplefilter("always", ManifestWarning)
+        yield
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
     try:
-        with _sigterm_stops(), _manifest_warnings_as_notes():
+        with _sigterm_stops(), _warnings_as_lines():
             return _run(args)
     except KeyboardInterrupt as exc:
         # Ctrl-C or SIGTERM outside the trainer's clean stop, or a second one during it
@@ -211,34 +257,6 @@ def _say(args: argparse.Namespace, message: str) -> None:
         print(message, flush=True)
 
 
-@contextlib.contextmanager
-def _manifest_warnings_as_notes() -> Iterator[None]:
-    """Manifest warnings (``ManifestWarning``) as one ``warning: ...`` line each on stderr,
-    as ``agilerl validate`` prints them, and once: the trainer re-validates its specs, which
-    repeats a note without the file position. Other warnings are shown as usual."""
-    import warnings
-
-    from agilerl.models import ManifestWarning
-
-    shown: list[str] = []
-    with warnings.catch_warnings():
-        original = warnings.showwarning
-
-        def show(message: Any, category: type[Warning], filename: str, lineno: int,
-                 file: Any = None, line: str | None = None) -> None:
-            if not issubclass(category, ManifestWarning):
-                original(message, category, filename, lineno, file, line)
-                return
-            text = str(message)
-            if not any(seen == text or seen.endswith(f": {text}") for seen in shown):
-                shown.append(text)
-                print(f"warning: {text}", file=sys.stderr, flush=True)
-
-        warnings.showwarning = show
-        warnings.simplefilter("always", ManifestWarning)
-        yield
-
-
 def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
     # The first line comes before any heavy import, so a job's log starts within a fraction
     # of a second of the process (validation itself imports neither torch nor gymnasium).
@@ -265,9 +283,7 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
 
 def _build(args: argparse.Namespace, manifest: Any) -> Any:
     """The trainer for a validated manifest, or an exit status after reporting why not."""
-    from agilerl.checkpoint import CheckpointError
-    from agilerl.models import ManifestError
-    from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
+    from agilerl.training.trainer import LocalTrainer
 
     try:
         accelerator = _accelerator() if args.use_accelerator else None
@@ -278,19 +294,12 @@ def _build(args: argparse.Namespace, manifest: Any) -> Any:
             accelerator=accelerator,
             seed=args.seed,
         )
-    except ManifestError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
-    except UnsupportedAlgorithmError as exc:
-        _error(str(exc))
-        return EXIT_INVALID
-    except (CheckpointError, _UsageError, FileNotFoundError) as exc:
-        _error(str(exc))
-        return EXIT_USAGE
+    except Exception as exc:
+        return _report(exc)
 
 
 def _train(args: argparse.Namespace, trainer: Any) -> int:
-    from agilerl.checkpoint import CheckpointError
+    from agilerl.envs import EnvWorkerError
     from agilerl.training.trainer import TrainingInterrupted
 
     try:
@@ -313,13 +322,131 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except TrainingInterrupted as exc:
         _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
                f"{exc.checkpoint}\n"
-               f"  resume with: agilerl train {args.manifest} "
-               f"--resume-from-checkpoint {exc.checkpoint}")
+               f"  resume with: {_resume_command(args, trainer, exc.checkpoint)}")
         return _exit_status(exc.signum)
-    except (CheckpointError, _UsageError) as exc:
-        _error(str(exc))
-        return EXIT_USAGE
+    except EnvWorkerError as exc:
+        return _env_failed(args, trainer, str(exc))
+    except Exception as exc:
+        where = _user_code_frame(exc)
+        if where is not None and _failure_status(exc) is None:
+            return _env_failed(args, trainer, f"the environment's code raised "
+                               f"{type(exc).__name__}: {exc} ({where})")
+        return _report(exc)
+    finally:
+        trainer.close()  # env workers stop only now, after any checkpoint was written
     return EXIT_OK
+
+
+def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
+    """Report an environment that failed while training, and the checkpoint to go back to."""
+    last = trainer.last_checkpoint
+    saved = (f"the last checkpoint, {last}, is intact; resume with: "
+             f"{_resume_command(args, trainer, last)}" if last is not None else
+             "no checkpoint had been written in this run")
+    _error(f"training stopped: {what}\n  {saved}")
+    return EXIT_ENV_FAILED
+
+
+def _user_code_frame(exc: BaseException) -> str | None:
+    """``file:line`` where ``exc`` was raised when that is user code (an environment
+    entrypoint or wrapper file), not agilerl, the standard library or an installed package;
+    else None."""
+    import sysconfig
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    innermost = Path(frames[-1].filename).resolve()
+    library = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+               if (p := sysconfig.get_paths().get(key))}
+    library.add(Path(__file__).resolve().parents[1])  # the agilerl package
+    if innermost.name.startswith("<") or any(innermost.is_relative_to(p) for p in library):
+        return None
+    return f"{innermost}:{frames[-1].lineno}"
+
+
+def _report(exc: Exception) -> int:
+    """Report a failure the user can act on and return its exit status; re-raise a bug
+    (``main`` then reports it as an internal error)."""
+    status = _failure_status(exc)
+    if status is None:
+        raise exc
+    from agilerl.models import ManifestError
+    from agilerl.training.errors import missing_extra
+
+    if isinstance(exc, ManifestError):
+        print(str(exc), file=sys.stderr)  # its own header names the file
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        _error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
+               "--run-dir, --checkpoint-path, --elite-path, --tensorboard-log-dir)")
+    else:
+        _error(str(missing_extra(exc, "this run") or exc))
+    return status
+
+
+def _failure_status(exc: BaseException) -> int | None:
+    """The documented exit status of a failure that is not a bug in agilerl, else None.
+
+    One table for everything ``train`` can meet: invalid or untrainable manifests (1);
+    what the user can fix outside the manifest (2): checkpoints, devices, environments that
+    cannot be built, missing optional packages, W&B without a key, paths that cannot be
+    written; env workers that die while training (4, handled in :func:`_train`).
+    """
+    from agilerl.checkpoint import CheckpointError
+    from agilerl.logging import WandbSetupError
+    from agilerl.models import ManifestError
+    from agilerl.training.errors import (
+        TrainingSetupError,
+        UnsupportedAlgorithmError,
+        missing_extra,
+    )
+
+    if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
+        return EXIT_INVALID
+    if isinstance(exc, TrainingSetupError):
+        return int(exc.exit_code)
+    if isinstance(exc, CheckpointError | WandbSetupError | _UsageError):
+        return EXIT_USAGE
+    if missing_extra(exc, "this run") is not None:
+        return EXIT_USAGE
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return EXIT_USAGE  # a path the user chose: a file where a folder goes, no permission
+    return None
+
+
+#: ``train`` options repeated by a resume hint: (dest, flag); booleans are repeated as flags.
+_REPEATED_OPTIONS = (
+    ("device", "--device"), ("checkpoint_steps", "--checkpoint-steps"),
+    ("checkpoint_path", "--checkpoint-path"), ("overwrite_checkpoints", "--overwrite-checkpoints"),
+    ("save_elite", "--save-elite"), ("elite_path", "--elite-path"), ("wb", "--wb"),
+    ("tensorboard", "--tensorboard"), ("tensorboard_log_dir", "--tensorboard-log-dir"),
+    ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
+)
+_OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
+                    "torch_threads": 1}
+
+
+def _resume_command(args: argparse.Namespace, trainer: Any, checkpoint: Any) -> str:
+    """The command that continues this run: the same manifest, overrides, seed and options,
+    the same run folder, from ``checkpoint``."""
+    import shlex
+
+    parts = ["agilerl", "train", str(args.manifest), *args.overrides]
+    if args.seed is not None:
+        parts += ["--seed", str(args.seed)]
+    for dest, flag in _REPEATED_OPTIONS:
+        value = getattr(args, dest, None)
+        if value is None or value is False or value == _OPTION_DEFAULTS.get(dest):
+            continue
+        parts += [flag] if value is True else [flag, str(value)]
+    if not args.verbose:
+        parts.append("--no-verbose")
+    run_dir = getattr(trainer, "last_run_dir", None) or args.run_dir
+    if run_dir is not None:
+        parts += ["--run-dir", str(run_dir)]
+    parts += ["--resume-from-checkpoint", str(checkpoint)]
+    return shlex.join(parts)
 
 
 class _UsageError(Exception):

@@ -8,7 +8,7 @@ vectorisation rules.
 from __future__ import annotations
 
 from agilerl.envs.bandit import BanditEnv, load_table, make_bandit_env
-from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
+from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv, EnvWorkerError
 from agilerl.envs.entrypoint import load_module, resolve_entrypoint
 from agilerl.envs.gym_env import (
     AUTORESET_MODE,
@@ -33,6 +33,7 @@ __all__ = [
     "BOX2D_INSTALL_HINT",
     "NATIVE_MIN_ENVS",
     "ChunkedAsyncVectorEnv",
+    "EnvWorkerError",
     "PettingZooVectorEnv",
     "apply_wrappers",
     "load_module",

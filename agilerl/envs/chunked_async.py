@@ -8,9 +8,14 @@ contiguous chunk of the sub-envs; a step is one message per worker each way.
 
 Sub-env ``i`` is seeded with ``seed + i`` exactly as in a ``SyncVectorEnv``, so for one
 seed and one action sequence both produce the same trajectories. Autoreset happens inside
-the workers' ``SyncVectorEnv`` in the mode given (``NEXT_STEP`` by default). Workers ignore
-Ctrl-C (it reaches every process of the terminal's process group): the main process
-handles it, e.g. finishes its step and checkpoints, and closes them.
+the workers' ``SyncVectorEnv`` in the mode given (``NEXT_STEP`` by default).
+
+Workers ignore SIGINT and SIGTERM: Ctrl-C in a terminal, ``timeout``, systemd, Kubernetes
+and Slurm signal every process of the job, and the main process must be able to finish its
+step and write a checkpoint with its workers still answering; it closes them afterwards.
+The signals are blocked in the main process while a worker starts, so there is no moment
+in which a fresh worker still has the main process's handlers. A worker that dies anyway
+(SIGKILL, the OOM killer) or raises is reported as :class:`EnvWorkerError`, naming the env.
 
 Workers are forked where the platform allows (Linux, macOS' ``fork``), so env factories
 built from user files executed under synthetic module names need not be importable in
@@ -20,6 +25,7 @@ the child; pass ``context`` to choose another start method.
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.util as mp_util
 import os
 import signal
 import traceback
@@ -32,7 +38,22 @@ from gymnasium import Env
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import CloudpickleWrapper, batch_space
 
-__all__ = ["ChunkedAsyncVectorEnv", "default_num_workers"]
+__all__ = ["ChunkedAsyncVectorEnv", "EnvWorkerError", "default_num_workers"]
+
+#: Signals a job scheduler or a terminal sends to every process of a job.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class EnvWorkerError(RuntimeError):
+    """An env worker process died or raised; the vector env is closed and unusable.
+
+    The message is one paragraph naming the env and the worker; when a sub-env raised,
+    ``worker_traceback`` holds the worker's traceback.
+    """
+
+    def __init__(self, message: str, worker_traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.worker_traceback = worker_traceback
 
 
 def default_num_workers(num_envs: int) -> int:
@@ -51,7 +72,10 @@ def _chunk_worker(
     autoreset_mode: AutoresetMode,
 ) -> None:
     # ``env_fns`` is a CloudpickleWrapper around this worker's list of env factories.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked by the parent around the start
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     parent_pipe.close()
     env: SyncVectorEnv | None = None
     try:
@@ -123,6 +147,28 @@ def _wrap(env_fns: list[Callable[[], Env]]) -> Any:
     return CloudpickleWrapper(cast(Any, env_fns))
 
 
+def _kill_workers(processes: list[Any]) -> None:
+    """Stop workers left running at interpreter exit (an env never closed). They ignore
+    SIGTERM, which is all multiprocessing's own exit handler sends before it joins them."""
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _start_ignoring_stop_signals(process: Any) -> None:
+    """Start ``process`` with SIGINT/SIGTERM blocked until it has set them to ignored (a
+    forked child inherits the parent's handlers and its signal mask)."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        process.start()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class ChunkedAsyncVectorEnv(VectorEnv):
     """Vector env over ``num_workers`` subprocesses, each running a chunk of sub-envs."""
 
@@ -132,7 +178,9 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         num_workers: int | None = None,
         autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
         context: str | None = None,
+        name: str | None = None,
     ):
+        """``name``: how errors name the env (its id), e.g. ``"LunarLander-v3"``."""
         if not env_fns:
             raise ValueError("ChunkedAsyncVectorEnv needs at least one env")
         self.num_envs = len(env_fns)
@@ -142,6 +190,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         self._slices = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
         dummy = env_fns[0]()
+        self.name = name or str(getattr(dummy.spec, "id", None) or type(dummy).__name__)
         self.metadata = {**dummy.metadata, "autoreset_mode": autoreset_mode}
         self.render_mode = dummy.render_mode
         self.single_observation_space = dummy.observation_space
@@ -167,25 +216,57 @@ class ChunkedAsyncVectorEnv(VectorEnv):
             )
             self._pipes.append(parent)
             self.processes.append(process)
-            process.start()
+            _start_ignoring_stop_signals(process)
             child.close()
+        # Runs at exit before multiprocessing terminates (SIGTERM) and joins its children.
+        mp_util.Finalize(self, _kill_workers, args=(self.processes,), exitpriority=10)
         self._receive_all()  # every worker built its envs (or raised here)
 
+    def _worker_label(self, index: int) -> str:
+        start, stop = self._slices[index]
+        return (f"env {self.name!r}: sub-env worker process {self.processes[index].pid} "
+                f"(sub-envs {start} to {stop - 1})")
+
+    def _send_all(self, messages: Sequence[Any]) -> None:
+        for index, (pipe, message) in enumerate(zip(self._pipes, messages, strict=True)):
+            try:
+                pipe.send(message)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                self._fail(index, None)
+
     def _receive_all(self) -> list[Any]:
-        results, error = [], None
-        for pipe in self._pipes:
+        results, failed = [], None
+        for index, pipe in enumerate(self._pipes):
             try:
                 status, payload = pipe.recv()
-            except EOFError:
-                status, payload = "error", ("EOFError", "worker exited unexpectedly", "")
-            if status == "error" and error is None:
-                error = payload
+            except (EOFError, ConnectionResetError, OSError):
+                status, payload = "died", None
+            if status != "ok" and failed is None:
+                failed = (index, payload)
             results.append(payload)
+        if failed is not None:
+            self._fail(*failed)
+        return results
+
+    def _fail(self, index: int, error: Any) -> None:
+        """Close every worker and raise :class:`EnvWorkerError` for worker ``index``."""
+        label = self._worker_label(index)
+        process = self.processes[index]
+        self.close(terminate=True)
         if error is not None:
             name, message, trace = error
-            self.close(terminate=True)
-            raise RuntimeError(f"Sub-env worker raised {name}: {message}\n{trace}")
-        return results
+            raise EnvWorkerError(f"{label} raised {name}: {message}", worker_traceback=trace)
+        code = process.exitcode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        elif code is not None:
+            how = f"exited with status {code}"
+        else:
+            how = "stopped answering"
+        raise EnvWorkerError(f"{label} {how}; the environment cannot continue")
 
     def reset(
         self,
@@ -203,15 +284,13 @@ class ChunkedAsyncVectorEnv(VectorEnv):
                 raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
         if seed is not None:
             self._np_random_seed = seeds[0]
-        for pipe, (start, stop) in zip(self._pipes, self._slices, strict=True):
-            pipe.send(("reset", (seeds[start:stop], options)))
+        self._send_all([("reset", (seeds[start:stop], options)) for start, stop in self._slices])
         results = self._receive_all()
         obs = _concat([r[0] for r in results])
         return obs, _merge_infos([r[1] for r in results], self._sizes)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        for pipe, (start, stop) in zip(self._pipes, self._slices, strict=True):
-            pipe.send(("step", _split(actions, start, stop)))
+        self._send_all([("step", _split(actions, start, stop)) for start, stop in self._slices])
         results = self._receive_all()
         obs = _concat([r[0] for r in results])
         rewards = np.concatenate([r[1] for r in results])
@@ -243,7 +322,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
                     pass
             process.join(timeout=5 if not terminate else 0.1)
             if process.is_alive():
-                process.terminate()
+                process.kill()  # workers ignore SIGTERM (see the module docs)
                 process.join()
             pipe.close()
 

@@ -224,7 +224,8 @@ def make_vector_env(
         if mode == "sync":
             env = SyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE)
         else:
-            env = ChunkedAsyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE)
+            env = ChunkedAsyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE,
+                                        name=_get(spec, "name") or _get(spec, "entrypoint"))
     reported = env.metadata.get("autoreset_mode")
     if reported != AUTORESET_MODE:
         env.close()

@@ -29,6 +29,7 @@ from agilerl.logging.wandb_logger import (
     WANDB_PROJECT,
     WANDB_PROJECT_MULTI_AGENT,
     WandbLogger,
+    WandbSetupError,
     wandb_run_name,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "ProgressDisplay",
     "TensorBoardLogger",
     "WandbLogger",
+    "WandbSetupError",
     "format_duration",
     "generation_table",
     "make_run_loggers",

@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from agilerl.logging.base import GLOBAL_STEP_KEY, MetricsLogger, run_timestamp
 
-__all__ = ["WANDB_PROJECT", "WANDB_PROJECT_MULTI_AGENT", "WandbLogger", "wandb_run_name"]
-
-log = logging.getLogger(__name__)
+__all__ = [
+    "WANDB_PROJECT",
+    "WANDB_PROJECT_MULTI_AGENT",
+    "WandbLogger",
+    "WandbSetupError",
+    "wandb_run_name",
+]
 
 WANDB_PROJECT = "AgileRL"
 WANDB_PROJECT_MULTI_AGENT = "AgileRLMultiAgent"
 _OFFLINE_MODES = {"offline", "dryrun", "disabled"}
+
+
+_HOW_TO = ("pass --wandb-api-key (wandb_api_key=), set WANDB_API_KEY, run `wandb login` "
+           "once, or log locally without an account with WANDB_MODE=offline")
+
+
+class WandbSetupError(RuntimeError):
+    """W&B logging cannot start (no API key, or ``wandb.init`` failed); says what to do."""
+
+
+def _stored_credentials() -> bool:
+    """True when ``wandb login`` stored a key (in the netrc file W&B reads) for the host
+    W&B will use; read here so W&B is never left to prompt for one."""
+    import netrc
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    try:
+        entry = netrc.netrc(str(path)).authenticators(host or "api.wandb.ai")
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
 
 
 def wandb_run_name(algo: str, env_name: str, timestamp: str | None = None) -> str:
@@ -32,9 +59,10 @@ class WandbLogger(MetricsLogger):
         algo: algorithm name (run name).
         env_name: environment name (run name).
         init_hp: the run's configuration (the manifest as a dict), stored as the W&B config.
-        wandb_api_key: API key; falls back to ``WANDB_API_KEY``. Not needed when
-            ``WANDB_MODE`` is ``offline`` (or ``disabled``); online without a key only warns,
-            and W&B then uses a key stored by ``wandb login`` if there is one.
+        wandb_api_key: API key; falls back to ``WANDB_API_KEY``, then to a key stored by
+            ``wandb login``. Not needed when ``WANDB_MODE`` is ``offline`` (or
+            ``disabled``); online without any key raises :class:`WandbSetupError` at once
+            (W&B is never left to wait on its interactive prompt).
         wandb_kwargs: merged over the defaults: ``project``, ``name``, ``config``,
             ``mutation_hyperparams`` (merged into the config), ``addl_args`` (a dict of
             extra ``wandb.init`` arguments); any other key goes to ``wandb.init`` as is.
@@ -52,18 +80,24 @@ class WandbLogger(MetricsLogger):
         project: str = WANDB_PROJECT,
         timestamp: str | None = None,
     ):
-        import wandb
+        try:
+            import wandb
+        except ImportError:
+            raise WandbSetupError("W&B logging (--wb) needs the 'wandb' package: "
+                                  "pip install wandb") from None
 
         mode = os.environ.get("WANDB_MODE", "").lower()
         key = wandb_api_key or os.environ.get("WANDB_API_KEY")
         if mode not in _OFFLINE_MODES:
-            if key:
-                wandb.login(key=key, relogin=True)
-            else:
-                log.warning(
-                    "No W&B API key: pass --wandb-api-key or set WANDB_API_KEY "
-                    "(or WANDB_MODE=offline to log locally)."
-                )
+            if not key and not _stored_credentials():
+                raise WandbSetupError(f"W&B logging (--wb) needs an API key: {_HOW_TO}.")
+            try:
+                if key:
+                    wandb.login(key=key, relogin=True)
+            except Exception as exc:
+                raise WandbSetupError(
+                    f"W&B rejected the API key ({type(exc).__name__}: {exc}); {_HOW_TO}."
+                ) from None
         extra = dict(wandb_kwargs or {})
         config = dict(init_hp or {})
         mutation = extra.pop("mutation_hyperparams", None)
@@ -76,7 +110,12 @@ class WandbLogger(MetricsLogger):
         }
         init_args.update(extra.pop("addl_args", None) or {})
         init_args.update(extra)
-        self.run: Any = wandb.init(**init_args)
+        try:
+            self.run: Any = wandb.init(**init_args)
+        except Exception as exc:  # no network, a refused key, a bad init argument
+            raise WandbSetupError(
+                f"W&B logging could not start ({type(exc).__name__}: {exc}); {_HOW_TO}."
+            ) from None
         self.run.define_metric(GLOBAL_STEP_KEY)
         self.run.define_metric("*", step_metric=GLOBAL_STEP_KEY)
 

@@ -19,12 +19,49 @@ _SEED_SELECTION = 0x5E1E
 
 
 def resolve_device(device: Any) -> str:
-    """``"auto"``/None -> ``"cuda"`` when available else ``"cpu"``; anything else as given."""
-    if device is None or str(device) == "auto":
-        import torch
+    """``"auto"``/None -> ``"cuda"`` when available else ``"cpu"``; anything else is checked
+    to be a torch device present on this machine (:class:`DeviceUnavailableError` if not),
+    before anything is built on it."""
+    import torch
 
+    if device is None or str(device) == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    from agilerl.training.errors import DeviceUnavailableError
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise DeviceUnavailableError(
+            f"device {str(device)!r} is not a torch device; use 'cpu', 'cuda', 'cuda:N', "
+            "'mps' or 'auto'"
+        ) from None
+    problem = _device_problem(parsed)
+    if problem is not None:
+        raise DeviceUnavailableError(f"device {str(device)!r} is not available: {problem}")
     return str(device)
+
+
+def _device_problem(device: Any) -> str | None:
+    """Why ``device`` cannot be used here, or None when it can."""
+    import torch
+
+    if device.type == "cuda":
+        if torch.version.cuda is None and torch.version.hip is None:
+            return (f"this torch ({torch.__version__}) was built without CUDA support; "
+                    "use --device cpu (device='cpu') or install a CUDA build of torch")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            return "no CUDA GPU is visible on this machine; use --device cpu (device='cpu')"
+        if device.index is not None and device.index >= count:
+            return (f"this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
+        return None
+    if device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        return None if mps is not None and mps.is_available() else \
+            "MPS (Apple GPU) is not available on this machine"
+    if device.type != "cpu":
+        return f"agilerl trains on 'cpu', 'cuda' or 'mps', not {device.type!r}"
+    return None
 
 
 def resolve_seed(seed: int | None) -> int:

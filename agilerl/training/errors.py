@@ -11,28 +11,101 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DeviceUnavailableError",
+    "EnvironmentSetupError",
+    "MissingExtraError",
     "TrainingAborted",
     "TrainingInterrupted",
+    "TrainingSetupError",
     "UnsupportedAlgorithmError",
+    "UnsupportedSettingError",
     "algo_meta",
     "algo_name",
+    "missing_extra",
 ]
+
+#: Importable module (top-level name) -> the ``agilerl`` extra that installs it.
+EXTRAS: dict[str, str] = {
+    "Box2D": "box2d",
+    "pygame": "box2d",
+    "mpe2": "mpe",
+    "pettingzoo": "mpe",
+    "h5py": "offline",
+    "pandas": "bandit",
+    "accelerate": "llm",
+    "transformers": "llm",
+    "peft": "llm",
+    "datasets": "llm",
+    "ray": "ray",
+}
 
 
 class UnsupportedAlgorithmError(NotImplementedError):
     """The manifest is valid but asks for something this version cannot train yet."""
 
 
+class UnsupportedSettingError(UnsupportedAlgorithmError):
+    """A valid setting this version cannot run yet (an encoder architecture, an action
+    space): refused when the trainer is built, naming the setting."""
+
+
+class TrainingSetupError(Exception):
+    """The run cannot start as asked, for a reason outside agilerl (a missing package, a
+    device that is not there, an environment that cannot be built, logging that cannot
+    start). The message says what to do; the CLI exits with ``exit_code``."""
+
+    exit_code = 2
+
+
+class MissingExtraError(TrainingSetupError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class DeviceUnavailableError(TrainingSetupError, ValueError):
+    """The requested torch device is misspelt or not present on this machine."""
+
+
+class EnvironmentSetupError(TrainingSetupError, ValueError):
+    """The environment (its id, entrypoint, wrappers or config) could not be built."""
+
+
+def missing_extra(exc: BaseException, what: str) -> MissingExtraError | None:
+    """A :class:`MissingExtraError` for an ``ImportError`` of a module an extra installs
+    (``exc.name`` or an install hint already in the message), else None."""
+    if not isinstance(exc, ImportError):
+        return None
+    if isinstance(exc, MissingExtraError):
+        return exc
+    module = (getattr(exc, "name", None) or "").partition(".")[0]
+    extra = EXTRAS.get(module)
+    if extra is not None:
+        return MissingExtraError(
+            f"{what} needs the Python package '{module}', which is not installed. "
+            f"Install it with: pip install 'agilerl[{extra}]'"
+        )
+    if "pip install" in str(exc):  # a dependency check that already says how to fix it
+        return MissingExtraError(str(exc))
+    return None
+
+
 class TrainingInterrupted(KeyboardInterrupt):
     """Training stopped on a stop signal after writing a checkpoint (``checkpoint``).
 
-    ``signum`` is the signal that asked for the stop (``SIGINT`` for Ctrl-C, ``SIGTERM``).
+    ``signum`` is the signal that asked for the stop (``SIGINT`` for Ctrl-C, ``SIGTERM``);
+    ``resume_hint`` is the Python call that continues the run from the checkpoint. Calling
+    ``train()`` again on the same trainer also continues it.
     """
 
-    def __init__(self, checkpoint: Path | None, signum: int = signal.SIGINT) -> None:
-        super().__init__(f"training interrupted; checkpoint: {checkpoint}")
+    def __init__(self, checkpoint: Path | None, signum: int = signal.SIGINT,
+                 resume_hint: str | None = None) -> None:
+        name = signal.Signals(int(signum)).name
+        message = f"training interrupted by {name}; checkpoint written to {checkpoint}"
+        if resume_hint:
+            message += f"; resume with: {resume_hint}"
+        super().__init__(message)
         self.checkpoint = checkpoint
         self.signum = int(signum)
+        self.resume_hint = resume_hint
 
 
 class TrainingAborted(KeyboardInterrupt):

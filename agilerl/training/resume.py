@@ -6,7 +6,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agilerl.checkpoint import CheckpointError, find_checkpoint
+from agilerl.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    ResumeMismatchError,
+    find_checkpoint,
+)
+from agilerl.training.errors import algo_name
+from agilerl.training.loop import LoopState
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -15,8 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
 def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """Load ``path`` into ``trainer``; return the loop state to continue from, if any.
 
-    * A checkpoint folder (or a folder holding checkpoint folders: the latest complete one)
-      restores every member, the replay memory, the run seed and the loop state, so the
+    * A checkpoint folder (or a folder holding checkpoint folders: the newest, see
+      :func:`~agilerl.checkpoint.find_checkpoint`) written for the same environment,
+      algorithm, network and population size (:class:`ResumeMismatchError` lists what
+      differs otherwise) restores every member, the replay memory, the run seed and the loop state, so the
       run continues exactly where it stopped.
     * A single agent file (``save_checkpoint`` / an elite) is loaded into every slot
       (slot indices kept), as the reference library does; training starts a new loop.
@@ -26,34 +35,102 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
         _load_agent_file(trainer, target)
         return None
     checkpoint = find_checkpoint(target)
-    state = checkpoint.trainer_state()
-    from agilerl.training.errors import algo_name
-
-    algo = algo_name(trainer.algorithm_spec)
-    if state.get("algorithm") != algo:
-        raise CheckpointError(
-            f"checkpoint {checkpoint.path} was written by a {state.get('algorithm')} run; "
-            f"this manifest trains {algo}"
-        )
-    _check_selection_state(trainer, checkpoint.path,
-                           (state.get("evolution") or {}).get("selection"))
-    if checkpoint.pop_size != len(trainer.population):
-        raise CheckpointError(
-            f"checkpoint {checkpoint.path} holds {checkpoint.pop_size} members; this "
-            f"manifest's training.pop_size is {len(trainer.population)}"
-        )
+    state = _trainer_state(checkpoint)
+    if state.get("algorithm") == algo_name(trainer.algorithm_spec):
+        _check_selection_state(trainer, checkpoint.path,
+                               (state.get("evolution") or {}).get("selection"))
+    _check_fits(trainer, checkpoint, state)
     template = trainer.population[0]
-    trainer.population = [
-        type(template).from_state(checkpoint.member_state(i), device=trainer.device)
-        for i in range(checkpoint.pop_size)
-    ]
+    population = []
+    for i in range(checkpoint.pop_size):
+        member = checkpoint.member_state(i)
+        try:
+            population.append(type(template).from_state(member, device=trainer.device))
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {checkpoint.path}: member_{i}.pt cannot be restored into a "
+                f"{algo_name(trainer.algorithm_spec)} agent ({type(exc).__name__}: {exc})"
+            ) from None
+    trainer.population = population
     if trainer.memory is not None:
         buffer = checkpoint.replay_buffer()
         if buffer is not None:
-            trainer.memory.load_state_dict(buffer)
+            try:
+                trainer.memory.load_state_dict(buffer)
+            except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+                raise CheckpointError(
+                    f"checkpoint {checkpoint.path}: replay_buffer.pt cannot be restored "
+                    f"({type(exc).__name__}: {exc})") from None
     trainer.seed = int(state["seed"])
     state["checkpoint"] = checkpoint.path
+    state["manifest"] = checkpoint.manifest()
     return state
+
+
+def _trainer_state(checkpoint: Checkpoint) -> dict[str, Any]:
+    """``trainer.pt``, checked to hold what a resumed loop needs."""
+    try:
+        state = checkpoint.trainer_state()
+        int(state["seed"])
+        LoopState().load_state_dict(state["loop"])
+        for key in ("evolution", "rng", "algorithm"):
+            state[key]  # noqa: B018 - presence check
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {checkpoint.path}: trainer.pt is not a training state this agilerl "
+            f"can continue ({type(exc).__name__}: {exc})") from None
+    return state
+
+
+#: Settings a run cannot change when it resumes: the members were built for them. The
+#: environment's ``sync`` only chooses how sub-envs are stepped, so it may change.
+_FIXED_SECTIONS = ("environment", "network")
+_FREE_KEYS = frozenset({"environment.sync"})
+
+
+def _check_fits(trainer: LocalTrainer, checkpoint: Checkpoint, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint written for another algorithm, environment, network or
+    population size, listing every difference."""
+    algo = algo_name(trainer.algorithm_spec)
+    differences = []
+    if state.get("algorithm") != algo:
+        differences.append(f"algorithm: the checkpoint trains {state.get('algorithm')}, "
+                           f"this manifest {algo}")
+    if checkpoint.pop_size != len(trainer.population):
+        differences.append(f"training.pop_size: the checkpoint holds {checkpoint.pop_size} "
+                           f"members, this manifest {len(trainer.population)}")
+    saved = checkpoint.manifest()
+    if saved is not None:
+        current = trainer.manifest_dict()
+        for section in _FIXED_SECTIONS:
+            differences += _differences(section, saved.get(section), current.get(section))
+    if differences:
+        raise ResumeMismatchError(
+            f"checkpoint {checkpoint.path} does not fit this manifest: "
+            + "; ".join(differences)
+            + ". Resume with the manifest the checkpoint was written with (its manifest.json), "
+            "or start a new run without --resume-from-checkpoint")
+
+
+_ABSENT = object()
+
+
+def _differences(path: str, saved: Any, current: Any) -> list[str]:
+    if path in _FREE_KEYS:
+        return []
+    if isinstance(saved, dict) and isinstance(current, dict):
+        found = []
+        for key in sorted(set(saved) | set(current), key=str):
+            found += _differences(f"{path}.{key}", saved.get(key, _ABSENT),
+                                  current.get(key, _ABSENT))
+        return found
+    if saved == current:
+        return []
+    return [f"{path}: the checkpoint has {_shown(saved)}, this manifest {_shown(current)}"]
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is _ABSENT or value is None else repr(value)
 
 
 def _check_selection_state(trainer: LocalTrainer, path: Path, saved: Any) -> None:
@@ -89,10 +166,18 @@ def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
         raise CheckpointError(f"cannot read agent file {path}: {exc}") from exc
     if not isinstance(agent_state, dict) or "algo" not in agent_state:
         raise CheckpointError(f"{path} is not an agilerl agent file or checkpoint folder")
+    algo = algo_name(trainer.algorithm_spec)
+    if agent_state["algo"] != algo:
+        raise ResumeMismatchError(f"agent file {path} holds a {agent_state['algo']} agent; "
+                                  f"this manifest trains {algo}")
     template = trainer.population[0]
     population = []
     for slot in range(len(trainer.population)):
         member = dict(agent_state)
         member["index"] = slot
-        population.append(type(template).from_state(member, device=trainer.device))
+        try:
+            population.append(type(template).from_state(member, device=trainer.device))
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            raise CheckpointError(f"agent file {path} cannot be restored into a {algo} agent "
+                                  f"({type(exc).__name__}: {exc})") from None
     trainer.population = population

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
-from agilerl.checkpoint.folder import prune_checkpoints
+from agilerl.checkpoint.folder import RUN_CHECKPOINTS, prune_checkpoints, remove_torn_writes
 from agilerl.population import LocalPopulation, TrainReport
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ELITE_FILE = "elite.pt"
 MANIFEST_FILE = "manifest.yaml"
-CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINTS_DIR = RUN_CHECKPOINTS
 
 
 #: Signals that stop a run cleanly: Ctrl-C, and the polite stop of job schedulers (the Arena
@@ -86,9 +86,12 @@ class TrainSession:
         self._stop_signal: int | None = None
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
-        self._resumed = trainer._resume is not None
+        self._resumed = trainer._resume is not None or trainer._continuation is not None
+        self._resumed_from: dict[str, Any] | None = trainer._resume
         if trainer._resume is not None:
             self._restore(trainer._resume)
+        elif trainer._continuation is not None:
+            self._continue(trainer._continuation)
 
     # ------------------------------------------------------------------ entry point
     def run(self) -> tuple[list[Any], list[float]]:
@@ -110,6 +113,7 @@ class TrainSession:
                                         title=f"{self.algo} {self.env_name}")
         started = time.perf_counter()
         interrupted = False
+        trainer._continuation = None  # set again below once the loop state is consistent
         try:
             with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation)
@@ -121,18 +125,31 @@ class TrainSession:
         finally:
             trainer.population = self.backend.agents
             tag_subpopulations(trainer.population, trainer.selection_strategy)
+            trainer.last_checkpoint = self.last_checkpoint
+            trainer.last_run_dir = self._run_dir
             self.loggers.close()
         trainer._resume = None
+        trainer._continuation = {"loop": self.state.state_dict(),
+                                 "evolution": self.evolution.state_dict()}
         if not interrupted and options.save_elite:
             self._save_elite()
         trainer.last_elite_path = self.elite_path
-        trainer.last_checkpoint = self.last_checkpoint
-        trainer.last_run_dir = self._run_dir
         self._summary(fitnesses, time.perf_counter() - started, interrupted)
         if interrupted:
-            raise TrainingInterrupted(self.last_checkpoint,
-                                      self._stop_signal or signal.SIGINT)
+            raise TrainingInterrupted(self.last_checkpoint, self._stop_signal or signal.SIGINT,
+                                      resume_hint=self._resume_hint())
         return trainer.population, fitnesses
+
+    def _resume_hint(self) -> str:
+        """The Python call that continues this run from its last checkpoint."""
+        checkpoint = str(self.last_checkpoint)
+        source = getattr(self.trainer, "manifest_source", None) or self.options.source
+        if source:
+            call = (f"LocalTrainer.from_manifest({str(source)!r}, "
+                    f"resume_from_checkpoint={checkpoint!r}).train()")
+        else:
+            call = f"LocalTrainer(..., resume_from_checkpoint={checkpoint!r}).train()"
+        return f"{call} (or call train() again on this trainer)"
 
     # ------------------------------------------------------------------ names and folders
     @property
@@ -168,6 +185,16 @@ class TrainSession:
         manifest = self.trainer.manifest_dict()
         header = (f"# resolved manifest of this run (seed {self.trainer.seed}"
                   + (f", from {self.options.source}" if self.options.source else "") + ")\n")
+        resumed = self._resumed_from
+        if resumed is not None:
+            # Members continue with the algorithm settings saved in the checkpoint (their
+            # own, possibly mutated, hyperparameters), so that is what this run uses.
+            saved = resumed.get("manifest") or {}
+            if isinstance(saved.get("algorithm"), dict):
+                manifest["algorithm"] = saved["algorithm"]
+            loop = resumed.get("loop") or {}
+            header += (f"# resumed from {resumed.get('checkpoint')} (generation "
+                       f"{loop.get('generation')}); algorithm settings as saved there\n")
         (self.run_dir / MANIFEST_FILE).write_text(
             header + yaml.safe_dump(manifest, sort_keys=False))
 
@@ -199,6 +226,12 @@ class TrainSession:
         name = f"gen{state.generation:05d}-step{step:010d}"
         if state.members_done:
             name += f"-member{state.members_done}"
+        base, again = name, 1
+        while (self.checkpoint_root / name).exists():
+            # A resumed run stopped again at the same point: never rewrite the checkpoint it
+            # resumed from (a kill mid-write would leave neither).
+            again += 1
+            name = f"{base}-{again}"
         memory = self.trainer.memory
         keep_buffer = memory is not None and self.options.checkpoint_replay_buffer
         folder = write_checkpoint(
@@ -214,6 +247,7 @@ class TrainSession:
         )
         if self.trainer.training_spec.overwrite_checkpoints:
             prune_checkpoints(self.checkpoint_root, keep=folder)
+        remove_torn_writes(self.checkpoint_root)  # what a killed earlier write left behind
         self.last_checkpoint = folder
 
     def _trainer_state(self, reason: str) -> dict[str, Any]:
@@ -230,13 +264,41 @@ class TrainSession:
         }
 
     def _restore(self, resume: Any) -> None:
-        from agilerl.checkpoint import restore_rng_state
+        from agilerl.checkpoint import CheckpointError, restore_rng_state
 
-        self.state.load_state_dict(resume["loop"])
-        self.evolution.load_state_dict(resume["evolution"])
-        restore_rng_state(resume["rng"])
+        try:
+            self.state.load_state_dict(resume["loop"])
+            self.evolution.load_state_dict(resume["evolution"])
+            restore_rng_state(resume["rng"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                RuntimeError) as exc:
+            raise CheckpointError(
+                f"checkpoint {resume.get('checkpoint')}: trainer.pt holds a loop, evolution or "
+                f"RNG state this run cannot continue from ({type(exc).__name__}: {exc})"
+            ) from None
         # A resumed run may be given a larger budget: it then continues past its old end.
         self.state.finished = False
+        trained = min((self.backend.steps(m) for m in range(len(self.backend))), default=0)
+        if not self.state.members_done and trained >= self.settings.max_steps:
+            import warnings
+
+            warnings.warn(
+                f"checkpoint {resume.get('checkpoint')} already trained every member "
+                f"{trained} steps, the whole training.max_steps ({self.settings.max_steps}): "
+                "nothing is left to train; raise training.max_steps to continue",
+                UserWarning, stacklevel=4)
+
+    def _continue(self, previous: dict[str, Any]) -> None:
+        """Pick up where this trainer's previous ``train()`` stopped: finish an interrupted
+        run's budget, or give a finished run ``max_steps`` more steps per member."""
+        self.state.load_state_dict(previous["loop"])
+        self.evolution.load_state_dict(previous["evolution"])
+        if self.state.finished:
+            most = max((self.backend.steps(m) for m in range(len(self.backend))), default=0)
+            self.settings.max_steps = most + int(self.trainer.training_spec.max_steps)
+            self.state.finished = False
+            self.state.stopped_early = False
+            self.state.early_stop = EarlyStopping(self.settings.target_score)
 
     def _threads(self) -> Any:
         """Run with ``torch_threads`` intra-op threads on CPU, restoring the setting after.

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agilerl.training.arguments import algorithm_from_name, explained, refuse, require
 from agilerl.training.errors import (
     TrainingInterrupted,
     UnsupportedAlgorithmError,
@@ -91,6 +92,9 @@ def _fold_tournament(cls_name: str, selection: Any, kwargs: dict[str, Any]) -> A
 class Trainer:
     """Shared construction: algorithm/env/training/HPO specs, manifests in and out."""
 
+    #: The manifest file the trainer was built from (``from_manifest`` with a path), if any.
+    manifest_source: str | None = None
+
     def __init__(
         self,
         algorithm: Any,
@@ -103,8 +107,22 @@ class Trainer:
     ) -> None:
         selection_strategy = _fold_tournament(type(self).__name__, selection_strategy, kwargs)
         models = _models()
+        require(algorithm, "algorithm", "an algorithm spec or a registered name such as 'DQN'")
+        require(environment, "environment",
+                 "an environment spec, an object with make_env(), or a Gymnasium id")
         if isinstance(algorithm, str):
-            algorithm = models.ALGO_REGISTRY[algorithm]()  # unknown name -> KeyError
+            algorithm = algorithm_from_name(algorithm)
+        elif getattr(algorithm, "algo_name", None) is None \
+                and str(getattr(algorithm, "name", "")) not in models.ALGO_REGISTRY:
+            # Neither a local spec nor a light (Arena) spec of a registered algorithm.
+            refuse("algorithm", "a registered name such as 'DQN' or an algorithm spec "
+                    "(DQNSpec(...))", algorithm)
+        if not isinstance(environment, str | Mapping) and not hasattr(environment, "make_env") \
+                and not hasattr(environment, "name"):
+            refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
+                    "object with make_env()", environment)
+        if isinstance(training, Mapping):
+            training = models.TrainingSpec.model_validate(dict(training))
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -128,11 +146,12 @@ class Trainer:
         are forwarded to the constructor.
         """
         models = _models()
+        source = os.fspath(manifest) if isinstance(manifest, str | os.PathLike) else None
         if not isinstance(manifest, models.TrainingManifest):
             if isinstance(manifest, os.PathLike):
                 manifest = os.fspath(manifest)
             manifest = models.TrainingManifest.get_validated(manifest, mode="python")
-        return cls(
+        trainer = cls(
             algorithm=manifest.algorithm,
             environment=cls._env_spec_from_manifest(manifest),
             training=manifest.training,
@@ -141,6 +160,8 @@ class Trainer:
             replay_buffer=manifest.replay_buffer,
             **kwargs,
         )
+        trainer.manifest_source = source
+        return trainer
 
     @classmethod
     def _env_spec_from_manifest(cls, manifest: Any) -> Any:
@@ -227,13 +248,26 @@ class LocalTrainer(Trainer):
             if self.selection_strategy_spec is None:
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
         build.check_selection(self.selection_strategy_spec, self.training_spec)
-        self.device = build.resolve_device(device)
+        self.device = build.resolve_device(device)  # before anything is built on it
         self.accelerator = accelerator
         self.tokenizer = None
         self.seed = build.resolve_seed(seed)
-        self.env = self._make_env()
+        self.env: Any = None
+        with explained(f"environment {self._env_label()}", environment=True):
+            self.env = self._make_env()
+        try:
+            self._build_rest(resume_from_checkpoint)
+        except BaseException:
+            self.close()  # no worker processes left behind by a failed construction
+            raise
+
+    def _build_rest(self, resume_from_checkpoint: str | os.PathLike[str] | None) -> None:
+        from agilerl.training import build
+
         self.env_factory = None
-        self.population = build.make_population(self)
+        with explained(f"the {algo_name(self.algorithm_spec)} population for environment "
+                        f"{self._env_label()}"):
+            self.population = build.make_population(self)
         self.mutations = build.make_mutations(self.mutation_spec, self.algorithm_spec, self.seed)
         self.selection_strategy = build.make_selection(
             self.selection_strategy_spec, len(self.population), self.seed, self.mutation_spec
@@ -244,6 +278,7 @@ class LocalTrainer(Trainer):
 
         self.train_fn = TrainSession.run
         self._resume: Any = None
+        self._continuation: Any = None  # where the last train() stopped (see TrainSession)
         #: Where the last ``train()`` call saved the elite, its last checkpoint, its run folder.
         self.last_elite_path: Path | None = None
         self.last_checkpoint: Path | None = None
@@ -254,9 +289,21 @@ class LocalTrainer(Trainer):
             self._resume = load_resume(self, resume_from_checkpoint)
         build.tag_subpopulations(self.population, self.selection_strategy)
 
+    def close(self) -> None:
+        """Close the environment (and stop its worker processes, if any). ``train()``
+        rebuilds it when called again."""
+        env, self.env = getattr(self, "env", None), None
+        if env is not None:
+            env.close()
+
     # ------------------------------------------------------------------ construction
+    def _env_label(self) -> str:
+        spec = self.env_spec
+        return repr(str(getattr(spec, "name", None) or getattr(spec, "entrypoint", None)
+                         or type(spec).__name__))
+
     def _resolve_env_spec(self, environment: Any) -> Any:
-        if isinstance(environment, str):
+        if isinstance(environment, str | Mapping):
             from agilerl.models.env import resolve_env_spec
 
             return resolve_env_spec(self.algorithm_spec, environment)
@@ -319,7 +366,12 @@ class LocalTrainer(Trainer):
 
         Ctrl-C (SIGINT) or SIGTERM, in the main thread, finishes the member being trained,
         writes a checkpoint and raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``)
-        naming it and the signal; a second signal aborts at once.
+        naming it, the signal and the call that resumes from it; a second signal aborts at
+        once.
+
+        Calling ``train()`` again continues from where the previous call stopped: an
+        interrupted run finishes its budget; a finished one trains ``max_steps`` more steps
+        per member (generations, fitness history and evolution state carry on).
         """
         training = self.training_spec
         if checkpoint_steps is not None:
@@ -337,6 +389,9 @@ class LocalTrainer(Trainer):
         if getattr(training, "max_wall_seconds", None) is not None:
             warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
                           "it is ignored here", UserWarning, stacklevel=2)
+        if self.env is None:  # closed after an earlier train(): build it again
+            with explained(f"environment {self._env_label()}", environment=True):
+                self.env = self._make_env()
         from agilerl.training.session import TrainOptions, TrainSession
 
         options = TrainOptions(

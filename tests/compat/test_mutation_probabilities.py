@@ -53,7 +53,7 @@ def test_train_prints_the_note_once(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert train_mod.main([str(path), "--seed", "1", "--run-dir", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "mutation.probabilities" in line]
-    assert len(notes) == 1 and notes[0].startswith("warning: ") and "m.yaml:" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith("agilerl train: warning: ") and "m.yaml:" in notes[0]
     assert "ManifestWarning" not in err
 
 

@@ -302,7 +302,9 @@ def test_chunked_async_worker_error_is_reported(user_env_dir: Path) -> None:
     )
     env = make_vector_env(bad)
     env.reset(seed=0)
-    with pytest.raises(RuntimeError, match="Sub-env worker raised ValueError: boom in step"):
+    with pytest.raises(RuntimeError, match="'Count': sub-env worker process .* raised "
+                       "ValueError: boom in step") as info:
         env.step(np.zeros(3, dtype=np.int64))
+    assert "Traceback" not in str(info.value) and "boom" in info.value.worker_traceback
     env.close()
     assert not any(process.is_alive() for process in env.processes)

@@ -19,6 +19,10 @@ import torch
 from gymnasium import spaces
 
 
+class IncompatibleSpaceError(ValueError):
+    """An algorithm cannot act in an environment's action space (DQN on a Box)."""
+
+
 def _part_dim(space: gym.Space) -> int:
     if isinstance(space, spaces.Discrete):
         return int(space.n)
