@@ -1,6 +1,10 @@
 """Side by side with the reference library: the same manifests through both trainers.
 
     python bench/peer.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps N] [--ours-only]
+                         [--target RETURN]
+
+A manifest is a name in ``shared/bench-manifests`` (the reference's own benchmark set), a
+name in ``bench/manifests`` (ours, for algorithms that set has no manifest for), or a path.
 
 The reference (``agilerl==2.58.0`` with ``torch==2.13.0``) is installed into its own virtual
 environment (``$AGILERL_PEER_VENV`` or ``/tmp/agilerl-peer-venv``) on first use. Each run is a
@@ -9,8 +13,9 @@ fresh process started by this script, executing this same file in ``--driver`` m
 * counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class
   (steps taken while a member is being evaluated are not counted as training);
 * times the first training step from the moment this script launched the process;
-* records, at every evaluation, the train steps and seconds elapsed, to report when a
-  member first reached 475;
+* records, at every evaluation, the train steps, seconds elapsed and fitness, to report
+  when a member first reached the target return: ``--target``, else the reference's best
+  return in the same run (so "time to the reference's best" compares like with like);
 * reports the best final fitness returned by ``trainer.train()``.
 
 Peak memory is sampled here from ``/proc`` for the driver and all its descendants (async
@@ -31,11 +36,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MANIFEST_DIR = REPO.parent / "shared" / "bench-manifests"
+MANIFEST_DIRS = (REPO.parent / "shared" / "bench-manifests", REPO / "bench" / "manifests")
 PEER_VENV = Path(os.environ.get("AGILERL_PEER_VENV", "/tmp/agilerl-peer-venv"))
 # agilerl 2.58.0 imports peft unconditionally (agilerl.distributed) without declaring it.
 PEER_REQUIREMENTS = ["agilerl==2.58.0", "torch==2.13.0", "peft"]
-SOLVED = 475.0
 
 
 # --------------------------------------------------------------------------- driver side
@@ -53,7 +57,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
                                             max_steps)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
-                    "solved_at": None, "evaluating": False}
+                    "history": [], "evaluating": False}
 
     import gymnasium
     from gymnasium.vector import VectorEnv, VectorWrapper
@@ -98,9 +102,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
             finally:
                 record["evaluating"] = False
                 record["eval_seconds"] += time.time() - start
-            if record["solved_at"] is None and float(fitness) >= SOLVED:
-                record["solved_at"] = {"steps": record["train_steps"],
-                                       "seconds": time.time() - launched}
+            record["history"].append((record["train_steps"], time.time() - launched,
+                                      float(fitness)))
             return fitness
 
         cls.test = test
@@ -120,7 +123,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "train_steps": record["train_steps"],
         "train_steps_per_second": record["train_steps"] / train_seconds if train_seconds else None,
         "best_fitness": max(flat) if flat else None,
-        "solved_at": record["solved_at"],
+        "history": record["history"],
     }
     Path(out).write_text(json.dumps(result))
 
@@ -217,10 +220,28 @@ def _fmt(value: object, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _row(name: str, r: dict) -> str:
+def _reached(result: dict, target: float | None) -> dict:
+    """The train steps and seconds at the first evaluation reaching ``target`` ({} if none)."""
+    if target is None:
+        return {}
+    for steps, seconds, fitness in result.get("history", []):
+        if fitness >= target:
+            return {"steps": steps, "seconds": seconds}
+    return {}
+
+
+def _manifest_path(name: str) -> Path:
+    for folder in MANIFEST_DIRS:
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return Path(name)
+
+
+def _row(name: str, r: dict, target: float | None) -> str:
     if "error" in r:
         return f"  {name:<10} FAILED: {r['error']}"
-    solved = r.get("solved_at") or {}
+    solved = _reached(r, target)
     return (f"  {name:<10} {_fmt(r['wall_seconds'], '8.1f')} {_fmt(r['train_steps_per_second'], '10.0f')}"
             f" {_fmt(r['first_step_seconds'], '9.2f')} {_fmt(r['peak_rss_mb'], '8.0f')}"
             f" {_fmt(r['best_fitness'], '8.1f')} {_fmt(solved.get('steps'), '10d')}"
@@ -243,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=None,
                         help="shrink training.max_steps (same for both libraries)")
     parser.add_argument("--ours-only", action="store_true")
+    parser.add_argument("--target", type=float, default=None,
+                        help="return to time (default: the reference's best in this run)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="change a manifest value for both libraries (repeatable)")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
@@ -259,20 +282,32 @@ def main(argv: list[str] | None = None) -> int:
     if peer_python is None and not args.ours_only:
         print("reference half skipped (see the message above); measuring ours only")
     header = (f"  {'library':<10} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
-              f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
+              f" {'best':>8} {'steps@tgt':>10} {'s@tgt':>9}")
     for name in args.manifests:
-        manifest = MANIFEST_DIR / f"{name}.yaml"
+        manifest = _manifest_path(name)
         changes = ([f"max_steps={args.max_steps}"] if args.max_steps else []) + args.set
         print(f"\n{name} ({manifest})" + (f", {', '.join(changes)}" if changes else ""))
-        print(header, flush=True)
         ours = _measure(sys.executable, manifest, args.max_steps, ours_env, args.set)
-        print(_row("agilerl", ours), flush=True)
-        if peer_python:
-            peer = _measure(peer_python, manifest, args.max_steps, env, args.set)
-            print(_row("reference", peer), flush=True)
+        peer = _measure(peer_python, manifest, args.max_steps, env, args.set) \
+            if peer_python else None
+        target = args.target
+        if target is None and peer is not None and "error" not in peer:
+            target = peer["best_fitness"]
+        print(f"  target return: {_fmt(target, '.1f')}"
+              + ("" if args.target is not None else " (the reference's best in this run)"))
+        print(header)
+        print(_row("agilerl", ours, target))
+        if peer is not None:
+            print(_row("reference", peer, target))
             if "error" not in ours and "error" not in peer and peer["train_steps_per_second"]:
-                print(f"  ratio: {ours['train_steps_per_second'] / peer['train_steps_per_second']:.2f}x "
-                      f"steps/s, {ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x RSS")
+                ratio = ours["train_steps_per_second"] / peer["train_steps_per_second"]
+                line = f"  ratio: {ratio:.2f}x steps/s, " \
+                       f"{ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x memory"
+                ours_t, peer_t = _reached(ours, target), _reached(peer, target)
+                if ours_t and peer_t:
+                    line += f", {ours_t['seconds'] / peer_t['seconds']:.2f}x time to target"
+                print(line)
+        sys.stdout.flush()
     print("\nraw env + policy step rate (ceiling for the loop):")
     print(_raw_env_rate(sys.executable, ours_env))
     return 0

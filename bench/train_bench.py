@@ -30,21 +30,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"])
     parser.add_argument("--max-steps", type=int, default=20_000)
+    parser.add_argument("--target", type=float, default=475.0,
+                        help="return to time (default 475, CartPole-v1 solved)")
     parser.add_argument("--collect-only", action="store_true",
                         help="also measure DQN with learning disabled (loop + env + policy only)")
     args = parser.parse_args(argv)
     peer = _peer_module()
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
     print(f"  {'manifest':<14} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
-          f" {'best':>8} {'steps@475':>10} {'s@475':>9}")
+          f" {'best':>8} {'steps@tgt':>10} {'s@tgt':>9}")
     for name in args.manifests:
-        result = peer._measure(sys.executable, peer.MANIFEST_DIR / f"{name}.yaml",
+        result = peer._measure(sys.executable, peer._manifest_path(name),
                                args.max_steps, env)
-        print(peer._row(name, result), flush=True)
+        print(peer._row(name, result, args.target), flush=True)
     if args.collect_only:
-        result = peer._measure(sys.executable, peer.MANIFEST_DIR / "dqn_cartpole.yaml",
+        result = peer._measure(sys.executable, peer._manifest_path("dqn_cartpole"),
                                args.max_steps, env, ["training.learning_delay=1000000000"])
-        print(peer._row("dqn-collect", result), flush=True)
+        print(peer._row("dqn-collect", result, args.target), flush=True)
     print("\nraw env + policy step rate (ceiling for the loop):")
     print(peer._raw_env_rate(sys.executable, env))
     return 0
