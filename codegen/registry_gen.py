@@ -86,7 +86,14 @@ def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target:
              + "".join(f'    "{model}": MappingProxyType({fields!r}),\n'
                        for model, fields in null_means(models).items()) + "})\n")
     text += ('"""Model -> {field: value a null stands for} (``x-null-means``): fields whose default\n'
-             'is null for the manifest\'s sake, but that the trainer reads as this value."""\n')
+             'is null for the manifest\'s sake, but that the trainer reads as this value."""\n\n')
+    text += ("DEFERRED_ENCODER_SEEDS: MappingProxyType[str, dict[str, object]] = "
+             "MappingProxyType({\n"
+             + "".join(f'    "{arch}": {seed!r},\n'
+                       for arch, seed in deferred_seeds(models).items()) + "})\n")
+    text += ('"""Encoder arch -> the required encoder fields seeded when a network gives no\n'
+             'encoder_config (``x-deferred-seed``); optional fields take their defaults.\n'
+             'Copy a seed before changing it."""\n')
     return text
 
 
@@ -101,6 +108,12 @@ def null_means(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def deferred_seeds(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Encoder arch -> the encoder fields seeded for a network without ``encoder_config``."""
+    return {schema["properties"]["arch"]["const"]: schema["x-deferred-seed"]
+            for schema in models.values() if "x-deferred-seed" in schema}
+
+
 def init_module(doc: str, models: dict[str, dict[str, Any]], catalog: Catalog) -> str:
     public = sorted(n for n in models if not n.startswith("_"))
     aliases = {alias: key for key, prop in catalog.manifest["properties"].items()
@@ -110,13 +123,14 @@ def init_module(doc: str, models: dict[str, dict[str, Any]], catalog: Catalog) -
              "from .models import ("]
     lines += [f"    {n}," for n in public]
     lines += [")", "from .registry import (", "    ALGORITHMS,", "    ENVIRONMENT_SPECS,",
-              "    NULL_MEANS,", "    REGISTRY,", "    AgentType,", "    AlgorithmEntry,", "    AlgorithmSpecUnion,", ")",
+              "    DEFERRED_ENCODER_SEEDS,", "    NULL_MEANS,", "    REGISTRY,", "    AgentType,", "    AlgorithmEntry,", "    AlgorithmSpecUnion,", ")",
               "", f"MANIFEST_KEYS: tuple[str, ...] = {tuple(keys)!r}",
               '"""Top-level manifest keys (canonical spellings)."""', "",
               f"MANIFEST_KEY_ALIASES: dict[str, str] = {aliases!r}",
               '"""Accepted alternative top-level keys -> canonical key."""', "",
               "__all__ = ["]
-    exported = sorted([*public, "ALGORITHMS", "ENVIRONMENT_SPECS", "NULL_MEANS", "REGISTRY", "AgentType",
+    exported = sorted([*public, "ALGORITHMS", "DEFERRED_ENCODER_SEEDS", "ENVIRONMENT_SPECS",
+                       "NULL_MEANS", "REGISTRY", "AgentType",
                        "AlgorithmEntry", "AlgorithmSpecUnion", "MANIFEST_KEYS",
                        "MANIFEST_KEY_ALIASES", "NOT_NULL", "Integer", "RuntimeObject",
                        "SpecModel", "tag_of"])

@@ -92,17 +92,12 @@ ENCODER_SPECS: dict[str, type[Any]] = {
 }
 """``arch`` value → encoder spec class."""
 
-DEFERRED_ENCODER_SEEDS: Mapping[str, Mapping[str, Any]] = {
-    "mlp": {"hidden_size": [64, 64]},
-    "cnn": {"channel_size": [32, 32], "kernel_size": [3, 3], "stride_size": [1, 1]},
-    "simba": {"hidden_size": 128, "num_blocks": 2},
-    "lstm": {"hidden_state_size": 128, "num_layers": 2},
-    "multiinput": {},
-}
+DEFERRED_ENCODER_SEEDS: Mapping[str, Mapping[str, Any]] = gen.DEFERRED_ENCODER_SEEDS
 """Inferred ``arch`` → the required encoder fields seeded for a network without an ``arch``
 (spec §5.3). The manifest checker seeds them to check what the user wrote; the trainer seeds
 the encoder it builds. The user's ``encoder_config`` keys overlay them; optional fields take
-their schema defaults. Read-only: copy before changing."""
+their schema defaults. Read-only: copy before changing. Written in ``schemas/`` as each
+encoder's ``x-deferred-seed``."""
 
 #: Generated encoder class → its public subclass (the generated class is the public one's
 #: last base).

@@ -14,13 +14,17 @@ from typing import Any
 
 NetworkConfig = dict[str, Any]
 
-#: Used only when an algorithm is built without any network section at all (programmatic
-#: use); a manifest's deferred network is resolved by the trainer before this point. The
-#: sizes match the trainer's seed for a deferred MLP encoder.
-DEFAULT_NETWORK: dict[str, Any] = {
-    "encoder_config": {"arch": "mlp", "hidden_size": [64, 64]},
-    "head_config": {"hidden_size": [64]},
-}
+def default_network() -> dict[str, Any]:
+    """The network of an algorithm built without any network section (programmatic use): the
+    seeded MLP encoder and the schema's default head (a manifest's deferred network is
+    resolved by the trainer before this point)."""
+    import agilerl.models.networks as models
+
+    return {
+        "encoder_config": {"arch": "mlp", **copy.deepcopy(dict(
+            models.DEFERRED_ENCODER_SEEDS["mlp"]))},
+        "head_config": copy.deepcopy(models.NetworkSpec.model_fields["head_config"].default),
+    }
 
 
 def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> NetworkConfig:
@@ -34,7 +38,7 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
     import agilerl.models.networks as models
 
     if net_config is None:
-        raw: dict[str, Any] = copy.deepcopy(DEFAULT_NETWORK)
+        raw: dict[str, Any] = default_network()
     elif hasattr(net_config, "model_dump"):
         raw = _dump_network_model(net_config)
     elif isinstance(net_config, Mapping):
@@ -60,7 +64,8 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
         # Validate the section as written, then encode the flattened, concatenated
         # observation parts with one MLP built from ``mlp_config``.
         spec_cls.model_validate({**raw, "encoder_config": {"arch": "multiinput", **encoder}})
-        default_mlp = {k: v for k, v in DEFAULT_NETWORK["encoder_config"].items() if k != "arch"}
+        default_mlp = {k: v for k, v in default_network()["encoder_config"].items()
+                       if k != "arch"}
         encoder = dict(encoder.get("mlp_config") or default_mlp)
         encoder.pop("arch", None)
     raw["encoder_config"] = encoder

@@ -193,3 +193,19 @@ def test_registering_needs_a_name_and_replacing_is_logged(private_registry, capl
     replacement = registered(type("OtherDQN", (DQN,), {"algo": "DQN"}))
     assert algorithm_class("DQN") is replacement
     assert "already has an implementation; replacing DQN with OtherDQN" in caplog.text
+
+
+def test_default_network_comes_from_the_schema():
+    """A network built with no section: the MLP seed and the head default of schemas/."""
+    import json
+
+    from agilerl.networks.config import default_network
+
+    schema = json.loads((REPO / "schemas" / "sections" / "network.schema.json").read_text())
+    defs = schema["$defs"]
+    net = default_network()
+    assert net["encoder_config"] == {"arch": "mlp", **defs["MlpSpec"]["x-deferred-seed"]}
+    assert net["head_config"] == defs["NetworkSpec"]["properties"]["head_config"]["default"]
+    net["encoder_config"]["hidden_size"].append(1)  # a copy: the seed itself is unchanged
+    assert default_network()["encoder_config"]["hidden_size"] == \
+        defs["MlpSpec"]["x-deferred-seed"]["hidden_size"]

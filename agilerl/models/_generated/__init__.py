@@ -89,6 +89,7 @@ from .models import (
 from .registry import (
     ALGORITHMS,
     ENVIRONMENT_SPECS,
+    DEFERRED_ENCODER_SEEDS,
     NULL_MEANS,
     REGISTRY,
     AgentType,
@@ -114,6 +115,7 @@ __all__ = [
     "CnnSpec",
     "ContinuousQNetworkSpec",
     "DDPGSpec",
+    "DEFERRED_ENCODER_SEEDS",
     "DPOSpec",
     "DQNSpec",
     "DeterministicActorSpec",

@@ -381,3 +381,14 @@ NULL_MEANS: MappingProxyType[str, MappingProxyType[str, object]] = MappingProxyT
 })
 """Model -> {field: value a null stands for} (``x-null-means``): fields whose default
 is null for the manifest's sake, but that the trainer reads as this value."""
+
+DEFERRED_ENCODER_SEEDS: MappingProxyType[str, dict[str, object]] = MappingProxyType({
+    "mlp": {'hidden_size': [64, 64]},
+    "cnn": {'channel_size': [32, 32], 'kernel_size': [3, 3], 'stride_size': [1, 1]},
+    "lstm": {'hidden_state_size': 128, 'num_layers': 2},
+    "simba": {'hidden_size': 128, 'num_blocks': 2},
+    "multiinput": {},
+})
+"""Encoder arch -> the required encoder fields seeded when a network gives no
+encoder_config (``x-deferred-seed``); optional fields take their defaults.
+Copy a seed before changing it."""

@@ -65,6 +65,7 @@ from .models import (
 from .registry import (
     ALGORITHMS,
     ENVIRONMENT_SPECS,
+    DEFERRED_ENCODER_SEEDS,
     NULL_MEANS,
     REGISTRY,
     AgentType,
@@ -89,6 +90,7 @@ __all__ = [
     "ContinuousQNetworkSpec",
     "CosineLRScheduleConfig",
     "DDPGSpec",
+    "DEFERRED_ENCODER_SEEDS",
     "DPOSpec",
     "DQNSpec",
     "DeterministicActorSpec",
