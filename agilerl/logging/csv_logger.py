@@ -36,21 +36,31 @@ class CSVLogger(MetricsLogger):
     Args:
         path: the CSV file, or a folder (then ``folder/metrics.csv``).
         append: keep rows of an existing file (resuming a run) instead of starting afresh.
+        keep_until_step: with ``append``, drop the kept rows logged after this global step:
+            a run resumed from a checkpoint at that step logs them again, so the file holds
+            each step once.
     """
 
-    def __init__(self, path: str | os.PathLike[str], append: bool = False):
+    def __init__(self, path: str | os.PathLike[str], append: bool = False,
+                 keep_until_step: int | None = None):
         target = Path(path)
         if target.suffix.lower() != ".csv":
             target = target / METRICS_CSV_NAME
         target.parent.mkdir(parents=True, exist_ok=True)
         self.path = target
         self.fields: list[str] = []
+        self._handle: Any = None
         if append and target.is_file():
             with target.open(newline="") as handle:
-                self.fields = list(csv.DictReader(handle).fieldnames or [])
+                reader = csv.DictReader(handle)
+                self.fields = list(reader.fieldnames or [])
+                rows = list(reader)
+            if keep_until_step is not None:
+                kept = [row for row in rows if _step_of(row) <= keep_until_step]
+                if len(kept) < len(rows):
+                    self._rewrite(kept)
         elif target.exists():
             target.unlink()
-        self._handle: Any = None
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         row = {key: _cell(value) for key, value in metrics.items()}
@@ -85,6 +95,10 @@ class CSVLogger(MetricsLogger):
             if self.path.exists():
                 self.path.unlink()
             return
+        self._rewrite(rows)
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        """Replace the file, atomically, by the header and ``rows``."""
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".metrics-", suffix=".csv")
         try:
             with os.fdopen(fd, "w", newline="") as handle:
@@ -100,3 +114,11 @@ class CSVLogger(MetricsLogger):
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+
+
+def _step_of(row: Mapping[str, str]) -> float:
+    """A row's global step (rows without one are kept: they sort first)."""
+    try:
+        return float(row.get(GLOBAL_STEP_KEY) or "-inf")
+    except ValueError:
+        return float("-inf")

@@ -19,6 +19,7 @@ def make_run_loggers(
     env_name: str,
     csv_path: str | os.PathLike[str] | None = None,
     csv_append: bool = False,
+    csv_keep_until_step: int | None = None,
     tensorboard: bool = False,
     tensorboard_log_dir: str | os.PathLike[str] | None = None,
     wb: bool = False,
@@ -31,14 +32,15 @@ def make_run_loggers(
     """The loggers a run asked for, sharing one timestamp; an empty composite if none.
 
     ``csv_path`` is the run folder or CSV file (``None``: no CSV); ``csv_append`` keeps an
-    existing file's rows (resume). If a later logger fails to start, the ones already
+    existing file's rows (resume), less those after ``csv_keep_until_step``. If a later logger fails to start, the ones already
     started are closed before the error propagates.
     """
     stamp = timestamp or run_timestamp()
     loggers: list[MetricsLogger] = []
     try:
         if csv_path is not None:
-            loggers.append(CSVLogger(csv_path, append=csv_append))
+            loggers.append(CSVLogger(csv_path, append=csv_append,
+                                     keep_until_step=csv_keep_until_step))
         if tensorboard:
             from agilerl.logging.tensorboard import TensorBoardLogger
 

@@ -104,6 +104,7 @@ class TrainSession:
             algo=self.algo, env_name=self.env_name,
             csv_path=self.run_dir if options.run_dir is not None else None,
             csv_append=self._resumed,
+            csv_keep_until_step=self._global_steps() if self._resumed else None,
             tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
             wb=options.wb, wandb_api_key=options.wandb_api_key,
             wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),

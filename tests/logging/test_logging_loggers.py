@@ -177,3 +177,20 @@ def test_make_run_loggers_empty() -> None:
     assert loggers.loggers == []
     loggers.log({"train/global_step": 1})
     loggers.close()
+
+
+def test_csv_append_drops_rows_after_the_resumed_step(tmp_path):
+    """A run resumed from a checkpoint at step 200 logs steps after 200 again: the kept file
+    holds each step once."""
+    from agilerl.logging.csv_logger import CSVLogger
+
+    first = CSVLogger(tmp_path)
+    for step in (100, 200, 300, 400):
+        first.log({"eval/best_fitness": step / 10}, step=step)
+    first.close()
+    resumed = CSVLogger(tmp_path, append=True, keep_until_step=200)
+    for step in (300, 400):
+        resumed.log({"eval/best_fitness": step / 10}, step=step)
+    resumed.close()
+    rows = (tmp_path / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["100", "200", "300", "400"]

@@ -138,3 +138,21 @@ def test_sigterm_while_starting_stops_with_143(tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr
     assert "stopped by SIGTERM" in stderr and "Traceback" not in stderr
+
+
+def test_resume_into_the_same_run_folder_logs_each_step_once(tiny_dqn_file, tmp_path):
+    """Resuming from an earlier checkpoint into the run folder that already holds later rows:
+    metrics.csv ends with each generation once, as the uninterrupted run wrote it."""
+    run_dir = tmp_path / "run"
+    done = _train(tiny_dqn_file, "--no-verbose", "--seed", 1, "--run-dir", run_dir,
+                  "--checkpoint-steps", 200, "training.pop_size=2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    uninterrupted = (run_dir / "metrics.csv").read_text().splitlines()
+    first = sorted(p for p in (run_dir / "checkpoints").iterdir() if (p / "index.json").exists())
+    done = _train(tiny_dqn_file, "--no-verbose", "--run-dir", run_dir,
+                  "--resume-from-checkpoint", first[0], "training.pop_size=2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    resumed = (run_dir / "metrics.csv").read_text().splitlines()
+    steps = [line.split(",")[0] for line in resumed[1:]]
+    assert len(steps) == len(set(steps)) == len(uninterrupted) - 1
+    assert steps == [line.split(",")[0] for line in uninterrupted[1:]]
