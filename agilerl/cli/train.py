@@ -273,6 +273,12 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
     except OverrideError as exc:  # a path through a scalar: the command line is wrong
         _error(str(exc))
         return EXIT_USAGE
+    try:  # a device that is not there is named before anything is announced or built
+        from agilerl.training.build import resolve_device
+
+        args.device = resolve_device(args.device)
+    except Exception as exc:
+        return _report(exc)
     env = manifest.environment
     env_name = env.get("name") if isinstance(env, dict) else getattr(env, "name", None)
     _say(args, f"Building a population of {manifest.training.pop_size} "

@@ -156,3 +156,10 @@ def test_resume_into_the_same_run_folder_logs_each_step_once(tiny_dqn_file, tmp_
     steps = [line.split(",")[0] for line in resumed[1:]]
     assert len(steps) == len(set(steps)) == len(uninterrupted) - 1
     assert steps == [line.split(",")[0] for line in uninterrupted[1:]]
+
+
+def test_missing_device_is_named_before_anything_is_built(tiny_dqn_file, tmp_path):
+    done = _train(tiny_dqn_file, "--device", "cuda:3", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "device 'cuda:3' is not available" in done.stderr
+    assert "Building" not in done.stdout and "Traceback" not in done.stderr
