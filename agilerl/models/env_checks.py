@@ -78,12 +78,24 @@ def gymnasium_ids() -> dict[str, str] | None:
     """Registered Gymnasium ids → module of their entry point; None without Gymnasium.
 
     When Gymnasium is already imported its live registry is used (so ids registered by the
-    program count); otherwise the ids a fresh import registers, cached on disk.
+    program count); otherwise the ids a fresh import registers, cached on disk. The ids
+    this library ships (``agilerl.env_registry``) are always included.
     """
     live = sys.modules.get("gymnasium")
     if live is not None and hasattr(live, "registry"):
-        return {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
-    return installed_gymnasium_ids()
+        ids = {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
+    else:
+        ids = installed_gymnasium_ids()  # type: ignore[assignment]
+    if ids is None:
+        return None
+    return {**shipped_ids(), **ids}
+
+
+def shipped_ids() -> dict[str, str]:
+    """The Gymnasium ids this library registers itself → module of their environment."""
+    from agilerl.env_registry import SHIPPED_ENVS
+
+    return {env_id: _entry_module(entry) for env_id, entry in SHIPPED_ENVS.items()}
 
 
 @functools.lru_cache(maxsize=1)
