@@ -51,3 +51,35 @@ class DummyImageEnv(gym.Env):
         self._t += 1
         terminated = self._t >= self.episode_steps
         return self._observation(), reward, terminated, False, {}
+
+
+class ImageCueDictEnv(DummyImageEnv):
+    """Multi-input probe: ``Dict(image=..., flip=Discrete(2), noise=Box(2,))``.
+
+    The right action is the bright half (0 left, 1 right) XOR ``flip``, so a policy must
+    read both the image and the discrete part (the vector part is noise); reward 1 for the
+    right action, else 0, over :attr:`episode_steps` steps.
+    """
+
+    def __init__(self, channels_last: bool = False):
+        super().__init__(channels_last)
+        self.observation_space = spaces.Dict(
+            {
+                "image": self.observation_space,
+                "flip": spaces.Discrete(2),
+                "noise": spaces.Box(-1.0, 1.0, (2,), dtype=np.float32),
+            }
+        )
+        self._flip = 0
+
+    def _observation(self) -> dict[str, Any]:  # type: ignore[override]
+        image = super()._observation()
+        self._flip = int(self.np_random.integers(0, 2))
+        noise = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
+        return {"image": image, "flip": self._flip, "noise": noise}
+
+    def step(self, action: Any):
+        reward = 1.0 if int(action) == (self._side ^ self._flip) else 0.0
+        self._t += 1
+        terminated = self._t >= self.episode_steps
+        return self._observation(), reward, terminated, False, {}
