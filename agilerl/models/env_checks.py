@@ -62,7 +62,7 @@ _OPTIONAL_FAMILIES = {
 
 #: Gymnasium namespaces registered by a separate package → (its module, how to install it).
 _NAMESPACE_PACKAGES = {
-    "ALE": ("ale_py", "pip install ale-py"),
+    "ALE": ("ale_py", "pip install 'agilerl[atari]'"),
     "MiniGrid": ("minigrid", "pip install minigrid"),
     "BabyAI": ("minigrid", "pip install minigrid"),
 }
