@@ -124,6 +124,17 @@ def _reward_sign(reward: Any) -> float:
     return float(np.sign(float(reward)))
 
 
+class FoldedSeeds(gymnasium.vector.VectorWrapper):
+    """ale-py's native vector env takes 32-bit seeds only (sub-env ``i`` gets ``seed + i``):
+    larger seeds, as the trainers derive them, are folded into that range (a fixed map,
+    so a seed still names one reset)."""
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        if isinstance(seed, (int, np.integer)):
+            seed = int(seed) % (2**31 - 1 - self.num_envs)
+        return self.env.reset(seed=seed, options=options)
+
+
 class FireReset(gymnasium.Wrapper):
     """Press FIRE after every reset in games that need it to start (Breakout)."""
 

@@ -53,7 +53,8 @@ from typing import Any, Literal
 import gymnasium
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
-from agilerl.envs.atari import is_atari_id, make_atari_env, require_ale
+from agilerl.env_registry import SHIPPED_ENVS, register_shipped_envs
+from agilerl.envs.atari import FoldedSeeds, is_atari_id, make_atari_env, require_ale
 from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.wrappers import ResolvedWrapper, apply_wrappers, resolve_wrappers
@@ -140,6 +141,8 @@ def make_env_factory(
         atari = is_atari_id(name)
         if atari:
             require_ale()
+        elif name in SHIPPED_ENVS:
+            register_shipped_envs()
         # Unknown ids fail here, in this process, with Gymnasium's "Did you mean" message,
         # rather than inside a subprocess of an async vector env.
         gymnasium.spec(name)
@@ -230,6 +233,8 @@ def make_vector_env(
             vectorization_mode="vector_entry_point",
             **dict(_get(spec, "config") or {}),
         )
+        if is_atari_id(_get(spec, "name")):
+            env = FoldedSeeds(env)
     else:
         factory = make_env_factory(spec, extra_wrappers)
         env_fns = [factory] * num_envs

@@ -89,3 +89,22 @@ def test_a_missing_ale_py_says_which_extra_to_install(monkeypatch):
         require_ale()
     extra = missing_extra(caught.value, "environment 'ALE/Breakout-v5'")
     assert extra is not None and "pip install 'agilerl[atari]'" in str(extra)
+
+
+def test_the_manifest_check_knows_ale_ids_when_ale_py_is_installed():
+    from agilerl.models.env_checks import check_gym_id
+
+    assert check_gym_id("ALE/Breakout-v5") is None
+    typo = check_gym_id("ALE/Breakoutt-v5")
+    assert typo is not None and typo.severity == "error"
+    assert typo.suggestion == "ALE/Breakout-v5"
+
+
+def test_the_native_atari_env_takes_the_large_seeds_trainers_derive():
+    env = make_vector_env(_spec("ALE/Breakout-v5", 4), seed=2**40 + 7)
+    try:
+        first, _ = env.reset(seed=2**40 + 7)
+        again, _ = env.reset(seed=2**40 + 7)
+        np.testing.assert_array_equal(first, again)
+    finally:
+        env.close()
