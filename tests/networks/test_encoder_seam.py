@@ -152,3 +152,26 @@ def test_agents_on_composite_spaces_act_learn_and_round_trip_their_state():
     clone = DQN.from_state(copy.deepcopy(dqn.get_state()))
     np.testing.assert_array_equal(clone.greedy_action(batch), dqn.greedy_action(batch))
     assert ppo.get_action(_batch(TUPLE_SPACE, 3))[0].shape == (3,)
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Discrete(4, start=1), spaces.Box(-1, 1, (2, 3), np.float32),
+    spaces.Box(0, 255, (3, 8, 8), np.uint8), TUPLE_SPACE, DICT_SPACE,
+], ids=["discrete", "box", "image", "tuple", "dict"])
+def test_network_input_batches_are_idempotent(space):
+    """Rollouts store ``numpy(obs)`` and the learner converts it again: nothing changes."""
+    from agilerl.algorithms.core.spaces import ObsEncoder
+
+    encoder = ObsEncoder(space)
+    space.seed(0)
+    raw = [space.sample() for _ in range(5)]
+    if isinstance(space, spaces.Dict):
+        batch = {k: np.stack([r[k] for r in raw]) for k in space.spaces}
+    elif isinstance(space, spaces.Tuple):
+        batch = tuple(np.stack([r[i] for r in raw]) for i in range(len(space.spaces)))
+    else:
+        batch = np.stack(raw)
+    once = encoder.numpy(batch)
+    twice = encoder.numpy(once)
+    assert once.shape[0] == 5 and twice.dtype == once.dtype
+    np.testing.assert_array_equal(twice, once)

@@ -107,7 +107,8 @@ class ObsEncoder:
         return self.parts is not None
 
     def numpy(self, obs: Any) -> np.ndarray:
-        """The network input batch as one array: rows of ``shape`` and ``dtype``."""
+        """The network input batch as one array: rows of ``shape`` and ``dtype``. A batch
+        already in that form is returned as it is (``numpy(numpy(x))`` = ``numpy(x)``)."""
         if self.parts is not None:
             if isinstance(obs, np.ndarray) and obs.dtype == self.dtype:
                 return obs  # already structured (from memory)
@@ -117,7 +118,10 @@ class ObsEncoder:
                 out[str(k)] = column
             return out
         if self._discrete:
-            index = np.asarray(obs, dtype=np.int64).reshape(-1) - int(self.space.start)  # type: ignore[attr-defined]
+            given = np.asarray(obs)
+            if given.ndim == 2 and given.shape[1] == self.dim and given.dtype == np.float32:
+                return given  # already one-hot (a rollout's stored batch)
+            index = given.astype(np.int64).reshape(-1) - int(self.space.start)  # type: ignore[attr-defined]
             return np.eye(self.dim, dtype=np.float32)[index]
         if self.image:
             return np.asarray(obs, dtype=self.dtype).reshape(-1, *self.shape)
