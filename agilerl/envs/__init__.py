@@ -7,6 +7,7 @@ vectorisation rules.
 
 from __future__ import annotations
 
+from agilerl.env_registry import register_shipped_envs
 from agilerl.envs.bandit import BanditEnv, load_table, make_bandit_env
 from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv, EnvWorkerError
 from agilerl.envs.entrypoint import load_module, resolve_entrypoint
@@ -26,6 +27,8 @@ from agilerl.envs.pettingzoo_env import (
     make_pz_vector_env,
 )
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrapper, resolve_wrappers
+
+register_shipped_envs()
 
 __all__ = [
     "AUTORESET_MODE",

@@ -10,6 +10,10 @@ Sub-env construction
       Unlike the reference library, ``config`` and ``wrappers`` are honoured for
       registered ids too (it silently ignores them there).
     * ``extra_wrappers`` (wrapper callables from the caller) are applied last.
+    * Atari (``ALE/*`` ids, ale-py): ``config`` also holds the preprocessing options
+      (frame skip, grey scale, resize, frame stack, ...; :mod:`agilerl.envs.atari`), applied
+      before ``wrappers``; with 4+ sub-envs and no wrappers ale-py's native vector env
+      does the same preprocessing itself.
 
 Vectorisation rule (:func:`vector_mode`)
     1. ``native``: the id has a NumPy vector implementation in Gymnasium (CartPole's
@@ -49,6 +53,8 @@ from typing import Any, Literal
 import gymnasium
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
+from agilerl.env_registry import SHIPPED_ENVS, register_shipped_envs
+from agilerl.envs.atari import FoldedSeeds, is_atari_id, make_atari_env, require_ale
 from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.wrappers import ResolvedWrapper, apply_wrappers, resolve_wrappers
@@ -132,12 +138,19 @@ def make_env_factory(
     else:
         if not name:
             raise ValueError("Environment spec needs a 'name' (a Gymnasium id) or an 'entrypoint'.")
+        atari = is_atari_id(name)
+        if atari:
+            require_ale()
+        elif name in SHIPPED_ENVS:
+            register_shipped_envs()
         # Unknown ids fail here, in this process, with Gymnasium's "Did you mean" message,
         # rather than inside a subprocess of an async vector env.
         gymnasium.spec(name)
         _check_box2d(name)
 
         def constructor(**kwargs: Any) -> gymnasium.Env:
+            if atari:  # registers ALE in worker processes too
+                return make_atari_env(name, kwargs)
             return gymnasium.make(name, **kwargs)
 
     def factory() -> gymnasium.Env:
@@ -182,6 +195,8 @@ def vector_mode(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> Vecto
     """Which vectoriser :func:`make_vector_env` uses for ``spec`` (see the module docs)."""
     name = _get(spec, "name")
     customised = bool(_get(spec, "entrypoint") or _get(spec, "wrappers") or extra_wrappers)
+    if not customised and is_atari_id(name):
+        require_ale()
     if not customised and name and _num_envs(spec) >= NATIVE_MIN_ENVS:
         native = _native_entry_point(name)
         if native is not None and _accepts(native, list(_get(spec, "config") or {})):
@@ -218,6 +233,8 @@ def make_vector_env(
             vectorization_mode="vector_entry_point",
             **dict(_get(spec, "config") or {}),
         )
+        if is_atari_id(_get(spec, "name")):
+            env = FoldedSeeds(env)
     else:
         factory = make_env_factory(spec, extra_wrappers)
         env_fns = [factory] * num_envs

@@ -11,7 +11,9 @@ program that registers its own ids has imported Gymnasium, whose live registry i
 used), a version that does not exist, a package that is not installed for a
 ``package:Id`` reference. What it cannot decide locally is a warning naming what to
 install: a namespace whose package is not installed (``ALE/...``), an environment whose
-optional dependency is missing (Box2D).
+optional dependency is missing (Box2D). The ids this library registers itself
+(``DummyImage-v0``) and those of the namespaces it loads itself (``ALE/*`` with ale-py
+installed) count as registered.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ _OPTIONAL_FAMILIES = {
 
 #: Gymnasium namespaces registered by a separate package → (its module, how to install it).
 _NAMESPACE_PACKAGES = {
-    "ALE": ("ale_py", "pip install ale-py"),
+    "ALE": ("ale_py", "pip install 'agilerl[atari]'"),
     "MiniGrid": ("minigrid", "pip install minigrid"),
     "BabyAI": ("minigrid", "pip install minigrid"),
 }
@@ -78,12 +80,70 @@ def gymnasium_ids() -> dict[str, str] | None:
     """Registered Gymnasium ids → module of their entry point; None without Gymnasium.
 
     When Gymnasium is already imported its live registry is used (so ids registered by the
-    program count); otherwise the ids a fresh import registers, cached on disk.
+    program count); otherwise the ids a fresh import registers, cached on disk. The ids
+    this library ships (``agilerl.env_registry``) are always included.
     """
     live = sys.modules.get("gymnasium")
     if live is not None and hasattr(live, "registry"):
-        return {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
-    return installed_gymnasium_ids()
+        ids = {env_id: _entry_module(spec.entry_point) for env_id, spec in live.registry.items()}
+    else:
+        ids = installed_gymnasium_ids()  # type: ignore[assignment]
+    if ids is None:
+        return None
+    return {**shipped_ids(), **loaded_namespace_ids(), **ids}
+
+
+#: Namespaces whose package the environment builders import themselves (``ALE/*`` ids:
+#: ``agilerl.envs.atari``) → that package.
+_LOADED_NAMESPACES = {"ALE": "ale_py"}
+
+
+def loaded_namespace_ids() -> dict[str, str]:
+    """Ids of :data:`_LOADED_NAMESPACES` whose package is installed (listed once per
+    package version and cached on disk)."""
+    ids: dict[str, str] = {}
+    for ns, module in _LOADED_NAMESPACES.items():
+        ids.update(_namespace_ids(ns, module) or {})
+    return ids
+
+
+@functools.cache
+def _namespace_ids(ns: str, module: str) -> dict[str, str] | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        stamp = f"{spec.origin}|{Path(spec.origin).stat().st_mtime_ns}|{gymnasium_stamp()}"
+    except OSError:
+        stamp = f"{spec.origin}|{gymnasium_stamp()}"
+    cache = cache_file(f"namespace-{ns}", stamp)
+    try:
+        cached = json.loads(cache.read_text())
+        if isinstance(cached, dict):
+            return cached
+    except (OSError, ValueError):
+        pass
+    try:
+        import gymnasium
+
+        gymnasium.register_envs(importlib.import_module(module))
+    except Exception:  # a broken install is reported when training builds the env
+        return None
+    ids = {env_id: _entry_module(entry.entry_point)
+           for env_id, entry in sorted(gymnasium.registry.items())
+           if env_id.startswith(f"{ns}/")}
+    write_cache(cache, ids)
+    return ids
+
+
+def shipped_ids() -> dict[str, str]:
+    """The Gymnasium ids this library registers itself → module of their environment."""
+    from agilerl.env_registry import SHIPPED_ENVS
+
+    return {env_id: _entry_module(entry) for env_id, entry in SHIPPED_ENVS.items()}
 
 
 @functools.lru_cache(maxsize=1)

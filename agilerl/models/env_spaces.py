@@ -67,6 +67,9 @@ def gym_spaces(env_id: str) -> Spaces | None:
 
         import gymnasium
 
+        from agilerl.env_registry import register_shipped_envs
+
+        register_shipped_envs()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             env = gymnasium.make(env_id)

@@ -37,6 +37,8 @@ EXTRAS: dict[str, str] = {
     "peft": "llm",
     "datasets": "llm",
     "ray": "ray",
+    "ale_py": "atari",
+    "cv2": "atari",
 }
 
 

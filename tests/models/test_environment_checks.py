@@ -67,8 +67,8 @@ def test_a_namespace_without_its_package_warns_for_validate_and_stops_train(
         pytest.skip("ale-py is installed here")
     file = _write(tmp_path, "PPO", "ALE/Breakout-v5")
     report = validate_path(file)
-    assert report.ok and "pip install ale-py" in report.warnings[0].message
-    _train_refuses(file, capsys, "pip install ale-py")
+    assert report.ok and "pip install 'agilerl[atari]'" in report.warnings[0].message
+    _train_refuses(file, capsys, "agilerl[atari]")
 
 
 @pytest.mark.parametrize(("env_id", "severity", "fragment"), [

@@ -303,8 +303,8 @@ def test_yaml_exponent_floats_are_numbers(tmp_path: Path) -> None:
 
 
 def test_an_unregistered_gym_id_is_an_error() -> None:
-    with pytest.raises(ManifestError, match="'DummyImage-v0' is not a registered Gymnasium id"):
-        TrainingManifest.get_validated(manifest(environment={"name": "DummyImage-v0"}))
+    with pytest.raises(ManifestError, match="'NoSuchImage-v0' is not a registered Gymnasium id"):
+        TrainingManifest.get_validated(manifest(environment={"name": "NoSuchImage-v0"}))
 
 
 def test_an_id_registered_by_the_program_is_accepted(dummy_image_registered: str) -> None:
@@ -313,7 +313,15 @@ def test_an_id_registered_by_the_program_is_accepted(dummy_image_registered: str
         TrainingManifest.get_validated(manifest(environment={"name": dummy_image_registered}))
 
 
-def test_local_checks_warn_when_they_cannot_decide() -> None:
+def test_local_checks_warn_when_they_cannot_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agilerl.models import env_checks
+
+    # as where ale-py is not installed
+    find_spec, ids = env_checks.importlib.util.find_spec, env_checks.gymnasium_ids
+    monkeypatch.setattr(env_checks.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ale_py" else find_spec(name, *a))
+    monkeypatch.setattr(env_checks, "gymnasium_ids", lambda: {
+        k: v for k, v in (ids() or {}).items() if not k.startswith("ALE/")})
     with pytest.warns(models.ManifestWarning, match="ale_py package"):
         TrainingManifest.get_validated(manifest(algorithm={"name": "PPO"},
                                                 environment={"name": "ALE/Breakout-v5"}))
