@@ -175,3 +175,26 @@ def test_network_input_batches_are_idempotent(space):
     twice = encoder.numpy(once)
     assert once.shape[0] == 5 and twice.dtype == once.dtype
     np.testing.assert_array_equal(twice, once)
+
+
+def test_multi_input_mutations_carry_the_optimizer_state():
+    agent = PPO(DICT_SPACE, spaces.Discrete(2), seed=0,
+                net_config=_net("multiinput", vector_space_mlp=True))
+    from agilerl.algorithms.core.spaces import ObsEncoder
+
+    obs = ObsEncoder(DICT_SPACE)(_batch(DICT_SPACE, 8), torch.device("cpu"))
+    logits, value = agent.actor_critic(obs)
+    (logits.pow(2).sum() + value.pow(2).sum()).backward()
+    agent.optimizers["optimizer"].step()
+    opt = agent.optimizers["optimizer"]
+    before = {n: opt.state[p]["exp_avg"].clone() for n, p in agent.actor_critic.named_parameters()}
+    plan = {"target": "encoder:encoder", "module": "part:pos", "op": "add_nodes", "layer": 0,
+            "nodes": 16, "seed": 2}
+    agent.apply_architecture_mutation("actor_critic", plan)
+    opt = agent.optimizers["optimizer"]
+    after = {n: opt.state[p]["exp_avg"] for n, p in agent.actor_critic.named_parameters()}
+    grown = "encoders.encoder.part_encoders.pos.linears.0.weight"  # 16 -> 32 rows
+    assert after[grown].shape[0] == 32
+    assert torch.equal(after[grown][:16], before[grown]) and not after[grown][16:].any()
+    kept = "encoders.encoder.mlp.linears.0.weight"
+    assert torch.equal(after[kept], before[kept])
