@@ -19,6 +19,7 @@ from agilerl.envs.gym_env import (
     make_vector_env,
     vector_mode,
 )
+from agilerl.envs.memory import make_memory_vector_env, register_memory_env
 from agilerl.envs.pettingzoo_env import (
     PettingZooVectorEnv,
     make_pz_env_factory,
@@ -26,6 +27,8 @@ from agilerl.envs.pettingzoo_env import (
     make_pz_vector_env,
 )
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrapper, resolve_wrappers
+
+register_memory_env()
 
 __all__ = [
     "AUTORESET_MODE",
@@ -40,6 +43,7 @@ __all__ = [
     "load_table",
     "make_bandit_env",
     "make_env_factory",
+    "make_memory_vector_env",
     "make_pz_env_factory",
     "make_pz_single_env",
     "make_pz_vector_env",
