@@ -21,7 +21,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
@@ -93,7 +93,7 @@ class PPO(RLAlgorithm):
         self.continuous = isinstance(self.action_space, spaces.Box)
         network_class = RecurrentActorCritic if self.recurrent else ActorCritic
         self.actor_critic = network_class.build(
-            self.obs_encoder.dim,
+            self.observation_space,
             action_dim(self.action_space),
             continuous=self.continuous,
             net_config=net_config,
@@ -211,7 +211,7 @@ class PPO(RLAlgorithm):
     def _learn_flat(self, rollout: RolloutBuffer, stats: _Stats) -> None:
         data = rollout.flat()
         n = len(data["advantages"])
-        obs = torch.as_tensor(data["obs"], device=self.device)
+        obs = self.to_tensor(data["obs"])
         batch = self._batch_tensors(data)
         net = self.actor_critic
         batch_size = max(1, min(int(self.batch_size), n))
@@ -219,7 +219,7 @@ class PPO(RLAlgorithm):
             order = torch.randperm(n, generator=self.torch_rng).to(self.device)
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
-                policy_out, value = net(obs[idx])
+                policy_out, value = net(obs_index(obs, idx))
                 minibatch = {k: v[idx] for k, v in batch.items()}
                 if self._update(policy_out, value, minibatch, None, stats):
                     return

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from gymnasium import spaces
 from torch import nn
 
+from agilerl.modules.encoder import EvolvableEncoder
 from agilerl.modules.mlp import _init_linear, _one_thread, make_activation
 
 #: Architecture fields of an LSTM encoder.
@@ -52,7 +52,7 @@ NODE_STEPS = (8, 16, 32)
 LATENT_ACTIVATION = "Tanh"
 
 
-class LSTMEncoder(nn.Module):
+class LSTMEncoder(EvolvableEncoder):
     """``nn.LSTM`` over the observation, then ``Linear(hidden, out_dim)`` + activation."""
 
     kind = "lstm"
@@ -85,17 +85,18 @@ class LSTMEncoder(nn.Module):
     ) -> dict[str, Any]:
         """Architecture for an ``LstmSpec``-shaped ``encoder_config`` over a flat vector
         observation (a Gymnasium space, or an int: the vector's width)."""
-        if isinstance(observation_space, int):
-            in_dim = observation_space
-        elif isinstance(observation_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
-                                            spaces.MultiBinary)) and (
-            not isinstance(observation_space, spaces.Box) or len(observation_space.shape) <= 1
-        ):
-            in_dim = int(spaces.flatdim(observation_space))
-        else:
-            raise ValueError(
-                f"the lstm encoder reads flat vector observations, not {observation_space}"
+        from agilerl.algorithms.core.spaces import (
+            IncompatibleSpaceError,
+            composite_parts,
+            flat_dim,
+            is_image_space,
+        )
+
+        if is_image_space(observation_space) or composite_parts(observation_space) is not None:
+            raise IncompatibleSpaceError(
+                f"the lstm encoder takes flat vector observations, not {observation_space}"
             )
+        in_dim = flat_dim(observation_space)
         return lstm_arch(encoder_config, in_dim, latent_dim, LATENT_ACTIVATION)
 
     @property
@@ -127,7 +128,9 @@ class LSTMEncoder(nn.Module):
         return torch.cat((h, c), dim=0).transpose(0, 1)
 
     # ------------------------------------------------------------------ maths
-    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(  # type: ignore[override]  # a recurrent encoder also takes its state
+        self, x: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step for a batch: ``x`` ``(B, in_dim)``, ``state`` ``(B, 2L, H)`` ->
         ``(latent (B, out_dim), next state)``."""
         out, (h, c) = self.lstm(x.unsqueeze(0), self._split(state))
