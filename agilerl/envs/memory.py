@@ -76,4 +76,4 @@ def make_memory_vector_env(
 def register_memory_env() -> None:
     """Register :data:`ENV_ID` with Gymnasium (idempotent)."""
     if ENV_ID not in gym.registry:
-        gym.register(ENV_ID, entry_point=RepeatFirstObservationEnv)
+        gym.register(ENV_ID, entry_point=f"{__name__}:RepeatFirstObservationEnv")

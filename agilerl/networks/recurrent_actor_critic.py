@@ -12,10 +12,11 @@ recurrent state. The state of a batch is a dict: encoder name -> tensor ``(batch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from agilerl.modules.lstm import LSTMEncoder
 from agilerl.networks.actor_critic import ActorCritic
 
 Hidden = dict[str, torch.Tensor]
@@ -26,7 +27,10 @@ class RecurrentActorCritic(ActorCritic):
 
     def initial_hidden(self, batch: int, device: torch.device | str = "cpu") -> Hidden:
         """Zero recurrent state for ``batch`` sub-envs."""
-        return {n: enc.initial_state(batch, device) for n, enc in self.encoders.items()}
+        return {n: self._lstm(n).initial_state(batch, device) for n in self.encoders}
+
+    def _lstm(self, name: str) -> LSTMEncoder:
+        return cast(LSTMEncoder, self.encoders[name])
 
     def step(self, obs: torch.Tensor, hidden: Hidden) -> tuple[torch.Tensor, torch.Tensor, Hidden]:
         """One step: policy output, value and the next state, for a batch ``(B, ...)``."""
@@ -54,8 +58,7 @@ class RecurrentActorCritic(ActorCritic):
         """Policy outputs ``(T, N, ...)`` and values ``(T, N)`` of ``N`` sequences of
         ``T`` steps (``obs`` ``(T, N, ...)``), each from its state in ``hidden``."""
         latents = {
-            name: encoder.sequence(obs, hidden[name], starts)
-            for name, encoder in self.encoders.items()
+            name: self._lstm(name).sequence(obs, hidden[name], starts) for name in self.encoders
         }
         inputs = self.arch["head_inputs"]
         policy_out = self.heads["policy"](latents[inputs["policy"]])
