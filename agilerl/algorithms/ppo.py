@@ -106,17 +106,23 @@ class PPO(RLAlgorithm):
         self.optimizers = {"optimizer": make_optimizer([self.actor_critic], self.lr)}
 
     def _check_recurrent_encoder(self, net_config: NetworkConfig) -> None:
+        """Recurrence and an LSTM encoder go together (a ``ManifestError`` naming the field)."""
+        import agilerl.models as models
+
         arch = net_config["encoder_config"].get("arch", "mlp")
         if self.recurrent and arch != "lstm":
-            raise ValueError(
-                f"recurrent PPO needs an lstm encoder, but network.encoder_config.arch is "
-                f"{arch!r}; set network.arch: lstm (or leave the arch out)"
-            )
-        if arch == "lstm" and not self.recurrent:
-            raise ValueError(
-                "an lstm encoder carries a state across steps, which only recurrent PPO "
-                "keeps; set algorithm.recurrent: true"
-            )
+            issue = models.ManifestIssue(
+                path="network.encoder_config.arch",
+                message=f"is {arch!r}, but recurrent PPO (algorithm.recurrent: true) needs an "
+                        "lstm encoder; set network.arch: lstm, or leave the arch out")
+        elif arch == "lstm" and not self.recurrent:
+            issue = models.ManifestIssue(
+                path="algorithm.recurrent",
+                message="is false, but an lstm encoder carries a state across steps, which "
+                        "only recurrent PPO keeps; set algorithm.recurrent: true")
+        else:
+            return
+        raise models.ManifestError([issue])
 
     # ------------------------------------------------------------------ recurrent state
     def initial_hidden(self, num_envs: int) -> Hidden | None:

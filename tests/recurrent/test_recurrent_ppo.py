@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from agilerl.algorithms import PPO
 from agilerl.envs.memory import make_memory_vector_env
 from agilerl.hpo.mutation import Mutations
+from agilerl.models import ManifestError
 from agilerl.training.experience import train_on_policy_member
 
 torch.set_num_threads(1)
@@ -122,10 +126,25 @@ def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind):
 def test_recurrent_ppo_needs_an_lstm_encoder_and_an_lstm_needs_recurrent_ppo():
     env = make_memory_vector_env(2)
     space, actions = env.single_observation_space, env.single_action_space
-    with pytest.raises(ValueError, match="recurrent PPO needs an lstm encoder"):
+    with pytest.raises(ManifestError, match="network.encoder_config.arch: .*needs an lstm"):
         PPO(space, actions, net_config=MLP_NET, recurrent=True)
-    with pytest.raises(ValueError, match="algorithm.recurrent: true"):
+    with pytest.raises(ManifestError, match="algorithm.recurrent: .*set algorithm.recurrent"):
         PPO(space, actions, net_config=LSTM_NET, recurrent=False)
+
+
+def test_a_recurrent_manifest_with_an_mlp_encoder_is_a_manifest_error_in_the_cli(tmp_path):
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "algorithm": {"name": "PPO", "recurrent": True, "learn_step": 64},
+        "environment": {"name": "CartPole-v1", "num_envs": 2},
+        "network": copy.deepcopy(MLP_NET),
+        "training": {"max_steps": 128, "evo_steps": 64, "pop_size": 1},
+    }))
+    done = subprocess.run([sys.executable, "-m", "agilerl.train", str(manifest), "--no-verbose",
+                           "--run-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "network.encoder_config.arch" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_an_unknown_sequence_type_is_refused_when_the_manifest_is_read():
