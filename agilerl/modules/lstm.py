@@ -56,6 +56,8 @@ class LSTMEncoder(EvolvableEncoder):
     """``nn.LSTM`` over the observation, then ``Linear(hidden, out_dim)`` + activation."""
 
     kind = "lstm"
+    #: The encoder carries a state across steps (only recurrent algorithms can use it).
+    recurrent = True
 
     def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
         super().__init__()

@@ -108,6 +108,7 @@ class RLAlgorithm(ABC):
         self.optimizers: dict[str, Adam] = {}
         self.optimizer_networks: dict[str, tuple[str, ...]] = {}
         self._build(self.net_config)
+        self._check_recurrent_encoders()
 
     # ------------------------------------------------------------------ spec plumbing
     @classmethod
@@ -227,6 +228,19 @@ class RLAlgorithm(ABC):
         """The recurrent state of ``num_envs`` sub-envs at an episode start (name ->
         tensor, batch first); None for a policy without one (the default)."""
         return None
+
+    def _check_recurrent_encoders(self) -> None:
+        """A recurrent encoder (LSTM) needs an algorithm that carries its state."""
+        if self.initial_hidden(1) is not None:
+            return
+        for network in self.networks.values():
+            for encoder in network.encoders.values():
+                if getattr(encoder, "recurrent", False):
+                    raise NotImplementedError(
+                        f"network encoder arch {encoder.kind!r} is not supported by "
+                        f"{self.algo}: it carries a state across steps, which only PPO with "
+                        "algorithm.recurrent: true keeps"
+                    )
 
     @staticmethod
     def reset_hidden(hidden: dict[str, torch.Tensor] | None, starts: np.ndarray) -> None:
