@@ -94,13 +94,18 @@ def test_the_state_is_advanced_in_place_and_reset_per_sub_env():
     assert _agent(env, recurrent=False).initial_hidden(3) is None
 
 
-@pytest.mark.parametrize("kind", ["chunked", "fifty_percent_overlap", "maximum"])
-def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind):
+@pytest.mark.parametrize(("kind", "shared"), [
+    ("chunked", True), ("fifty_percent_overlap", True), ("maximum", True), ("chunked", False),
+])
+def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind, shared):
     """Each sequence starts from the stored state and zeroes it at episode starts, so the
-    first update sees the log-probabilities and values the rollout recorded."""
+    first update sees the log-probabilities and values the rollout recorded (with one
+    LSTM shared by both heads, or one per head)."""
     env = make_memory_vector_env(4, delay=3)
-    agent = _agent(env, num_envs=4, learn_step=96, max_seq_len=5, bptt_sequence_type=kind)
-    _train(agent, env, 1)  # non-zero weights and states
+    agent = _agent(env, num_envs=4, learn_step=96, max_seq_len=5, bptt_sequence_type=kind,
+                   share_encoders=shared)
+    assert len(agent.initial_hidden(4)) == (1 if shared else 2)
+    train_on_policy_member(agent, env, 192, seed=0)  # trained weights, non-zero states
     captured = {}
 
     def capture(rollout):
@@ -120,6 +125,35 @@ def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind):
     assert seq["starts"][1:].any()  # episodes do start inside sequences
     assert np.allclose(log_probs.numpy()[mask], seq["log_probs"][mask], atol=1e-5)
     assert np.allclose(values.numpy()[mask], seq["values"][mask], atol=1e-5)
+
+
+def test_without_max_seq_len_each_sub_env_rollout_is_one_sequence():
+    env = make_memory_vector_env(4, delay=2)
+    agent = _agent(env, num_envs=4, learn_step=64, max_seq_len=None)
+    seen = {}
+    learn = agent.learn
+
+    def spy(rollout):
+        seen["n"] = rollout.sequences(rollout.pos, "chunked")["obs"].shape[:2]
+        return learn(rollout)
+
+    agent.learn = spy
+    result = train_on_policy_member(agent, env, 64, seed=0)
+    assert seen["n"] == (16, 4) and result["learn_updates"] == 1
+    assert np.isfinite(result["metrics"]["loss"])
+
+
+def test_recurrent_ppo_with_continuous_actions_acts_in_bounds_and_learns():
+    from agilerl.envs.probe import make_probe_vector_env
+
+    env = make_probe_vector_env("ObsPolicyContEnv", 8)
+    agent = _agent(env, num_envs=8, learn_step=64, batch_size=8, lr=1e-2, ent_coef=0.0,
+                   action_std_init=0.5)
+    for call in range(5):
+        train_on_policy_member(agent, env, 1024, seed=call)
+    obs = np.array([[0.0], [1.0]], dtype=np.float32)
+    greedy = agent.greedy_action(obs, agent.initial_hidden(2)).reshape(-1)
+    assert greedy == pytest.approx([0.0, 1.0], abs=0.2)
 
 
 # ---------------------------------------------------------------------- settings
