@@ -214,3 +214,14 @@ def test_lstm_mutations_on_the_agent_keep_it_acting_and_learning():
     assert clone.actor_critic.architecture() == agent.actor_critic.architecture()
     assert np.array_equal(clone.greedy_action(obs, clone.initial_hidden(4)),
                           agent.greedy_action(obs, agent.initial_hidden(4)))
+
+
+def test_parameter_mutation_reaches_the_lstm_weights():
+    env = make_memory_vector_env(2)
+    agent = _agent(env, num_envs=2)
+    lstm = agent.actor_critic.encoder("encoder").lstm
+    before = {n: p.clone() for n, p in lstm.named_parameters()}
+    Mutations(no_mutation=0, architecture=0, new_layer_prob=0, parameters=1, activation=0,
+              rl_hp=0, rand_seed=0).mutation([agent])
+    changed = {n for n, p in lstm.named_parameters() if not torch.equal(p, before[n])}
+    assert changed == {"weight_ih_l0", "weight_hh_l0"}  # matrices, never the biases
