@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from gymnasium.vector import AutoresetMode
 
 from agilerl.algorithms import PPO
 from agilerl.envs.memory import make_memory_vector_env
@@ -94,14 +95,16 @@ def test_the_state_is_advanced_in_place_and_reset_per_sub_env():
     assert _agent(env, recurrent=False).initial_hidden(3) is None
 
 
-@pytest.mark.parametrize(("kind", "shared"), [
-    ("chunked", True), ("fifty_percent_overlap", True), ("maximum", True), ("chunked", False),
+@pytest.mark.parametrize(("kind", "shared", "mode"), [
+    ("chunked", True, AutoresetMode.NEXT_STEP), ("fifty_percent_overlap", True, AutoresetMode.NEXT_STEP),
+    ("maximum", True, AutoresetMode.NEXT_STEP), ("chunked", False, AutoresetMode.NEXT_STEP),
+    ("chunked", True, AutoresetMode.SAME_STEP),
 ])
-def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind, shared):
+def test_bptt_replays_the_rollout_exactly_before_the_first_update(kind, shared, mode):
     """Each sequence starts from the stored state and zeroes it at episode starts, so the
     first update sees the log-probabilities and values the rollout recorded (with one
-    LSTM shared by both heads, or one per head)."""
-    env = make_memory_vector_env(4, delay=3)
+    LSTM shared by both heads, or one per head; in both autoreset modes)."""
+    env = make_memory_vector_env(4, delay=3, autoreset_mode=mode)
     agent = _agent(env, num_envs=4, learn_step=96, max_seq_len=5, bptt_sequence_type=kind,
                    share_encoders=shared)
     assert len(agent.initial_hidden(4)) == (1 if shared else 2)
