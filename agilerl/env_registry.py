@@ -10,6 +10,7 @@ from __future__ import annotations
 #: Gymnasium id -> ``"module:Class"`` of its environment.
 SHIPPED_ENVS: dict[str, str] = {
     "DummyImage-v0": "agilerl.envs.image_probe:DummyImageEnv",
+    "RepeatFirstObservation-v0": "agilerl.envs.memory:RepeatFirstObservationEnv",
 }
 
 

@@ -5,6 +5,11 @@ with ``gamma``/``gae_lambda``), ``update_epochs`` passes over shuffled minibatch
 ``batch_size``, clipped surrogate + ``vf_coef`` * value loss - ``ent_coef`` * entropy,
 gradient-norm clipping at ``max_grad_norm``, early stop of the update when the approximate
 KL divergence exceeds ``target_kl`` (when set).
+
+Recurrent PPO (``recurrent: true``, an ``lstm`` encoder) stores the recurrent state of
+every step in the rollout and learns by truncated backpropagation through time over
+sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
+``fifty_percent_overlap`` or ``maximum``; see ``agilerl.components.rollout_buffer``).
 """
 
 from __future__ import annotations
@@ -22,24 +27,34 @@ from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
+from agilerl.networks.recurrent_actor_critic import Hidden, RecurrentActorCritic
 
 
 @registered
 class PPO(RLAlgorithm):
-    """PPO with an actor-critic network (shared encoder when ``share_encoders``)."""
+    """PPO with an actor-critic network (shared encoder when ``share_encoders``).
+
+    With ``recurrent`` the encoder is an LSTM: ``get_action``, ``greedy_action`` and
+    ``get_value`` take the recurrent state of the sub-envs (``initial_hidden``), and the
+    first two advance it in place (the caller zeroes the rows of sub-envs whose episode
+    starts, with ``reset_hidden``); ``learn`` replays BPTT sequences of ``max_seq_len``
+    steps cut as ``bptt_sequence_type`` says, and ``batch_size`` counts sequences.
+    """
 
     algo = "PPO"
     hyperparameter_names = (
         "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
         "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
-        "share_encoders", "num_envs",
+        "share_encoders", "num_envs", "recurrent", "max_seq_len", "bptt_sequence_type",
     )  # fmt: skip
-    fixed_hyperparameters = ("action_std_init", "share_encoders", "num_envs", "target_kl")
+    fixed_hyperparameters = (
+        "action_std_init", "share_encoders", "num_envs", "target_kl", "recurrent",
+        "max_seq_len", "bptt_sequence_type",
+    )  # fmt: skip
     unsupported_settings = {
-        "recurrent": "recurrent (LSTM) PPO is not implemented in this version; "
-                     "set it to false (or leave it out)",
         "rollout_buffer_config": "rollout buffer settings are not implemented in this "
-                                 "version; remove them (the rollout buffer has none)",
+                                 "version; remove them (the rollout buffer is sized by "
+                                 "learn_step and num_envs and has no other settings)",
     }
     inert_settings = {
         "max_seq_len": "it applies to recurrent PPO only",
@@ -60,14 +75,24 @@ class PPO(RLAlgorithm):
     update_epochs: int
     share_encoders: bool
     num_envs: int
+    recurrent: bool
+    max_seq_len: int | None
+    bptt_sequence_type: str
+
+    @classmethod
+    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        refused, ignored = super().settings_not_honoured(spec)
+        if getattr(spec, "recurrent", False):  # then the sequence settings are read
+            ignored = [(n, why) for n, why in ignored if n not in ("max_seq_len", "bptt_sequence_type")]
+        return refused, ignored
 
     def _build(self, net_config: NetworkConfig) -> None:
-        if getattr(self.spec, "recurrent", False):
-            raise NotImplementedError("recurrent PPO is not supported yet")
         if not isinstance(self.action_space, (spaces.Discrete, spaces.Box)):
             raise IncompatibleSpaceError(f"PPO needs a Discrete or Box action space, got {self.action_space}")
+        self._check_recurrent_encoder(net_config)
         self.continuous = isinstance(self.action_space, spaces.Box)
-        self.actor_critic = ActorCritic.build(
+        network_class = RecurrentActorCritic if self.recurrent else ActorCritic
+        self.actor_critic = network_class.build(
             self.observation_space,
             action_dim(self.action_space),
             continuous=self.continuous,
@@ -80,16 +105,58 @@ class PPO(RLAlgorithm):
         self.optimizer_networks = {"optimizer": ("actor_critic",)}
         self.optimizers = {"optimizer": make_optimizer([self.actor_critic], self.lr)}
 
+    def _check_recurrent_encoder(self, net_config: NetworkConfig) -> None:
+        """Recurrence and an LSTM encoder go together (a ``ManifestError`` naming the field)."""
+        import agilerl.models as models
+
+        arch = net_config["encoder_config"].get("arch", "mlp")
+        if self.recurrent and arch != "lstm":
+            issue = models.ManifestIssue(
+                path="network.encoder_config.arch",
+                message=f"is {arch!r}, but recurrent PPO (algorithm.recurrent: true) needs an "
+                        "lstm encoder; set network.arch: lstm, or leave the arch out")
+        elif arch == "lstm" and not self.recurrent:
+            issue = models.ManifestIssue(
+                path="algorithm.recurrent",
+                message="is false, but an lstm encoder carries a state across steps, which "
+                        "only recurrent PPO keeps; set algorithm.recurrent: true")
+        else:
+            return
+        raise models.ManifestError([issue])
+
+    # ------------------------------------------------------------------ recurrent state
+    def initial_hidden(self, num_envs: int) -> Hidden | None:
+        """Zero recurrent state for ``num_envs`` sub-envs (None: not recurrent)."""
+        if not self.recurrent:
+            return None
+        return cast(RecurrentActorCritic, self.actor_critic).initial_hidden(num_envs, self.device)
+
+    def _policy_and_value(
+        self, obs: torch.Tensor, hidden: Hidden | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step's outputs; a given ``hidden`` is advanced in place."""
+        if not self.recurrent:
+            return self.actor_critic(obs)
+        net = cast(RecurrentActorCritic, self.actor_critic)
+        state = hidden if hidden is not None else net.initial_hidden(obs.shape[0], obs.device)
+        policy_out, value, new_state = net.step(obs, state)
+        if hidden is not None:
+            hidden.update(new_state)
+        return policy_out, value
+
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
-    def get_action(self, obs: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def get_action(
+        self, obs: Any, hidden: Hidden | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Sample actions for a batch: ``(env_action, action, log_prob, value)``.
 
         ``env_action`` goes to ``env.step``; ``action`` (the raw sample, before clipping or
-        squashing) is what the rollout stores and ``learn`` evaluates.
+        squashing) is what the rollout stores and ``learn`` evaluates. Recurrent: ``hidden``
+        (zero state if None) is advanced in place to the state after ``obs``.
         """
         net = self.actor_critic
-        policy_out, value = net(self.to_tensor(obs))
+        policy_out, value = self._policy_and_value(self.to_tensor(obs), hidden)
         if self.continuous:
             std = net.log_std.exp()
             noise = torch.randn(policy_out.shape, generator=self.torch_rng).to(policy_out.device)
@@ -105,17 +172,20 @@ class PPO(RLAlgorithm):
         return self._env_action(action_np), action_np, log_prob.cpu().numpy(), value.cpu().numpy()
 
     @torch.inference_mode()
-    def greedy_action(self, obs: Any) -> np.ndarray:
-        """Mode of the policy: argmax logit, or the Gaussian mean."""
-        policy_out = self.actor_critic.policy(self.to_tensor(obs))
+    def greedy_action(self, obs: Any, hidden: Hidden | None = None) -> np.ndarray:
+        """Mode of the policy: argmax logit, or the Gaussian mean. Recurrent: ``hidden``
+        (zero state if None) is advanced in place."""
+        policy_out, _ = self._policy_and_value(self.to_tensor(obs), hidden)
         if self.continuous:
             return self._env_action(policy_out.cpu().numpy())
         return policy_out.argmax(dim=-1).cpu().numpy()
 
     @torch.inference_mode()
-    def get_value(self, obs: Any) -> np.ndarray:
-        """State values for a batch (used to bootstrap truncated episodes and rollouts)."""
-        return self.actor_critic(self.to_tensor(obs))[1].cpu().numpy()
+    def get_value(self, obs: Any, hidden: Hidden | None = None) -> np.ndarray:
+        """State values for a batch (used to bootstrap truncated episodes and rollouts);
+        recurrent: from ``hidden`` (left unchanged)."""
+        state = dict(hidden) if hidden is not None else None
+        return self._policy_and_value(self.to_tensor(obs), state)[1].cpu().numpy()
 
     def _env_action(self, raw: np.ndarray) -> np.ndarray:
         if not self.continuous:
@@ -130,74 +200,134 @@ class PPO(RLAlgorithm):
 
     # ------------------------------------------------------------------ learning
     def learn(self, rollout: RolloutBuffer) -> dict[str, float]:
-        """PPO update from a rollout whose advantages have been computed."""
+        """PPO update from a rollout whose advantages have been computed.
+
+        Recurrent: minibatches of ``batch_size`` BPTT sequences (``rollout.sequences``),
+        each replayed from its stored initial state; otherwise of ``batch_size`` steps.
+        """
+        if rollout.pos == 0 or not rollout.valid[: rollout.pos].any():
+            return {}
+        stats = _Stats()
+        if self.recurrent:
+            self._learn_sequences(rollout, stats)
+        else:
+            self._learn_flat(rollout, stats)
+        return stats.means()
+
+    def _learn_flat(self, rollout: RolloutBuffer, stats: _Stats) -> None:
         data = rollout.flat()
         n = len(data["advantages"])
-        if n == 0:
-            return {}
         obs = self.to_tensor(data["obs"])
-        dtype = torch.float32 if self.continuous else torch.long
-        actions = torch.as_tensor(data["actions"], dtype=dtype, device=self.device)
-        old_log_probs = torch.as_tensor(data["log_probs"], device=self.device)
-        advantages = torch.as_tensor(data["advantages"], device=self.device)
-        returns = torch.as_tensor(data["returns"], device=self.device)
-        optimizer = self.optimizers["optimizer"]
+        batch = self._batch_tensors(data)
         net = self.actor_critic
-        sums = {
-            "loss": 0.0,
-            "policy_loss": 0.0,
-            "value_loss": 0.0,
-            "entropy": 0.0,
-            "approx_kl": 0.0,
-            "clipfrac": 0.0,
-        }
-        updates = 0
         batch_size = max(1, min(int(self.batch_size), n))
         for _epoch in range(int(self.update_epochs)):
             order = torch.randperm(n, generator=self.torch_rng).to(self.device)
-            stop = False
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
-                # --- evaluate the stored actions under the current policy ---
                 policy_out, value = net(obs_index(obs, idx))
-                dist = net.distribution(policy_out)
-                log_prob = dist.log_prob(actions[idx])
-                entropy = dist.entropy()
-                if self.continuous:
-                    log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
-                log_ratio = log_prob - old_log_probs[idx]
-                ratio = log_ratio.exp()
+                minibatch = {k: v[idx] for k, v in batch.items()}
+                if self._update(policy_out, value, minibatch, None, stats):
+                    return
 
-                # --- clipped surrogate objective on normalised advantages ---
-                adv = advantages[idx]
-                if len(idx) > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                pg_loss = torch.max(
-                    -adv * ratio, -adv * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
-                ).mean()
-                value_loss = 0.5 * (value - returns[idx]).pow(2).mean()
-                entropy_mean = entropy.mean()
-                loss = pg_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+    def _learn_sequences(self, rollout: RolloutBuffer, stats: _Stats) -> None:
+        seq_len = int(self.max_seq_len) if self.max_seq_len is not None else rollout.pos
+        data = rollout.sequences(seq_len, str(self.bptt_sequence_type))
+        obs = torch.as_tensor(data["obs"], device=self.device)
+        batch = self._batch_tensors(data)
+        mask = torch.as_tensor(data["mask"], device=self.device)
+        starts = torch.as_tensor(data["starts"], device=self.device)
+        hidden = {k: torch.as_tensor(v, device=self.device) for k, v in data["hidden"].items()}
+        net = cast(RecurrentActorCritic, self.actor_critic)
+        n = obs.shape[1]
+        batch_size = max(1, min(int(self.batch_size), n))
+        for _epoch in range(int(self.update_epochs)):
+            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
+            for start in range(0, n, batch_size):
+                idx = order[start : start + batch_size]
+                if not mask[:, idx].any():
+                    continue
+                policy_out, value = net.sequence(
+                    obs[:, idx], {k: v[idx] for k, v in hidden.items()}, starts[:, idx]
+                )
+                minibatch = {k: v[:, idx] for k, v in batch.items()}
+                if self._update(policy_out, value, minibatch, mask[:, idx], stats):
+                    return
 
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
-                optimizer.step()
+    def _batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+        dtype = torch.float32 if self.continuous else torch.long
+        return {
+            "actions": torch.as_tensor(data["actions"], dtype=dtype, device=self.device),
+            "log_probs": torch.as_tensor(data["log_probs"], device=self.device),
+            "advantages": torch.as_tensor(data["advantages"], device=self.device),
+            "returns": torch.as_tensor(data["returns"], device=self.device),
+        }
 
-                with torch.no_grad():
-                    approx_kl = float(((ratio - 1) - log_ratio).mean())
-                    clipfrac = float(((ratio - 1.0).abs() > self.clip_coef).float().mean())
-                for key, val in (
-                    ("loss", float(loss.detach())), ("policy_loss", float(pg_loss.detach())),
-                    ("value_loss", float(value_loss.detach())), ("entropy", float(entropy_mean.detach())),
-                    ("approx_kl", approx_kl), ("clipfrac", clipfrac),
-                ):  # fmt: skip
-                    sums[key] += val
-                updates += 1
-                # --- early stop when the policy moved too far from the rollout policy ---
-                if self.target_kl is not None and approx_kl > self.target_kl:
-                    stop = True
-                    break
-            if stop:
-                break
-        return {k: v / max(updates, 1) for k, v in sums.items()}
+    def _update(
+        self,
+        policy_out: torch.Tensor,
+        value: torch.Tensor,
+        batch: dict[str, torch.Tensor],
+        mask: torch.Tensor | None,
+        stats: _Stats,
+    ) -> bool:
+        """One gradient step on a minibatch (``mask``: which entries count, e.g. not the
+        padding of BPTT sequences). True when the KL early stop ends the update."""
+        net = self.actor_critic
+        # --- evaluate the stored actions under the current policy ---
+        dist = net.distribution(policy_out)
+        log_prob = dist.log_prob(batch["actions"])
+        entropy = dist.entropy()
+        if self.continuous:
+            log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
+        if mask is not None:
+            log_prob, entropy, value = log_prob[mask], entropy[mask], value[mask]
+            batch = {k: v[mask] for k, v in batch.items()}
+        log_ratio = log_prob - batch["log_probs"]
+        ratio = log_ratio.exp()
+
+        # --- clipped surrogate objective on normalised advantages ---
+        adv = batch["advantages"]
+        if adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -adv * ratio, -adv * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
+        ).mean()
+        value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
+        entropy_mean = entropy.mean()
+        loss = pg_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+
+        optimizer = self.optimizers["optimizer"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
+        optimizer.step()
+
+        with torch.no_grad():
+            approx_kl = float(((ratio - 1) - log_ratio).mean())
+            clipfrac = float(((ratio - 1.0).abs() > self.clip_coef).float().mean())
+        stats.add(
+            loss=float(loss.detach()), policy_loss=float(pg_loss.detach()),
+            value_loss=float(value_loss.detach()), entropy=float(entropy_mean.detach()),
+            approx_kl=approx_kl, clipfrac=clipfrac,
+        )  # fmt: skip
+        # --- early stop when the policy moved too far from the rollout policy ---
+        return self.target_kl is not None and approx_kl > self.target_kl
+
+
+class _Stats:
+    """Running means of the update's metrics over minibatches."""
+
+    KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+    def __init__(self) -> None:
+        self.sums = dict.fromkeys(self.KEYS, 0.0)
+        self.updates = 0
+
+    def add(self, **values: float) -> None:
+        for key, val in values.items():
+            self.sums[key] += val
+        self.updates += 1
+
+    def means(self) -> dict[str, float]:
+        return {k: v / max(self.updates, 1) for k, v in self.sums.items()}

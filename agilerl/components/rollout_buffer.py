@@ -9,6 +9,13 @@ transitions and are excluded from advantages and losses.
 
 Truncation is handled by the collector: it adds ``gamma * V(final_obs)`` to the reward of
 a truncated step and marks it ended, so GAE never bootstraps across an episode boundary.
+
+Recurrent policies also store, at each step, the recurrent state the action was taken from
+(``hidden``: name -> ``(num_envs, ...)`` array per step). ``sequences`` cuts the rollout
+into BPTT sequences of ``max_seq_len`` steps per sub-env (``BPTT_SEQUENCE_TYPES``); each
+sequence starts from the stored state of its first step and marks the steps where a new
+episode starts inside it (the collector zeroed the state before them: after a step that
+ended an episode, and after a NEXT_STEP autoreset step).
 """
 
 from __future__ import annotations
@@ -16,6 +23,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+#: How a rollout of ``T`` steps is cut into sequences of ``L = max_seq_len`` steps, per
+#: sub-env (the values of the PPO spec's ``bptt_sequence_type``):
+#: ``chunked``: consecutive, non-overlapping chunks (the last may be shorter, padded);
+#: ``fifty_percent_overlap``: windows of ``L`` every ``L // 2`` steps, the last one
+#: ending at the rollout's end; ``maximum``: every window of ``L`` steps (stride 1).
+BPTT_SEQUENCE_TYPES = ("chunked", "fifty_percent_overlap", "maximum")
 
 
 class RolloutBuffer:
@@ -47,6 +61,7 @@ class RolloutBuffer:
         self.valid = np.zeros(shape, dtype=bool)
         self.advantages = np.zeros(shape, dtype=np.float32)
         self.returns = np.zeros(shape, dtype=np.float32)
+        self.hidden: dict[str, np.ndarray] = {}
         self.pos = 0
 
     def reset(self) -> None:
@@ -57,9 +72,23 @@ class RolloutBuffer:
         return self.pos == self.num_steps
 
     def add(
-        self, obs: Any, action: Any, log_prob: Any, value: Any, reward: Any, ended: Any, valid: Any
+        self,
+        obs: Any,
+        action: Any,
+        log_prob: Any,
+        value: Any,
+        reward: Any,
+        ended: Any,
+        valid: Any,
+        hidden: dict[str, Any] | None = None,
     ) -> None:
         t = self.pos
+        for name, state in (hidden or {}).items():
+            state = np.asarray(state, dtype=np.float32)
+            stored = self.hidden.get(name)
+            if stored is None or stored.shape[1:] != state.shape:
+                stored = self.hidden[name] = np.zeros((self.num_steps, *state.shape), np.float32)
+            stored[t] = state
         self.obs[t] = np.asarray(obs, dtype=self.obs.dtype).reshape(self.obs.shape[1:])
         self.actions[t] = np.asarray(action).reshape(self.actions.shape[1:])
         self.log_probs[t] = log_prob
@@ -98,3 +127,58 @@ class RolloutBuffer:
             "advantages": self.advantages[: self.pos].reshape(n)[mask],
             "returns": self.returns[: self.pos].reshape(n)[mask],
         }
+
+    def sequence_starts(self, max_seq_len: int, sequence_type: str) -> np.ndarray:
+        """First time index of each sequence (the same for every sub-env)."""
+        steps, length = self.pos, min(int(max_seq_len), self.pos)
+        if sequence_type == "chunked":
+            return np.arange(0, steps, length)
+        if sequence_type == "fifty_percent_overlap":
+            firsts = list(range(0, steps - length + 1, max(1, length // 2)))
+        elif sequence_type == "maximum":
+            firsts = list(range(0, steps - length + 1))
+        else:
+            raise ValueError(
+                f"unknown bptt_sequence_type {sequence_type!r}; expected one of "
+                f"{', '.join(BPTT_SEQUENCE_TYPES)}"
+            )
+        if firsts[-1] + length < steps:  # the tail is always covered
+            firsts.append(steps - length)
+        return np.asarray(firsts)
+
+    def sequences(self, max_seq_len: int, sequence_type: str) -> dict[str, Any]:
+        """The rollout as BPTT sequences, time first: arrays ``(L, N, ...)`` for ``N``
+        sequences of ``L`` steps, and ``hidden`` (name -> ``(N, ...)``, the stored state
+        at each sequence's first step).
+
+        ``mask`` is False on padding and on invalid steps (excluded from losses);
+        ``starts`` is True where an episode starts after the sequence's first step.
+        """
+        length = min(int(max_seq_len), self.pos)
+        firsts = self.sequence_starts(max_seq_len, sequence_type)
+        # time[l, s, e]: step l of the sequence starting at firsts[s] of sub-env e
+        time = firsts[None, :] + np.arange(length)[:, None]
+        inside = time < self.pos
+        time = np.minimum(time, self.pos - 1)
+        n_env = self.num_envs
+        t_idx = np.repeat(time[:, :, None], n_env, axis=2).reshape(length, -1)
+        e_idx = np.broadcast_to(np.arange(n_env), (*time.shape, n_env)).reshape(length, -1)
+        in_range = np.repeat(inside[:, :, None], n_env, axis=2).reshape(length, -1)
+        reset_before = np.zeros((self.pos, n_env), dtype=bool)
+        reset_before[1:] = (self.ended[: self.pos - 1] > 0) | ~self.valid[: self.pos - 1]
+
+        def take(array: np.ndarray) -> np.ndarray:
+            return array[t_idx, e_idx]
+
+        out: dict[str, Any] = {
+            "obs": take(self.obs),
+            "actions": take(self.actions),
+            "log_probs": take(self.log_probs),
+            "values": take(self.values),
+            "advantages": take(self.advantages),
+            "returns": take(self.returns),
+            "mask": take(self.valid) & in_range,
+            "starts": take(reset_before),
+            "hidden": {k: v[t_idx[0], e_idx[0]] for k, v in self.hidden.items()},
+        }
+        return out

@@ -20,6 +20,7 @@ from agilerl.envs.gym_env import (
     make_vector_env,
     vector_mode,
 )
+from agilerl.envs.memory import make_memory_vector_env
 from agilerl.envs.pettingzoo_env import (
     PettingZooVectorEnv,
     make_pz_env_factory,
@@ -43,6 +44,7 @@ __all__ = [
     "load_table",
     "make_bandit_env",
     "make_env_factory",
+    "make_memory_vector_env",
     "make_pz_env_factory",
     "make_pz_single_env",
     "make_pz_vector_env",

@@ -158,7 +158,8 @@ class Mutations:
         gen = torch.Generator().manual_seed(int(self.rng.integers(0, 2**62)))
         with torch.no_grad():
             for name, param in network.named_parameters():
-                if param.dim() < 2 or not name.endswith("weight"):
+                # weight matrices: ``linears.0.weight``, an LSTM's ``weight_ih_l0`` ...
+                if param.dim() < 2 or not name.rsplit(".", 1)[-1].startswith("weight"):
                     continue
                 noise = torch.randn(param.shape, generator=gen) * self.mutation_sd
                 mask = torch.rand(param.shape, generator=gen) < PARAM_FRACTION

@@ -145,14 +145,22 @@ def train_on_policy_member(
     """``ceil(steps / learn_step)`` rollouts of ``ceil(learn_step / num_envs)`` vector
     steps, each followed by ``agent.learn(rollout)`` (PPO-style agents).
 
-    The agent must provide ``get_action(obs) -> (env_action, action, log_prob, value)``,
-    ``get_value(obs)``, ``gamma`` and ``gae_lambda``. Truncated episodes are bootstrapped
-    with ``gamma * V(final_obs)`` added to their last reward.
+    The agent must provide ``get_action(obs, hidden) -> (env_action, action, log_prob,
+    value)``, ``get_value(obs, hidden)``, ``initial_hidden(num_envs)``, ``gamma`` and
+    ``gae_lambda``. Truncated episodes are bootstrapped with ``gamma * V(final_obs)``
+    added to their last reward.
+
+    Recurrent agents (``initial_hidden`` not None): the state starts at zero with the env
+    reset of this call (so a call stays a pure function of agent state and seed), is
+    stored in the rollout at every step, advanced by ``get_action`` and zeroed for a
+    sub-env whose next observation starts an episode: after the step that ended it, and
+    after a NEXT_STEP autoreset step.
     """
     start = time.perf_counter()
     stepper = Autoreset(env)
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
+    hidden = agent.initial_hidden(num_envs)
     learn_step = int(agent.learn_step)
     horizon = math.ceil(learn_step / num_envs)
     rollouts = math.ceil(int(steps) / learn_step)
@@ -170,7 +178,8 @@ def train_on_policy_member(
     for _ in range(rollouts):
         buffer.reset()
         for _t in range(horizon):
-            env_action, action, log_prob, value = agent.get_action(obs)
+            stored_hidden = _numpy_state(hidden)
+            env_action, action, log_prob, value = agent.get_action(obs, hidden)
             new_obs, next_obs, reward, terminated, truncated, valid, _ = stepper.step(env_action)
             ended = (terminated | truncated) & valid
             episodes.update(reward, ended, valid)
@@ -178,12 +187,29 @@ def train_on_policy_member(
             if cut.any():
                 reward = reward.copy()
                 final = agent.obs_encoder.numpy(next_obs)[cut]
-                reward[cut] += agent.gamma * agent.get_value(final)
-            buffer.add(agent.obs_encoder.numpy(obs), action, log_prob, value, reward, ended, valid)
+                reward[cut] += agent.gamma * agent.get_value(final, _rows(hidden, cut))
+            buffer.add(
+                agent.obs_encoder.numpy(obs), action, log_prob, value, reward, ended, valid,
+                hidden=stored_hidden,
+            )  # fmt: skip
+            agent.reset_hidden(hidden, ended | ~valid)
             obs = new_obs
-        buffer.compute_gae(agent.get_value(obs), agent.gamma, agent.gae_lambda)
+        buffer.compute_gae(agent.get_value(obs, hidden), agent.gamma, agent.gae_lambda)
         metrics = agent.learn(buffer)
         learn.append(metrics)
         if on_rollout is not None:
             on_rollout(metrics)
     return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
+
+
+def _numpy_state(hidden: dict[str, Any] | None) -> dict[str, np.ndarray] | None:
+    if hidden is None:
+        return None
+    return {name: state.detach().cpu().numpy() for name, state in hidden.items()}
+
+
+def _rows(hidden: dict[str, Any] | None, mask: np.ndarray) -> dict[str, Any] | None:
+    if hidden is None:
+        return None
+    index = np.flatnonzero(mask)
+    return {name: state[index] for name, state in hidden.items()}

@@ -106,7 +106,6 @@ def test_unimplemented_algorithms_are_refused_with_what_trains():
 # ---------------------------------------------------------------------- unread settings
 @pytest.mark.parametrize(("spec", "field"), [
     (lambda: DQNSpec(cudagraphs=True), "algorithm.cudagraphs = True"),
-    (lambda: PPOSpec(recurrent=True), "algorithm.recurrent = True"),
     (lambda: PPOSpec(rollout_buffer_config={"max_size": 10}), "algorithm.rollout_buffer_config"),
 ])
 def test_settings_nothing_reads_are_refused_naming_the_field(spec, field):
@@ -122,6 +121,13 @@ def test_recurrent_only_settings_warn_when_changed(field):
         resolve_paradigm(PPOSpec(**{field: value}))
 
 
+def test_recurrent_ppo_reads_its_sequence_settings_silently():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_paradigm(PPOSpec(recurrent=True, max_seq_len=64,
+                                        bptt_sequence_type="maximum")) == "on_policy"
+
+
 def test_default_values_of_those_settings_train_silently():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -134,8 +140,8 @@ PEER_FILES = sorted(PEER.glob("**/*.yaml")) if PEER.is_dir() else []
 
 
 @pytest.mark.skipif(not PEER_FILES, reason="shared/peer-manifests not available")
-def test_peer_dqn_and_ppo_manifests_are_refused_only_for_recurrent_ppo():
-    checked = 0
+def test_peer_dqn_and_ppo_manifests_are_all_accepted_recurrent_ppo_included():
+    checked = recurrent = 0
     for path in PEER_FILES:
         raw = yaml.safe_load(path.read_text())
         if raw.get("algorithm", {}).get("name") not in ("DQN", "PPO"):
@@ -148,12 +154,9 @@ def test_peer_dqn_and_ppo_manifests_are_refused_only_for_recurrent_ppo():
                 assert "is not a registered Gymnasium id" in str(exc)
                 continue
         checked += 1
-        if raw["algorithm"].get("recurrent"):
-            with pytest.raises(UnsupportedAlgorithmError, match="algorithm.recurrent"):
-                resolve_paradigm(manifest.algorithm)
-        else:
-            resolve_paradigm(manifest.algorithm)
-    assert checked >= 10
+        recurrent += bool(raw["algorithm"].get("recurrent"))
+        assert resolve_paradigm(manifest.algorithm) in ("on_policy", "off_policy")
+    assert checked >= 10 and recurrent >= 2
 
 
 # ---------------------------------------------------------------------- defaults

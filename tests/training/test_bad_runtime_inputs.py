@@ -386,7 +386,7 @@ def test_missing_mpe2_from_an_env_factory_is_named(monkeypatch):
     ("override", "code", "needle"),
     [
         ("network.encoder_config={arch: lstm, hidden_state_size: 16}", EXIT_INVALID,
-         "encoder arch 'lstm' is not supported yet"),
+         "encoder arch 'lstm' is not supported by DQN"),
         ("network.encoder_config={arch: simba, hidden_size: 16, num_blocks: 1}", EXIT_INVALID,
          "encoder arch 'simba' is not supported yet"),
         ("network.encoder_config={arch: cnn, channel_size: [8], kernel_size: [3], "
@@ -416,7 +416,7 @@ def test_unsupported_encoder_from_python_is_a_typed_error():
     network = dict(TINY_DQN["network"], encoder_config={"arch": "lstm",
                                                         "hidden_state_size": 8})
     manifest = dict(TINY_DQN, network=network)
-    with pytest.raises(UnsupportedSettingError, match="'lstm' is not supported") as info:
+    with pytest.raises(UnsupportedSettingError, match="'lstm' is not supported by DQN") as info:
         LocalTrainer.from_manifest(manifest)
     assert isinstance(info.value, UnsupportedAlgorithmError)
 

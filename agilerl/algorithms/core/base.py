@@ -108,6 +108,7 @@ class RLAlgorithm(ABC):
         self.optimizers: dict[str, Adam] = {}
         self.optimizer_networks: dict[str, tuple[str, ...]] = {}
         self._build(self.net_config)
+        self._check_recurrent_encoders()
 
     # ------------------------------------------------------------------ spec plumbing
     @classmethod
@@ -218,6 +219,39 @@ class RLAlgorithm(ABC):
         """Sub-envs whose episode just ended (bool mask, one per sub-env): reset any
         per-episode exploration state (e.g. correlated action noise). Default: nothing."""
         return None
+
+    # ------------------------------------------------------------------ recurrent state
+    # Loops carry a recurrent policy's state without knowing the algorithm: they ask for
+    # it once per env reset, pass it to the acting methods (which advance it in place) and
+    # zero the rows of sub-envs whose episode starts (``reset_hidden``).
+    def initial_hidden(self, num_envs: int) -> dict[str, torch.Tensor] | None:
+        """The recurrent state of ``num_envs`` sub-envs at an episode start (name ->
+        tensor, batch first); None for a policy without one (the default)."""
+        return None
+
+    def _check_recurrent_encoders(self) -> None:
+        """A recurrent encoder (LSTM) needs an algorithm that carries its state."""
+        if self.initial_hidden(1) is not None:
+            return
+        for network in self.networks.values():
+            for encoder in network.encoders.values():
+                if getattr(encoder, "recurrent", False):
+                    raise NotImplementedError(
+                        f"network encoder arch {encoder.kind!r} is not supported by "
+                        f"{self.algo}: it carries a state across steps, which only PPO with "
+                        "algorithm.recurrent: true keeps"
+                    )
+
+    @staticmethod
+    def reset_hidden(hidden: dict[str, torch.Tensor] | None, starts: np.ndarray) -> None:
+        """Zero, in place, the rows of ``hidden`` of the sub-envs where ``starts`` is True
+        (their next observation begins an episode). New tensors replace the old ones, so
+        a state saved before keeps its values."""
+        if hidden is None or not np.any(starts):
+            return
+        for name, state in hidden.items():
+            keep = torch.as_tensor(~np.asarray(starts, dtype=bool), device=state.device)
+            hidden[name] = state * keep.view(-1, *([1] * (state.dim() - 1))).to(state.dtype)
 
     # ------------------------------------------------------------------ settings
     #: Spec fields this implementation does not read yet: field -> what is missing. A value

@@ -17,16 +17,20 @@ def evaluate_greedy(
     are no longer counted (so autoreset, in any mode, never mixes episodes). With
     ``max_steps`` a round stops after that many vector steps and unfinished episodes
     count with their partial return. Fitness = mean over sub-envs and rounds.
+
+    A recurrent agent (``agent.initial_hidden`` not None) starts each round from a zero
+    state, which ``greedy_action`` advances step by step.
     """
     num_envs = int(env.num_envs)
     totals: list[float] = []
     for round_index in range(max(1, int(loop))):
         obs, _ = env.reset(seed=seed if round_index == 0 else None)
+        hidden = agent.initial_hidden(num_envs)
         returns = np.zeros(num_envs, dtype=np.float64)
         running = np.ones(num_envs, dtype=bool)
         steps = 0
         while running.any() and (max_steps is None or steps < max_steps):
-            action = agent.greedy_action(obs)
+            action = agent.greedy_action(obs) if hidden is None else agent.greedy_action(obs, hidden)
             obs, reward, terminated, truncated, _ = env.step(action)
             returns += np.where(running, np.asarray(reward, dtype=np.float64), 0.0)
             running &= ~(np.asarray(terminated) | np.asarray(truncated))

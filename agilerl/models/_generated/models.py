@@ -1884,7 +1884,7 @@ class PPOSpec(RLAlgorithmSpec):
     max_seq_len: Annotated[
         Integer | None,
         Field(
-            description="Sequence length for truncated backpropagation through time.",
+            description="Sequence length for truncated backpropagation through time (recurrent PPO); null: the whole rollout of each sub-env is one sequence.",
             ge=1,
             le=1000000,
         ),
@@ -1893,7 +1893,10 @@ class PPOSpec(RLAlgorithmSpec):
         bool, Field(description="Share the observation encoder between actor and critic.")
     ] = True
     bptt_sequence_type: Annotated[
-        str, Field(description="How rollouts are cut into BPTT sequences.")
+        Literal["chunked", "fifty_percent_overlap", "maximum"],
+        Field(
+            description="How each sub-env's rollout is cut into BPTT sequences of max_seq_len steps (recurrent PPO): chunked = consecutive non-overlapping chunks; fifty_percent_overlap = windows every max_seq_len / 2 steps; maximum = every window (stride 1)."
+        ),
     ] = "chunked"
     lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_network: Annotated[
