@@ -105,7 +105,7 @@ class NoisyMLP(EvolvableMLP):
 
     # ------------------------------------------------------------------ mutation
     def mutated(self, plan: Mapping[str, Any]) -> NoisyMLP:
-        mean = EvolvableMLP.mutated(self, plan)
+        mean = self._means().mutated(plan)
         new = self._noisy_from(mean, int(plan["seed"]))
         op = plan["op"]
         with torch.no_grad():
@@ -121,12 +121,19 @@ class NoisyMLP(EvolvableMLP):
     def resized(
         self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
     ) -> NoisyMLP:
-        mean = EvolvableMLP.resized(self, in_dim=in_dim, out_dim=out_dim, seed=seed)
+        mean = self._means().resized(in_dim=in_dim, out_dim=out_dim, seed=seed)
         new = self._noisy_from(mean, seed)
         if in_dim is not None and in_dim > self.arch["in_dim"]:
             with torch.no_grad():  # new inputs are ignored at first: no noise on them either
                 new.noisy_layer(0).weight_sigma[:, self.arch["in_dim"] :] = 0.0
         return new
+
+    def _means(self) -> EvolvableMLP:
+        """A plain MLP holding this one's means (what the MLP mutations transform)."""
+        plain = EvolvableMLP(self.arch, torch.Generator().manual_seed(0))
+        plain = plain.to(self.linear(0).weight.device)
+        plain.load_state_dict(self.state_dict(), strict=False)
+        return plain
 
     def _noisy_from(self, mean: EvolvableMLP, seed: int) -> NoisyMLP:
         """A noisy MLP with ``mean``'s architecture and weights, this MLP's sigmas carried
