@@ -30,7 +30,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -85,7 +85,7 @@ class RainbowDQN(RLAlgorithm):
             raise ValueError(f"v_min must be less than v_max (got {self.v_min} >= {self.v_max})")
         self.num_actions = int(self.action_space.n)
         self.actor = RainbowQNetwork.build(
-            self.obs_encoder.dim, self.num_actions, net_config, self.network_generator(),
+            self.observation_space, self.num_actions, net_config, self.network_generator(),
             num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max,
             noise_std=self.noise_std,
         ).to(self.device)
@@ -140,18 +140,18 @@ class RainbowDQN(RLAlgorithm):
 
         # One online pass over s and every s' (the s' rows only choose the next action).
         next_obs = [t[1] for t in targets]
-        log_dist_all = self.actor.log_dist(torch.cat([obs, *next_obs]))
-        batch = len(obs)
-        log_p = log_dist_all[:batch][torch.arange(batch, device=obs.device), action]
+        log_dist_all = self.actor.log_dist(obs_cat([obs, *next_obs]))
+        batch = len(action)
+        log_p = log_dist_all[:batch][torch.arange(batch, device=action.device), action]
         with torch.no_grad():
             q_next_online = (log_dist_all[batch:].exp() * self.actor.support).sum(-1)
         with torch.inference_mode():
-            next_dist = self.actor_target.dist(torch.cat(next_obs))
-        elementwise = torch.zeros(batch, device=obs.device)
+            next_dist = self.actor_target.dist(obs_cat(next_obs))
+        elementwise = torch.zeros(batch, device=action.device)
         for k, (reward, _, done, discount) in enumerate(targets):
             rows = slice(k * batch, (k + 1) * batch)
             projected = self._projected_target(
-                next_dist[rows].clone(), q_next_online[rows], reward, done, discount)
+                next_dist[rows], q_next_online[rows], reward, done, discount)
             elementwise = elementwise - (projected * log_p).sum(-1)
 
         weights = experiences.get("weights")

@@ -1,6 +1,6 @@
 """Rainbow Q-network: observation -> a return distribution per action (C51).
 
-An MLP encoder feeds two noisy MLP heads (:class:`~agilerl.modules.noisy_mlp.NoisyMLP`):
+An encoder (any arch of the encoder factory) feeds two noisy MLP heads (:class:`~agilerl.modules.noisy_mlp.NoisyMLP`):
 ``value`` (``num_atoms`` logits) and ``advantage`` (``num_actions * num_atoms`` logits),
 combined as dueling streams ``V + A - mean_a A`` per atom, then a softmax over the atoms
 of the fixed support ``linspace(v_min, v_max, num_atoms)``. Q-values are the expectations.
@@ -20,8 +20,9 @@ import torch
 from torch import nn
 
 from agilerl.modules.noisy_mlp import NoisyMLP
-from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
+from agilerl.networks.encoders import encoder_architecture
 
 
 class RainbowQNetwork(EvolvableNetwork):
@@ -42,21 +43,19 @@ class RainbowQNetwork(EvolvableNetwork):
 
     @classmethod
     def build(
-        cls, obs_dim: int, num_actions: int, net_config: NetworkConfig, generator: torch.Generator,
-        *, num_atoms: int, v_min: float, v_max: float, noise_std: float,
+        cls, observation_space: Any, num_actions: int, net_config: NetworkConfig,
+        generator: torch.Generator, *, num_atoms: int, v_min: float, v_max: float,
+        noise_std: float,
     ) -> RainbowQNetwork:
-        enc, head, latent = (
-            net_config["encoder_config"],
-            net_config["head_config"],
-            net_config["latent_dim"],
-        )
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        head, latent = net_config["head_config"], net_config["latent_dim"]
         out_act = head.get("output_activation")
 
         def noisy_head(out_dim: int) -> dict[str, Any]:
             return {**mlp_arch(head, latent, out_dim, out_act), "noise_std": float(noise_std)}
 
         arch: dict[str, Any] = {
-            "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
+            "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"value": noisy_head(num_atoms), "advantage": noisy_head(num_actions * num_atoms)},
             "head_inputs": {"value": "encoder", "advantage": "encoder"},
             "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
@@ -68,7 +67,7 @@ class RainbowQNetwork(EvolvableNetwork):
     def noisy_head(self, name: str) -> NoisyMLP:
         return cast(NoisyMLP, self.heads[name])
 
-    def logits(self, obs: torch.Tensor, noise: bool = True) -> torch.Tensor:
+    def logits(self, obs: Any, noise: bool = True) -> torch.Tensor:
         """Per-action atom logits, shape ``(batch, num_actions, num_atoms)``."""
         latent = self.encoder("encoder").forward(obs)
         value = self.noisy_head("value").forward(latent, noise).unsqueeze(1)
@@ -76,15 +75,15 @@ class RainbowQNetwork(EvolvableNetwork):
         advantage = advantage.view(-1, self.num_actions, self.num_atoms)
         return value + advantage - advantage.mean(dim=1, keepdim=True)
 
-    def log_dist(self, obs: torch.Tensor, noise: bool = True) -> torch.Tensor:
+    def log_dist(self, obs: Any, noise: bool = True) -> torch.Tensor:
         """Log-probabilities of the atoms per action."""
         return torch.log_softmax(self.logits(obs, noise), dim=-1)
 
-    def dist(self, obs: torch.Tensor, noise: bool = True) -> torch.Tensor:
+    def dist(self, obs: Any, noise: bool = True) -> torch.Tensor:
         """Probabilities of the atoms per action, ``(batch, num_actions, num_atoms)``."""
         return torch.softmax(self.logits(obs, noise), dim=-1)
 
-    def forward(self, obs: torch.Tensor, noise: bool = True) -> torch.Tensor:
+    def forward(self, obs: Any, noise: bool = True) -> torch.Tensor:
         """Q-values ``(batch, num_actions)``: the expected return of each distribution."""
         return (self.dist(obs, noise) * self.support).sum(dim=-1)
 

@@ -188,3 +188,33 @@ def test_mutations_reach_online_and_target_alike_and_keep_working(plan, small_ne
             assert torch.equal(tensor, other[key]), (name, key)  # noise buffers included
     x = np.zeros((2, 1), dtype=np.float32)
     assert np.array_equal(clone.explore_action(x, 0), agent.explore_action(x, 0))
+
+
+def test_rainbow_builds_its_encoder_through_the_factory():
+    """A composite observation gets the multi-input encoder under the noisy dueling heads."""
+    import copy
+
+    from gymnasium import spaces
+
+    from agilerl.modules.multi_input import MultiInputEncoder
+
+    space = spaces.Dict({"pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
+                         "mode": spaces.Discrete(4)})
+    net = {"latent_dim": 8, "encoder_config": {"arch": "multiinput",
+                                               "mlp_config": {"hidden_size": [16]}},
+           "head_config": {"hidden_size": [16]}}
+    agent = RainbowDQN(space, spaces.Discrete(2), net_config=net, seed=0, batch_size=4,
+                       v_min=-1.0, v_max=1.0)
+    assert isinstance(agent.actor.encoder("encoder"), MultiInputEncoder)
+    rng = np.random.default_rng(0)
+    batch = {"pos": rng.uniform(-1, 1, (4, 3)).astype(np.float32),
+             "mode": rng.integers(0, 4, size=4)}
+    assert agent.explore_action(batch, 0).shape == (4,)
+    stored = agent.obs_encoder.storable(batch)
+    metrics = agent.learn({"obs": stored, "next_obs": stored, "action": np.zeros(4, np.int64),
+                           "reward": np.ones(4, np.float32), "done": np.zeros(4, np.float32),
+                           "n": np.full(4, 3), "weights": np.ones(4, np.float32),
+                           "indices": np.arange(4)})
+    assert np.isfinite(metrics["loss"]) and metrics["priorities"].shape == (4,)
+    clone = RainbowDQN.from_state(copy.deepcopy(agent.get_state()))
+    np.testing.assert_array_equal(clone.greedy_action(batch), agent.greedy_action(batch))
