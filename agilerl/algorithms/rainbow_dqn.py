@@ -162,7 +162,7 @@ class RainbowDQN(RLAlgorithm):
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.actor.parameters(), MAX_GRAD_NORM, foreach=True)
+        torch.nn.utils.clip_grad_norm_(self._param_pairs()[1], MAX_GRAD_NORM, foreach=True)
         optimizer.step()
         self.soft_update()
         self.actor.reset_noise(self.torch_rng)
@@ -212,12 +212,16 @@ class RainbowDQN(RLAlgorithm):
     @torch.no_grad()
     def soft_update(self) -> None:
         """theta_target <- tau * theta + (1 - tau) * theta_target."""
+        target, online = self._param_pairs()
+        torch._foreach_lerp_(target, online, self.tau)
+
+    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Parameters of (target, online), cached until either network is replaced."""
         key = (id(self.actor_target), id(self.actor))
         if getattr(self, "_pairs_key", None) != key:
             self._pairs_key = key
-            self._pairs = ([p.data for p in self.actor_target.parameters()],
-                           [p.data for p in self.actor.parameters()])
-        torch._foreach_lerp_(self._pairs[0], self._pairs[1], self.tau)
+            self._pairs = (list(self.actor_target.parameters()), list(self.actor.parameters()))
+        return self._pairs
 
 
 def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -47,8 +47,8 @@ class NoisyLinear(nn.Linear):
         """Draw new factorised noise from ``generator``."""
         device = self.weight.device
         with torch.no_grad():
-            self.eps_in.copy_(_scaled_noise(self.in_features, generator).to(device))
-            self.eps_out.copy_(_scaled_noise(self.out_features, generator).to(device))
+            self.eps_in.copy_(scaled_noise(self.in_features, generator).to(device))
+            self.eps_out.copy_(scaled_noise(self.out_features, generator).to(device))
 
     def noisy_parameters(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The weight and bias with the current noise applied (differentiable in mu, sigma)."""
@@ -56,7 +56,8 @@ class NoisyLinear(nn.Linear):
         return weight, self.bias + self.bias_sigma * self.eps_out
 
 
-def _scaled_noise(size: int, generator: torch.Generator | None) -> torch.Tensor:
+def scaled_noise(size: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``size`` samples of ``f(x) = sign(x) sqrt(|x|)``, ``x`` standard normal."""
     x = torch.randn(size, generator=generator)
     return x.sign() * x.abs().sqrt()
 
@@ -99,9 +100,12 @@ class NoisyMLP(EvolvableMLP):
             x = act(x)
         return x
 
+    def noisy_layers(self) -> list[NoisyLinear]:
+        return [self.noisy_layer(i) for i in range(len(self.linears))]
+
     def reset_noise(self, generator: torch.Generator | None) -> None:
-        for i in range(len(self.linears)):
-            self.noisy_layer(i).reset_noise(generator)
+        for layer in self.noisy_layers():
+            layer.reset_noise(generator)
 
     # ------------------------------------------------------------------ mutation
     def mutated(self, plan: Mapping[str, Any]) -> NoisyMLP:

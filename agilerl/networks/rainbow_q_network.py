@@ -19,7 +19,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from agilerl.modules.noisy_mlp import NoisyMLP
+from agilerl.modules.noisy_mlp import NoisyMLP, scaled_noise
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
 from agilerl.networks.encoders import encoder_architecture
@@ -88,6 +88,9 @@ class RainbowQNetwork(EvolvableNetwork):
         return (self.dist(obs, noise) * self.support).sum(dim=-1)
 
     def reset_noise(self, generator: torch.Generator | None) -> None:
-        """Draw new noise for every noisy layer."""
-        for name in self.heads:
-            self.noisy_head(name).reset_noise(generator)
+        """Draw new noise for every noisy layer (one draw for the whole network)."""
+        layers = [layer for name in self.heads for layer in self.noisy_head(name).noisy_layers()]
+        buffers = [b for layer in layers for b in (layer.eps_in, layer.eps_out)]
+        noise = scaled_noise(sum(b.numel() for b in buffers), generator).to(self.support.device)
+        with torch.no_grad():
+            torch._foreach_copy_(buffers, list(noise.split([b.numel() for b in buffers])))

@@ -105,3 +105,31 @@ def test_algorithm_n_step_without_an_n_step_memory_warns(tiny_rainbow):
     tiny_rainbow["algorithm"]["n_step"] = 4
     with pytest.warns(UserWarning, match="algorithm.n_step = 4 has no effect"):
         LocalTrainer.from_manifest(manifest=tiny_rainbow, seed=0)
+
+
+RAINBOW_CARTPOLE = {
+    "algorithm": {"name": "RainbowDQN", "batch_size": 64, "lr": 1e-3, "learn_step": 4,
+                  "gamma": 0.99, "tau": 0.005, "v_min": 0.0, "v_max": 200.0, "num_atoms": 51,
+                  "noise_std": 0.5, "beta": 0.4},
+    "environment": {"name": "CartPole-v1", "num_envs": 8},
+    "network": {"latent_dim": 64, "encoder_config": {"hidden_size": [64]},
+                "head_config": {"hidden_size": [64]}},
+    "mutation": {"probabilities": {"no_mut": 0.4, "arch_mut": 0.2, "new_layer": 0.2,
+                                   "params_mut": 0.2, "act_mut": 0.0, "rl_hp_mut": 0.2},
+                 "rl_hp_selection": {"lr": {"min": 1e-4, "max": 5e-3},
+                                     "batch_size": {"min": 32, "max": 256}},
+                 "rand_seed": 42},
+    "selection_strategy": {"tournament_size": 2, "elitism": True},
+    "replay_buffer": {"max_size": 50_000, "per_buffer": True, "per_buffer_args": {"alpha": 0.6},
+                      "n_step_buffer": True, "n_step_buffer_args": {"n_step": 3}},
+    "training": {"max_steps": 100_000, "pop_size": 2, "evo_steps": 5_000, "eval_loop": 1,
+                 "target_score": 475.0, "learning_delay": 1000},
+}
+
+
+@pytest.mark.slow
+def test_rainbow_reaches_475_on_cartpole():
+    """Under a minute on 2 cores (prioritized 3-step replay, noisy dueling C51)."""
+    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(RAINBOW_CARTPOLE), seed=1)
+    _, fitnesses = trainer.train(verbose=False)
+    assert max(fitnesses) >= 475.0
