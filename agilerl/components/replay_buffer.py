@@ -81,6 +81,14 @@ class ReplayBuffer:
         if folded is not None:
             self.add(folded)
 
+    def end_streams(self) -> None:
+        """The vector env's episodes stop here (it will be reset): store what the n-step
+        windows hold, as truncated episodes. Nothing to do without a window."""
+        if self.window is not None:
+            folded = self.window.flush()
+            if folded is not None:
+                self.add(folded)
+
     def sample(
         self, batch_size: int, rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
@@ -168,15 +176,25 @@ class NStepWindow:
             queue = self.pending.setdefault(int(env_id), [])
             queue.append({k: v[j] for k, v in rows.items()})
             if bool(queue[-1]["done"]) or bool(cut[j]):
-                while queue:
-                    out.append(self._fold(queue))
-                    queue.pop(0)
+                self._drain(queue, out)
             elif len(queue) == self.n_step:
                 out.append(self._fold(queue))
                 queue.pop(0)
-        if not out:
-            return None
-        return {k: np.stack([t[k] for t in out]) for k in out[0]}
+        return _stacked(out)
+
+    def flush(self) -> dict[str, np.ndarray] | None:
+        """End every open window as a truncated episode: its transitions, folded (None
+        when there are none). For streams that stop mid-episode (the env is reset)."""
+        out: list[dict[str, np.ndarray]] = []
+        for env_id in sorted(self.pending):
+            self._drain(self.pending[env_id], out)
+        self.pending = {}
+        return _stacked(out)
+
+    def _drain(self, queue: list[dict[str, np.ndarray]], out: list[dict[str, np.ndarray]]) -> None:
+        while queue:
+            out.append(self._fold(queue))
+            queue.pop(0)
 
     def _fold(self, queue: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         first, last = queue[0], queue[-1]
@@ -198,6 +216,10 @@ class NStepWindow:
         self.n_step, self.gamma = int(state["n_step"]), float(state["gamma"])
         self.keep_one_step = bool(state["keep_one_step"])
         self.pending = {int(k): list(v) for k, v in copy.deepcopy(dict(state["pending"])).items()}
+
+
+def _stacked(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    return {k: np.stack([t[k] for t in rows]) for k in rows[0]} if rows else None
 
 
 class MultiStepReplayBuffer(ReplayBuffer):

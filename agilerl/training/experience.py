@@ -101,7 +101,7 @@ def train_off_policy_member(
     mean return of episodes completed during the call, NaN if none).
 
     Transitions go in through ``memory.add_vector_step`` (an n-step memory folds them per
-    sub-env). A prioritized memory is sampled with ``agent.per_beta(progress)``, progress
+    sub-env; its open windows are stored as truncated episodes when the call ends). A prioritized memory is sampled with ``agent.per_beta(progress)``, progress
     being the member's env steps over ``max_steps`` (the run's budget), and gets the
     ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
@@ -140,6 +140,9 @@ def train_off_policy_member(
                 done_steps = agent.steps[-1] + (i + 1) * num_envs
                 for _ in range(per_step):
                     learn.append(_learn_once(agent, memory, sample_rng, done_steps, max_steps))
+    # The next call resets the env (and the memory is shared by the population): episodes
+    # end here for the memory, so no n-step return spans two calls.
+    memory.end_streams()
     return _finish(agent, episodes, vector_steps * num_envs, learn, start)
 
 
