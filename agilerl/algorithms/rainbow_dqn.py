@@ -220,7 +220,8 @@ class RainbowDQN(RLAlgorithm):
         key = (id(self.actor_target), id(self.actor))
         if getattr(self, "_pairs_key", None) != key:
             self._pairs_key = key
-            self._pairs = (list(self.actor_target.parameters()), list(self.actor.parameters()))
+            self._pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = (
+                list(self.actor_target.parameters()), list(self.actor.parameters()))
         return self._pairs
 
 

@@ -232,7 +232,7 @@ class MultiStepReplayBuffer(ReplayBuffer):
         seed: int | None = None, keep_one_step: bool = False,
     ):
         super().__init__(max_size, device=device, seed=seed)
-        self.window = NStepWindow(n_step, gamma, keep_one_step)
+        self.window: NStepWindow = NStepWindow(n_step, gamma, keep_one_step)
 
     @property
     def n_step(self) -> int:

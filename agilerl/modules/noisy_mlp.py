@@ -31,6 +31,9 @@ from agilerl.modules.mlp import EvolvableMLP
 class NoisyLinear(nn.Linear):
     """``nn.Linear`` whose ``weight``/``bias`` are the noise means, plus noise scales."""
 
+    eps_in: torch.Tensor
+    eps_out: torch.Tensor
+
     def __init__(self, in_features: int, out_features: int, noise_std: float) -> None:
         super().__init__(in_features, out_features)
         self.noise_std = float(noise_std)
@@ -74,7 +77,8 @@ class NoisyMLP(EvolvableMLP):
         self.noise_std = float(arch["noise_std"])
         self.arch["noise_std"] = self.noise_std
         noisy = []
-        for linear in self.linears:
+        for i in range(len(self.linears)):
+            linear = self.linear(i)
             layer = NoisyLinear(linear.in_features, linear.out_features, self.noise_std)
             with torch.no_grad():
                 layer.weight.copy_(linear.weight)

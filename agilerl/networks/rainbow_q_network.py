@@ -28,6 +28,8 @@ from agilerl.networks.encoders import encoder_architecture
 class RainbowQNetwork(EvolvableNetwork):
     """Dueling, distributional, noisy Q-network for ``num_actions`` discrete actions."""
 
+    support: torch.Tensor
+
     def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
         heads = dict(arch["heads"])
         super().__init__({**arch, "heads": {}}, generator)
@@ -90,7 +92,7 @@ class RainbowQNetwork(EvolvableNetwork):
     def reset_noise(self, generator: torch.Generator | None) -> None:
         """Draw new noise for every noisy layer (one draw for the whole network)."""
         layers = [layer for name in self.heads for layer in self.noisy_head(name).noisy_layers()]
-        buffers = [b for layer in layers for b in (layer.eps_in, layer.eps_out)]
+        buffers: list[torch.Tensor] = [b for layer in layers for b in (layer.eps_in, layer.eps_out)]
         noise = scaled_noise(sum(b.numel() for b in buffers), generator).to(self.support.device)
         with torch.no_grad():
             torch._foreach_copy_(buffers, list(noise.split([b.numel() for b in buffers])))

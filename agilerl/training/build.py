@@ -190,7 +190,7 @@ def _check_replay_features(trainer: LocalTrainer, per: bool, n_step: bool) -> No
     from agilerl.algorithms import algorithm_class
 
     name = algo_name(trainer.algorithm_spec)
-    features = getattr(algorithm_class(name), "replay_features", frozenset())
+    features: frozenset[str] = getattr(algorithm_class(name), "replay_features", frozenset())
     wanted = [f for f, on in (("per", per), ("n_step", n_step)) if on and f not in features]
     if wanted:
         flags = " and ".join(f"replay_buffer.{f}_buffer" for f in wanted)
