@@ -50,7 +50,8 @@ class RainbowDQN(RLAlgorithm):
         "num_atoms", "v_min", "v_max", "noise_std", "n_step", "combined_reward",
     )
     mirrored_networks = {"actor_target": "actor"}
-    fixed_hyperparameters = ("num_atoms", "v_min", "v_max", "noise_std", "n_step",
+    # gamma too: an n-step memory, shared by the population, folds rewards with it.
+    fixed_hyperparameters = ("gamma", "num_atoms", "v_min", "v_max", "noise_std", "n_step",
                              "combined_reward")
     inert_settings = {
         "n_step": "n-step returns are set by the replay_buffer section (n_step_buffer: true "

@@ -141,3 +141,9 @@ def test_rainbow_reaches_475_on_cartpole():
     trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(RAINBOW_CARTPOLE), seed=1)
     _, fitnesses = trainer.train(verbose=False)
     assert max(fitnesses) >= 475.0
+
+
+def test_gamma_is_not_mutable_since_the_n_step_memory_folds_rewards_with_it(tiny_rainbow):
+    tiny_rainbow["mutation"]["rl_hp_selection"]["gamma"] = {"min": 0.9, "max": 0.999}
+    with pytest.raises(ValueError, match="'gamma', which RainbowDQN cannot mutate"):
+        LocalTrainer.from_manifest(manifest=tiny_rainbow, seed=0)
