@@ -55,8 +55,8 @@ class NoisyLinear(nn.Linear):
 
     def noisy_parameters(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The weight and bias with the current noise applied (differentiable in mu, sigma)."""
-        weight = self.weight + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
-        return weight, self.bias + self.bias_sigma * self.eps_out
+        weight = torch.addcmul(self.weight, self.weight_sigma, torch.outer(self.eps_out, self.eps_in))
+        return weight, torch.addcmul(self.bias, self.bias_sigma, self.eps_out)
 
 
 def scaled_noise(size: int, generator: torch.Generator | None) -> torch.Tensor:
