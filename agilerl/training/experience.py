@@ -101,8 +101,9 @@ def train_off_policy_member(
     mean return of episodes completed during the call, NaN if none).
 
     Transitions go in through ``memory.add_vector_step`` (an n-step memory folds them per
-    sub-env; its open windows are stored as truncated episodes when the call ends). A prioritized memory is sampled with ``agent.per_beta(progress)``, progress
-    being the member's env steps over ``max_steps`` (the run's budget), and gets the
+    sub-env; its open windows are stored as truncated episodes when the call ends). A
+    prioritized memory is sampled with ``agent.per_beta(progress)``, progress being the
+    member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
     ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
     start = time.perf_counter()
