@@ -127,6 +127,11 @@ def test_per_priorities_change_what_is_sampled(small_net):
     leaves = memory._tree[memory._leaves: memory._leaves + len(memory)]
     assert not np.all(leaves == leaves[0])
     assert metrics["priorities"].shape == (32,) and np.all(metrics["priorities"] > 0)
+    draws = np.concatenate([memory.sample(64, rng=np.random.default_rng(i))["indices"]
+                            for i in range(200)])
+    counts = np.bincount(draws, minlength=len(memory))
+    top, low = int(np.argmax(leaves)), int(np.argmin(leaves))
+    assert counts[top] / counts[low] == pytest.approx(leaves[top] / leaves[low], rel=0.5)
     # ... and the loop does it by itself, so sampling follows the priorities.
     before = leaves.copy()
     train_off_policy_member(agent, env, memory, 64, seed=1, max_steps=1000)
