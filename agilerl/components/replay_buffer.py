@@ -32,6 +32,8 @@ class ReplayBuffer:
         self.pos = 0
         self.size = 0
         self.counter = 0  # transitions ever added
+        #: n-step folding in front of the storage (None: transitions are stored as given)
+        self.window: NStepWindow | None = None
 
     def __len__(self) -> int:
         return self.size
@@ -68,6 +70,25 @@ class ReplayBuffer:
         self.size = min(self.size + n, self.max_size)
         self.counter += n
 
+    def add_vector_step(self, env_ids: Any, truncated: Any = None, **fields: Any) -> None:
+        """Add one vector step's valid transitions (one row per sub-env in ``env_ids``);
+        with an n-step window they are folded first, and ``truncated`` ends a window
+        (``done`` is the terminated flag)."""
+        if self.window is None:
+            self.add(fields)
+            return
+        folded = self.window.push(env_ids, truncated, **fields)
+        if folded is not None:
+            self.add(folded)
+
+    def end_streams(self) -> None:
+        """The vector env's episodes stop here (it will be reset): store what the n-step
+        windows hold, as truncated episodes. Nothing to do without a window."""
+        if self.window is not None:
+            folded = self.window.flush()
+            if folded is not None:
+                self.add(folded)
+
     def sample(
         self, batch_size: int, rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
@@ -80,6 +101,8 @@ class ReplayBuffer:
     def clear(self) -> None:
         self._data = {}
         self.pos = self.size = self.counter = 0
+        if self.window is not None:
+            self.window.pending = {}
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -91,6 +114,7 @@ class ReplayBuffer:
             "counter": self.counter,
             "data": {k: v[: self.size].copy() for k, v in self._data.items()},
             "rng": copy.deepcopy(self.rng.bit_generator.state),
+            "window": self.window.state_dict() if self.window is not None else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -106,44 +130,71 @@ class ReplayBuffer:
             store[: self.size] = value
             self._data[name] = store
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+        window = state.get("window")
+        if (window is None) != (self.window is None):
+            raise ValueError(
+                "replay state and buffer disagree on n-step returns (saved with "
+                f"{'an' if window is not None else 'no'} n-step window, loading into a buffer "
+                f"with {'one' if self.window is not None else 'none'})"
+            )
+        if self.window is not None and window is not None:
+            self.window.load_state_dict(window)
 
 
-class MultiStepReplayBuffer(ReplayBuffer):
-    """Replay of n-step transitions, built per sub-env from a vector env's stream.
+class NStepWindow:
+    """Per-sub-env windows of the last ``n_step`` transitions, folded into n-step ones.
 
-    ``add`` takes one vector step (leading dimension ``num_envs``); each sub-env keeps its
-    last ``n_step`` transitions and, once full (or when an episode ends), stores
-    ``(obs_t, action_t, R_t^(n), next_obs_{t+k}, done, n=k)`` with
-    ``R = sum_i gamma^i r_{t+i}`` truncated at the first ``done``. Transitions marked
-    ``valid=False`` (autoreset steps) must not be passed in.
+    ``push`` takes one vector step's valid rows; a window emits
+    ``(obs_t, action_t, R_t^(k), next_obs_{t+k}, done_{t+k}, n=k)`` with
+    ``R = sum_i gamma^i r_{t+i}`` once it holds ``n_step`` transitions, and flushes every
+    transition it holds when an episode ends (``done`` or ``truncated``), so ``k < n_step``
+    near episode ends. A learner discounts ``next_obs`` by ``gamma ** n``. With
+    ``keep_one_step`` the first transition's own ``reward``, ``next_obs`` and ``done`` are
+    kept too (as ``one_step_*``), for losses that combine one-step and n-step targets.
     """
 
-    def __init__(
-        self, max_size: int, n_step: int, gamma: float, device: Any = "cpu", seed: int | None = None
-    ):
-        super().__init__(max_size, device=device, seed=seed)
+    ONE_STEP_FIELDS = ("reward", "next_obs", "done")
+
+    def __init__(self, n_step: int, gamma: float, keep_one_step: bool = False) -> None:
         if int(n_step) < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         self.n_step = int(n_step)
         self.gamma = float(gamma)
-        self._pending: dict[int, list[dict[str, np.ndarray]]] = {}
+        self.keep_one_step = bool(keep_one_step)
+        self.pending: dict[int, list[dict[str, np.ndarray]]] = {}
 
-    def add_vector_step(self, env_ids: np.ndarray, **fields: Any) -> None:
-        """Add one transition for each sub-env in ``env_ids`` (fields: one row per id)."""
+    def push(
+        self, env_ids: Any, truncated: Any = None, **fields: Any
+    ) -> dict[str, np.ndarray] | None:
+        """Add one transition per sub-env in ``env_ids``; the folded transitions now
+        complete, stacked (None when there are none)."""
         rows = {k: np.asarray(v) for k, v in fields.items()}
+        ids = np.asarray(env_ids).reshape(-1).tolist()
+        cut = np.zeros(len(ids), dtype=bool) if truncated is None else np.asarray(truncated)
         out: list[dict[str, np.ndarray]] = []
-        for j, env_id in enumerate(np.asarray(env_ids).tolist()):
-            queue = self._pending.setdefault(int(env_id), [])
+        for j, env_id in enumerate(ids):
+            queue = self.pending.setdefault(int(env_id), [])
             queue.append({k: v[j] for k, v in rows.items()})
-            if bool(queue[-1]["done"]) or bool(queue[-1].get("truncated", False)):
-                while queue:
-                    out.append(self._fold(queue))
-                    queue.pop(0)
+            if bool(queue[-1]["done"]) or bool(cut[j]):
+                self._drain(queue, out)
             elif len(queue) == self.n_step:
                 out.append(self._fold(queue))
                 queue.pop(0)
-        if out:
-            super().add({k: np.stack([t[k] for t in out]) for k in out[0]})
+        return _stacked(out)
+
+    def flush(self) -> dict[str, np.ndarray] | None:
+        """End every open window as a truncated episode: its transitions, folded (None
+        when there are none). For streams that stop mid-episode (the env is reset)."""
+        out: list[dict[str, np.ndarray]] = []
+        for env_id in sorted(self.pending):
+            self._drain(self.pending[env_id], out)
+        self.pending = {}
+        return _stacked(out)
+
+    def _drain(self, queue: list[dict[str, np.ndarray]], out: list[dict[str, np.ndarray]]) -> None:
+        while queue:
+            out.append(self._fold(queue))
+            queue.pop(0)
 
     def _fold(self, queue: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         first, last = queue[0], queue[-1]
@@ -151,19 +202,45 @@ class MultiStepReplayBuffer(ReplayBuffer):
         for i, step in enumerate(queue):
             ret = ret + (self.gamma**i) * step["reward"]
         folded = {**first, "reward": ret, "next_obs": last["next_obs"], "done": last["done"]}
-        folded["n"] = np.asarray(
-            len(queue), dtype=np.int64
-        )  # the learner discounts next_obs by gamma ** n
+        folded["n"] = np.asarray(len(queue), dtype=np.int64)
+        if self.keep_one_step:
+            for name in self.ONE_STEP_FIELDS:
+                folded[f"one_step_{name}"] = first[name]
         return folded
 
     def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state["pending"] = copy.deepcopy(self._pending)
-        return state
+        return {"n_step": self.n_step, "gamma": self.gamma,
+                "keep_one_step": self.keep_one_step, "pending": copy.deepcopy(self.pending)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._pending = copy.deepcopy(dict(state.get("pending", {})))
+        self.n_step, self.gamma = int(state["n_step"]), float(state["gamma"])
+        self.keep_one_step = bool(state["keep_one_step"])
+        self.pending = {int(k): list(v) for k, v in copy.deepcopy(dict(state["pending"])).items()}
+
+
+def _stacked(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | None:
+    return {k: np.stack([t[k] for t in rows]) for k in rows[0]} if rows else None
+
+
+class MultiStepReplayBuffer(ReplayBuffer):
+    """Replay of n-step transitions, built per sub-env from a vector env's stream
+    (see :class:`NStepWindow`). Transitions marked ``valid=False`` (autoreset steps) must
+    not be passed in."""
+
+    def __init__(
+        self, max_size: int, n_step: int, gamma: float, device: Any = "cpu",
+        seed: int | None = None, keep_one_step: bool = False,
+    ):
+        super().__init__(max_size, device=device, seed=seed)
+        self.window: NStepWindow = NStepWindow(n_step, gamma, keep_one_step)
+
+    @property
+    def n_step(self) -> int:
+        return self.window.n_step
+
+    @property
+    def gamma(self) -> float:
+        return self.window.gamma
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -176,8 +253,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     TD errors. Sampling is stratified: one draw per equal slice of the total priority.
     """
 
-    def __init__(self, max_size: int, alpha: float, device: Any = "cpu", seed: int | None = None):
+    def __init__(
+        self, max_size: int, alpha: float, device: Any = "cpu", seed: int | None = None,
+        n_step: int = 1, gamma: float = 0.99, keep_one_step: bool = False,
+    ):
         super().__init__(max_size, device=device, seed=seed)
+        if n_step > 1 or keep_one_step:  # prioritized n-step replay: fold, then prioritize
+            self.window = NStepWindow(n_step, gamma, keep_one_step)
         self.alpha = float(alpha)
         self._leaves = 1 << max(0, (self.max_size - 1).bit_length())
         self._tree = np.zeros(2 * self._leaves, dtype=np.float64)

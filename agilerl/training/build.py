@@ -144,10 +144,18 @@ def make_memory(trainer: LocalTrainer) -> Any:
     """The shared replay memory of a run whose loop keeps one (None otherwise).
 
     Without a ``replay_buffer`` section the schema's ``ReplayBufferSpec`` defaults apply.
+    ``per_buffer`` gives a prioritized memory (``per_buffer_args.alpha``); ``n_step_buffer``
+    folds transitions into ``n_step_buffer_args.n_step``-step returns with the algorithm's
+    ``gamma`` (both: a prioritized memory of n-step transitions). Both need an algorithm
+    that learns from them (its ``replay_features``); others are refused.
     """
     if not paradigm(trainer.paradigm).replay_memory:
         return None
-    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.components.replay_buffer import (
+        MultiStepReplayBuffer,
+        PrioritizedReplayBuffer,
+        ReplayBuffer,
+    )
 
     spec = trainer.replay_buffer_spec
     if spec is None:
@@ -160,15 +168,43 @@ def make_memory(trainer: LocalTrainer) -> Any:
             f"no replay_buffer section: using a replay buffer of {spec.max_size:,} "
             "transitions", UserWarning, stacklevel=4,
         )
-    else:
-        if getattr(spec, "per_buffer", False) or getattr(spec, "n_step_buffer", False):
-            raise UnsupportedAlgorithmError(
-                "replay_buffer.per_buffer / n_step_buffer are not implemented yet in this "
-                "version of agilerl for "
-                f"{algo_name(trainer.algorithm_spec)}"
-            )
-    return ReplayBuffer(int(spec.max_size), device=trainer.device,
-                        seed=derive_seed(trainer.seed, _SEED_MEMORY))
+    per, n_step = bool(spec.per_buffer), bool(spec.n_step_buffer)
+    _check_replay_features(trainer, per, n_step)
+    size, seed = int(spec.max_size), derive_seed(trainer.seed, _SEED_MEMORY)
+    algo = trainer.algorithm_spec
+    steps = int(spec.n_step_buffer_args.n_step) if n_step else 1
+    gamma = float(getattr(algo, "gamma", 0.99))
+    one_step = n_step and bool(getattr(algo, "combined_reward", False))
+    if per:
+        return PrioritizedReplayBuffer(size, alpha=float(spec.per_buffer_args.alpha),
+                                       device=trainer.device, seed=seed, n_step=steps,
+                                       gamma=gamma, keep_one_step=one_step)
+    if n_step:
+        return MultiStepReplayBuffer(size, n_step=steps, gamma=gamma, device=trainer.device,
+                                     seed=seed, keep_one_step=one_step)
+    return ReplayBuffer(size, device=trainer.device, seed=seed)
+
+
+def _check_replay_features(trainer: LocalTrainer, per: bool, n_step: bool) -> None:
+    """Refuse memories the algorithm cannot learn from; warn about settings they make inert."""
+    from agilerl.algorithms import algorithm_class
+
+    name = algo_name(trainer.algorithm_spec)
+    features: frozenset[str] = getattr(algorithm_class(name), "replay_features", frozenset())
+    wanted = [f for f, on in (("per", per), ("n_step", n_step)) if on and f not in features]
+    if wanted:
+        flags = " and ".join(f"replay_buffer.{f}_buffer" for f in wanted)
+        raise UnsupportedAlgorithmError(
+            f"{flags}: {name} does not learn from "
+            f"{'prioritized' if wanted[0] == 'per' else 'n-step'} replay in this version of "
+            "agilerl (RainbowDQN does); set it to false"
+        )
+    if not n_step and bool(getattr(trainer.algorithm_spec, "combined_reward", False)):
+        import warnings
+
+        warnings.warn("algorithm.combined_reward = True has no effect without "
+                      "replay_buffer.n_step_buffer (there is no n-step loss to combine)",
+                      UserWarning, stacklevel=5)
 
 
 def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.algorithms.core.autoreset import Autoreset
-from agilerl.components.replay_buffer import ReplayBuffer
+from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
 
 
@@ -87,6 +87,7 @@ def train_off_policy_member(
     learning_delay: int = 0,
     exploration: Any = None,
     seed: int | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
 
@@ -98,6 +99,12 @@ def train_off_policy_member(
     ``len(memory) > learning_delay``, on batches sampled with a generator seeded from
     ``seed``. Returns ``{steps, score, episodes, learn_updates, metrics, seconds}`` (score:
     mean return of episodes completed during the call, NaN if none).
+
+    Transitions go in through ``memory.add_vector_step`` (an n-step memory folds them per
+    sub-env; its open windows are stored as truncated episodes when the call ends). A
+    prioritized memory is sampled with ``agent.per_beta(progress)``, progress being the
+    member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
+    ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
     start = time.perf_counter()
     stepper = Autoreset(env)
@@ -118,9 +125,11 @@ def train_off_policy_member(
             "next_obs": agent.obs_encoder.storable(next_obs),
             "done": terminated,
         }
+        env_ids, cut = np.arange(num_envs), truncated
         if not valid.all():
             transition = {k: np.asarray(v)[valid] for k, v in transition.items()}
-        memory.add(transition)
+            env_ids, cut = env_ids[valid], truncated[valid]
+        memory.add_vector_step(env_ids, cut, **transition)
         ended = (terminated | truncated) & valid
         episodes.update(reward, ended, valid)
         if ended.any():
@@ -129,9 +138,29 @@ def train_off_policy_member(
         if len(memory) >= agent.batch_size and len(memory) > learning_delay:
             per_step, every = _learn_schedule(int(agent.learn_step), num_envs)
             if (first + i) % every == 0:
+                done_steps = agent.steps[-1] + (i + 1) * num_envs
                 for _ in range(per_step):
-                    learn.append(agent.learn(memory.sample(agent.batch_size, sample_rng)))
+                    learn.append(_learn_once(agent, memory, sample_rng, done_steps, max_steps))
+    # The next call resets the env (and the memory is shared by the population): episodes
+    # end here for the memory, so no n-step return spans two calls.
+    memory.end_streams()
     return _finish(agent, episodes, vector_steps * num_envs, learn, start)
+
+
+def _learn_once(
+    agent: Any, memory: ReplayBuffer, rng: np.random.Generator, done_steps: int,
+    max_steps: int | None,
+) -> dict[str, float]:
+    """Sample a batch, learn from it, and give a prioritized memory its new priorities."""
+    if not isinstance(memory, PrioritizedReplayBuffer):
+        return agent.learn(memory.sample(agent.batch_size, rng))
+    progress = done_steps / max_steps if max_steps else 1.0
+    batch = memory.sample(agent.batch_size, beta=agent.per_beta(progress), rng=rng)
+    metrics = dict(agent.learn(batch))
+    priorities = metrics.pop("priorities", None)
+    if priorities is not None:
+        memory.update_priorities(batch["indices"], priorities)
+    return metrics
 
 
 def train_on_policy_member(

@@ -22,11 +22,13 @@ class OffPolicyMemberTrainer:
         self.memory = memory
         self.training = training
         self.learning_delay = int(training.learning_delay)
+        self.max_steps = int(training.max_steps)
 
     def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
         result = train_off_policy_member(
             agent, self.env, self.memory, steps, learning_delay=self.learning_delay,
             exploration=type(agent).exploration_settings(self.training), seed=seed,
+            max_steps=self.max_steps,
         )
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

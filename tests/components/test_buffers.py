@@ -113,3 +113,32 @@ def test_prioritized_buffer_samples_by_priority_and_weights():
         copy.sample(5, rng=np.random.default_rng(0))["indices"],
         buf.sample(5, rng=np.random.default_rng(0))["indices"],
     )
+
+
+def test_n_step_windows_flush_as_truncated_episodes_and_round_trip():
+    from agilerl.components.replay_buffer import PrioritizedReplayBuffer
+
+    def step(buf, t, truncated=False):
+        buf.add_vector_step(np.array([0]), np.array([truncated]),
+                            obs=np.array([[t]], np.float32), action=np.array([0]),
+                            reward=np.array([1.0], np.float32),
+                            next_obs=np.array([[t + 1]], np.float32), done=np.array([False]))
+
+    buf = PrioritizedReplayBuffer(50, alpha=0.5, n_step=3, gamma=0.5, keep_one_step=True)
+    for t in range(2):
+        step(buf, t)
+    assert len(buf) == 0 and len(buf.window.pending[0]) == 2
+    copy = PrioritizedReplayBuffer(50, alpha=0.5, n_step=3, gamma=0.5, keep_one_step=True)
+    copy.load_state_dict(buf.state_dict())  # open windows are part of the state
+    for b in (buf, copy):
+        b.end_streams()
+    for b in (buf, copy):
+        data = b.state_dict()["data"]
+        assert data["n"].tolist() == [2, 1] and data["reward"].tolist() == [1.5, 1.0]
+        assert data["next_obs"][:, 0].tolist() == [2.0, 2.0]  # bootstrapped, not done
+        assert data["one_step_next_obs"][:, 0].tolist() == [1.0, 2.0]
+        assert b.window.pending == {}
+    step(buf, 10, truncated=True)  # a truncation ends the window at once
+    assert len(buf) == 3 and buf.window.pending[0] == []
+    with pytest.raises(ValueError, match="n-step"):
+        ReplayBuffer(10).load_state_dict(buf.state_dict())

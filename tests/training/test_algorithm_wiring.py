@@ -44,9 +44,11 @@ def private_registry() -> Iterator[dict[str, Any]]:
             del registry.IMPLEMENTATIONS[name]
 
 
-def test_a_new_algorithm_needs_only_its_registered_class(private_registry):
-    # RainbowDQN is in the generated registry (off-policy loop) but has no implementation:
-    # registering a class under its name is all the trainer needs.
+def test_a_new_algorithm_needs_only_its_registered_class(private_registry, monkeypatch):
+    # RainbowDQN is in the generated registry (off-policy loop); with its implementation
+    # hidden, registering a class under its name is all the trainer needs.
+    private_registry.pop("RainbowDQN", None)
+    monkeypatch.setattr(registry, "_module", lambda name: None)
     with pytest.raises(UnsupportedAlgorithmError, match="not implemented yet"):
         LocalTrainer("RainbowDQN", "CartPole-v1")
 

@@ -1,0 +1,232 @@
+"""Rainbow DQN: distributional (C51), noisy, dueling, double-Q, n-step, prioritized DQN.
+
+* Distribution: each action's return is a categorical distribution on ``num_atoms`` atoms
+  spread evenly over ``[v_min, v_max]``; the loss is the cross-entropy between the online
+  distribution of ``(s, a)`` and the target distribution projected onto the support.
+* Double Q: the next action is the online network's greedy choice, its distribution the
+  target network's.
+* Exploration by noisy layers (no epsilon): the agent acts greedily on its noisy network;
+  the noise of both networks is resampled after every learning step, from the agent's own
+  generator (so runs and resumes repeat exactly). Evaluation uses the noise-free means.
+* n-step returns: with ``replay_buffer.n_step_buffer`` the memory stores n-step transitions
+  with their step count ``n``, and the target discounts ``next_obs`` by ``gamma ** n``
+  (fewer steps at episode ends). ``combined_reward`` adds the one-step loss of the same
+  transitions (the memory then keeps their one-step fields too).
+* Prioritized replay: with ``replay_buffer.per_buffer`` the loss is weighted by the batch's
+  importance-sampling ``weights``, sampled with ``beta`` annealed linearly from its initial
+  value to 1 over ``training.max_steps`` (a function of the member's own step count, so it
+  carries over through checkpoints); ``learn`` returns the new priorities (per-sample loss
+  + ``prior_eps``) for the memory.
+* Soft target updates with ``tau``; gradients clipped to norm 10 (as the reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
+from agilerl.algorithms.registry import registered
+from agilerl.networks.config import NetworkConfig
+from agilerl.networks.optim import make_optimizer
+from agilerl.networks.rainbow_q_network import RainbowQNetwork
+
+#: Gradient-norm clip of every update (the reference's value).
+MAX_GRAD_NORM = 10.0
+
+
+@registered
+class RainbowDQN(RLAlgorithm):
+    """Rainbow DQN for discrete action spaces."""
+
+    algo = "RainbowDQN"
+    hyperparameter_names = (
+        "batch_size", "lr", "learn_step", "gamma", "tau", "beta", "prior_eps",
+        "num_atoms", "v_min", "v_max", "noise_std", "n_step", "combined_reward",
+    )
+    mirrored_networks = {"actor_target": "actor"}
+    # gamma too: an n-step memory, shared by the population, folds rewards with it.
+    fixed_hyperparameters = ("gamma", "num_atoms", "v_min", "v_max", "noise_std", "n_step",
+                             "combined_reward")
+    inert_settings = {
+        "n_step": "n-step returns are set by the replay_buffer section (n_step_buffer: true "
+                  "with n_step_buffer_args.n_step), as in the reference; algorithm.n_step is "
+                  "not read",
+    }
+    #: Replay memories this algorithm learns from correctly (see ``training.build``).
+    replay_features: ClassVar[frozenset[str]] = frozenset({"per", "n_step"})
+
+    batch_size: int
+    lr: float
+    learn_step: int
+    gamma: float
+    tau: float
+    beta: float
+    prior_eps: float
+    num_atoms: int
+    v_min: float
+    v_max: float
+    noise_std: float
+    n_step: int
+    combined_reward: bool
+
+    def _build(self, net_config: NetworkConfig) -> None:
+        if not isinstance(self.action_space, spaces.Discrete):
+            raise IncompatibleSpaceError(
+                f"RainbowDQN needs a Discrete action space, got {self.action_space}")
+        if self.num_atoms < 2:
+            raise ValueError(f"num_atoms must be >= 2 for a return distribution, got "
+                             f"{self.num_atoms}")
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min must be less than v_max (got {self.v_min} >= {self.v_max})")
+        self.num_actions = int(self.action_space.n)
+        self.actor = RainbowQNetwork.build(
+            self.observation_space, self.num_actions, net_config, self.network_generator(),
+            num_atoms=self.num_atoms, v_min=self.v_min, v_max=self.v_max,
+            noise_std=self.noise_std,
+        ).to(self.device)
+        self.actor.reset_noise(self.torch_rng)
+        self.actor_target = RainbowQNetwork.from_architecture(
+            self.actor.architecture(), device=self.device)
+        self.actor_target.load_state_dict(self.actor.state_dict())
+        self.networks = {"actor": self.actor, "actor_target": self.actor_target}
+        self.optimizer_networks = {"optimizer": ("actor",)}
+        self.optimizers = {"optimizer": make_optimizer([self.actor], self.lr)}
+
+    # ------------------------------------------------------------------ acting
+    @torch.inference_mode()
+    def get_action(
+        self, obs: Any, action_mask: Any = None, training: bool = True
+    ) -> np.ndarray:
+        """Greedy actions of the noisy network (``training``) or of its means (not
+        ``training``), one per observation; ``action_mask`` (truthy = allowed) restricts
+        the choice."""
+        q = self.actor(self.to_tensor(obs), noise=training)
+        if action_mask is not None:
+            mask = torch.as_tensor(np.asarray(action_mask, dtype=bool), device=q.device)
+            q = q.masked_fill(~mask.reshape(q.shape), float("-inf"))
+        return q.argmax(dim=-1).cpu().numpy()
+
+    def greedy_action(self, obs: Any) -> np.ndarray:
+        return self.get_action(obs, training=False)
+
+    def explore_action(self, obs: Any, vector_step: int, settings: Any = None) -> np.ndarray:
+        """Exploration is the noisy network's own: its greedy action with the current noise."""
+        return self.get_action(obs, training=True)
+
+    def per_beta(self, progress: float) -> float:
+        """Importance-sampling exponent after ``progress`` (0 to 1) of the training budget:
+        linear from ``beta`` to 1."""
+        return self.beta + (1.0 - self.beta) * min(1.0, max(0.0, float(progress)))
+
+    # ------------------------------------------------------------------ learning
+    def learn(self, experiences: Mapping[str, Any]) -> dict[str, Any]:
+        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``.
+
+        Optional fields: ``n`` (steps of n-step returns; discount ``gamma ** n``),
+        ``one_step_reward``/``one_step_next_obs``/``one_step_done`` (added one-step loss,
+        ``combined_reward``), ``weights`` and ``indices`` (prioritized replay: the result
+        then also holds ``priorities``, one per sample, for ``update_priorities``).
+        """
+        obs = self.to_tensor(experiences["obs"])
+        action = _tensor(experiences["action"], self.device, torch.long).reshape(-1)
+        targets = [self._target_inputs(experiences, "")]
+        if "one_step_reward" in experiences:
+            targets.append(self._target_inputs(experiences, "one_step_"))
+
+        # One online pass over s and every s' (the s' rows only choose the next action).
+        next_obs = [t[1] for t in targets]
+        log_dist_all = self.actor.log_dist(obs_cat([obs, *next_obs]))
+        batch = len(action)
+        log_p = log_dist_all[:batch][torch.arange(batch, device=action.device), action]
+        with torch.no_grad():
+            q_next_online = (log_dist_all[batch:].exp() * self.actor.support).sum(-1)
+        with torch.inference_mode():
+            next_dist = self.actor_target.dist(obs_cat(next_obs))
+        elementwise = torch.zeros(batch, device=action.device)
+        for k, (reward, _, done, discount) in enumerate(targets):
+            rows = slice(k * batch, (k + 1) * batch)
+            projected = self._projected_target(
+                next_dist[rows], q_next_online[rows], reward, done, discount)
+            elementwise = elementwise - (projected * log_p).sum(-1)
+
+        weights = experiences.get("weights")
+        if weights is not None:
+            loss = (elementwise * _tensor(weights, self.device, torch.float32)).mean()
+        else:
+            loss = elementwise.mean()
+        optimizer = self.optimizers["optimizer"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self._param_pairs()[1], MAX_GRAD_NORM, foreach=True)
+        optimizer.step()
+        self.soft_update()
+        self.actor.reset_noise(self.torch_rng)
+        self.actor_target.reset_noise(self.torch_rng)
+
+        metrics: dict[str, Any] = {"loss": float(loss.detach())}
+        if "indices" in experiences:
+            metrics["priorities"] = elementwise.detach().cpu().numpy() + self.prior_eps
+        return metrics
+
+    def _target_inputs(
+        self, experiences: Mapping[str, Any], prefix: str
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(reward, next_obs, done, discount) of the ``prefix`` fields of a batch."""
+        reward = _tensor(experiences[f"{prefix}reward"], self.device, torch.float32).reshape(-1)
+        next_obs = self.to_tensor(experiences[f"{prefix}next_obs"])
+        done = _tensor(experiences[f"{prefix}done"], self.device, torch.float32).reshape(-1)
+        if not prefix and "n" in experiences:
+            steps = _tensor(experiences["n"], self.device, torch.float32).reshape(-1)
+            discount = torch.pow(torch.full_like(steps, self.gamma), steps)
+        else:
+            discount = torch.full_like(reward, self.gamma)
+        return reward, next_obs, done, discount
+
+    @torch.no_grad()
+    def _projected_target(
+        self, next_dist: torch.Tensor, q_next_online: torch.Tensor, reward: torch.Tensor,
+        done: torch.Tensor, discount: torch.Tensor,
+    ) -> torch.Tensor:
+        """The target distribution ``r + discount * (1 - done) * z`` of the online network's
+        best next action under the target network, projected onto the support."""
+        batch = len(reward)
+        best = q_next_online.argmax(dim=-1)
+        prob = next_dist[torch.arange(batch, device=reward.device), best]
+        support = self.actor.support
+        shifted = reward[:, None] + (discount * (1.0 - done))[:, None] * support[None, :]
+        position = (shifted.clamp(self.v_min, self.v_max) - self.v_min) / (
+            (self.v_max - self.v_min) / (self.num_atoms - 1))
+        lower, upper = position.floor().long(), position.ceil().long()
+        # An atom hit exactly (lower == upper) keeps all of its mass.
+        exact = (lower == upper).to(prob.dtype)
+        projected = torch.zeros_like(prob)
+        projected.scatter_add_(1, lower, prob * (upper.to(prob.dtype) - position + exact))
+        projected.scatter_add_(1, upper, prob * (position - lower.to(prob.dtype)))
+        return projected
+
+    @torch.no_grad()
+    def soft_update(self) -> None:
+        """theta_target <- tau * theta + (1 - tau) * theta_target."""
+        target, online = self._param_pairs()
+        torch._foreach_lerp_(target, online, self.tau)
+
+    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Parameters of (target, online), cached until either network is replaced."""
+        key = (id(self.actor_target), id(self.actor))
+        if getattr(self, "_pairs_key", None) != key:
+            self._pairs_key = key
+            self._pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = (
+                list(self.actor_target.parameters()), list(self.actor.parameters()))
+        return self._pairs
+
+
+def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=dtype)
+    return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)
