@@ -83,6 +83,7 @@ class DDPG(RLAlgorithm):
                 f"onto them), got {space}"
             )
         self.action_dim = int(low.size)
+        self._action_shape, self._action_dtype = tuple(space.shape), space.dtype
         self._low, self._half_range = low, (high - low) / 2.0
         self._low_t = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self._half_range_t = torch.as_tensor(self._half_range, dtype=torch.float32, device=self.device)
@@ -106,7 +107,6 @@ class DDPG(RLAlgorithm):
             self._rebuild_optimizer(opt_name)
         self.noise = ActionNoise(self.action_dim)
         self.learn_counter = 0
-        self.last_actor_loss = float("nan")
         if self.share_encoders:
             self._share_encoder()
 
@@ -126,8 +126,7 @@ class DDPG(RLAlgorithm):
     def to_env_action(self, normalised: np.ndarray) -> np.ndarray:
         """Normalised actions (batch, action_dim) in [-1, 1] -> env actions within bounds."""
         env = self._low + (np.asarray(normalised, dtype=np.float64) + 1.0) * self._half_range
-        shape = (len(env), *self.action_space.shape)
-        return env.reshape(shape).astype(self.action_space.dtype, copy=False)
+        return env.reshape(len(env), *self._action_shape).astype(self._action_dtype, copy=False)
 
     def to_normalised(self, env_action: torch.Tensor) -> torch.Tensor:
         """Env actions (batch, ...) -> normalised actions (batch, action_dim) in [-1, 1]."""
@@ -138,7 +137,7 @@ class DDPG(RLAlgorithm):
     @torch.inference_mode()
     def policy(self, obs: Any) -> np.ndarray:
         """The actor's normalised actions for a batch of observations (numpy)."""
-        return self.actor(self.to_tensor(obs)).cpu().numpy()
+        return self.networks["actor"](self.to_tensor(obs)).cpu().numpy()
 
     def get_action(self, obs: Any, training: bool = True) -> np.ndarray:
         """Env actions for a batch of observations; with ``training``, plus exploration noise."""
@@ -175,17 +174,18 @@ class DDPG(RLAlgorithm):
 
     def _next_action(self, next_obs: torch.Tensor) -> torch.Tensor:
         """The target policy's action at ``s'`` (TD3 smooths it with clipped noise)."""
-        return self.actor_target(next_obs)
+        return self.networks["actor_target"](next_obs)
 
     def _next_value(self, next_obs: torch.Tensor, next_action: torch.Tensor) -> torch.Tensor:
-        return self.critic_target(next_obs, next_action)
+        return self.networks["critic_target"](next_obs, next_action)
 
     def _critic_loss(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.mse_loss(self.critic(obs, action), target)
+        return F.mse_loss(self.networks["critic"](obs, action), target)
 
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
         """One critic step on a batch ``{obs, action, reward, next_obs, done}``; every
-        ``policy_freq``-th call also an actor step and a soft update of the targets."""
+        ``policy_freq``-th call also an actor step and a soft update of the targets.
+        Returns ``loss`` (critic) and, after an actor step, ``actor_loss``."""
         obs, action, reward, next_obs, done = self._batch(experiences)
         with torch.inference_mode():
             q_next = self._next_value(next_obs, self._next_action(next_obs))
@@ -196,17 +196,18 @@ class DDPG(RLAlgorithm):
         if self.share_encoders:
             self._share_encoder()
         self.learn_counter += 1
+        metrics = {"loss": float(critic_loss.detach())}
         if self.learn_counter % int(self.policy_freq) == 0:
             critic = self.networks[self.critic_names[0]]
             critic.requires_grad_(False)  # the actor's loss needs no critic gradients
             try:
-                actor_loss = -critic(obs, self.actor(obs)).mean()
+                actor_loss = -critic(obs, self.networks["actor"](obs)).mean()
                 _step(self.optimizers["actor_optimizer"], actor_loss)
             finally:
                 critic.requires_grad_(True)
-            self.last_actor_loss = float(actor_loss.detach())
+            metrics["actor_loss"] = float(actor_loss.detach())
             self.soft_update()
-        return {"loss": float(critic_loss.detach()), "actor_loss": self.last_actor_loss}
+        return metrics
 
     @torch.no_grad()
     def soft_update(self) -> None:
@@ -225,9 +226,10 @@ class DDPG(RLAlgorithm):
 
     @torch.no_grad()
     def _share_encoder(self) -> None:
-        source = list(self.networks[self.critic_names[0]].encoders.parameters())
+        source = [p.data for p in self.networks[self.critic_names[0]].encoders.parameters()]
         for name in self._encoder_readers():
-            torch._foreach_copy_(list(self.networks[name].encoders.parameters()), source)
+            readers = [p.data for p in self.networks[name].encoders.parameters()]
+            torch._foreach_copy_(readers, source)
 
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         """With ``share_encoders``, changes to an encoder (or the latent width, or every
@@ -245,14 +247,12 @@ class DDPG(RLAlgorithm):
         return {
             "noise": None if noise is None else noise.copy(),
             "learn_counter": self.learn_counter,
-            "last_actor_loss": self.last_actor_loss,
         }
 
     def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
         noise = extra.get("noise")
         self.noise.state = None if noise is None else np.array(noise, dtype=np.float64)
         self.learn_counter = int(extra.get("learn_counter", 0))
-        self.last_actor_loss = float(extra.get("last_actor_loss", float("nan")))
 
 
 def _step(optimizer: Any, loss: torch.Tensor) -> None:

@@ -36,19 +36,19 @@ class TD3(DDPG):
     }
 
     def _next_action(self, next_obs: torch.Tensor) -> torch.Tensor:
-        action = self.actor_target(next_obs)
+        action = self.networks["actor_target"](next_obs)
         noise = torch.randn(action.shape, generator=self.torch_rng).to(action.device)
         noise = (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)
         return (action + noise).clamp(-1.0, 1.0)
 
     def _next_value(self, next_obs: torch.Tensor, next_action: torch.Tensor) -> torch.Tensor:
-        q1 = self.critic_1_target(next_obs, next_action)
-        q2 = self.critic_2_target(next_obs, next_action)
+        q1 = self.networks["critic_1_target"](next_obs, next_action)
+        q2 = self.networks["critic_2_target"](next_obs, next_action)
         return torch.minimum(q1, q2)
 
     def _critic_loss(
         self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
     ) -> torch.Tensor:
-        return F.mse_loss(self.critic_1(obs, action), target) + F.mse_loss(
-            self.critic_2(obs, action), target
+        return F.mse_loss(self.networks["critic_1"](obs, action), target) + F.mse_loss(
+            self.networks["critic_2"](obs, action), target
         )

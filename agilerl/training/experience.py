@@ -57,7 +57,7 @@ def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
 def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
     if not metrics:
         return {}
-    keys = metrics[0].keys()
+    keys = dict.fromkeys(k for m in metrics for k in m)  # some updates report more (TD3's actor)
     return {k: float(np.mean([m[k] for m in metrics if k in m])) for k in keys}
 
 
@@ -103,6 +103,7 @@ def train_off_policy_member(
     stepper = Autoreset(env)
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
+    agent.on_episode_end(np.ones(num_envs, dtype=bool))  # the reset starts new episodes
     sample_rng = np.random.default_rng(seed)
     episodes = _Episodes(num_envs)
     learn: list[dict[str, float]] = []
