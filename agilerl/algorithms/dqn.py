@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -51,7 +51,7 @@ class DQN(RLAlgorithm):
             raise IncompatibleSpaceError(f"DQN needs a Discrete action space, got {self.action_space}")
         self.num_actions = int(self.action_space.n)
         self.actor = QNetwork.build(
-            self.obs_encoder.dim, self.num_actions, net_config, self.network_generator()
+            self.observation_space, self.num_actions, net_config, self.network_generator()
         ).to(self.device)
         self.actor_target = copy.deepcopy(self.actor)
         self.networks = {"actor": self.actor, "actor_target": self.actor_target}
@@ -110,8 +110,9 @@ class DQN(RLAlgorithm):
 
         # --- online Q-values; double DQN also needs them at s' (one batched pass) ---
         if self.double:
-            q_both = self.actor(torch.cat([obs, next_obs]))
-            q_online, q_next_online = q_both[: len(obs)], q_both[len(obs) :].detach()
+            q_both = self.actor(obs_cat([obs, next_obs]))
+            rows = len(action)
+            q_online, q_next_online = q_both[:rows], q_both[rows:].detach()
         else:
             q_online = self.actor(obs)
 

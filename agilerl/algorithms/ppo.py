@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
@@ -68,7 +68,7 @@ class PPO(RLAlgorithm):
             raise IncompatibleSpaceError(f"PPO needs a Discrete or Box action space, got {self.action_space}")
         self.continuous = isinstance(self.action_space, spaces.Box)
         self.actor_critic = ActorCritic.build(
-            self.obs_encoder.dim,
+            self.observation_space,
             action_dim(self.action_space),
             continuous=self.continuous,
             net_config=net_config,
@@ -135,7 +135,7 @@ class PPO(RLAlgorithm):
         n = len(data["advantages"])
         if n == 0:
             return {}
-        obs = torch.as_tensor(data["obs"], device=self.device)
+        obs = self.to_tensor(data["obs"])
         dtype = torch.float32 if self.continuous else torch.long
         actions = torch.as_tensor(data["actions"], dtype=dtype, device=self.device)
         old_log_probs = torch.as_tensor(data["log_probs"], device=self.device)
@@ -159,7 +159,7 @@ class PPO(RLAlgorithm):
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
                 # --- evaluate the stored actions under the current policy ---
-                policy_out, value = net(obs[idx])
+                policy_out, value = net(obs_index(obs, idx))
                 dist = net.distribution(policy_out)
                 log_prob = dist.log_prob(actions[idx])
                 entropy = dist.entropy()

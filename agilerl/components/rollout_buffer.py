@@ -1,7 +1,8 @@
 """Rollout storage for on-policy learning from a vector env, with GAE.
 
 Arrays are ``(num_steps, num_envs, ...)`` and preallocated. Each step stores the
-observation the action was taken in, the stored action (for PPO the raw Gaussian sample),
+observation the action was taken in (as ``ObsEncoder.numpy`` gives it: flat float32
+vectors, images in their own dtype, structured rows for Tuple/Dict spaces), the stored action (for PPO the raw Gaussian sample),
 its log-probability, the value estimate, the reward, whether the episode ended there, and
 a ``valid`` flag: False for Gymnasium's NEXT_STEP autoreset steps, which are not
 transitions and are excluded from advantages and losses.
@@ -24,13 +25,20 @@ class RolloutBuffer:
         self,
         num_steps: int,
         num_envs: int,
-        obs_dim: int,
+        obs_dim: int | tuple[tuple[int, ...], Any],
         action_shape: tuple[int, ...],
         action_dtype: Any,
     ):
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         shape = (self.num_steps, self.num_envs)
-        self.obs = np.zeros((*shape, obs_dim), dtype=np.float32)
+        # A flat float32 width, or (row shape, dtype) of the observation batches stored
+        # (``ObsEncoder.shape``/``dtype``: uint8 images and structured composite rows).
+        obs_shape: tuple[int, ...]
+        if isinstance(obs_dim, int):
+            obs_shape, obs_dtype = (int(obs_dim),), np.dtype(np.float32)
+        else:
+            obs_shape, obs_dtype = tuple(obs_dim[0]), np.dtype(obs_dim[1])
+        self.obs = np.zeros((*shape, *obs_shape), dtype=obs_dtype)
         self.actions = np.zeros((*shape, *action_shape), dtype=action_dtype)
         self.log_probs = np.zeros(shape, dtype=np.float32)
         self.values = np.zeros(shape, dtype=np.float32)
@@ -52,7 +60,7 @@ class RolloutBuffer:
         self, obs: Any, action: Any, log_prob: Any, value: Any, reward: Any, ended: Any, valid: Any
     ) -> None:
         t = self.pos
-        self.obs[t] = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+        self.obs[t] = np.asarray(obs, dtype=self.obs.dtype).reshape(self.obs.shape[1:])
         self.actions[t] = np.asarray(action).reshape(self.actions.shape[1:])
         self.log_probs[t] = log_prob
         self.values[t] = value
@@ -83,7 +91,7 @@ class RolloutBuffer:
         mask = self.valid[: self.pos].reshape(-1)
         n = self.pos * self.num_envs
         return {
-            "obs": self.obs[: self.pos].reshape(n, -1)[mask],
+            "obs": self.obs[: self.pos].reshape(n, *self.obs.shape[2:])[mask],
             "actions": self.actions[: self.pos].reshape(n, *self.actions.shape[2:])[mask],
             "log_probs": self.log_probs[: self.pos].reshape(n)[mask],
             "values": self.values[: self.pos].reshape(n)[mask],

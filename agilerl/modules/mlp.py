@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from agilerl.modules.encoder import EvolvableEncoder
+
 #: Activation names accepted in manifests (``activation`` / ``output_activation``).
 ACTIVATIONS: dict[str, Any] = {
     "ReLU": nn.ReLU,
@@ -169,7 +171,7 @@ class EvolvableMLP(nn.Module):
             return any(h > a["min_mlp_nodes"] for h in hidden)
         return op == "activation"
 
-    def mutated(self, plan: Mapping[str, Any]) -> EvolvableMLP:
+    def mutated(self, plan: Mapping[str, Any]) -> Any:
         """A new MLP with mutation ``plan`` applied and weights transferred.
 
         ``plan``: ``{"op": ..., "seed": int, ...}`` with ``layer``/``nodes`` for node
@@ -193,7 +195,7 @@ class EvolvableMLP(nn.Module):
             arch["activation"] = plan["activation"]
         else:
             raise ValueError(f"unknown MLP mutation {op!r}")
-        new = EvolvableMLP(arch, gen).to(self.linear(0).weight.device)
+        new = type(self)(arch, gen).to(self.linear(0).weight.device)
         with torch.no_grad():
             if op == "add_layer":
                 _transfer_add_layer(self, new)
@@ -205,7 +207,7 @@ class EvolvableMLP(nn.Module):
 
     def resized(
         self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
-    ) -> EvolvableMLP:
+    ) -> Any:
         """A new MLP with a different input or output width, weights transferred.
 
         New input columns are zero (the extra inputs are ignored at first); new output
@@ -217,10 +219,79 @@ class EvolvableMLP(nn.Module):
         if out_dim is not None:
             arch["out_dim"] = int(out_dim)
         gen = torch.Generator().manual_seed(int(seed))
-        new = EvolvableMLP(arch, gen).to(self.linear(0).weight.device)
+        new = type(self)(arch, gen).to(self.linear(0).weight.device)
         with torch.no_grad():
             _transfer_overlap(self, new, zero_new_inputs=True)
         return new
+
+
+class MLPEncoder(EvolvableMLP, EvolvableEncoder):
+    """``EvolvableMLP`` as a network encoder (``arch: mlp``) over flat vector observations.
+
+    Its parameters are named as the MLP's, and its architecture is the MLP's plus
+    ``kind``. The latent's activation is the encoder's ``output_activation`` if set, else
+    its hidden ``activation`` (so encoder + head behave as one deeper MLP).
+    """
+
+    kind = "mlp"
+
+    @classmethod
+    def architecture_from_config(
+        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
+    ) -> dict[str, Any]:
+        from agilerl.algorithms.core.spaces import (
+            IncompatibleSpaceError,
+            composite_parts,
+            flat_dim,
+            is_image_space,
+        )
+
+        if is_image_space(observation_space) or composite_parts(observation_space) is not None:
+            kind = "cnn" if is_image_space(observation_space) else "multiinput"
+            raise IncompatibleSpaceError(
+                f"the mlp encoder takes flat vector observations, not {observation_space}; "
+                f"use encoder arch {kind!r} (or leave the network's arch out to infer it)"
+            )
+        output = encoder_config.get("output_activation") or encoder_config["activation"]
+        return {
+            "kind": cls.kind,
+            **mlp_architecture(encoder_config, flat_dim(observation_space), latent_dim, output),
+        }
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.arch["out_dim"])
+
+    def architecture(self) -> dict[str, Any]:
+        return {"kind": self.kind, **super().architecture()}
+
+    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+        return draw_mlp_plan(self, op, rng, activations)
+
+    def resized(  # type: ignore[override]
+        self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
+    ) -> MLPEncoder:
+        return cast(MLPEncoder, super().resized(in_dim=in_dim, out_dim=out_dim, seed=seed))
+
+
+def mlp_architecture(
+    mlp_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any = None
+) -> dict[str, Any]:
+    """Architecture dict for ``EvolvableMLP`` from an ``MlpSpec``-shaped mapping."""
+    return {
+        "in_dim": int(in_dim),
+        "out_dim": int(out_dim),
+        "hidden_size": [int(h) for h in mlp_spec["hidden_size"]],
+        "activation": mlp_spec["activation"],
+        "output_activation": output_activation,
+        "layer_norm": bool(mlp_spec["layer_norm"]),
+        "init_layers": bool(mlp_spec["init_layers"]),
+        "output_vanish": bool(mlp_spec["output_vanish"]),
+        "min_hidden_layers": int(mlp_spec["min_hidden_layers"]),
+        "max_hidden_layers": int(mlp_spec["max_hidden_layers"]),
+        "min_mlp_nodes": int(mlp_spec["min_mlp_nodes"]),
+        "max_mlp_nodes": int(mlp_spec["max_mlp_nodes"]),
+    }
 
 
 def draw_mlp_plan(

@@ -13,21 +13,23 @@ encoders are the same code: ``head_inputs`` says which encoder feeds each head.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
 import torch
 from torch import nn
 
-from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
+from agilerl.networks.encoders import encoder_architecture
 
 #: Lower bound on the initial standard deviation (``action_std_init`` may be 0).
 MIN_STD = 1e-6
 
 
 class ActorCritic(EvolvableNetwork):
-    """Policy head ``policy`` and value head ``value`` over one or two MLP encoders."""
+    """Policy head ``policy`` and value head ``value`` over one or two encoders (any arch)."""
 
     def __init__(self, arch: dict[str, Any], generator: torch.Generator | None = None):
         super().__init__(arch, generator)
@@ -40,7 +42,7 @@ class ActorCritic(EvolvableNetwork):
     @classmethod
     def build(
         cls,
-        obs_dim: int,
+        observation_space: Any,
         action_dim: int,
         *,
         continuous: bool,
@@ -49,15 +51,12 @@ class ActorCritic(EvolvableNetwork):
         action_std_init: float,
         generator: torch.Generator,
     ) -> ActorCritic:
-        enc, head, latent = (
-            net_config["encoder_config"],
-            net_config["head_config"],
-            net_config["latent_dim"],
-        )
-        enc_arch = mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        head, latent = net_config["head_config"], net_config["latent_dim"]
+        enc_arch = encoder_architecture(net_config, observation_space)
         names = ("encoder", "encoder") if share_encoders else ("actor", "critic")
         arch: dict[str, Any] = {
-            "encoders": {name: dict(enc_arch) for name in dict.fromkeys(names)},
+            "encoders": {name: copy.deepcopy(enc_arch) for name in dict.fromkeys(names)},
             "heads": {
                 "policy": mlp_arch(head, latent, action_dim),
                 "value": mlp_arch(head, latent, 1),
@@ -73,7 +72,7 @@ class ActorCritic(EvolvableNetwork):
         }
         return cls(arch, generator)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (logits or Gaussian mean) and state value."""
         inputs = self.arch["head_inputs"]
         policy_latent = self.encoders[inputs["policy"]](obs)
@@ -83,7 +82,7 @@ class ActorCritic(EvolvableNetwork):
             value_latent = self.encoders[inputs["value"]](obs)
         return self.heads["policy"](policy_latent), self.heads["value"](value_latent).squeeze(-1)
 
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+    def policy(self, obs: Any) -> torch.Tensor:
         return self.heads["policy"](self.encoders[self.arch["head_inputs"]["policy"]](obs))
 
     def distribution(self, policy_out: torch.Tensor) -> torch.distributions.Distribution:

@@ -1,15 +1,18 @@
-"""Evolvable networks: named MLP encoders feeding named MLP heads.
+"""Evolvable networks: named encoders (any evolvable encoder) feeding named MLP heads.
 
 A network is described entirely by its ``architecture()`` dict, so it can be rebuilt from
-a checkpoint (``from_architecture``) and compared cheaply. Architecture mutations are
-two-phase: ``draw_plan`` uses the caller's numpy generator to decide *what* changes (a
-small JSON-able dict), ``mutated(plan)`` applies it deterministically and returns a new
-network. Applying the same plan to a mirror (e.g. a DQN target network) keeps the two
-architectures identical.
+a checkpoint (``from_architecture``) and compared cheaply. Encoders come from the encoder
+factory (``agilerl.networks.encoders``) by their architecture's ``kind`` and implement
+``agilerl.modules.encoder.EvolvableEncoder``; heads are ``EvolvableMLP``. Architecture
+mutations are two-phase: ``draw_plan`` uses the caller's numpy generator to decide *what*
+changes (a small JSON-able dict), ``mutated(plan)`` applies it deterministically and
+returns a new network. Applying the same plan to a mirror (e.g. a DQN target network)
+keeps the two architectures identical.
 
-Plan targets: ``"encoder:<name>"``, ``"head:<name>"``, ``"latent:<encoder name>"`` (the
-encoder's output width = the input width of every head reading from it) and ``"all"``
-(activation change across every MLP).
+Plan targets: ``"encoder:<name>"`` (a plan of that encoder's own ``draw_plan``),
+``"head:<name>"``, ``"latent:<encoder name>"`` (the encoder's output width = the input
+width of every head reading from it) and ``"all"`` (activation change across every
+encoder and head).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from agilerl.modules.encoder import EvolvableEncoder
 from agilerl.modules.mlp import EvolvableMLP, draw_mlp_plan
+from agilerl.networks.encoders import encoder_from_architecture
 
 MLP_OPS = ("add_layer", "remove_layer", "add_nodes", "remove_nodes")
 LATENT_STEPS = (8, 16, 32)
@@ -30,15 +35,16 @@ LATENT_STEPS = (8, 16, 32)
 class EvolvableNetwork(nn.Module):
     """Encoders (``encoders[name]``) feeding heads (``heads[name]``, input ``head_inputs``).
 
-    ``arch`` keys: ``encoders`` and ``heads`` (name -> MLP architecture), ``head_inputs``
-    (head -> encoder), ``latent`` (``min``/``max`` latent width), ``extra`` (subclass data).
+    ``arch`` keys: ``encoders`` (name -> encoder architecture, with its ``kind``),
+    ``heads`` (name -> MLP architecture), ``head_inputs`` (head -> encoder), ``latent``
+    (``min``/``max`` latent width), ``extra`` (subclass data).
     """
 
     def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
         super().__init__()
         self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
         self.encoders = nn.ModuleDict(
-            {n: EvolvableMLP(a, generator) for n, a in self.arch["encoders"].items()}
+            {n: encoder_from_architecture(a, generator) for n, a in self.arch["encoders"].items()}
         )
         self.heads = nn.ModuleDict(
             {n: EvolvableMLP(a, generator) for n, a in self.arch["heads"].items()}
@@ -48,20 +54,25 @@ class EvolvableNetwork(nn.Module):
     def from_architecture(cls, arch: Mapping[str, Any], device: str | torch.device = "cpu"):
         return cls(arch).to(device)
 
-    def encoder(self, name: str) -> EvolvableMLP:
-        return cast(EvolvableMLP, self.encoders[name])
+    def encoder(self, name: str) -> EvolvableEncoder:
+        return cast(EvolvableEncoder, self.encoders[name])
 
     def head(self, name: str) -> EvolvableMLP:
         return cast(EvolvableMLP, self.heads[name])
 
-    def mlps(self, kind: str) -> dict[str, EvolvableMLP]:
-        """``kind`` = ``"encoder"`` or ``"head"``: name -> MLP."""
-        modules = self.encoders if kind == "encoder" else self.heads
-        return {name: cast(EvolvableMLP, m) for name, m in modules.items()}
+    def encoder_modules(self) -> dict[str, EvolvableEncoder]:
+        """Name -> encoder."""
+        return {name: cast(EvolvableEncoder, m) for name, m in self.encoders.items()}
+
+    def mlps(self, kind: str) -> dict[str, Any]:
+        """``kind`` = ``"encoder"`` (name -> encoder) or ``"head"`` (name -> MLP)."""
+        if kind == "encoder":
+            return dict(self.encoder_modules())
+        return {name: cast(EvolvableMLP, m) for name, m in self.heads.items()}
 
     def architecture(self) -> dict[str, Any]:
         arch = copy.deepcopy(self.arch)
-        arch["encoders"] = {n: m.architecture() for n, m in self.mlps("encoder").items()}
+        arch["encoders"] = {n: m.architecture() for n, m in self.encoder_modules().items()}
         arch["heads"] = {n: m.architecture() for n, m in self.mlps("head").items()}
         return arch
 
@@ -69,7 +80,7 @@ class EvolvableNetwork(nn.Module):
     def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
         """Random details of mutation ``op`` (numpy Generator ``rng``); None if impossible."""
         if op == "activation":
-            current = next(iter(self.mlps("encoder").values())).arch["activation"]
+            current = self._current_activation()
             choices = [a for a in activations if a != current]
             if not choices:
                 return None
@@ -80,11 +91,14 @@ class EvolvableNetwork(nn.Module):
                 "seed": 0,
             }
         candidates: list[tuple[str, dict[str, Any]]] = []
-        for kind in ("encoder", "head"):
-            for name, mlp in self.mlps(kind).items():
-                plan = draw_mlp_plan(mlp, op, rng, activations)
-                if plan is not None:
-                    candidates.append((f"{kind}:{name}", plan))
+        for name, encoder in self.encoder_modules().items():
+            plan = encoder.draw_plan(op, rng, activations)
+            if plan is not None:
+                candidates.append((f"encoder:{name}", plan))
+        for name, mlp in self.mlps("head").items():
+            plan = draw_mlp_plan(mlp, op, rng, activations)
+            if plan is not None:
+                candidates.append((f"head:{name}", plan))
         if op in ("add_nodes", "remove_nodes"):
             for name in self.encoders:
                 if self._latent_can(name, op):
@@ -96,8 +110,16 @@ class EvolvableNetwork(nn.Module):
         target, plan = candidates[int(rng.integers(len(candidates)))]
         return {"target": target, **plan}
 
+    def _current_activation(self) -> str:
+        """The activation an ``activation`` mutation replaces: the first encoder's that
+        has one, else the first head's."""
+        for encoder in self.encoder_modules().values():
+            if encoder.activation is not None:
+                return encoder.activation
+        return str(next(iter(self.mlps("head").values())).arch["activation"])
+
     def _latent_can(self, encoder: str, op: str) -> bool:
-        width = self.encoder(encoder).arch["out_dim"]
+        width = self.encoder(encoder).out_dim
         bounds = self.arch["latent"]
         return width < bounds["max"] if op == "add_nodes" else width > bounds["min"]
 
@@ -120,7 +142,7 @@ class EvolvableNetwork(nn.Module):
         return new
 
     def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
-        width = self.encoder(encoder).arch["out_dim"]
+        width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         bounds = self.arch["latent"]
         new_width = max(bounds["min"], min(bounds["max"], width + delta))
@@ -131,12 +153,6 @@ class EvolvableNetwork(nn.Module):
                 self.heads[head] = self.head(head).resized(in_dim=new_width, seed=seed + 1)
 
     def extra_repr(self) -> str:
-        enc = {n: m.arch["hidden_size"] for n, m in self.mlps("encoder").items()}
+        enc = {n: m.kind for n, m in self.encoder_modules().items()}
         heads = {n: m.arch["hidden_size"] for n, m in self.mlps("head").items()}
         return f"encoders={enc}, heads={heads}"
-
-
-def encoder_output_activation(encoder_config: Mapping[str, Any]) -> Any:
-    """The latent's activation: the encoder's ``output_activation`` if set, else its
-    hidden ``activation`` (so encoder + head behave as one deeper MLP)."""
-    return encoder_config.get("output_activation") or encoder_config["activation"]

@@ -26,10 +26,11 @@ DEFAULT_NETWORK: dict[str, Any] = {
 def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> NetworkConfig:
     """Validate and complete a network section.
 
-    Supported encoders: ``mlp``; ``multiinput`` over vector observation parts, built as one
-    MLP (``encoder_config.mlp_config``) over the concatenated flattened parts (the
-    per-part ``latent_dim`` of a multi-input encoder does not apply to that shape). Other
-    archs (``cnn``, ``lstm``, ``simba``) raise ``NotImplementedError``.
+    The encoder keeps its ``arch`` (``encoder_config.arch``; a top-level ``arch`` is moved
+    there); the encoder factory (``agilerl.networks.encoders``) builds it, and says so
+    when this version has no encoder for it. A ``multiinput`` encoder's ``mlp_config``
+    (the MLP over the concatenated per-part outputs) is filled with the default MLP when
+    left out.
     """
     import agilerl.models.networks as models
 
@@ -46,27 +47,17 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
 
     encoder = dict(raw.get("encoder_config") or {})
     arch = raw.pop("arch", None) or encoder.get("arch") or "mlp"
-    if arch not in ("mlp", "multiinput") or raw.get("simba"):
-        raise NotImplementedError(
-            f"network encoder arch {arch!r}{' (simba)' if raw.get('simba') else ''} is not "
-            "supported yet; 'mlp' and vector-only 'multiinput' encoders are implemented"
-        )
-    encoder.pop("arch", None)
+    encoder["arch"] = arch
+    if arch == "multiinput" and not encoder.get("mlp_config"):
+        default_mlp = {k: v for k, v in DEFAULT_NETWORK["encoder_config"].items() if k != "arch"}
+        encoder["mlp_config"] = default_mlp
     spec_cls = getattr(models, spec_name, None) or models.NetworkSpec
     squash = raw.get("squash_output")
     if "squash_output" not in spec_cls.model_fields:
         raw.pop("squash_output", None)
-    if arch == "multiinput":
-        # Validate the section as written, then encode the flattened, concatenated
-        # observation parts with one MLP built from ``mlp_config``.
-        spec_cls.model_validate({**raw, "encoder_config": {"arch": "multiinput", **encoder}})
-        default_mlp = {k: v for k, v in DEFAULT_NETWORK["encoder_config"].items() if k != "arch"}
-        encoder = dict(encoder.get("mlp_config") or default_mlp)
-        encoder.pop("arch", None)
-    raw["encoder_config"] = encoder
-    validated = spec_cls.model_validate({**raw, "encoder_config": {"arch": "mlp", **encoder}})
+    validated = spec_cls.model_validate({**raw, "encoder_config": encoder})
     out = _dump_network_model(validated)
-    out["encoder_config"]["arch"] = "mlp"
+    out["encoder_config"]["arch"] = arch
     out["squash_output"] = bool(getattr(validated, "squash_output", squash))  # None -> False
     return out
 
@@ -84,17 +75,6 @@ def mlp_arch(
     mlp_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any = None
 ) -> dict[str, Any]:
     """Architecture dict for ``EvolvableMLP`` from an ``MlpSpec``-shaped mapping."""
-    return {
-        "in_dim": int(in_dim),
-        "out_dim": int(out_dim),
-        "hidden_size": [int(h) for h in mlp_spec["hidden_size"]],
-        "activation": mlp_spec["activation"],
-        "output_activation": output_activation,
-        "layer_norm": bool(mlp_spec["layer_norm"]),
-        "init_layers": bool(mlp_spec["init_layers"]),
-        "output_vanish": bool(mlp_spec["output_vanish"]),
-        "min_hidden_layers": int(mlp_spec["min_hidden_layers"]),
-        "max_hidden_layers": int(mlp_spec["max_hidden_layers"]),
-        "min_mlp_nodes": int(mlp_spec["min_mlp_nodes"]),
-        "max_mlp_nodes": int(mlp_spec["max_mlp_nodes"]),
-    }
+    from agilerl.modules.mlp import mlp_architecture
+
+    return mlp_architecture(mlp_spec, in_dim, out_dim, output_activation)

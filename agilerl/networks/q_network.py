@@ -6,24 +6,26 @@ from typing import Any
 
 import torch
 
-from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
+from agilerl.networks.encoders import encoder_architecture
 
 
 class QNetwork(EvolvableNetwork):
-    """MLP encoder + MLP head producing ``num_actions`` Q-values."""
+    """Encoder (any arch) + MLP head producing ``num_actions`` Q-values."""
 
     @classmethod
     def build(
-        cls, obs_dim: int, num_actions: int, net_config: NetworkConfig, generator: torch.Generator
+        cls,
+        observation_space: Any,
+        num_actions: int,
+        net_config: NetworkConfig,
+        generator: torch.Generator,
     ) -> QNetwork:
-        enc, head, latent = (
-            net_config["encoder_config"],
-            net_config["head_config"],
-            net_config["latent_dim"],
-        )
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        head, latent = net_config["head_config"], net_config["latent_dim"]
         arch: dict[str, Any] = {
-            "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
+            "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"q": mlp_arch(head, latent, num_actions, head.get("output_activation"))},
             "head_inputs": {"q": "encoder"},
             "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
@@ -31,7 +33,7 @@ class QNetwork(EvolvableNetwork):
         }
         return cls(arch, generator)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: Any) -> torch.Tensor:
         # The MLPs' forward is called directly: no hooks are used on these submodules,
         # and skipping ``Module.__call__`` saves its dispatch on every env step and update.
         return self.head("q").forward(self.encoder("encoder").forward(obs))

@@ -162,7 +162,7 @@ def train_on_policy_member(
     buffer = RolloutBuffer(
         horizon,
         num_envs,
-        agent.obs_encoder.dim,
+        (agent.obs_encoder.shape, agent.obs_encoder.dtype),
         action_shape,
         np.float32 if agent.continuous else np.int64,
     )

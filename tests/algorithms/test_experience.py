@@ -126,7 +126,8 @@ def test_learn_frequency_and_epsilon_schedule(small_net):
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_composite_observations_flow_through_both_paradigms(mode, small_net):
-    """Tuple observations (Blackjack) are flattened part by part (multiinput encoder)."""
+    """Tuple observations (Blackjack) are stored part by part, as integer indices (the
+    multiinput encoder one-hot encodes them on the network's device)."""
     env = gym.make_vec(
         "Blackjack-v1",
         num_envs=3,
@@ -139,7 +140,10 @@ def test_composite_observations_flow_through_both_paradigms(mode, small_net):
     stats = train_off_policy_member(
         dqn, env, memory, 60, exploration=EpsilonSchedule(1, 0.1, 0.9), seed=0
     )
-    assert memory.state_dict()["data"]["obs"].shape[1] == 32 + 11 + 2
+    stored = memory.state_dict()["data"]["obs"]
+    assert stored.dtype.names == ("0", "1", "2")
+    assert all(stored.dtype[name] == np.int64 for name in stored.dtype.names)
+    assert stored["0"].max() < 32 and stored["1"].max() < 11 and stored["2"].max() < 2
     assert stats["learn_updates"] > 0 and stats["episodes"] > 0
     ppo = _agent(env, net, cls=PPO, learn_step=30, batch_size=10, num_envs=3)
     assert train_on_policy_member(ppo, env, 30, seed=0)["learn_updates"] == 1

@@ -269,8 +269,9 @@ class RLAlgorithm(ABC):
         return torch.Generator().manual_seed(int(seed))
 
     # ------------------------------------------------------------------ tensors
-    def to_tensor(self, obs: Any) -> torch.Tensor:
-        """Observations (numpy, batched) -> float tensor on the agent's device."""
+    def to_tensor(self, obs: Any) -> Any:
+        """Observations (numpy, batched) -> the network input on the agent's device: a
+        tensor, or a dict of tensors for Tuple/Dict spaces (``ObsEncoder``)."""
         return self.obs_encoder(obs, self.device)
 
     # ------------------------------------------------------------------ cloning & state

@@ -1,16 +1,23 @@
-"""Observation batches (numpy, from a vector env) -> float arrays/tensors the networks take.
+"""Observation batches (numpy, from a vector env) -> the arrays/tensors the networks take.
 
-Box and MultiBinary observations are flattened, Discrete ones one-hot encoded. Composite
-(Tuple/Dict) observations made of those are flattened part by part and concatenated (in
-Dict key order), which is how a ``multiinput`` encoder sees them here (see
-``agilerl.networks.config``); image parts are not supported yet.
+* Vector spaces (Box, MultiBinary) are flattened to float32 ``(batch, dim)``; Discrete
+  ones one-hot encoded.
+* Images (a 3-D Box) keep their shape and dtype (uint8 stays uint8: the CNN encoder
+  scales it, once, on the network's device).
+* Composite spaces (Tuple/Dict) become one numpy *structured* array of shape ``(batch,)``
+  with a field per part (named by the Dict key, or the Tuple index as a string): images
+  in their own dtype and shape, Discrete parts as int64 indices (the multi-input encoder
+  one-hot encodes them), vector parts as flat float32. Buffers store that array as one
+  field per transition, so their slicing, sampling and checkpoints need not know the
+  structure; ``to_tensor`` splits it back into a dict of tensors (part name -> batch).
 
 ``storable(obs)`` is what replay memory keeps: the raw batch for simple spaces (compact,
-e.g. integer states), the flattened float vector for composite ones (one array per row).
+e.g. integer states, uint8 images), the structured array for composite ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -20,16 +27,32 @@ from gymnasium import spaces
 
 
 class IncompatibleSpaceError(ValueError):
-    """An algorithm cannot act in an environment's action space (DQN on a Box)."""
+    """An algorithm or network cannot work with an environment's space (DQN on a Box)."""
 
 
-def _part_dim(space: gym.Space) -> int:
+def is_image_space(space: Any) -> bool:
+    """A 3-D Box: an image, channels first or last."""
+    return isinstance(space, spaces.Box) and len(space.shape) == 3
+
+
+def composite_parts(space: Any) -> list[tuple[Any, gym.Space]] | None:
+    """``(key, subspace)`` pairs of a Tuple (index keys) or Dict space; None otherwise."""
+    if isinstance(space, spaces.Tuple):
+        return list(enumerate(space.spaces))
+    if isinstance(space, spaces.Dict):
+        return list(space.spaces.items())
+    return None
+
+
+def flat_dim(space: Any) -> int:
+    """Width of ``space`` flattened (Discrete: one-hot width; an int is its own width)."""
+    if isinstance(space, (int, np.integer)):
+        return int(space)
+    parts = composite_parts(space)
+    if parts is not None:
+        return sum(flat_dim(s) for _, s in parts)
     if isinstance(space, spaces.Discrete):
         return int(space.n)
-    if isinstance(space, spaces.Box) and len(space.shape) == 3:
-        raise NotImplementedError(
-            "image observations (3-D Box) need a CNN encoder, not supported yet"
-        )
     if isinstance(space, (spaces.Box, spaces.MultiBinary)):
         return int(np.prod(space.shape))
     raise NotImplementedError(
@@ -38,49 +61,96 @@ def _part_dim(space: gym.Space) -> int:
     )
 
 
-def _flatten_part(space: gym.Space, obs: Any) -> np.ndarray:
+def _part_field(space: gym.Space) -> tuple[Any, tuple[int, ...]]:
+    """(dtype, shape) of one part's field in the structured batch."""
+    if is_image_space(space):
+        return np.dtype(space.dtype), tuple(space.shape or ())
     if isinstance(space, spaces.Discrete):
-        index = np.asarray(obs, dtype=np.int64).reshape(-1) - int(space.start)
-        return np.eye(int(space.n), dtype=np.float32)[index]
+        return np.dtype(np.int64), ()
+    if composite_parts(space) is not None:
+        raise NotImplementedError("nested Tuple/Dict observation spaces are not supported yet")
+    return np.dtype(np.float32), (flat_dim(space),)
+
+
+def _part_rows(space: gym.Space, obs: Any) -> np.ndarray:
+    if isinstance(space, spaces.Discrete):
+        return np.asarray(obs, dtype=np.int64).reshape(-1) - int(space.start)
+    if is_image_space(space):
+        return np.asarray(obs)
     return np.asarray(obs, dtype=np.float32).reshape(len(np.asarray(obs)), -1)
 
 
 class ObsEncoder:
-    """Turns batched observations of ``space`` into ``(batch, dim)`` float inputs."""
+    """Turns batched observations of ``space`` into network inputs (see module docs)."""
 
     def __init__(self, space: gym.Space):
         self.space = space
-        self.parts: list[tuple[Any, gym.Space]] | None = None
-        if isinstance(space, spaces.Tuple):
-            self.parts = list(enumerate(space.spaces))
-        elif isinstance(space, spaces.Dict):
-            self.parts = list(space.spaces.items())
-        if self.parts is not None:
-            self.dim = sum(_part_dim(s) for _, s in self.parts)
-        else:
-            self.dim = _part_dim(space)
+        self.parts = composite_parts(space)
+        self.image = is_image_space(space)
         self._discrete = isinstance(space, spaces.Discrete)
+        self.dtype: np.dtype
+        if self.parts is not None:
+            self.dtype = np.dtype(
+                [(str(k), *_part_field(s)) for k, s in self.parts]  # type: ignore[misc]
+            )
+            self.shape: tuple[int, ...] = ()
+            self.dim = flat_dim(space)
+        elif self.image:
+            self.dtype, self.shape = np.dtype(space.dtype), tuple(space.shape)  # type: ignore[arg-type]
+            self.dim = flat_dim(space)
+        else:
+            self.dim = flat_dim(space)
+            self.dtype, self.shape = np.dtype(np.float32), (self.dim,)
 
     @property
     def composite(self) -> bool:
         return self.parts is not None
 
     def numpy(self, obs: Any) -> np.ndarray:
-        """The network input as a float32 array of shape ``(batch, dim)``."""
+        """The network input batch as one array: rows of ``shape`` and ``dtype``."""
         if self.parts is not None:
-            if isinstance(obs, np.ndarray) and obs.ndim == 2 and obs.shape[1] == self.dim:
-                return obs.astype(np.float32, copy=False)  # already flattened (from memory)
-            return np.concatenate([_flatten_part(s, obs[k]) for k, s in self.parts], axis=1)
+            if isinstance(obs, np.ndarray) and obs.dtype == self.dtype:
+                return obs  # already structured (from memory)
+            columns = [_part_rows(s, obs[k]) for k, s in self.parts]
+            out = np.empty(len(columns[0]), dtype=self.dtype)
+            for (k, _), column in zip(self.parts, columns, strict=True):
+                out[str(k)] = column
+            return out
         if self._discrete:
-            return _flatten_part(self.space, obs)
+            index = np.asarray(obs, dtype=np.int64).reshape(-1) - int(self.space.start)  # type: ignore[attr-defined]
+            return np.eye(self.dim, dtype=np.float32)[index]
+        if self.image:
+            return np.asarray(obs, dtype=self.dtype).reshape(-1, *self.shape)
         return np.asarray(obs, dtype=np.float32).reshape(-1, self.dim)
 
     def storable(self, obs: Any) -> np.ndarray:
         """What replay memory keeps for a batch of observations."""
         return self.numpy(obs) if self.parts is not None else np.asarray(obs)
 
-    def __call__(self, obs: Any, device: torch.device) -> torch.Tensor:
-        return torch.as_tensor(self.numpy(obs), device=device)
+    def __call__(self, obs: Any, device: torch.device) -> Any:
+        """A tensor, or for composite spaces a dict (part name -> tensor), on ``device``."""
+        batch = self.numpy(obs)
+        if self.parts is None:
+            return torch.as_tensor(batch, device=device)
+        return {
+            name: torch.as_tensor(np.ascontiguousarray(batch[name]), device=device)
+            for name in batch.dtype.names or ()
+        }
+
+
+def obs_cat(batches: Sequence[Any]) -> Any:
+    """Concatenate observation batches (tensors, or dicts of tensors) along the batch."""
+    first = batches[0]
+    if isinstance(first, dict):
+        return {k: torch.cat([b[k] for b in batches]) for k in first}
+    return torch.cat(list(batches))
+
+
+def obs_index(obs: Any, index: Any) -> Any:
+    """Rows ``index`` of an observation batch (a tensor, or a dict of tensors)."""
+    if isinstance(obs, dict):
+        return {k: v[index] for k, v in obs.items()}
+    return obs[index]
 
 
 def action_dim(space: gym.Space) -> int:
