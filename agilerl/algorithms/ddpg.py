@@ -89,12 +89,12 @@ class DDPG(RLAlgorithm):
         self._half_range_t = torch.as_tensor(self._half_range, dtype=torch.float32, device=self.device)
         generator = self.network_generator()
         self.actor = DeterministicActor.build(
-            self.obs_encoder.dim, self.action_dim, net_config, generator
+            self.observation_space, self.action_dim, net_config, generator
         ).to(self.device)
         self.networks = {"actor": self.actor}
         for name in self.critic_names:
             critic = ContinuousQNetwork.build(
-                self.obs_encoder.dim, self.action_dim, net_config, generator
+                self.observation_space, self.action_dim, net_config, generator
             ).to(self.device)
             self.networks[name] = critic
         self.networks.update(

@@ -12,25 +12,27 @@ from typing import Any
 
 import torch
 
-from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
+from agilerl.networks.encoders import encoder_architecture
 
 
 class ContinuousQNetwork(EvolvableNetwork):
-    """Encoder + MLP head ``q`` over ``[action, latent]``, one value per pair."""
+    """Encoder (any arch) + MLP head ``q`` over ``[action, latent]``, one value per pair."""
 
     @classmethod
     def build(
-        cls, obs_dim: int, action_dim: int, net_config: NetworkConfig, generator: torch.Generator
+        cls,
+        observation_space: Any,
+        action_dim: int,
+        net_config: NetworkConfig,
+        generator: torch.Generator,
     ) -> ContinuousQNetwork:
-        enc, head, latent = (
-            net_config["encoder_config"],
-            net_config["head_config"],
-            net_config["latent_dim"],
-        )
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        head, latent = net_config["head_config"], net_config["latent_dim"]
         # A value is unbounded: the head's output activation (meant for the actor) is not used.
         arch: dict[str, Any] = {
-            "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
+            "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"q": mlp_arch(head, action_dim + latent, 1, None)},
             "head_inputs": {"q": "encoder"},
             "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
@@ -43,7 +45,7 @@ class ContinuousQNetwork(EvolvableNetwork):
         return self.head("q").forward(torch.cat([action, latent], dim=-1)).squeeze(-1)
 
     def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
-        width = self.encoder(encoder).arch["out_dim"]
+        width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         bounds = self.arch["latent"]
         new_width = max(bounds["min"], min(bounds["max"], width + delta))

@@ -12,25 +12,27 @@ from typing import Any
 
 import torch
 
-from agilerl.networks.base import EvolvableNetwork, encoder_output_activation
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
+from agilerl.networks.encoders import encoder_architecture
 
 #: Head output activations that bound the action, and whether they need ``2x - 1``.
 BOUNDED_OUTPUTS = {"Tanh": False, "Sigmoid": True}
 
 
 class DeterministicActor(EvolvableNetwork):
-    """Encoder + MLP head ``policy`` producing one normalised action per observation."""
+    """Encoder (any arch) + MLP head ``policy`` producing one normalised action per observation."""
 
     @classmethod
     def build(
-        cls, obs_dim: int, action_dim: int, net_config: NetworkConfig, generator: torch.Generator
+        cls,
+        observation_space: Any,
+        action_dim: int,
+        net_config: NetworkConfig,
+        generator: torch.Generator,
     ) -> DeterministicActor:
-        enc, head, latent = (
-            net_config["encoder_config"],
-            net_config["head_config"],
-            net_config["latent_dim"],
-        )
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        head, latent = net_config["head_config"], net_config["latent_dim"]
         output = head.get("output_activation") or "Tanh"
         if output not in BOUNDED_OUTPUTS:
             raise ValueError(
@@ -39,7 +41,7 @@ class DeterministicActor(EvolvableNetwork):
                 "leave it out for Tanh)"
             )
         arch: dict[str, Any] = {
-            "encoders": {"encoder": mlp_arch(enc, obs_dim, latent, encoder_output_activation(enc))},
+            "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"policy": mlp_arch(head, latent, action_dim, output)},
             "head_inputs": {"policy": "encoder"},
             "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
@@ -47,6 +49,6 @@ class DeterministicActor(EvolvableNetwork):
         }
         return cls(arch, generator)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: Any) -> torch.Tensor:
         out = self.head("policy").forward(self.encoder("encoder").forward(obs))
         return out * 2.0 - 1.0 if self.arch["extra"]["affine"] else out
