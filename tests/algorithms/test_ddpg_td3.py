@@ -3,7 +3,6 @@ optimizer, shared encoders, mutation of the new networks, state round trips."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -222,7 +221,7 @@ def test_share_encoders_keeps_one_encoder_through_learning_and_mutation(small_ne
     assert _encoders_equal(agent.networks["actor"], agent.networks["critic_1"])
     assert _encoders_equal(agent.networks["critic_2"], agent.networks["critic_1"])
     # the actor's own step trains its head (its encoder follows the critic's)
-    assert any(not torch.equal(a, b) for a, b in zip(actor_head, actor.heads.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(actor_head, actor.heads.parameters(), strict=True))
     plan = agent.networks["actor"].draw_plan("add_layer", np.random.default_rng(0), ["ReLU"])
     plan = {**plan, "target": "encoder:encoder"}
     agent.apply_architecture_mutation("actor", plan)

@@ -9,6 +9,7 @@ import copy
 import pytest
 
 from agilerl.training.trainer import LocalTrainer
+
 from .conftest import assert_same_weights
 
 TINY = {
