@@ -198,13 +198,16 @@ class DDPG(RLAlgorithm):
         self.learn_counter += 1
         metrics = {"loss": float(critic_loss.detach())}
         if self.learn_counter % int(self.policy_freq) == 0:
-            critic = self.networks[self.critic_names[0]]
-            critic.requires_grad_(False)  # the actor's loss needs no critic gradients
+            critic_params = self._params()["critic"]
+            for p in critic_params:  # the actor's loss needs no critic gradients
+                p.requires_grad_(False)
             try:
+                critic = self.networks[self.critic_names[0]]
                 actor_loss = -critic(obs, self.networks["actor"](obs)).mean()
                 _step(self.optimizers["actor_optimizer"], actor_loss)
             finally:
-                critic.requires_grad_(True)
+                for p in critic_params:
+                    p.requires_grad_(True)
             metrics["actor_loss"] = float(actor_loss.detach())
             self.soft_update()
         return metrics
@@ -212,12 +215,36 @@ class DDPG(RLAlgorithm):
     @torch.no_grad()
     def soft_update(self) -> None:
         """``target <- tau * online + (1 - tau) * target`` for the actor and every critic."""
-        targets: list[torch.Tensor] = []
-        online: list[torch.Tensor] = []
-        for name in ("actor", *self.critic_names):
-            targets += [p.data for p in self.networks[f"{name}_target"].parameters()]
-            online += [p.data for p in self.networks[name].parameters()]
-        torch._foreach_lerp_(targets, online, self.tau)
+        cache = self._params()
+        torch._foreach_lerp_(cache["targets"], cache["online"], self.tau)
+
+    def _params(self) -> dict[str, Any]:
+        """Parameter lists the updates touch, cached until a network is replaced (the
+        cache holds the networks, so their ids stay unique while it lives)."""
+        nets = tuple(self.networks.values())
+        cache = self.__dict__.get("_param_cache")
+        if cache is not None and len(cache["nets"]) == len(nets) and all(
+            a is b for a, b in zip(cache["nets"], nets, strict=True)
+        ):
+            return cache
+
+        def data(name: str, part: str = "") -> list[torch.Tensor]:
+            module = self.networks[name]
+            params = module.encoders.parameters() if part == "encoders" else module.parameters()
+            return [p.data for p in params]
+
+        online = ("actor", *self.critic_names)
+        cache = {
+            "nets": nets,
+            "targets": [t for n in online for t in data(f"{n}_target")],
+            "online": [t for n in online for t in data(n)],
+            "critic": list(self.networks[self.critic_names[0]].parameters()),
+            "shared_source": data(self.critic_names[0], "encoders"),
+            "shared_readers": [t for n in self._encoder_readers() for t in data(n, "encoders")],
+            "readers_count": len(self._encoder_readers()),
+        }
+        self.__dict__["_param_cache"] = cache
+        return cache
 
     # ------------------------------------------------------------------ shared encoder
     def _encoder_readers(self) -> list[str]:
@@ -226,10 +253,10 @@ class DDPG(RLAlgorithm):
 
     @torch.no_grad()
     def _share_encoder(self) -> None:
-        source = [p.data for p in self.networks[self.critic_names[0]].encoders.parameters()]
-        for name in self._encoder_readers():
-            readers = [p.data for p in self.networks[name].encoders.parameters()]
-            torch._foreach_copy_(readers, source)
+        cache = self._params()
+        torch._foreach_copy_(
+            cache["shared_readers"], cache["shared_source"] * cache["readers_count"]
+        )
 
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         """With ``share_encoders``, changes to an encoder (or the latent width, or every
