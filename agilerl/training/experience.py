@@ -103,7 +103,6 @@ def train_off_policy_member(
     stepper = Autoreset(env)
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
-    agent.on_episode_end(np.ones(num_envs, dtype=bool))  # the reset starts new episodes
     sample_rng = np.random.default_rng(seed)
     episodes = _Episodes(num_envs)
     learn: list[dict[str, float]] = []
