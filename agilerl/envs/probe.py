@@ -13,6 +13,7 @@ env                           what it checks                              analyt
 ``ConstantRewardContEnv``     value learning, continuous actions          V = 1
 ``FixedObsPolicyContEnv``     continuous policy improvement               a -> 1 (reward -(a-1)^2)
 ``ObsPolicyContEnv``          observation-dependent continuous policy     a -> s (reward -(a-s)^2)
+``BoundedObsPolicyContEnv``   action bounds [-2, 2], interior optimum     a -> 2s - 1 (Q* = 0)
 ============================  ==========================================  ===================
 
 Observations are ``Box(0, 1, (1,))``; every episode is one step except the discounted one
@@ -127,6 +128,20 @@ class ObsPolicyContEnv(_ProbeEnv):
         return -float((np.asarray(action).reshape(-1)[0] - self._obs) ** 2)
 
 
+class BoundedObsPolicyContEnv(_ProbeEnv):
+    """Actions in [-2, 2] whose best value, ``2s - 1`` (-1 or 1), lies inside the bounds:
+    a policy that ignores the action scaling or saturates at a bound misses it."""
+
+    random_obs = True
+
+    def __init__(self) -> None:
+        super().__init__(continuous=True)
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
+
+    def reward(self, action: Any) -> float:
+        return -float((np.asarray(action).reshape(-1)[0] - (2.0 * self._obs - 1.0)) ** 2)
+
+
 PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
     cls.__name__: cls
     for cls in (
@@ -138,6 +153,7 @@ PROBE_ENVS: dict[str, type[_ProbeEnv]] = {
         ConstantRewardContEnv,
         FixedObsPolicyContEnv,
         ObsPolicyContEnv,
+        BoundedObsPolicyContEnv,
     )
 }
 

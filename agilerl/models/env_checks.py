@@ -59,7 +59,7 @@ def _cache_dir() -> Path:
 #: Entry-point module prefix → (module the environments need, how to install it).
 _OPTIONAL_FAMILIES = {
     "gymnasium.envs.box2d": ("Box2D", "pip install 'agilerl[box2d]'"),
-    "gymnasium.envs.mujoco": ("mujoco", "pip install 'gymnasium[mujoco]'"),
+    "gymnasium.envs.mujoco": ("mujoco", "pip install 'agilerl[mujoco]'"),
 }
 
 #: Gymnasium namespaces registered by a separate package → (its module, how to install it).

@@ -51,7 +51,8 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
         )
 
     encoder = dict(raw.get("encoder_config") or {})
-    arch = raw.pop("arch", None) or encoder.get("arch") or "mlp"
+    # ``simba: true`` with no arch named means a SimBa encoder (its config is SimbaSpec-shaped)
+    arch = raw.pop("arch", None) or encoder.get("arch") or ("simba" if raw.get("simba") else "mlp")
     encoder["arch"] = arch
     if arch == "multiinput" and not encoder.get("mlp_config"):
         encoder["mlp_config"] = {k: v for k, v in default_network()["encoder_config"].items()

@@ -57,7 +57,7 @@ def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
 def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
     if not metrics:
         return {}
-    keys = metrics[0].keys()
+    keys = dict.fromkeys(k for m in metrics for k in m)  # some updates report more (TD3's actor)
     return {k: float(np.mean([m[k] for m in metrics if k in m])) for k in keys}
 
 

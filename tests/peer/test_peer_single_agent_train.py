@@ -36,7 +36,7 @@ MANIFESTS: dict[str, dict[str, object]] = {
     "configs/ppo/ppo_image.yaml": {"slow": True, "overrides": ["training.eval_steps=500"]},
     "configs/td3.yaml": {},
     "configs/ddpg/ddpg.yaml": {},
-    "configs/ddpg/ddpg_simba.yaml": {"slow": True},
+    "configs/ddpg/ddpg_simba.yaml": {"slow": True},  # HalfCheetah-v4: pip install agilerl[mujoco]
     "configs/multi_input.yaml": {},
     "tests/dqn.yaml": {},
     "tests/ppo.yaml": {},

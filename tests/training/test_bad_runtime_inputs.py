@@ -387,8 +387,8 @@ def test_missing_mpe2_from_an_env_factory_is_named(monkeypatch):
     [
         ("network.encoder_config={arch: lstm, hidden_state_size: 16}", EXIT_INVALID,
          "encoder arch 'lstm' is not supported by DQN"),
-        ("network.encoder_config={arch: simba, hidden_size: 16, num_blocks: 1}", EXIT_INVALID,
-         "encoder arch 'simba' is not supported yet"),
+        ("network.encoder_config={arch: simba, hidden_size: 16, num_blocks: 5, max_blocks: 4}",
+         EXIT_INVALID, "network.encoder_config.num_blocks"),
         ("network.encoder_config={arch: cnn, channel_size: [8], kernel_size: [3], "
          "stride_size: [1]}", EXIT_INVALID, "the cnn encoder takes image observations"),
         ("environment.name=Pendulum-v1", EXIT_INVALID, "Pendulum-v1"),

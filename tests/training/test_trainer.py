@@ -30,7 +30,7 @@ def test_defaults_from_names():
 
 def test_unimplemented_algorithm_refused_at_construction():
     with pytest.raises(UnsupportedAlgorithmError, match="not implemented yet"):
-        LocalTrainer(algorithm="DDPG", environment="Pendulum-v1")
+        LocalTrainer(algorithm="MADDPG", environment="simple_spread_v3")
 
 
 def test_unknown_kwarg_and_deprecated_tournament():

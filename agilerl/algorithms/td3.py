@@ -1,0 +1,54 @@
+"""Twin Delayed DDPG (TD3): DDPG with twin critics, target policy smoothing and delayed
+actor updates (``policy_freq``).
+
+The critic target is ``r + gamma * (1 - terminated) * min(Q1'(s', a'), Q2'(s', a'))``
+with ``a' = clip(mu'(s') + clip(N(0, 0.2), -0.5, 0.5), -1, 1)`` in normalised action
+units (the smoothing constants of the TD3 paper; the schema has no fields for them).
+The actor ascends ``Q1``. Everything else (action scaling, noise, shared encoders,
+mutation, state) is DDPG's.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from agilerl.algorithms.ddpg import DDPG
+from agilerl.algorithms.registry import registered
+
+#: Standard deviation and clip of the target policy smoothing noise (normalised units).
+POLICY_NOISE = 0.2
+NOISE_CLIP = 0.5
+
+
+@registered
+class TD3(DDPG):
+    """TD3 for bounded continuous action spaces."""
+
+    algo = "TD3"
+    critic_names = ("critic_1", "critic_2")
+    # The twin critics keep one architecture: a mutation of critic_1 is applied to critic_2.
+    mirrored_networks = {
+        "actor_target": "actor",
+        "critic_1_target": "critic_1",
+        "critic_2": "critic_1",
+        "critic_2_target": "critic_1",
+    }
+
+    def _next_action(self, next_obs: torch.Tensor) -> torch.Tensor:
+        action = self.networks["actor_target"](next_obs)
+        noise = torch.randn(action.shape, generator=self.torch_rng).to(action.device)
+        noise = (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)
+        return (action + noise).clamp(-1.0, 1.0)
+
+    def _next_value(self, next_obs: torch.Tensor, next_action: torch.Tensor) -> torch.Tensor:
+        q1 = self.networks["critic_1_target"](next_obs, next_action)
+        q2 = self.networks["critic_2_target"](next_obs, next_action)
+        return torch.minimum(q1, q2)
+
+    def _critic_loss(
+        self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+    ) -> torch.Tensor:
+        return F.mse_loss(self.networks["critic_1"](obs, action), target) + F.mse_loss(
+            self.networks["critic_2"](obs, action), target
+        )
