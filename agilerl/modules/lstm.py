@@ -87,18 +87,9 @@ class LSTMEncoder(EvolvableEncoder):
     ) -> dict[str, Any]:
         """Architecture for an ``LstmSpec``-shaped ``encoder_config`` over a flat vector
         observation (a Gymnasium space, or an int: the vector's width)."""
-        from agilerl.algorithms.core.spaces import (
-            IncompatibleSpaceError,
-            composite_parts,
-            flat_dim,
-            is_image_space,
-        )
+        from agilerl.algorithms.core.spaces import vector_width
 
-        if is_image_space(observation_space) or composite_parts(observation_space) is not None:
-            raise IncompatibleSpaceError(
-                f"the lstm encoder takes flat vector observations, not {observation_space}"
-            )
-        in_dim = flat_dim(observation_space)
+        in_dim = vector_width(observation_space, "lstm")
         return lstm_arch(encoder_config, in_dim, latent_dim, LATENT_ACTIVATION)
 
     @property

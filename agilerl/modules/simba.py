@@ -59,17 +59,9 @@ class SimbaEncoder(EvolvableEncoder):
     def architecture_from_config(
         cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
     ) -> dict[str, Any]:
-        from agilerl.algorithms.core.spaces import (
-            IncompatibleSpaceError,
-            composite_parts,
-            flat_dim,
-            is_image_space,
-        )
+        from agilerl.algorithms.core.spaces import vector_width
 
-        if is_image_space(observation_space) or composite_parts(observation_space) is not None:
-            raise IncompatibleSpaceError(
-                f"the simba encoder takes flat vector observations, not {observation_space}"
-            )
+        in_dim = vector_width(observation_space, "simba")
         c = encoder_config
         hidden = c["hidden_size"]
         if isinstance(hidden, (list, tuple)):  # ``simba: true`` over an MLP-shaped config
@@ -88,7 +80,7 @@ class SimbaEncoder(EvolvableEncoder):
             )
         return {
             "kind": cls.kind,
-            "in_dim": int(flat_dim(observation_space)),
+            "in_dim": in_dim,
             "out_dim": int(latent_dim),
             "hidden_size": int(hidden),
             "num_blocks": num_blocks,

@@ -44,6 +44,15 @@ def composite_parts(space: Any) -> list[tuple[Any, gym.Space]] | None:
     return None
 
 
+def vector_width(space: Any, encoder: str) -> int:
+    """Width of a flat vector observation for ``encoder`` (its arch name); an image or
+    composite space is refused with :class:`IncompatibleSpaceError` naming the encoder."""
+    if is_image_space(space) or composite_parts(space) is not None:
+        raise IncompatibleSpaceError(
+            f"the {encoder} encoder takes flat vector observations, not {space}")
+    return flat_dim(space)
+
+
 def flat_dim(space: Any) -> int:
     """Width of ``space`` flattened (Discrete: one-hot width; an int is its own width)."""
     if isinstance(space, (int, np.integer)):
