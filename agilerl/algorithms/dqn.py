@@ -20,6 +20,7 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
+from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -27,7 +28,7 @@ from agilerl.networks.q_network import QNetwork
 
 
 @registered
-class DQN(RLAlgorithm):
+class DQN(SoftTargetUpdate, RLAlgorithm):
     """DQN for discrete action spaces."""
 
     algo = "DQN"
@@ -104,9 +105,9 @@ class DQN(RLAlgorithm):
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
         obs = self.to_tensor(experiences["obs"])
         next_obs = self.to_tensor(experiences["next_obs"])
-        action = _tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
-        reward = _tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
-        done = _tensor(experiences["done"], self.device, torch.float32).reshape(-1)
+        action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
+        reward = batch_tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
+        done = batch_tensor(experiences["done"], self.device, torch.float32).reshape(-1)
 
         # --- online Q-values; double DQN also needs them at s' (one batched pass) ---
         if self.double:
@@ -141,25 +142,3 @@ class DQN(RLAlgorithm):
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()
         return {"loss": float(loss.detach())}
-
-    @torch.no_grad()
-    def soft_update(self) -> None:
-        target, online = self._param_pairs()
-        torch._foreach_lerp_(target, online, self.tau)
-
-    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Parameter lists of (target, online), cached until either network is replaced."""
-        key = (id(self.actor_target), id(self.actor))
-        if getattr(self, "_pairs_key", None) != key:
-            self._pairs_key = key
-            self._pairs = (
-                [p.data for p in self.actor_target.parameters()],
-                [p.data for p in self.actor.parameters()],
-            )
-        return self._pairs
-
-
-def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value.to(device=device, dtype=dtype)
-    return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)

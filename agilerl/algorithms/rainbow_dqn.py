@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
+from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -41,7 +42,7 @@ MAX_GRAD_NORM = 10.0
 
 
 @registered
-class RainbowDQN(RLAlgorithm):
+class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
     """Rainbow DQN for discrete action spaces."""
 
     algo = "RainbowDQN"
@@ -134,7 +135,7 @@ class RainbowDQN(RLAlgorithm):
         then also holds ``priorities``, one per sample, for ``update_priorities``).
         """
         obs = self.to_tensor(experiences["obs"])
-        action = _tensor(experiences["action"], self.device, torch.long).reshape(-1)
+        action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1)
         targets = [self._target_inputs(experiences, "")]
         if "one_step_reward" in experiences:
             targets.append(self._target_inputs(experiences, "one_step_"))
@@ -157,7 +158,7 @@ class RainbowDQN(RLAlgorithm):
 
         weights = experiences.get("weights")
         if weights is not None:
-            loss = (elementwise * _tensor(weights, self.device, torch.float32)).mean()
+            loss = (elementwise * batch_tensor(weights, self.device, torch.float32)).mean()
         else:
             loss = elementwise.mean()
         optimizer = self.optimizers["optimizer"]
@@ -178,11 +179,11 @@ class RainbowDQN(RLAlgorithm):
         self, experiences: Mapping[str, Any], prefix: str
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(reward, next_obs, done, discount) of the ``prefix`` fields of a batch."""
-        reward = _tensor(experiences[f"{prefix}reward"], self.device, torch.float32).reshape(-1)
+        reward = batch_tensor(experiences[f"{prefix}reward"], self.device, torch.float32).reshape(-1)
         next_obs = self.to_tensor(experiences[f"{prefix}next_obs"])
-        done = _tensor(experiences[f"{prefix}done"], self.device, torch.float32).reshape(-1)
+        done = batch_tensor(experiences[f"{prefix}done"], self.device, torch.float32).reshape(-1)
         if not prefix and "n" in experiences:
-            steps = _tensor(experiences["n"], self.device, torch.float32).reshape(-1)
+            steps = batch_tensor(experiences["n"], self.device, torch.float32).reshape(-1)
             discount = torch.pow(torch.full_like(steps, self.gamma), steps)
         else:
             discount = torch.full_like(reward, self.gamma)
@@ -209,24 +210,3 @@ class RainbowDQN(RLAlgorithm):
         projected.scatter_add_(1, lower, prob * (upper.to(prob.dtype) - position + exact))
         projected.scatter_add_(1, upper, prob * (position - lower.to(prob.dtype)))
         return projected
-
-    @torch.no_grad()
-    def soft_update(self) -> None:
-        """theta_target <- tau * theta + (1 - tau) * theta_target."""
-        target, online = self._param_pairs()
-        torch._foreach_lerp_(target, online, self.tau)
-
-    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Parameters of (target, online), cached until either network is replaced."""
-        key = (id(self.actor_target), id(self.actor))
-        if getattr(self, "_pairs_key", None) != key:
-            self._pairs_key = key
-            self._pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = (
-                list(self.actor_target.parameters()), list(self.actor.parameters()))
-        return self._pairs
-
-
-def _tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value.to(device=device, dtype=dtype)
-    return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)

@@ -1,0 +1,43 @@
+"""What value-based agents with a target network share: soft target updates, batch tensors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class SoftTargetUpdate:
+    """``soft_update()`` for an agent whose ``actor_target`` trails ``actor`` by ``tau``.
+
+    The parameter lists are cached until either network is replaced (a mutation or a load
+    builds new modules), so an update is one fused ``lerp`` over all parameters.
+    """
+
+    actor: Any  # the agent's own network class (an nn.Module)
+    actor_target: Any
+    tau: float
+
+    @torch.no_grad()
+    def soft_update(self) -> None:
+        """theta_target <- tau * theta + (1 - tau) * theta_target."""
+        target, online = self._param_pairs()
+        torch._foreach_lerp_(target, online, self.tau)
+
+    def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        key = (id(self.actor_target), id(self.actor))
+        if getattr(self, "_pairs_key", None) != key:
+            self._pairs_key = key
+            self._pairs: tuple[list[torch.Tensor], list[torch.Tensor]] = (
+                [p.data for p in self.actor_target.parameters()],
+                [p.data for p in self.actor.parameters()],
+            )
+        return self._pairs
+
+
+def batch_tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A sampled batch field as a tensor of ``dtype`` on ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=dtype)
+    return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)
