@@ -3,10 +3,13 @@
 Each holds the training and held-out rows of ``environment.dataset``
 (:func:`agilerl.llm.datasets.load_llm_dataset`) and serves them as token batches:
 
-* :meth:`DatasetEnv.next_batch` -- the next ``batch_size`` training rows, in an order
-  reshuffled every pass over the data from ``(seed, epoch)``; its position is the whole
-  state (:meth:`DatasetEnv.state_dict`), so a resumed run reads the same rows next;
-* :meth:`DatasetEnv.eval_batches` -- the held-out rows in order, for evaluation.
+* :meth:`DatasetEnv.batch` -- training batch ``i``: a pure function of ``i``. Pass ``e``
+  over the training rows (batches ``e * batches_per_epoch`` onwards) visits them in a
+  permutation seeded by ``(seed, e)``, so a member resumed at step ``i`` reads exactly the
+  rows it would have read, and members at the same step read the same rows;
+* :meth:`DatasetEnv.eval_batches` -- the held-out rows in order, for evaluation;
+* :meth:`DatasetEnv.evaluate` -- a member's fitness on the held-out rows (the member's
+  ``evaluate_dataset``).
 
 A preference row is ``prompt``, ``chosen`` and ``rejected`` text; a batch stacks the chosen
 rows, then the rejected rows, into one :class:`~agilerl.llm.text_batches.TokenBatch`, so a
@@ -60,9 +63,7 @@ class DatasetEnv:
         self.batch_size = int(batch_size)
         self.max_context_length = int(max_context_length)
         self.seed = int(seed)
-        self.epoch = 0
-        self.cursor = 0
-        self._order = self._epoch_order()
+        self._orders: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ subclass hooks
     def encode(self, rows: dict[str, list[Any]]) -> Any:
@@ -70,23 +71,30 @@ class DatasetEnv:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ batches
-    def _epoch_order(self) -> np.ndarray:
-        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.train))
-
     @property
     def batches_per_epoch(self) -> int:
         """Training batches in one pass over the training rows (the last may be short)."""
         return -(-len(self.train) // self.batch_size)
 
-    def next_batch(self) -> Any:
-        """The next training batch; a new shuffled pass starts when one ends."""
-        if self.cursor >= len(self._order):
-            self.epoch += 1
-            self.cursor = 0
-            self._order = self._epoch_order()
-        indices = self._order[self.cursor:self.cursor + self.batch_size]
-        self.cursor += len(indices)
-        return self.encode(self.train[[int(i) for i in indices]])
+    def epoch_of(self, index: int) -> int:
+        """The pass over the training rows that training batch ``index`` belongs to."""
+        return int(index) // self.batches_per_epoch
+
+    def _order(self, epoch: int) -> np.ndarray:
+        order = self._orders.get(epoch)
+        if order is None:
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train))
+            self._orders = {epoch: order}  # passes are visited in order: keep the latest
+        return order
+
+    def batch(self, index: int) -> Any:
+        """Training batch ``index`` (0, 1, ...): see the module docstring."""
+        if index < 0:
+            raise ValueError(f"batch index must be >= 0, got {index}")
+        epoch, position = divmod(int(index), self.batches_per_epoch)
+        start = position * self.batch_size
+        rows = self._order(epoch)[start:start + self.batch_size]
+        return self.encode(self.train[[int(i) for i in rows]])
 
     def eval_batches(self, batch_size: int | None = None) -> Iterator[Any]:
         """The held-out rows in order, ``batch_size`` (default: the training size) at a time."""
@@ -94,15 +102,10 @@ class DatasetEnv:
         for start in range(0, len(self.test), size):
             yield self.encode(self.test[start:start + size])
 
-    # ------------------------------------------------------------------ resume
-    def state_dict(self) -> dict[str, int]:
-        """Where the training stream stands: enough to continue it exactly."""
-        return {"epoch": self.epoch, "cursor": self.cursor, "seed": self.seed}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.seed, self.epoch, self.cursor = int(state["seed"]), int(state["epoch"]), \
-            int(state["cursor"])
-        self._order = self._epoch_order()
+    def evaluate(self, agent: Any, loop: int = 1) -> float:
+        """``agent``'s fitness on the held-out rows (``agent.evaluate_dataset(self)``);
+        evaluation is deterministic, so ``loop`` passes would all agree and one is run."""
+        return float(agent.evaluate_dataset(self))
 
     @classmethod
     def from_spec(cls, spec: Any, tokenizer: Any, *, batch_size: int, max_context_length: int,

@@ -35,7 +35,7 @@ def _env(tmp_path: Path, env_type: str = "preference", **fields) -> object:
 def test_preference_batches_hold_chosen_then_rejected_rows(tmp_path: Path) -> None:
     env = _env(tmp_path)
     assert isinstance(env, PreferenceEnv)
-    batch = env.next_batch()
+    batch = env.batch(0)
     assert batch.pairs == 3 and len(batch.tokens) == 6
     tok = env.tokenizer
     for row in range(3):
@@ -50,7 +50,7 @@ def test_preference_batches_hold_chosen_then_rejected_rows(tmp_path: Path) -> No
 def test_sft_env_reads_the_response_column(tmp_path: Path) -> None:
     env = _env(tmp_path, env_type="sft", response_column="chosen")
     assert isinstance(env, SFTEnv)
-    batch = env.next_batch()
+    batch = env.batch(0)
     text = env.tokenizer.decode(batch.input_ids[0][batch.response_mask[0]])
     assert text.startswith("c")
 
@@ -76,19 +76,18 @@ def _prompts(batch) -> list[int]:
 def test_every_training_row_is_served_once_per_pass_and_passes_reshuffle(tmp_path: Path) -> None:
     env = _env(tmp_path)
     assert env.batches_per_epoch == 3  # 8 training rows, batches of 3
-    first = [p for _ in range(3) for p in _prompts(env.next_batch())]
-    assert len(first) == 8 and len(set(first)) == 8 and env.epoch == 0
-    second = [p for _ in range(3) for p in _prompts(env.next_batch())]
-    assert env.epoch == 1 and sorted(second) == sorted(first) and second != first
+    first = [p for i in range(3) for p in _prompts(env.batch(i))]
+    assert len(first) == 8 and len(set(first)) == 8 and env.epoch_of(2) == 0
+    second = [p for i in range(3, 6) for p in _prompts(env.batch(i))]
+    assert env.epoch_of(3) == 1 and sorted(second) == sorted(first) and second != first
 
 
-def test_same_seed_same_stream_and_resume_continues_exactly(tmp_path: Path) -> None:
+def test_batches_are_a_pure_function_of_their_index_and_seed(tmp_path: Path) -> None:
     env, twin = _env(tmp_path), _env(tmp_path)
-    for _ in range(4):
-        env.next_batch(), twin.next_batch()
-    state = env.state_dict()
-    expected = [_prompts(env.next_batch()) for _ in range(4)]
-    resumed = _env(tmp_path)
-    resumed.load_state_dict(state)
-    assert [_prompts(resumed.next_batch()) for _ in range(4)] == expected
-    assert [_prompts(twin.next_batch()) for _ in range(4)] == expected
+    expected = [_prompts(env.batch(i)) for i in range(7)]
+    assert [_prompts(twin.batch(i)) for i in (5, 6)] == expected[5:]  # resumed at batch 5
+    assert [_prompts(twin.batch(i)) for i in range(7)] == expected
+    spec = LLMEnvSpec(env_type="preference", dataset=str(tmp_path / "prefs.jsonl"),
+                      train_test_split=0.8)
+    other = make_dataset_env(spec, word_tokenizer(), batch_size=3, max_context_length=16, seed=8)
+    assert [_prompts(other.batch(i)) for i in range(7)] != expected
