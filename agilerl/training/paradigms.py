@@ -63,11 +63,27 @@ def _llm_population(trainer: Any) -> list[Any]:
     return make_llm_population(trainer)
 
 
+def _llm_dataset(trainer: Any) -> Any:
+    from agilerl.training.llm_dataset import dataset_member_trainer
+
+    return dataset_member_trainer(trainer)
+
+
+def _llm_dataset_env(trainer: Any) -> Any:
+    from agilerl.training.llm_dataset import make_dataset_llm_env
+
+    return make_dataset_llm_env(trainer)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
     "llm_reasoning": Paradigm(replay_memory=False, member_trainer=_llm_reasoning,
                               make_env=_llm_env, make_population=_llm_population),
+    "llm_preference": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
+                               make_env=_llm_dataset_env, make_population=_llm_population),
+    "llm_sft": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
+                        make_env=_llm_dataset_env, make_population=_llm_population),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 
