@@ -127,3 +127,13 @@ def test_sft_chunked_update_matches_the_whole_batch(tiny_model: Path, tmp_path: 
     a, b = _train(whole, env, 2), _train(chunked, env, 2)
     assert a[0]["loss"] == pytest.approx(b[0]["loss"], rel=1e-5)
     assert whole.held_out_loss(env) == pytest.approx(chunked.held_out_loss(env), rel=1e-4)
+
+
+@pytest.mark.parametrize("cls", [SFT, DPO])
+def test_dpo_and_sft_members_generate(tiny_model: Path, cls) -> None:
+    agent = _agent(cls, tiny_model, max_model_len=24)
+    prompt = agent.tokenizer("Q12?")["input_ids"]
+    greedy = agent.generate([prompt], greedy=True, max_new_tokens=4)
+    assert greedy.completion_ids.shape == (1, 4) and len(greedy.texts) == 1
+    sampled = agent.generate([prompt, prompt], group_size=2)  # up to max_model_len
+    assert sampled.ids.shape[0] == 4 and sampled.ids.shape[1] <= 24

@@ -254,7 +254,7 @@ class LLMAlgorithm(ABC):
         if limit < 1:
             raise ValueError(f"a prompt of {prompt_len} tokens leaves no room to generate within "
                              f"network.max_context_length ({self.max_model_len})")
-        wanted = self.spec.max_output_tokens
+        wanted = getattr(self.spec, "max_output_tokens", None)  # DPO/SFT specs have none
         return min(int(wanted), limit) if wanted else limit
 
     @torch.no_grad()
@@ -292,8 +292,9 @@ class LLMAlgorithm(ABC):
                                   "pad_token_id": self.tokenizer.pad_token_id,
                                   "eos_token_id": self.tokenizer.eos_token_id}
         if not greedy:
-            kwargs.update(temperature=float(self.temperature) or 1e-6, top_k=0, top_p=1.0)
-        if self.spec.min_output_tokens:
+            temperature = float(getattr(self, "temperature", 1.0))
+            kwargs.update(temperature=temperature or 1e-6, top_k=0, top_p=1.0)
+        if getattr(self.spec, "min_output_tokens", None):
             kwargs["min_new_tokens"] = int(self.spec.min_output_tokens)
         return model.generate(input_ids=ids, attention_mask=mask, **kwargs)
 
