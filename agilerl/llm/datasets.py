@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from agilerl.models.env_checks import LLM_DATASET_FORMATS
 from agilerl.training.errors import EnvironmentSetupError, MissingExtraError
 
 __all__ = [
@@ -41,13 +42,7 @@ __all__ = [
     "split_dataset",
 ]
 
-FILE_FORMATS: dict[str, str] = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "json",
-    ".json": "json",
-    ".csv": "csv",
-}
+FILE_FORMATS = LLM_DATASET_FORMATS
 """Local file suffix -> the ``datasets`` builder that reads it."""
 
 _HUB_PROBE_TIMEOUT_S = 3.0

@@ -151,3 +151,17 @@ def test_hub_probe_is_false_at_once_in_offline_mode(monkeypatch) -> None:
     start = time.monotonic()
     assert llm_datasets.hub_reachable() is False
     assert time.monotonic() - start < 0.5
+
+
+@pytest.mark.parametrize("name", ["prefs.jsonl", "prefs.csv", "prefs.json", "prefs.parquet"])
+def test_validate_names_a_missing_local_dataset_file(tmp_path: Path, name: str) -> None:
+    from agilerl.models.validation import validate_path
+
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(f"algorithm:\n  name: DPO\nenvironment:\n  dataset: {name}\n"
+                        "network:\n  pretrained_model_name_or_path: some/model\n")
+    errors = [(i.path, i.message) for i in validate_path(manifest).errors]
+    assert any("dataset" in str(path) and f"file '{name}' not found" in message
+               for path, message in errors), errors
+    _write(tmp_path / name)
+    assert not [e for e in validate_path(manifest).errors if "dataset" in str(e.path)]
