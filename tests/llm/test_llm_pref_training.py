@@ -96,3 +96,36 @@ def test_a_multiturn_environment_is_refused_for_dpo(tiny_model: Path, tmp_path: 
     manifest["environment"] = {"env_type": "multiturn", "env_name": "game:GuessTheNumber-v0"}
     with pytest.raises(UnsupportedAlgorithmError, match="DPO does not support multi-turn"):
         LocalTrainer.from_manifest(manifest, seed=0)
+
+
+def test_dpo_and_sft_modules_import_without_the_llm_extra() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for name in ('transformers', 'peft', 'datasets', 'accelerate'):\n"
+            "    sys.modules[name] = None  # import fails as if not installed\n"
+            "import agilerl, agilerl.algorithms.dpo, agilerl.algorithms.sft\n"
+            "import agilerl.llm.datasets, agilerl.llm.dataset_envs, agilerl.training.llm_dataset\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_without_the_llm_extra_training_names_the_install(
+        tiny_model: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    import importlib.util
+
+    import yaml
+
+    from agilerl.cli.main import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "peft" else real(name, *a))
+    manifest = tmp_path / "sft.yaml"
+    manifest.write_text(yaml.safe_dump(_manifest("SFT", tiny_model,
+                                                 write_sft_set(tmp_path, rows=8))))
+    assert main(["train", str(manifest), "--no-verbose"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'agilerl[llm]'" in err and "Traceback" not in err
