@@ -73,8 +73,16 @@ def test_dpo_population_trains_and_the_elite_adapter_loads_and_generates(
     assert torch.allclose(model(input_ids=ids).logits, expected, atol=1e-5)
 
 
-def test_sft_resume_from_checkpoint_is_exact(tiny_model: Path, tmp_path: Path) -> None:
-    manifest = _manifest("SFT", tiny_model, write_sft_set(tmp_path / "data", rows=24))
+@pytest.mark.parametrize("algorithm", ["SFT", "DPO"])
+def test_resume_from_checkpoint_is_exact(tiny_model: Path, tmp_path: Path,
+                                         algorithm: str) -> None:
+    if algorithm == "SFT":
+        manifest = _manifest("SFT", tiny_model, write_sft_set(tmp_path / "data", rows=24))
+    else:  # a reference adapter synced every pass (3 batches here), and LoRA dropout
+        manifest = _manifest("DPO", tiny_model,
+                             write_preference_set(tmp_path / "data", rows=16),
+                             use_separate_reference_adapter=True)
+        manifest["network"]["lora_config"] = {**LORA, "lora_dropout": 0.1}
     full = LocalTrainer.from_manifest(copy.deepcopy(manifest), seed=5)
     full_pop, full_fit = full.train(verbose=False, checkpoint_steps=2,
                                     checkpoint_path=tmp_path / "ck")
@@ -87,6 +95,11 @@ def test_sft_resume_from_checkpoint_is_exact(tiny_model: Path, tmp_path: Path) -
     assert [a.steps[-1] for a in res_pop] == full_steps
     assert [a.lr for a in res_pop] == [a.lr for a in full_pop]
     _assert_same(_adapters(res_pop), full_adapters)
+    if algorithm == "DPO":
+        _assert_same([a.base.adapter_state(a.reference_adapter) for a in res_pop],
+                     [a.base.adapter_state(a.reference_adapter) for a in full_pop])
+        assert [a.reference_epoch for a in res_pop] == [a.reference_epoch for a in full_pop] \
+            == [1, 1]  # the second pass started after the checkpoint
 
 
 def test_a_multiturn_environment_is_refused_for_dpo(tiny_model: Path, tmp_path: Path) -> None:
