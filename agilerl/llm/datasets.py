@@ -106,6 +106,19 @@ def _offline_hub() -> Iterator[None]:
         datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No ``datasets`` progress bars while a dataset is read (the training display is ours)."""
+    datasets = _datasets()
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
 def _find_local(value: str, base_dir: str | os.PathLike[str] | None) -> Path | None:
     candidate = Path(os.path.expanduser(value))
     if candidate.is_absolute():
@@ -190,7 +203,8 @@ def load_dataset_source(value: str, base_dir: str | os.PathLike[str] | None = No
     docstring for what ``value`` may be). Raises :class:`DatasetSourceError`."""
     local = _find_local(value, base_dir)
     if local is not None:
-        return _load_folder(local) if local.is_dir() else _load_file(local)
+        with _quiet():
+            return _load_folder(local) if local.is_dir() else _load_file(local)
     looked_in = list(dict.fromkeys([*([Path(base_dir)] if base_dir is not None else []),
                                     Path.cwd()]))
     if Path(value).suffix.lower() in FILE_FORMATS or value.startswith((".", "/", "~")):
@@ -198,7 +212,8 @@ def load_dataset_source(value: str, base_dir: str | os.PathLike[str] | None = No
             f"environment.dataset: file '{value}' not found (looked in "
             f"{' or '.join(map(str, looked_in))})"
         )
-    return _load_hub(value, looked_in)
+    with _quiet():
+        return _load_hub(value, looked_in)
 
 
 def rename_columns(dataset: Any, columns: Mapping[str, str] | None, source: str) -> Any:

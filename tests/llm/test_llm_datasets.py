@@ -165,3 +165,11 @@ def test_validate_names_a_missing_local_dataset_file(tmp_path: Path, name: str) 
                for path, message in errors), errors
     _write(tmp_path / name)
     assert not [e for e in validate_path(manifest).errors if "dataset" in str(e.path)]
+
+
+def test_reading_a_dataset_shows_no_progress_bar_and_keeps_the_setting(
+        tmp_path: Path, capsys) -> None:
+    datasets.enable_progress_bars()
+    llm_datasets.load_dataset_source(str(_write(tmp_path / "quiet.jsonl")))
+    assert "examples" not in capsys.readouterr().err
+    assert datasets.is_progress_bar_enabled()
