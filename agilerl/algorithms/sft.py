@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import torch
 
-from agilerl.algorithms.core.llm_base import LLMAlgorithm
 from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
 from agilerl.algorithms.registry import registered
 from agilerl.llm.losses import sft_loss
@@ -29,7 +28,7 @@ class SFT(DatasetLLMAlgorithm):
     )
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
     inert_settings: ClassVar[dict[str, str]] = {
-        **LLMAlgorithm.inert_settings,
+        **DatasetLLMAlgorithm.inert_settings,
         "beta": "SFT has no reference policy; beta is used by DPO and the RL algorithms",
         "use_separate_reference_adapter": "SFT has no reference policy",
     }

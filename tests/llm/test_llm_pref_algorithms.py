@@ -137,3 +137,15 @@ def test_dpo_and_sft_members_generate(tiny_model: Path, cls) -> None:
     assert greedy.completion_ids.shape == (1, 4) and len(greedy.texts) == 1
     sampled = agent.generate([prompt, prompt], group_size=2)  # up to max_model_len
     assert sampled.ids.shape[0] == 4 and sampled.ids.shape[1] <= 24
+
+
+@pytest.mark.parametrize(("cls", "field", "value"), [
+    (SFT, "beta", 0.5), (SFT, "use_separate_reference_adapter", True),
+    (DPO, "vllm_importance_sampling_cap", 3.0),
+])
+def test_settings_dpo_and_sft_do_not_read_are_named_in_a_warning(cls, field, value) -> None:
+    from agilerl.training.paradigms import check_settings
+
+    spec = cls.spec_class()(**{field: value})
+    with pytest.warns(UserWarning, match=f"algorithm.{field} = .* has no effect"):
+        check_settings(cls, spec)

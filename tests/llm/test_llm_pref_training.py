@@ -58,7 +58,8 @@ def test_dpo_population_trains_and_the_elite_adapter_loads_and_generates(
     trainer = LocalTrainer.from_manifest(manifest, seed=3)
     population, fitness = trainer.train(verbose=False, save_elite=True, run_dir=tmp_path / "run")
     assert len(population) == 2 and all(a.steps[-1] >= 4 for a in population)
-    assert all(0.0 <= f <= 1.0 for f in fitness)
+    # held-out preference accuracy is 0 before the first update (policy == reference)
+    assert max(fitness) >= 0.75 and all(0.0 <= f <= 1.0 for f in fitness)
     elite = max(population, key=lambda a: a.fitness[-1])
     folder = tmp_path / "run" / "elite_adapter"
     assert (folder / "adapter_config.json").is_file()

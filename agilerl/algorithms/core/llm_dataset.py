@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -32,6 +32,14 @@ share of each metric)``: shares summed over a mini-batch's chunks give its loss/
 
 class DatasetLLMAlgorithm(LLMAlgorithm):
     """Base of SFT and DPO (see the module docstring)."""
+
+    inert_settings: ClassVar[dict[str, str]] = {
+        **LLMAlgorithm.inert_settings,
+        "vllm_importance_sampling_correction": "this algorithm learns from dataset rows, not "
+                                               "from sampled completions",
+        "vllm_importance_sampling_cap": "this algorithm learns from dataset rows, not from "
+                                        "sampled completions",
+    }
 
     def forward_logits(self, model: Any, tokens: TokenBatch) -> torch.Tensor:
         """``(rows, length, vocab)`` logits of right-padded ``tokens`` on this member's device."""
