@@ -74,6 +74,19 @@ def test_dpo_population_trains_and_the_elite_adapter_loads_and_generates(
     assert torch.allclose(model(input_ids=ids).logits, expected, atol=1e-5)
 
 
+def test_sft_population_lowers_held_out_loss_through_local_trainer(tiny_model: Path,
+                                                                   tmp_path: Path) -> None:
+    manifest = _manifest("SFT", tiny_model, write_sft_set(tmp_path / "data", rows=32))
+    manifest["algorithm"]["lr"] = 2e-2
+    manifest["training"].update(max_steps=12, evo_steps=4)
+    trainer = LocalTrainer.from_manifest(manifest, seed=2)
+    start = [agent.held_out_loss(trainer.env) for agent in trainer.population]
+    population, fitness = trainer.train(verbose=False)
+    end = [agent.held_out_loss(trainer.env) for agent in population]
+    assert min(end) < min(start) - 0.1, (start, end)  # ln(vocab) 4.58 at the start
+    assert max(fitness) == pytest.approx(-min(end), rel=1e-5)
+
+
 @pytest.mark.parametrize("algorithm", ["SFT", "DPO"])
 def test_resume_from_checkpoint_is_exact(tiny_model: Path, tmp_path: Path,
                                          algorithm: str) -> None:
