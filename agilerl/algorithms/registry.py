@@ -22,10 +22,11 @@ from agilerl.algorithms.core.base import RLAlgorithm
 
 logger = logging.getLogger(__name__)
 
-#: Registered name -> implementation (filled by :func:`registered` as modules load).
-IMPLEMENTATIONS: dict[str, type[RLAlgorithm]] = {}
+#: Registered name -> implementation (filled by :func:`registered` as modules load): an
+#: ``RLAlgorithm`` subclass, or an ``LLMAlgorithm`` one (``agilerl.algorithms.core.llm_base``).
+IMPLEMENTATIONS: dict[str, type[Any]] = {}
 
-AlgorithmT = TypeVar("AlgorithmT", bound=type[RLAlgorithm])
+AlgorithmT = TypeVar("AlgorithmT", bound=type)
 
 
 class NotImplementedAlgorithmError(NotImplementedError):
@@ -52,7 +53,7 @@ def _module(name: str) -> str | None:
     return f"{__package__}.{entry.module}" if entry is not None else None
 
 
-def load(name: str) -> type[RLAlgorithm] | None:
+def load(name: str) -> type[Any] | None:
     """The implementation of ``name``, importing its module on first use (None: none)."""
     if name not in IMPLEMENTATIONS:
         module = _module(name)
@@ -65,7 +66,7 @@ def load(name: str) -> type[RLAlgorithm] | None:
     return IMPLEMENTATIONS.get(name)
 
 
-def algorithm_class(name: str) -> type[RLAlgorithm]:
+def algorithm_class(name: str) -> type[Any]:
     """The class implementing registry name ``name`` (e.g. ``"DQN"``).
 
     Raises :class:`NotImplementedAlgorithmError` when this version has none.

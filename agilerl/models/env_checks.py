@@ -373,6 +373,16 @@ def check_reference(ref: str, dotted_ok: bool = False) -> Finding | None:
 # --------------------------------------------------------------------------- files
 
 
+LLM_DATASET_FORMATS: dict[str, str] = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "json",
+    ".json": "json",
+    ".csv": "csv",
+}
+"""Local file suffix of an LLM ``environment.dataset`` -> the ``datasets`` builder reading it."""
+
+
 def find_file(value: str, base_dir: Path | None) -> Path | None:
     """``value`` resolved against the manifest folder, then the working directory."""
     candidate = Path(os.path.expanduser(value))

@@ -376,7 +376,8 @@ class _Checker(NetworkChecks):
             if isinstance(value, str):
                 self._finding(("environment", field), env_checks.check_file(value, base))
         if isinstance(spec, LLMEnvSpec):
-            if spec.dataset and spec.dataset.endswith((".parquet", ".pq")):
+            if spec.dataset and spec.dataset.lower().endswith(
+                    tuple(env_checks.LLM_DATASET_FORMATS)):
                 self._finding(("environment", "dataset"), env_checks.check_file(spec.dataset, base))
             if spec.reward_file_path:
                 found = env_checks.check_file(spec.reward_file_path, base)

@@ -116,6 +116,9 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     """``pop_size`` agents, each seeded from the run seed and its slot index."""
     from agilerl.algorithms import build_algorithm
 
+    own_population = paradigm(trainer.paradigm).make_population
+    if own_population is not None:
+        return own_population(trainer)
     obs_space, action_space = _spaces(trainer.env)
     spec = trainer.algorithm_spec
     num_envs = int(getattr(trainer.env, "num_envs", 1))

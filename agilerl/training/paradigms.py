@@ -25,6 +25,12 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[Any], Any]
     """``trainer -> train(agent, steps, *, seed)`` (the population seam's half)."""
+    make_env: Callable[[Any], Any] | None = None
+    """``trainer -> env`` when the loop builds its own environment (LLM); None: the env
+    spec's vector env."""
+    make_population: Callable[[Any], list[Any]] | None = None
+    """``trainer -> members`` when the loop builds its own members (LLM adapters over a
+    shared base); None: ``build_algorithm`` per slot."""
 
 
 def _off_policy(trainer: Any) -> Any:
@@ -39,9 +45,45 @@ def _on_policy(trainer: Any) -> Any:
     return OnPolicyMemberTrainer(trainer.env)
 
 
+def _llm_reasoning(trainer: Any) -> Any:
+    from agilerl.training.llm import reasoning_member_trainer
+
+    return reasoning_member_trainer(trainer)
+
+
+def _llm_env(trainer: Any) -> Any:
+    from agilerl.training.llm import make_llm_env
+
+    return make_llm_env(trainer)
+
+
+def _llm_population(trainer: Any) -> list[Any]:
+    from agilerl.training.llm import make_llm_population
+
+    return make_llm_population(trainer)
+
+
+def _llm_dataset(trainer: Any) -> Any:
+    from agilerl.training.llm_dataset import dataset_member_trainer
+
+    return dataset_member_trainer(trainer)
+
+
+def _llm_dataset_env(trainer: Any) -> Any:
+    from agilerl.training.llm_dataset import make_dataset_llm_env
+
+    return make_dataset_llm_env(trainer)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
+    "llm_reasoning": Paradigm(replay_memory=False, member_trainer=_llm_reasoning,
+                              make_env=_llm_env, make_population=_llm_population),
+    "llm_preference": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
+                               make_env=_llm_dataset_env, make_population=_llm_population),
+    "llm_sft": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
+                        make_env=_llm_dataset_env, make_population=_llm_population),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 

@@ -312,7 +312,11 @@ class LocalTrainer(Trainer):
     def _make_env(self) -> Any:
         from agilerl.checkpoint.rng import derive_seed
         from agilerl.envs import make_vector_env
+        from agilerl.training.paradigms import paradigm
 
+        own_env = paradigm(self.paradigm).make_env
+        if own_env is not None:
+            return own_env(self)
         if hasattr(self.env_spec, "make_env") and not _is_gym_spec(self.env_spec):
             return self.env_spec.make_env()
         return make_vector_env(self.env_spec, seed=derive_seed(self.seed, 0xE7))

@@ -992,7 +992,7 @@ class LLMEnvSpec(SpecModel):
     dataset: Annotated[
         str | None,
         Field(
-            description="Hugging Face dataset id or a .parquet/.pq file (input alias: name).",
+            description="Dataset: a local .parquet/.pq, .jsonl, .json or .csv file or a dataset folder (relative to the working directory, else the manifest folder), or a Hugging Face Hub dataset id (loaded from the local cache, or the Hub when reachable). Input alias: name.",
             validation_alias=AliasChoices("dataset", "name"),
         ),
     ] = None

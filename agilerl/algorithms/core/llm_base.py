@@ -1,0 +1,485 @@
+"""The interface every LLM fine-tuning algorithm shares (GRPO, GSPO, CISPO, LLMPPO, ...).
+
+An LLM member is a LoRA adapter (plus its optimizer state and hyperparameters) over a
+frozen base model shared by the whole population (:mod:`agilerl.llm.adapters`). A subclass
+holds only its maths (``learn``); this base gives the loops and the population seam what
+they use of any member:
+
+* construction from hyperparameters validated by the algorithm's generated spec class
+  (defaults and bounds live in ``schemas/``), the base model found or loaded by its key;
+* generation (sampling with ``temperature``, in batches) and token log-probabilities
+  (in row chunks: ``chunk_rows``, or one row at a time with ``reduce_memory_peak``);
+* counters (``steps``, ``scores``, ``fitness``, ``mut``) and ``test`` on an LLM env;
+* ``get_state``/``set_state``/``from_state``/``clone`` (adapter weights, optimizer state,
+  hyperparameters: never the base), ``save_checkpoint`` (also writes the adapter as a peft
+  folder that loads onto the base model) and ``load``;
+* hyperparameter mutation (``set_hyperparameter``: learning rates reach the optimizer).
+  Architecture mutation does not apply to LLM members (``mutable_networks`` is empty).
+
+Importing this module needs torch only; the ``[llm]`` packages are imported when a member
+is built.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from agilerl.hpo.ranges import plain_hp_config
+
+STATE_FORMAT = 1
+
+#: Spec fields that are constructor arguments of their own, not hyperparameters.
+_NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", "name"})
+
+#: Settings that change speed or memory only, which this implementation cannot apply on
+#: every machine: a value other than the default gets a warning and plain maths is used.
+_SPEED_ONLY = {
+    "use_liger_loss": "the fused Liger loss kernel is not used; the loss is computed "
+                      "with plain torch (same maths)",
+    "activation_offload": "activations stay on the training device",
+    "use_sequence_packing": "sequences are padded, not packed (same maths)",
+}
+
+
+@dataclass
+class Rollout:
+    """Sampled completions of a batch of prompts (``group_size`` rows per prompt)."""
+
+    ids: torch.Tensor
+    """``(rows, prompt_len + completion_len)`` token ids, prompts left-padded."""
+    attention_mask: torch.Tensor
+    """1 on real tokens (prompt and completion up to its end-of-sequence token)."""
+    prompt_len: int
+    """Width of the (padded) prompt part."""
+    completion_mask: torch.Tensor
+    """``(rows, completion_len)``: 1 on the completion tokens that count."""
+    texts: list[str]
+    """Decoded completions."""
+
+    @property
+    def completion_ids(self) -> torch.Tensor:
+        return self.ids[:, self.prompt_len:]
+
+    @property
+    def tokens(self) -> int:
+        return int(self.completion_mask.sum())
+
+
+class LLMAlgorithm(ABC):
+    """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
+
+    Subclasses set ``algo``, ``hyperparameter_names`` (mutable spec fields the maths
+    reads), ``lr_names`` and implement ``learn``.
+    """
+
+    algo: ClassVar[str]
+    hyperparameter_names: ClassVar[tuple[str, ...]]
+    lr_names: ClassVar[tuple[str, ...]] = ("lr",)
+    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    unsupported_settings: ClassVar[dict[str, str]] = {
+        "cosine_lr_schedule_config": "a cosine learning-rate schedule is not implemented "
+                                     "for LLM algorithms yet; remove it for a constant rate",
+    }
+    inert_settings: ClassVar[dict[str, str]] = dict(_SPEED_ONLY)
+    #: LLM members evolve hyperparameters only.
+    mirrored_networks: ClassVar[dict[str, str]] = {}
+
+    # Spec fields every LLM algorithm reads (set from the spec in ``__init__``).
+    batch_size: int
+    beta: float
+    max_grad_norm: float
+    update_epochs: int
+    temperature: float
+
+    def __init__(
+        self,
+        *,
+        index: int = 0,
+        hp_config: Mapping[str, Any] | None = None,
+        device: str | torch.device = "cpu",
+        **hyperparameters: Any,
+    ) -> None:
+        from agilerl.llm import require_llm_extra
+
+        require_llm_extra(f"{self.algo}")
+        self.index = int(index)
+        self.device = torch.device(device)
+        self.spec = self.validate_hyperparameters(hyperparameters)
+        self.seed = int(self.spec.seed)
+        for name in self.hyperparameter_names:
+            setattr(self, name, getattr(self.spec, name))
+        self.hp_config: dict[str, dict[str, float]] = plain_hp_config(hp_config)
+        self._check_hp_config()
+        self.steps: list[int] = [0]
+        self.scores: list[float] = []
+        self.fitness: list[float] = []
+        self.mut: str = "None"
+        #: ``steps // evaluation_interval`` at the last evaluation (see the LLM envs).
+        self.evaluated_at: int | None = None
+        self._attach_base()
+        self.extra_modules: dict[str, torch.nn.Module] = {}
+        self._build_extra()
+        self.optimizer = self._make_optimizer()
+
+    # ------------------------------------------------------------------ spec plumbing
+    @classmethod
+    def spec_class(cls) -> Any:
+        from agilerl.models import ALGO_REGISTRY
+
+        return ALGO_REGISTRY[cls.algo]
+
+    @classmethod
+    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
+        spec_cls = cls.spec_class()
+        unknown = sorted(set(hyperparameters) - set(spec_cls.model_fields))
+        if unknown:
+            raise TypeError(
+                f"{cls.algo} got unexpected hyperparameter(s): {', '.join(map(repr, unknown))}"
+            )
+        return spec_cls.model_validate(dict(hyperparameters))
+
+    @classmethod
+    def mutable_hyperparameters(cls) -> tuple[str, ...]:
+        return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)
+
+    def _check_hp_config(self) -> None:
+        allowed = self.mutable_hyperparameters()
+        unknown = sorted(n for n in self.hp_config if n not in allowed)
+        if unknown:
+            raise ValueError(
+                f"rl_hp_selection names {', '.join(map(repr, unknown))}, which "
+                f"{self.algo} cannot mutate; mutable hyperparameters: {', '.join(allowed)}"
+            )
+
+    @classmethod
+    def settings_not_honoured(
+        cls, spec: Any
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """``(refused, ignored)`` settings of ``spec`` (see ``RLAlgorithm``)."""
+        fields = type(spec).model_fields
+
+        def changed(name: str) -> bool:
+            if name not in fields:
+                return False
+            value = getattr(spec, name, None)
+            default = fields[name].get_default(call_default_factory=True)
+            return value is not None and value != default
+
+        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
+        ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
+        return refused, ignored
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.hyperparameter_names}
+
+    def set_hyperparameter(self, name: str, value: Any) -> None:
+        """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
+        if name not in self.hyperparameter_names:
+            raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
+        current = getattr(self, name)
+        if isinstance(current, bool):
+            value = bool(value)
+        elif isinstance(current, int):
+            value = int(round(value))
+        else:
+            value = float(value)
+        setattr(self, name, value)
+        if name in self.lr_names:
+            for group in self.optimizer.param_groups:
+                if group.get("lr_name") == name:
+                    group["lr"] = value
+
+    # ------------------------------------------------------------------ model
+    def base_key(self) -> Any:
+        """What identifies the base model this member runs on."""
+        from agilerl.llm.adapters import BaseKey
+
+        return BaseKey.from_spec(self.spec, str(self.device))
+
+    def _attach_base(self) -> None:
+        from agilerl.llm.adapters import shared_base
+        from agilerl.llm.model import lora_config
+
+        self.base = shared_base(self.base_key())
+        self.tokenizer = self.base.tokenizer
+        self.lora_config = lora_config(self.spec.lora_config, self.spec.lora_target_scope)
+        self.adapter = self.base.add_adapter(self.lora_config)
+        weakref.finalize(self, self.base.delete_adapter, self.adapter)
+
+    def _build_extra(self) -> None:
+        """Create modules beyond the adapter (a value head) in ``extra_modules``."""
+        return None
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        groups: list[dict[str, Any]] = [
+            {"params": self.base.parameters(self.adapter), "lr": float(getattr(self, self.lr_names[0])),
+             "lr_name": self.lr_names[0]},
+        ]
+        groups.extend(self._extra_param_groups())
+        return torch.optim.AdamW(groups, weight_decay=0.0)
+
+    def _extra_param_groups(self) -> list[dict[str, Any]]:
+        return []
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.spec.max_model_len)
+
+    # ------------------------------------------------------------------ generation
+    def encode_prompts(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-pad token-id prompts into ``(ids, attention_mask)`` on the device."""
+        width = max(len(p) for p in prompts)
+        pad = int(self.tokenizer.pad_token_id)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            if prompt:
+                ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+                mask[row, width - len(prompt):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def max_new_tokens(self, prompt_len: int) -> int:
+        limit = self.max_model_len - prompt_len
+        if limit < 1:
+            raise ValueError(f"a prompt of {prompt_len} tokens leaves no room to generate within "
+                             f"network.max_context_length ({self.max_model_len})")
+        wanted = getattr(self.spec, "max_output_tokens", None)  # DPO/SFT specs have none
+        return min(int(wanted), limit) if wanted else limit
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: list[list[int]], *, group_size: int = 1, greedy: bool = False,
+        max_new_tokens: int | None = None,
+    ) -> Rollout:
+        """Sample ``group_size`` completions of each prompt (``greedy``: argmax decoding).
+
+        Generation runs in batches of ``micro_batch_size_per_gpu`` rows (all rows at once
+        when unset).
+        """
+        rows = [p for p in prompts for _ in range(group_size)]
+        ids, mask = self.encode_prompts(rows)
+        prompt_len = ids.shape[1]
+        new = max_new_tokens or self.max_new_tokens(prompt_len)
+        batch = int(self.spec.micro_batch_size_per_gpu or len(rows))
+        pieces = []
+        with self.base.use(self.adapter) as model:
+            was_training = model.training
+            model.eval()
+            for start in range(0, len(rows), batch):
+                pieces.append(self._generate_rows(model, ids[start:start + batch],
+                                                  mask[start:start + batch], new, greedy))
+            model.train(was_training)
+        width = max(p.shape[1] for p in pieces)
+        pad = int(self.tokenizer.pad_token_id)
+        out = torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1]), value=pad)
+                         for p in pieces])
+        return self._rollout(out, mask, prompt_len)
+
+    def _generate_rows(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, new: int,
+                       greedy: bool) -> torch.Tensor:
+        kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": new,
+                                  "pad_token_id": self.tokenizer.pad_token_id,
+                                  "eos_token_id": self.tokenizer.eos_token_id}
+        if not greedy:
+            temperature = float(getattr(self, "temperature", 1.0))
+            kwargs.update(temperature=temperature or 1e-6, top_k=0, top_p=1.0)
+        if getattr(self.spec, "min_output_tokens", None):
+            kwargs["min_new_tokens"] = int(self.spec.min_output_tokens)
+        return model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+
+    def _rollout(self, out: torch.Tensor, prompt_mask: torch.Tensor, prompt_len: int) -> Rollout:
+        completion = out[:, prompt_len:]
+        eos = int(self.tokenizer.eos_token_id)
+        is_eos = completion == eos
+        # Tokens up to and including the first end-of-sequence token count.
+        after_eos = (torch.cumsum(is_eos.int(), dim=1) - is_eos.int()) > 0
+        completion_mask = (~after_eos).long()
+        attention = torch.cat([prompt_mask, completion_mask], dim=1)
+        texts = self.tokenizer.batch_decode(
+            completion.masked_fill(after_eos, int(self.tokenizer.pad_token_id)),
+            skip_special_tokens=True)
+        return Rollout(out, attention, prompt_len, completion_mask, texts)
+
+    # ------------------------------------------------------------------ log-probabilities
+    def chunk_size(self, rows: int) -> int:
+        """Rows per forward pass: 1 with ``reduce_memory_peak``, else ``chunk_rows`` or
+        ``micro_batch_size_per_gpu``, else all."""
+        if self.spec.reduce_memory_peak:
+            return 1
+        return int(self.spec.chunk_rows or self.spec.micro_batch_size_per_gpu or rows)
+
+    def forward_logprobs(
+        self, model: Any, ids: torch.Tensor, attention: torch.Tensor, prompt_len: int,
+        *, hidden: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-token log-probabilities of the completion part of ``ids`` (and, with
+        ``hidden``, the last hidden states at those positions), at the sampling temperature."""
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention}
+        if self.spec.calc_position_embeddings:
+            kwargs["position_ids"] = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        out = model(**kwargs, output_hidden_states=hidden, use_cache=False)
+        logits = out.logits[:, prompt_len - 1:-1].float()
+        temperature = float(getattr(self, "temperature", 1.0) or 1.0)
+        logp = torch.log_softmax(logits / temperature, dim=-1)
+        targets = ids[:, prompt_len:]
+        token_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        states = out.hidden_states[-1][:, prompt_len - 1:-1] if hidden else None
+        return token_logp, states
+
+    @torch.no_grad()
+    def logprobs(self, rollout: Rollout, *, reference: bool = False) -> torch.Tensor:
+        """Completion token log-probabilities under this member (or the reference policy:
+        the base model without adapters), without gradients, in row chunks."""
+        ctx = self.base.reference() if reference else self.base.use(self.adapter)
+        size = self.chunk_size(rollout.ids.shape[0])
+        with ctx as model:
+            parts = [self.forward_logprobs(model, rollout.ids[s:s + size],
+                                           rollout.attention_mask[s:s + size],
+                                           rollout.prompt_len)[0]
+                     for s in range(0, rollout.ids.shape[0], size)]
+        return torch.cat(parts)
+
+    # ------------------------------------------------------------------ maths hooks
+    @abstractmethod
+    def learn(self, experience: Any) -> dict[str, float]:
+        """One update from a batch of experience; returns scalar metrics."""
+
+    # ------------------------------------------------------------------ evaluation
+    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
+             seed: int | None = None) -> float:
+        """Mean reward of greedy completions on ``env``'s test prompts; appended to
+        ``fitness``. ``loop`` passes (greedy decoding makes them equal; kept for the API)."""
+        fitness = float(env.evaluate(self, loop=loop))
+        self.fitness.append(fitness)
+        return fitness
+
+    # ------------------------------------------------------------------ mutation support
+    def mutable_networks(self) -> list[str]:
+        """None: LLM members evolve hyperparameters only (architecture mutation is off)."""
+        return []
+
+    # ------------------------------------------------------------------ state
+    def clone(self, index: int | None = None) -> LLMAlgorithm:
+        new = type(self).from_state(self.get_state(), device=self.device)
+        if index is not None:
+            new.index = int(index)
+        return new
+
+    def _spec_state(self) -> dict[str, Any]:
+        spec = self.spec.model_dump(mode="python")
+        spec["lora_config"] = {k: v for k, v in self.lora_config.to_dict().items()
+                               if k != "peft_type"}
+        return spec
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild this member exactly (never the base weights)."""
+        return {
+            "format": STATE_FORMAT,
+            "algo": self.algo,
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "index": self.index,
+            "spec": self._spec_state(),
+            "hyperparameters": self.hyperparameters,
+            "hp_config": copy.deepcopy(self.hp_config),
+            "adapter": self.base.adapter_state(self.adapter),
+            "extra_modules": {n: _cpu(m.state_dict()) for n, m in self.extra_modules.items()},
+            "optimizer": _cpu(self.optimizer.state_dict()),
+            "steps": list(self.steps),
+            "scores": list(self.scores),
+            "fitness": list(self.fitness),
+            "mut": self.mut,
+            "evaluated_at": self.evaluated_at,
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        if state["algo"] != self.algo:
+            raise ValueError(f"state is for {state['algo']}, not {self.algo}")
+        self.index = int(state["index"])
+        for name, value in state["hyperparameters"].items():
+            setattr(self, name, value)
+        self.hp_config = copy.deepcopy(dict(state["hp_config"]))
+        self.base.load_adapter_state(self.adapter, state["adapter"])
+        for name, module_state in state.get("extra_modules", {}).items():
+            self.extra_modules[name].load_state_dict(module_state)
+        self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # mutated learning rates
+            if group.get("lr_name") in self.hyperparameters:
+                group["lr"] = float(getattr(self, group["lr_name"]))
+        self.steps = list(state["steps"])
+        self.scores = list(state["scores"])
+        self.fitness = list(state["fitness"])
+        self.mut = state["mut"]
+        self.evaluated_at = state.get("evaluated_at")
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
+        """A member rebuilt from ``get_state`` output on the shared base it names."""
+        from agilerl.algorithms.registry import algorithm_class
+
+        target = cls if getattr(cls, "algo", None) == state["algo"] \
+            else algorithm_class(state["algo"])
+        hyper = {k: v for k, v in state["spec"].items() if k not in _NOT_HYPERPARAMETERS}
+        agent = target(index=state["index"], hp_config=state["hp_config"],
+                       device=device if device is not None else "cpu", **hyper)
+        agent.set_state(state)
+        return agent
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Write ``get_state()`` to ``path`` atomically, and the adapter as a peft folder
+        beside it (``<stem>_adapter/``: loads onto the base model with
+        ``PeftModel.from_pretrained``)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            torch.save(self.get_state(), tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self.save_adapter(path.parent / f"{path.stem}_adapter")
+
+    def save_adapter(self, folder: str | os.PathLike[str]) -> Path:
+        """Write this member's adapter as a peft adapter folder (config + safetensors)."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = copy.deepcopy(self.lora_config)
+        config.base_model_name_or_path = str(self.spec.pretrained_model_name_or_path)
+        config.save_pretrained(str(folder))
+        weights = {k: v.contiguous() for k, v in self.base.adapter_state(self.adapter).items()}
+        save_file(weights, str(folder / "adapter_model.safetensors"))
+        return folder
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"):
+        """A member saved with ``save_checkpoint`` (its base is loaded, or shared)."""
+        state = torch.load(Path(path), map_location="cpu", weights_only=False)
+        return cls.from_state(state, device=device)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(index={self.index}, adapter={self.adapter!r}, "
+                f"steps={self.steps[-1]}, mut={self.mut!r})")
+
+
+def _cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cpu(v) for v in obj]
+    return copy.deepcopy(obj)

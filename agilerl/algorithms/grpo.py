@@ -1,0 +1,41 @@
+"""GRPO: Group Relative Policy Optimisation for LLM fine-tuning with LoRA.
+
+For every prompt ``group_size`` completions are sampled; each completion's advantage is its
+reward relative to its group (``adv_norm``: ``mean_std`` standardises within the group,
+``mean_only`` centres). The policy loss is the clipped surrogate of the per-token importance
+ratio (``clip_coef``), plus ``beta`` times KL to the reference policy (the base model
+without the adapter). The update itself is shared: :mod:`agilerl.algorithms.core.llm_policy`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from agilerl.algorithms.core.llm_policy import (
+    Experience,
+    PolicyGradientLLM,
+    UpdateBatch,
+    finish_advantages,
+    group_advantages,
+)
+from agilerl.algorithms.registry import registered
+
+
+@registered
+class GRPO(PolicyGradientLLM):
+    """Group-relative advantages over ``group_size`` samples, clipped ratio, KL with ``beta``."""
+
+    algo = "GRPO"
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (
+        "lr", "beta", "clip_coef", "group_size", "temperature", "max_grad_norm",
+        "update_epochs", "batch_size",
+    )
+    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
+
+    def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
+        rewards = torch.as_tensor(experience.rewards, dtype=torch.float32)
+        adv = group_advantages(rewards, experience.group_size, str(self.spec.adv_norm))
+        adv = finish_advantages(adv, self.spec)
+        return adv.unsqueeze(1).expand_as(batch.mask).to(batch.mask.device)

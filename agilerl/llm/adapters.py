@@ -1,0 +1,166 @@
+"""One frozen base model per process, one LoRA adapter per population member.
+
+:class:`SharedBase` wraps the base model in a peft model once and holds every member's
+adapter under its own name: a population of N adds N small adapters, never N copies of
+the base. The base is found again by its key (:func:`shared_base`), so members rebuilt
+from a state (selection, resume, ``clone``) join the base already loaded. Running a member
+activates its adapter (:meth:`SharedBase.use`); the reference policy is the base with the
+adapters switched off (:meth:`SharedBase.reference`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agilerl.llm.model import load_causal_lm, load_tokenizer
+
+
+@dataclass(frozen=True)
+class BaseKey:
+    """What identifies a loaded base model: two members with equal keys share it."""
+
+    source: str
+    device: str
+    dtype: str | None = None
+    quantization: str | None = None
+    attn_implementation: str | None = None
+    gradient_checkpointing: bool = False
+
+    @classmethod
+    def from_spec(cls, spec: Any, device: str) -> BaseKey:
+        """The key of an LLM algorithm spec's base model on ``device``."""
+        if not spec.pretrained_model_name_or_path:
+            raise ValueError("network.pretrained_model_name_or_path is required")
+        quant = spec.quantization
+        return cls(
+            source=str(spec.pretrained_model_name_or_path), device=str(device),
+            quantization=quant if isinstance(quant, str | type(None))
+            else json.dumps(dict(quant), sort_keys=True),
+            attn_implementation=spec.attn_implementation,
+            gradient_checkpointing=bool(spec.gradient_checkpointing),
+        )
+
+
+_BASES: dict[BaseKey, SharedBase] = {}
+_LOCK = threading.Lock()
+
+
+def shared_base(key: BaseKey) -> SharedBase:
+    """The base model of ``key``, loaded on first use and shared afterwards."""
+    with _LOCK:
+        base = _BASES.get(key)
+        if base is None:
+            base = SharedBase(key)
+            _BASES[key] = base
+        return base
+
+
+def forget_bases() -> None:
+    """Drop every cached base (tests, or to free memory once no member uses them)."""
+    with _LOCK:
+        _BASES.clear()
+
+
+class SharedBase:
+    """A frozen causal LM with named LoRA adapters (one per member) on top."""
+
+    def __init__(self, key: BaseKey) -> None:
+        self.key = key
+        quantization: Any = key.quantization
+        if quantization is not None and quantization.startswith("{"):
+            quantization = json.loads(quantization)  # bitsandbytes keyword arguments
+        self.tokenizer = load_tokenizer(key.source)
+        self.model = load_causal_lm(
+            key.source, device=key.device, dtype=key.dtype, quantization=quantization,
+            attn_implementation=key.attn_implementation,
+        )
+        if key.gradient_checkpointing:
+            enable = getattr(self.model, "activation_checkpointing_enable", None)
+            if enable is not None:
+                enable()
+            else:
+                self.model.gradient_checkpointing_enable(
+                    gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.peft: Any = None
+        self._names = itertools.count()
+        self.lora_configs: dict[str, Any] = {}
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.key.device)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    # ------------------------------------------------------------------ adapters
+    def add_adapter(self, config: Any, prefix: str = "member") -> str:
+        """Add a freshly initialised adapter with LoRA ``config``; return its name."""
+        from peft import get_peft_model
+
+        name = f"{prefix}{next(self._names)}"
+        if self.peft is None:
+            self.peft = get_peft_model(self.model, config, adapter_name=name)
+        else:
+            self.peft.add_adapter(name, config)
+        self.lora_configs[name] = config
+        for param in self.parameters(name):
+            param.requires_grad_(True)
+        return name
+
+    def delete_adapter(self, name: str) -> None:
+        """Remove adapter ``name`` (its parameters are freed)."""
+        if self.peft is None or name not in self.lora_configs:
+            return
+        del self.lora_configs[name]
+        if not self.lora_configs:
+            return  # peft keeps at least one adapter; the slot is reused by the next add
+        with warnings.catch_warnings():  # "adapter was active ... setting another active"
+            warnings.simplefilter("ignore", UserWarning)
+            self.peft.delete_adapter(name)
+
+    def parameters(self, name: str) -> list[torch.nn.Parameter]:
+        """The parameters of adapter ``name``, in a fixed order."""
+        marker = f".{name}."
+        return [p for n, p in self.peft.named_parameters() if marker in n]
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        """Adapter ``name``'s weights (CPU copies) keyed without the adapter name."""
+        from peft import get_peft_model_state_dict
+
+        state = get_peft_model_state_dict(self.peft, adapter_name=name)
+        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+
+    def load_adapter_state(self, name: str, state: Mapping[str, torch.Tensor]) -> None:
+        """Copy ``state`` (from :meth:`adapter_state`) into adapter ``name``."""
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(self.peft, dict(state), adapter_name=name)
+        unexpected = getattr(result, "unexpected_keys", None)
+        if unexpected:
+            raise ValueError(f"adapter state does not fit this model: unexpected keys "
+                             f"{sorted(unexpected)[:3]}")
+
+    @contextlib.contextmanager
+    def use(self, name: str) -> Iterator[Any]:
+        """The peft model with adapter ``name`` active (other adapters are frozen)."""
+        if self.peft.active_adapter != name:
+            self.peft.set_adapter(name)
+        for param in self.parameters(name):
+            param.requires_grad_(True)
+        yield self.peft
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[Any]:
+        """The base model alone (adapters switched off): the reference policy."""
+        with self.peft.disable_adapter():
+            yield self.peft

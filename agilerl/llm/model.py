@@ -1,0 +1,199 @@
+"""Loading a pretrained causal LM and its tokenizer, and LoRA configs, without surprises.
+
+``pretrained_model_name_or_path`` is a local folder or a Hugging Face hub id. A folder is
+read as is. A hub id is looked up in the local Hugging Face cache first; it is downloaded
+only when it is not cached and the hub answers within seconds (never when
+``HF_HUB_OFFLINE`` is set), so a machine without network never hangs: it gets
+:class:`~agilerl.llm.errors.ModelUnavailableError`, saying how to point at a local folder.
+
+Settings this machine cannot honour fall back with a one-line notice
+(:class:`LLMFallbackWarning`): quantisation on CPU (or without bitsandbytes) loads full
+precision; an attention implementation the device lacks uses the model's default.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agilerl.llm.datasets import hub_reachable
+from agilerl.llm.errors import ModelUnavailableError
+
+#: Quantisation presets the ``quantization`` field accepts (or bitsandbytes kwargs).
+QUANTIZATION_PRESETS = ("none", "int8", "nf4", "fp4")
+
+
+class LLMFallbackWarning(UserWarning):
+    """A setting this machine cannot honour was replaced by a working default."""
+
+
+def notice(message: str) -> None:
+    """A one-line fallback notice."""
+    warnings.warn(message, LLMFallbackWarning, stacklevel=3)
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or os.sep in source.strip("/").replace("/", "", 1) \
+        or source.count("/") > 1
+
+
+def _load(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(source)`` for a folder, a cached hub id, or a reachable hub."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return loader.from_pretrained(str(path), local_files_only=True, **kwargs)
+    if _looks_like_path(source):
+        raise ModelUnavailableError(
+            f"{what} {source!r}: no such folder; network.pretrained_model_name_or_path must "
+            "be a folder holding a saved model (config.json, weights, tokenizer) or a "
+            "Hugging Face hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+        )
+    try:
+        return loader.from_pretrained(source, local_files_only=True, **kwargs)
+    except OSError:
+        pass
+    if not hub_reachable():
+        raise ModelUnavailableError(
+            f"{what} {source!r} is not in the local Hugging Face cache and the hub "
+            "(huggingface.co) cannot be reached from this machine, so nothing could be "
+            "downloaded. Download it where the hub is reachable (e.g. `hf download "
+            f"{source} --local-dir ./model`) and set network.pretrained_model_name_or_path "
+            "to that folder"
+        )
+    try:
+        return loader.from_pretrained(source, **kwargs)
+    except OSError as exc:
+        raise ModelUnavailableError(f"{what} {source!r} could not be loaded: {exc}") from None
+
+
+def load_tokenizer(source: str) -> Any:
+    """The tokenizer of ``source``; padding on the left (generation), a pad token set."""
+    from transformers import AutoTokenizer
+
+    tokenizer = _load(AutoTokenizer, source, "tokenizer")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def resolve_dtype(device: str, dtype: Any = None) -> Any:
+    """The weights' dtype: as given, else float32 on CPU and bfloat16 on a GPU that has it."""
+    import torch
+
+    if dtype is not None:
+        return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if str(device).startswith("cuda") and torch.cuda.is_available() \
+            and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def quantization_config(quantization: Any, device: str) -> Any:
+    """A ``BitsAndBytesConfig`` for ``quantization`` (preset or kwargs), or None: on CPU and
+    without bitsandbytes the model loads in full precision, with a notice."""
+    if quantization is None or quantization == "none":
+        return None
+    if isinstance(quantization, str) and quantization not in QUANTIZATION_PRESETS:
+        raise ValueError(f"algorithm.quantization = {quantization!r}: use one of "
+                         f"{', '.join(QUANTIZATION_PRESETS)} or a mapping of bitsandbytes "
+                         "arguments")
+    if not str(device).startswith("cuda"):
+        notice(f"algorithm.quantization = {quantization!r} needs a CUDA GPU; loading the "
+               "model in full precision on this device")
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        notice(f"algorithm.quantization = {quantization!r} needs bitsandbytes (pip install "
+               "bitsandbytes); loading the model in full precision")
+        return None
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if isinstance(quantization, Mapping):
+        return BitsAndBytesConfig(**dict(quantization))
+    if quantization == "int8":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=quantization,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def _attention(attn_implementation: str | None, device: str) -> str | None:
+    if attn_implementation in (None, "auto"):
+        return None
+    if attn_implementation in ("eager", "sdpa"):
+        return attn_implementation
+    if not str(device).startswith("cuda"):
+        notice(f"algorithm.attn_implementation = {attn_implementation!r} is for GPUs; using "
+               "the model's default attention on this device")
+        return None
+    return attn_implementation
+
+
+def load_causal_lm(
+    source: str,
+    *,
+    device: str = "cpu",
+    dtype: Any = None,
+    quantization: Any = None,
+    attn_implementation: str | None = None,
+) -> Any:
+    """The pretrained causal LM of ``source`` on ``device``, frozen, in eval mode."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    kwargs: dict[str, Any] = {"dtype": resolve_dtype(device, dtype)}
+    quant = quantization_config(quantization, device)
+    if quant is not None:
+        kwargs["quantization_config"] = quant
+        kwargs["device_map"] = {"": device}
+    attention = _attention(attn_implementation, device)
+    if attention is not None:
+        kwargs["attn_implementation"] = attention
+    model = _load(AutoModelForCausalLM, source, "model", **kwargs)
+    if quant is None:
+        model.to(device)
+    model.eval()
+    for param in model.parameters():
+        param.requires_grad_(False)
+    return model
+
+
+def lora_config(value: Any, target_scope: str | None = None) -> Any:
+    """A peft ``LoraConfig`` from a manifest mapping (``lora_r`` or ``r``, ``lora_alpha``,
+    ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object.
+
+    ``target_scope`` (``lora_target_scope``) restricts the targets to modules under that
+    sub-model (e.g. ``language_model`` of a multimodal model).
+    """
+    from peft import LoraConfig
+
+    if value is None:
+        raise ValueError("network.lora_config is required to fine-tune with LoRA adapters")
+    if isinstance(value, LoraConfig):
+        config = LoraConfig(**{k: v for k, v in value.to_dict().items()
+                               if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
+    elif isinstance(value, Mapping):
+        data = {k: v for k, v in dict(value).items() if v is not None}
+        if "lora_r" in data:
+            data["r"] = data.pop("lora_r")
+        data.setdefault("task_type", "CAUSAL_LM")
+        unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"network.lora_config: unknown LoRA setting(s) "
+                             f"{', '.join(map(repr, unknown))}")
+        config = LoraConfig(**data)
+    else:
+        raise TypeError(f"network.lora_config must be a mapping or a peft LoraConfig, not "
+                        f"{type(value).__name__}")
+    if target_scope:
+        targets = config.target_modules
+        names = sorted(targets) if isinstance(targets, set | list | tuple) else [str(targets)]
+        escaped = "|".join(n.replace(".", r"\.") for n in names)
+        config.target_modules = rf".*{target_scope}.*\.({escaped})"
+    return config

@@ -1,0 +1,170 @@
+"""A tiny causal language model and a character-level tokenizer, built locally.
+
+Tests and benchmarks need a model that loads like any Hugging Face checkpoint without
+downloading one: :func:`build_tiny_model` writes a randomly initialised Llama-style model
+(a few layers, a vocabulary of printable ASCII characters) and its tokenizer, with a chat
+template, to a folder that ``network.pretrained_model_name_or_path`` can point at.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+from typing import Any
+
+#: Special tokens of the tiny tokenizer (pad first so its id is 0).
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<bos>", "<eos>", "<|im_start|>", "<|im_end|>")
+
+#: A ChatML-style template: ``apply_chat_template`` renders prompt_template messages with it.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "{% if not (loop.last and message['role'] == 'assistant' and continue_final_message) %}"
+    "<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def char_vocabulary() -> dict[str, int]:
+    """Special tokens, then every printable ASCII character, one id each."""
+    chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
+    tokens = list(SPECIAL_TOKENS) + chars
+    return {token: i for i, token in enumerate(tokens)}
+
+
+def build_tokenizer() -> Any:
+    """A character-level ``PreTrainedTokenizerFast`` with pad/eos/bos and a chat template."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = char_vocabulary()
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
+        eos_token="<eos>", additional_special_tokens=["<|im_start|>", "<|im_end|>"],
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def build_tiny_model(
+    folder: str | os.PathLike[str],
+    *,
+    hidden_size: int = 32,
+    layers: int = 2,
+    heads: int = 4,
+    max_positions: int = 1024,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny Llama-style causal LM and its tokenizer to ``folder``; return it.
+
+    The attention projections are named ``q_proj``/``k_proj``/``v_proj``/``o_proj`` as in
+    Qwen and Llama checkpoints, so LoRA ``target_modules`` of real manifests apply unchanged.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = build_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2), max_position_embeddings=max_positions,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+# ---------------------------------------------------------------------- local tasks
+#: A reward a tiny model can learn: the share of the first 8 completion characters that
+#: are the answer character (1.0 = eight of them).
+TOKEN_TASK_REWARD = '''
+def emit_token(completion, answer):
+    """Share of the first 8 characters of the completion equal to the answer character."""
+    return sum(ch == str(answer) for ch in completion[:8]) / 8.0
+'''
+
+#: A Countdown reward in the shape of the reference example: format plus a correct equation.
+COUNTDOWN_REWARD = '''
+import ast
+import re
+
+
+def _value(node):
+    if isinstance(node, ast.Expression):
+        return _value(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        left, right = _value(node.left), _value(node.right)
+        ops = {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}
+        if isinstance(node.op, ast.Div):
+            return left / right
+        return ops[type(node.op)]
+    raise ValueError("not arithmetic")
+
+
+def format_reward(completion):
+    return 1.0 if re.search(r"</redacted_thinking>.*<answer>.*</answer>", completion, re.S) else 0.0
+
+
+def equation_reward(completion, nums, target):
+    found = re.search(r"<answer>(.*?)</answer>", completion, re.S)
+    if not found:
+        return 0.0
+    equation = found.group(1).strip()
+    used = sorted(int(n) for n in re.findall(r"\\d+", equation))
+    if used != sorted(int(n) for n in nums):
+        return 0.0
+    try:
+        return 1.0 if abs(_value(ast.parse(equation, mode="eval")) - float(target)) < 1e-5 else 0.0
+    except (ValueError, SyntaxError, ZeroDivisionError):
+        return 0.0
+
+
+def combined_rewards(completion, solution, prompt):
+    return format_reward(completion) + equation_reward(completion, prompt, solution)
+'''
+
+
+def write_token_task(folder: str | os.PathLike[str], rows: int = 32, answer: str = "7") -> Path:
+    """A Parquet dataset (``question``, ``answer``: the character to emit) and ``reward.py``
+    (``emit_token``) in ``folder``; returns the dataset file."""
+    from datasets import Dataset
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    Dataset.from_list([{"question": f"Say {answer} ({i})", "answer": answer}
+                       for i in range(rows)]).to_parquet(str(path / "token_task.parquet"))
+    (path / "reward.py").write_text(TOKEN_TASK_REWARD)
+    return path / "token_task.parquet"
+
+
+def write_countdown_task(folder: str | os.PathLike[str], rows: int = 24, seed: int = 0) -> Path:
+    """A Countdown-style Parquet dataset (``nums``, ``target``, as the reference's
+    Countdown-Tasks-3to4) and ``reward.py`` (``combined_rewards``); returns the dataset."""
+    import random
+
+    from datasets import Dataset
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    records = []
+    for _ in range(rows):
+        nums = [rng.randint(1, 20) for _ in range(rng.choice((3, 4)))]
+        records.append({"nums": nums, "target": sum(nums)})
+    Dataset.from_list(records).to_parquet(str(path / "countdown.parquet"))
+    (path / "reward.py").write_text(COUNTDOWN_REWARD)
+    return path / "countdown.parquet"

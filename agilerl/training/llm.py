@@ -1,0 +1,173 @@
+"""LLM fine-tuning paradigms: the environment, the adapter population, the member trainer.
+
+A member is a LoRA adapter over the base model every member shares
+(:mod:`agilerl.llm.adapters`); the generation loop, evaluation, selection, mutation and
+checkpoints are the RL ones (:mod:`agilerl.training.loop`). One step of a member is one
+batch of ``batch_size`` prompts: sample ``group_size`` completions of each, score them with
+the environment's reward, learn. ``evo_steps`` steps make a generation; ``num_epochs``, when
+set, replaces ``max_steps`` by that many passes over the training prompts.
+
+Mutation changes hyperparameters only (``rl_hp_selection``): architecture, parameter and
+activation mutations do not apply to adapters over a frozen base, and their probabilities
+are moved to ``no_mut`` with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agilerl.checkpoint.rng import derive_seed
+from agilerl.population.backend import TrainReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
+
+_SEED_ENV = 0xE7
+_SEED_AGENT = 0xA6E7
+
+#: Mutation kinds that change networks, which LLM members do not evolve.
+_NETWORK_MUTATIONS = ("arch_mut", "params_mut", "act_mut")
+
+
+def _spec_device(trainer: LocalTrainer) -> str:
+    return str(trainer.device)
+
+
+def make_llm_env(trainer: LocalTrainer) -> Any:
+    """The LLM environment of the trainer's env spec, on the tokenizer of the base model."""
+    from agilerl.llm import require_llm_extra
+    from agilerl.llm.adapters import BaseKey, shared_base
+
+    require_llm_extra()
+    import datasets
+
+    datasets.disable_progress_bars()
+    spec, algo = trainer.env_spec, trainer.algorithm_spec
+    base = shared_base(BaseKey.from_spec(algo, _spec_device(trainer)))
+    trainer.tokenizer = base.tokenizer
+    training = trainer.training_spec
+    seed = derive_seed(trainer.seed, _SEED_ENV)
+    env_type = getattr(spec.env_type, "value", spec.env_type)
+    if env_type == "reasoning":
+        from agilerl.llm.reasoning import ReasoningEnv
+
+        env: Any = ReasoningEnv(spec, base.tokenizer, seed=seed,
+                                max_context_length=int(algo.max_model_len),
+                                evaluation_interval=int(training.evaluation_interval or 1))
+    elif env_type == "multiturn":
+        from agilerl.llm.multiturn import MultiTurnEnv
+
+        env = MultiTurnEnv(spec, base.tokenizer, seed=seed,
+                           max_context_length=int(algo.max_model_len),
+                           evaluation_interval=int(training.evaluation_interval or 1))
+    else:
+        from agilerl.training.errors import UnsupportedAlgorithmError
+
+        raise UnsupportedAlgorithmError(
+            f"environment.env_type = {env_type!r} cannot train "
+            f"{getattr(algo, 'name', '?')} (it trains on reasoning or multiturn environments)")
+    _apply_num_epochs(trainer, env)
+    return env
+
+
+def _apply_num_epochs(trainer: LocalTrainer, env: Any) -> None:
+    epochs = getattr(trainer.training_spec, "num_epochs", None)
+    if epochs and hasattr(env, "batches_per_epoch"):
+        per_epoch = env.batches_per_epoch(int(trainer.algorithm_spec.batch_size))
+        trainer.training_spec.max_steps = int(epochs) * per_epoch
+
+
+def _hyperparameters(spec: Any) -> dict[str, Any]:
+    skip = {"name", "hp_config", "net_config"}
+    return {k: v for k, v in spec.model_dump(mode="python").items() if k not in skip}
+
+
+def network_mutations_off(trainer: LocalTrainer) -> None:
+    """Move architecture/parameter/activation mutation probabilities to ``no_mut``, with a
+    warning naming them (LLM members evolve hyperparameters only)."""
+    mutation = trainer.mutation_spec
+    if mutation is None:
+        return
+    probs = mutation.probabilities
+    asked = {name: float(getattr(probs, name)) for name in _NETWORK_MUTATIONS
+             if float(getattr(probs, name) or 0) > 0}
+    if not asked:
+        return
+    warnings.warn(
+        "mutation.probabilities " + ", ".join(f"{k} = {v}" for k, v in asked.items())
+        + ": LLM members are LoRA adapters over a frozen base model and evolve "
+        "hyperparameters only (rl_hp_mut); these draws leave the member unchanged",
+        UserWarning, stacklevel=4)
+    update = {name: 0.0 for name in asked}
+    update["no_mut"] = float(probs.no_mut) + sum(asked.values())
+    trainer.mutation_spec = mutation.model_copy(
+        update={"probabilities": probs.model_copy(update=update)})
+
+
+def make_llm_population(trainer: LocalTrainer) -> list[Any]:
+    """``pop_size`` adapters over one shared base, each initialised from its own seed."""
+    import torch
+
+    from agilerl.algorithms import algorithm_class
+    from agilerl.training.build import _hp_config
+
+    network_mutations_off(trainer)
+    spec = trainer.algorithm_spec
+    cls = algorithm_class(str(spec.name))
+    hyper = _hyperparameters(spec)
+    population = []
+    for i in range(int(trainer.training_spec.pop_size)):
+        seed = derive_seed(trainer.seed, _SEED_AGENT, i)
+        torch.manual_seed(seed)  # the adapter's initial weights
+        population.append(cls(index=i, hp_config=_hp_config(trainer), device=trainer.device,
+                              **hyper))
+    return population
+
+
+class ReasoningMemberTrainer:
+    """``train(agent, steps, seed)``: ``steps`` batches of prompts, sampled and learned from."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+        from agilerl.algorithms.core.llm_policy import Experience
+
+        rewards_seen: list[float] = []
+        sums: dict[str, float] = {}
+        tokens = 0
+        generate_s = 0.0
+        for _ in range(int(steps)):
+            batch = self.env.train_batch(agent.steps[-1], int(agent.batch_size))
+            group = int(getattr(agent, "group_size", 1) or 1)
+            start = time.perf_counter()
+            rollout = agent.generate(batch.ids, group_size=group)
+            generate_s += time.perf_counter() - start
+            rows = [row for row in batch.rows for _ in range(group)]
+            rewards = self.env.rewards(rollout.texts, rows)
+            metrics = agent.learn(Experience(rollout, rewards, group))
+            metrics["accuracy"] = self.env.accuracy(rewards)
+            metrics["completion_length"] = rollout.tokens / max(len(rollout.texts), 1)
+            for name, value in metrics.items():
+                sums[name] = sums.get(name, 0.0) + float(value)
+            tokens += rollout.tokens
+            rewards_seen.extend(rewards.tolist())
+            agent.steps[-1] += 1
+            agent.scores.append(float(np.mean(rewards)))
+        report = {name: value / max(int(steps), 1) for name, value in sums.items()}
+        report["tokens_per_second"] = tokens / generate_s if generate_s > 0 else math.nan
+        report["reward"] = float(np.mean(rewards_seen)) if rewards_seen else math.nan
+        return TrainReport(steps=int(steps), score=report["reward"], metrics=report)
+
+
+def reasoning_member_trainer(trainer: LocalTrainer) -> Any:
+    """The member trainer of the ``llm_reasoning`` loop (reasoning or multi-turn env)."""
+    member_trainer = getattr(trainer.env, "member_trainer", None)
+    if member_trainer is not None:
+        return member_trainer()
+    return ReasoningMemberTrainer(trainer.env)
