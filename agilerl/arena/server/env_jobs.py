@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agilerl.arena.server import states
+from agilerl.arena.server import environments, states
 from agilerl.arena.server.catalog import LATEST, Catalog
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.errors import ApiError
@@ -79,6 +79,10 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
             raise ApiError(404, "ENVIRONMENT_NOT_FOUND",
                            f"Environment '{name}' version '{version}' not found",
                            errors=[f"environment.version: no version '{version}' of '{name}'"])
+        if _simulated(manifest) and ":" not in name and not environments.exists(name):
+            raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{name}' not found",
+                           errors=[f"environment.name: '{name}' is neither a built-in"
+                                   " environment of this server nor one you uploaded"])
         return None
     if not allow_custom_code:
         raise ApiError(403, "CUSTOM_CODE_DISABLED",
@@ -93,6 +97,15 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
     env["config"] = {**(row["env_config"] or {}), **(env.get("config") or {})}
     return Binding(name=name, version=row["version"], source=str(paths / "source"),
                    venv=str(paths / "venv"))
+
+
+def _simulated(manifest: dict[str, Any]) -> bool:
+    """Whether the manifest's algorithm trains on a Gymnasium or PettingZoo environment
+    (whose name must then be known here), rather than on a dataset or bandit table."""
+    from agilerl.arena.models import _generated as gen
+
+    entry = gen.REGISTRY.get(str((manifest.get("algorithm") or {}).get("name")))
+    return entry is not None and entry.environment in ("gym", "pettingzoo")
 
 
 def write_binding(run_root: Path, binding: Binding) -> None:
