@@ -54,6 +54,8 @@ def test_walkthrough_validate_train_follow_download(make_server: Any, tmp_path: 
     listed = arena(srv, home, "env", "list", "--json")
     assert json.loads(listed.stdout) == {"LineWorld": {"v1": {"validated": True,
                                                               "profiled": True}}}
+    copied = arena(srv, home, "env", "duplicate", "LineWorld", "v2")
+    assert copied.returncode == 0 and "Copied LineWorld:v1 to LineWorld:v2" in copied.stdout
 
     run = arena(srv, home, "experiments", "submit", "ppo_line_world.yaml",
                 "--experiment-name", "line-ppo", "--follow")
