@@ -5,27 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agilerl.arena.server.config import default_job_command
 from agilerl.arena.server.testing import RunningServer
 
-from .envsources import LINE_WORLD
-
-PPO = {
-    "algorithm": {"name": "PPO", "batch_size": 64, "lr": 0.001, "learn_step": 128,
-                  "update_epochs": 2},
-    "environment": {"name": "LineWorld", "num_envs": 2},
-    "training": {"max_steps": 512, "evo_steps": 256, "pop_size": 2, "eval_steps": 50,
-                 "checkpoint_steps": 256},
-    "tournament_selection": {"tournament_size": 2, "elitism": True},
-}
+from .envsources import EXAMPLES
 
 
 def arena(srv: RunningServer, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -39,11 +29,7 @@ def test_walkthrough_validate_train_follow_download(make_server: Any, tmp_path: 
     srv, _ = make_server(allow_custom_code=True, job_command=default_job_command(),
                          env_profile_s=0.5)
     home = tmp_path / "home"
-    source = home / "line_world"
-    source.mkdir(parents=True)
-    (source / "line_world.py").write_text(LINE_WORLD)
-    (source / "env_config.yaml").write_text("size: 6\n")
-    (home / "ppo_line_world.yaml").write_text(yaml.safe_dump(PPO))
+    shutil.copytree(EXAMPLES, home)  # line_world/ and ppo_line_world.yaml, as in the docs
 
     done = arena(srv, home, "env", "validate", "LineWorld", "--source", "line_world",
                  "--do-rollouts", "--json")
