@@ -7,12 +7,13 @@ import math
 import re
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import env_jobs, environments, policy, states
+from agilerl.arena.server import dataset_jobs, env_jobs, environments, policy, states
 from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -37,6 +38,8 @@ class SubmitRequest:
     warnings: list[str] = field(default_factory=list)
     #: the uploaded environment the manifest names (:mod:`.env_jobs`), once checked.
     custom_env: env_jobs.Binding | None = None
+    #: the uploaded dataset the manifest names (:mod:`.dataset_jobs`), copied at submit.
+    dataset_file: Path | None = None
 
 
 def _bad(message: str, loc: str) -> ApiError:
@@ -155,6 +158,7 @@ def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, An
     if ctx.catalog is not None:
         req.custom_env = env_jobs.resolve(ctx.catalog, user_id, manifest,
                                           ctx.config.allow_custom_code)
+        req.dataset_file = dataset_jobs.resolve(ctx.catalog, user_id, manifest)
     missing = environments.missing_from_manifest(manifest)
     if missing is not None:
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{missing}' not found",
@@ -209,6 +213,8 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
             (run.root / "reward.py").write_bytes(req.reward_file)
         if req.custom_env is not None:
             env_jobs.write_binding(run.root, req.custom_env)
+        if req.dataset_file is not None:
+            dataset_jobs.copy_into(run.root, req.dataset_file)
     except OSError as exc:
         ctx.store.transition(row["id"], states.FAILED, reason="could not write run folder",
                              error=f"Could not write the experiment folder: {exc}")

@@ -129,3 +129,33 @@ def test_cli_datasets_commands(server: Any, tmp_path: Path) -> None:
     assert bad.returncode == 1 and "not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
     gone = arena("datasets", "delete", "qa", "--yes")
     assert gone.returncode == 0 and "Deleted dataset qa" in gone.stdout
+
+
+def test_an_llm_manifest_naming_a_dataset_gets_a_copy_in_its_experiment(server: Any) -> None:
+    srv, api = server
+    resp = api.http.post(DATASETS + "/create", data={
+        "name": "prefs", "category": "preference",
+        "column_mapping": json.dumps({"prompt": "question", "chosen": "answer",
+                                      "rejected": "notes"})},
+        files={"file": ("d.csv", SFT_CSV.encode(), "text/csv")})
+    assert resp.status_code == 201, resp.text
+    man = {"algorithm": {"name": "DPO", "batch_size": 4},
+           "environment": {"name": "prefs"},
+           "network": {"pretrained_model_name_or_path": "sshleifer/tiny-gpt2",
+                       "max_context_length": 128},
+           "training": {"max_steps": 10, "evo_steps": 5, "pop_size": 1}}
+    ack = api.submit(man, experiment_name="dpo")
+    run = srv.data_dir / "experiments" / str(ack["experiment_id"])
+    assert (run / "dataset.csv").read_text() == SFT_CSV
+    env = json.loads((run / "manifest.json").read_text())["environment"]
+    assert env["dataset"] == "dataset.csv"
+    assert env["columns"] == {"question": "prompt", "answer": "chosen", "notes": "rejected"}
+    # another user's manifest naming it is left alone (a Hub id, for that user)
+    bob = Api(srv, create_token(srv.data_dir, "bob"))
+    try:
+        other = bob.submit(man, experiment_name="dpo")
+    finally:
+        bob.close()
+    run = srv.data_dir / "experiments" / str(other["experiment_id"])
+    assert not (run / "dataset.csv").exists()
+    assert json.loads((run / "manifest.json").read_text())["environment"]["name"] == "prefs"
