@@ -27,6 +27,8 @@ BROKEN = {
         "return np.zeros(3, dtype=np.float32)"),
     # step() never returns
     "hanging_step": _broken_step("        import time\n        time.sleep(3600)"),
+    # step() computes forever
+    "busy_step": _broken_step("        while True:\n            pass"),
     # step() allocates without bound
     "unbounded_allocation": _broken_step(
         "        self.hog = [bytearray(64 << 20) for _ in range(10**6)]"),

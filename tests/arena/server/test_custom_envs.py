@@ -118,6 +118,15 @@ def test_broken_environments_fail_with_stage_and_reason(make_server: Any) -> Non
     assert fixed["status"] == "completed" and fixed["detail"]["validated"] is True
 
 
+@pytest.mark.slow
+def test_a_busy_step_is_stopped_at_the_cpu_time_limit(make_server: Any) -> None:
+    _, api = make_server(allow_custom_code=True, env_check_cpu_s=3, env_check_wall_s=60.0)
+    failed = last(upload(api, "Busy", {"line_world.py": BROKEN["busy_step"]}))
+    assert failed["status"] == "failed" and failed["detail"]["error_code"] == "CPU_LIMIT"
+    assert failed["detail"]["check"] == "Step" and "3 s" in failed["detail"]["reason"]
+    assert api.http.get("/health").status_code == 200
+
+
 def test_hostile_archives_are_refused(custom: Any) -> None:
     srv, api = custom
     for kind in ("absolute", "dotdot", "symlink", "hardlink", "device", "fifo"):
@@ -277,7 +286,7 @@ def test_jobs_run_with_the_environments_venv(make_server: Any, tmp_path: Path) -
 
 
 def test_jobs_need_a_validated_version(custom: Any) -> None:
-    _, api = custom
+    srv, api = custom
     assert last(upload(api, "Bad", {"line_world.py": BROKEN["wrong_spaces"]}))["status"] == \
         "failed"
     man = manifest()
@@ -288,3 +297,16 @@ def test_jobs_need_a_validated_version(custom: Any) -> None:
     man["environment"]["version"] = "v9"
     resp = api.submit_raw({"manifest": man})
     assert resp.status_code == 404 and "v9" in resp.json()["error"]
+    # ArenaTrainer finds out before it submits
+    from agilerl.arena.trainer import ArenaTrainer
+
+    man["environment"].pop("version")
+    with client(srv) as arena, pytest.raises(ArenaValidationError) as info:
+        ArenaTrainer.from_manifest(man, client=arena).train()
+    assert "arena env validate Bad --version v1" in str(info.value.cli_hint)
+    man["environment"]["name"] = "NoSuchEnv"
+    with client(srv) as arena, pytest.raises(ArenaAPIError) as missing:
+        ArenaTrainer.from_manifest(man, client=arena).train()
+    assert "not registered" in str(missing.value)
+    assert "arena env validate NoSuchEnv --source DIR" in str(missing.value.cli_hint)
+    assert api.http.get("/api/cli/v1/experiments/list").json()["data"] == []
