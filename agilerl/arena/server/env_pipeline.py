@@ -56,8 +56,9 @@ class EnvService:
         self.sandbox = Sandbox(enabled=config.job_sandbox and landlock_abi() > 0,
                                hide=(config.data_dir,))
         self._slots = threading.BoundedSemaphore(config.env_concurrent_checks)
-        self._busy: set[tuple[int, str, str]] = set()
-        self._lock = threading.Lock()
+        #: versions being worked on, and since when (monotonic seconds).
+        self._busy: dict[tuple[int, str, str], float] = {}
+        self._lock = threading.RLock()
 
     def paths(self, row: Row) -> EnvPaths:
         return EnvPaths(self.catalog.env_dir(row["user_id"], row["name"], row["version"]))
@@ -68,21 +69,40 @@ class EnvService:
         return Limits(cpu_s=cfg.env_check_cpu_s, memory_bytes=cfg.env_check_memory_bytes,
                       wall_s=cfg.env_check_wall_s)
 
-    @contextlib.contextmanager
-    def claim(self, user_id: int, name: str, version: str) -> Iterator[None]:
-        """Hold one environment version; 409 while another request works on it."""
-        key = (user_id, name, version)
+    @property
+    def _max_hold_s(self) -> float:
+        """Longest one request can work on a version (install, validation and profiling);
+        a hold older than this was left by a request that never ran and is ignored."""
+        cfg = self.config
+        return cfg.env_install_timeout_s + 3 * cfg.env_check_wall_s + 300
+
+    def ensure_idle(self, user_id: int, name: str, version: str) -> None:
+        """409 ``ENVIRONMENT_BUSY`` while another request works on this version."""
         with self._lock:
-            if key in self._busy:
+            since = self._busy.get((user_id, name, version))
+            if since is not None and time.monotonic() - since < self._max_hold_s:
                 raise ApiError(409, "ENVIRONMENT_BUSY",
                                f"Environment '{name}' version '{version}' is being installed,"
                                " validated or profiled by another request; try again shortly")
-            self._busy.add(key)
+
+    def acquire(self, user_id: int, name: str, version: str) -> None:
+        """Hold one environment version (409 when held); :meth:`release` ends the hold."""
+        with self._lock:
+            self.ensure_idle(user_id, name, version)
+            self._busy[(user_id, name, version)] = time.monotonic()
+
+    def release(self, user_id: int, name: str, version: str) -> None:
+        with self._lock:
+            self._busy.pop((user_id, name, version), None)
+
+    @contextlib.contextmanager
+    def claim(self, user_id: int, name: str, version: str) -> Iterator[None]:
+        """Hold one environment version for the ``with`` block (409 when held)."""
+        self.acquire(user_id, name, version)
         try:
             yield
         finally:
-            with self._lock:
-                self._busy.discard(key)
+            self.release(user_id, name, version)
 
     def remove_files(self, row: Row) -> None:
         shutil.rmtree(self.paths(row).root, ignore_errors=True)
@@ -91,6 +111,18 @@ class EnvService:
 def _failed(stage: str, code: str, message: str, row: Row, **detail: Any) -> bytes:
     return event("status", stage, "failed", message,
                  {"error_code": code, "name": row["name"], "version": row["version"], **detail})
+
+
+def exclusive(svc: EnvService, row: Row, stage: str, body: Iterator[bytes]) -> Iterator[bytes]:
+    """``body``'s events, then the release of ``row``'s version, which the route acquired
+    (:meth:`EnvService.acquire`) before answering. An :class:`ApiError` raised on the way
+    ends the stream with a ``failed`` event, since the answer has already started."""
+    try:
+        yield from body
+    except ApiError as err:
+        yield _failed(stage, err.code, err.message, row, reason=err.message)
+    finally:
+        svc.release(row["user_id"], row["name"], row["version"])
 
 
 def install_stage(svc: EnvService, row: Row) -> Stream:

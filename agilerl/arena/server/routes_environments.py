@@ -31,6 +31,7 @@ from agilerl.arena.server.env_install import InstallError, copy_venv, parse_requ
 from agilerl.arena.server.env_pipeline import (
     EnvService,
     choose_entrypoint,
+    exclusive,
     install_stage,
     profiling_stage,
     validation_stage,
@@ -239,48 +240,53 @@ async def _upload(request: Request, ctx: Context, svc: EnvService,
                        errors=[f"requirements: {exc}"]) from None
     description = _text(form, "description")
     assert ctx.catalog is not None
-    existing = ctx.catalog.environment(user.id, name, version)
-    if existing is not None:
-        if existing["validated"]:
-            raise ApiError(409, "ENVIRONMENT_EXISTS",
-                           f"Environment '{name}' version '{version}' is already validated;"
-                           " upload the new source as another --version (or delete it)")
-        svc.remove_files(existing)  # a failed upload may be replaced
-        ctx.catalog.delete_environment(existing["id"])
-    root = ctx.catalog.env_dir(user.id, name, version)
-    shutil.rmtree(root, ignore_errors=True)
-    limits = ArchiveLimits(ctx.config.env_max_source_files, ctx.config.env_max_source_bytes)
-    files = unpack(data, root / "source", limits)
-    row = ctx.catalog.add_environment(user.id, {
-        "name": name, "version": version, "description": (description or "")[:2000] or None,
-        "multi_agent": int(multi_agent), "entrypoint": options["entrypoint"],
-        "entrypoints": find_entrypoints(root / "source"), "env_config": env_config,
-        "requirements": requirements})
+    svc.acquire(user.id, name, version)
+    try:
+        existing = ctx.catalog.environment(user.id, name, version)
+        if existing is not None:
+            if existing["validated"]:
+                raise ApiError(409, "ENVIRONMENT_EXISTS",
+                               f"Environment '{name}' version '{version}' is already"
+                               " validated; upload the new source as another --version"
+                               " (or delete it)")
+            svc.remove_files(existing)  # a failed upload may be replaced
+            ctx.catalog.delete_environment(existing["id"])
+        root = ctx.catalog.env_dir(user.id, name, version)
+        shutil.rmtree(root, ignore_errors=True)
+        limits = ArchiveLimits(ctx.config.env_max_source_files, ctx.config.env_max_source_bytes)
+        files = unpack(data, root / "source", limits)
+        row = ctx.catalog.add_environment(user.id, {
+            "name": name, "version": version,
+            "description": (description or "")[:2000] or None,
+            "multi_agent": int(multi_agent), "entrypoint": options["entrypoint"],
+            "entrypoints": find_entrypoints(root / "source"), "env_config": env_config,
+            "requirements": requirements})
+    except BaseException:
+        svc.release(user.id, name, version)
+        raise
     return row, {**options, "files": len(files), "bytes": len(data)}
 
 
 def _create_stream(svc: EnvService, row: Row, options: dict[str, Any],
                    started: float) -> Iterator[bytes]:
-    with svc.claim(row["user_id"], row["name"], row["version"]):
-        yield event("status", "upload", "completed",
-                    f"Stored {row['name']}:{row['version']} ({options['files']} files)",
-                    {"name": row["name"], "version": row["version"], "files": options["files"],
-                     "entrypoints": row["entrypoints"]})
-        if not (yield from install_stage(svc, row)):
-            return
-        entrypoint = yield from choose_entrypoint(svc, row, options["entrypoint"])
-        if entrypoint is None:
-            return
-        detail = yield from validation_stage(svc, row, entrypoint, options["do_rollouts"],
-                                             started)
-        if detail is None:
-            return
-        metrics = yield from profiling_stage(svc, row, entrypoint)
-        summary = {**detail, "profiled": metrics is not None, "profile": metrics,
-                   "total_s": round(time.monotonic() - started, 3)}
-        yield event("status", "profiling", "completed",
-                    f"Environment {row['name']}:{row['version']} is registered and validated",
-                    summary)
+    yield event("status", "upload", "completed",
+                f"Stored {row['name']}:{row['version']} ({options['files']} files)",
+                {"name": row["name"], "version": row["version"], "files": options["files"],
+                 "entrypoints": row["entrypoints"]})
+    if not (yield from install_stage(svc, row)):
+        return
+    entrypoint = yield from choose_entrypoint(svc, row, options["entrypoint"])
+    if entrypoint is None:
+        return
+    detail = yield from validation_stage(svc, row, entrypoint, options["do_rollouts"], started)
+    if detail is None:
+        return
+    metrics = yield from profiling_stage(svc, row, entrypoint)
+    summary = {**detail, "profiled": metrics is not None, "profile": metrics,
+               "total_s": round(time.monotonic() - started, 3)}
+    yield event("status", "profiling", "completed",
+                f"Environment {row['name']}:{row['version']} is registered and validated",
+                summary)
 
 
 @router.post(ENVS + "/create-and-validate")
@@ -290,8 +296,8 @@ async def create_and_validate(request: Request,
     ctx = context(request)
     require_custom_code(ctx)
     svc = _service(request)
-    row, options = await _upload(request, ctx, svc, user)
-    return _stream(_create_stream(svc, row, options, started))
+    row, options = await _upload(request, ctx, svc, user)  # acquires the new version
+    return _stream(exclusive(svc, row, "upload", _create_stream(svc, row, options, started)))
 
 
 # ---- validate, profile ----------------------------------------------------------------
@@ -311,12 +317,11 @@ class VersionRequest(BaseModel):
 
 def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest) -> Iterator[bytes]:
     started = time.monotonic()
-    with svc.claim(row["user_id"], row["name"], row["version"]):
-        if not svc.paths(row).venv.is_dir() and not (yield from install_stage(svc, row)):
-            return
-        entrypoint = yield from choose_entrypoint(svc, row, _entrypoint(body.entrypoint))
-        if entrypoint is not None:
-            yield from validation_stage(svc, row, entrypoint, body.do_rollouts, started)
+    if not svc.paths(row).venv.is_dir() and not (yield from install_stage(svc, row)):
+        return
+    entrypoint = yield from choose_entrypoint(svc, row, body.entrypoint)
+    if entrypoint is not None:
+        yield from validation_stage(svc, row, entrypoint, body.do_rollouts, started)
 
 
 @router.post(ENVS + "/validate")
@@ -326,19 +331,19 @@ def validate(body: ValidateRequest, request: Request,
     require_custom_code(ctx)
     row = _find(ctx, user, body.name, body.version)
     _entrypoint(body.entrypoint)
-    return _stream(_validate_stream(_service(request), row, body))
+    svc = _service(request)
+    svc.acquire(user.id, row["name"], row["version"])
+    return _stream(exclusive(svc, row, "validation", _validate_stream(svc, row, body)))
 
 
 def _profile_stream(svc: EnvService, row: Row) -> Iterator[bytes]:
-    with svc.claim(row["user_id"], row["name"], row["version"]):
-        metrics = yield from profiling_stage(svc, row, str(row["entrypoint"]))
-        if metrics is None:
-            yield event("status", "profiling", "failed", "Profiling failed",
-                        {"error_code": "PROF_ERR", "name": row["name"],
-                         "version": row["version"]})
-            return
-        yield event("status", "profiling", "completed",
-                    f"Profiled {row['name']}:{row['version']}", metrics)
+    metrics = yield from profiling_stage(svc, row, str(row["entrypoint"]))
+    if metrics is None:
+        yield event("status", "profiling", "failed", "Profiling failed",
+                    {"error_code": "PROF_ERR", "name": row["name"], "version": row["version"]})
+        return
+    yield event("status", "profiling", "completed",
+                f"Profiled {row['name']}:{row['version']}", metrics)
 
 
 @router.post(ENVS + "/profile")
@@ -349,7 +354,9 @@ def profile(body: VersionRequest, request: Request,
     row = _find(ctx, user, body.name, body.version)
     if not row["validated"]:
         raise env_jobs.not_validated(row["name"], row["version"])
-    return _stream(_profile_stream(_service(request), row))
+    svc = _service(request)
+    svc.acquire(user.id, row["name"], row["version"])
+    return _stream(exclusive(svc, row, "profiling", _profile_stream(svc, row)))
 
 
 # ---- delete, duplicate -------------------------------------------------------------------

@@ -88,6 +88,32 @@ def test_upload_installs_validates_and_profiles(custom: Any) -> None:
     assert again.status_code == 409 and again.json()["error_code"] == "ENVIRONMENT_EXISTS"
 
 
+def _upload_while_checking_busy(srv: RunningServer, api: Api, case: str) -> httpx.Response:
+    """Upload ``case`` in a thread; meanwhile other requests on that version get 409."""
+    import threading
+    import time
+
+    answer: list[httpx.Response] = []
+    other = Api(srv)
+    worker = threading.Thread(target=lambda: answer.append(
+        upload(other, case, {"line_world.py": BROKEN[case]})))
+    worker.start()
+    try:
+        deadline, seen = time.monotonic() + 5, None
+        while time.monotonic() < deadline and seen is None:
+            resp = api.http.post(ENVS + "/validate", json={"name": case})
+            if resp.status_code == 409:
+                seen = resp.json()
+            time.sleep(0.05)
+        assert seen is not None and seen["error_code"] == "ENVIRONMENT_BUSY", seen
+        busy = api.http.request("DELETE", ENVS + "/delete", json={"name": case})
+        assert busy.status_code == 409 and busy.json()["error_code"] == "ENVIRONMENT_BUSY"
+    finally:
+        worker.join(timeout=60)
+        other.close()
+    return answer[0]
+
+
 BROKEN_CASES = [  # (source, check that fails, error code, words in the reason)
     ("import_error", "Class exists in path", "VALIDATION_FAILED", "a_module_that_does_not_exist"),
     ("wrong_spaces", "Reset", "VALIDATION_FAILED", "shape (3,)"),
@@ -100,7 +126,10 @@ def test_broken_environments_fail_with_stage_and_reason(make_server: Any) -> Non
     srv, api = make_server(allow_custom_code=True, env_check_wall_s=6.0,
                            env_check_memory_bytes=1 << 30, env_profile_s=0.2)
     for case, check, code, words in BROKEN_CASES:
-        resp = upload(api, case, {"line_world.py": BROKEN[case]})
+        if case == "hanging_step":
+            resp = _upload_while_checking_busy(srv, api, case)
+        else:
+            resp = upload(api, case, {"line_world.py": BROKEN[case]})
         failed = last(resp)
         assert failed["status"] == "failed" and failed["stage"] == "validation", failed
         assert failed["detail"]["error_code"] == code, failed
