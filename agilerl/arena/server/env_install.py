@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import agilerl
+
 SERVER_PTH = "_agilerl_server_site.pth"
 _CREATE_TIMEOUT_S = 120
 #: server variables pip may see (besides the job allow-list): its configuration and proxies.
@@ -70,8 +72,13 @@ def create_venv(venv: Path) -> None:
     except subprocess.TimeoutExpired:
         raise InstallError("creating the virtual environment timed out") from None
     # ``import`` lines of a .pth run at start-up; addsitedir also reads the .pth files of
-    # those folders (editable installs of agilerl live there).
-    lines = [f"import site; site.addsitedir({d!r})" for d in server_site_dirs()]
+    # those folders (editable installs of agilerl live there). A server run from a source
+    # checkout finds agilerl in the checkout: that folder comes last.
+    dirs = server_site_dirs()
+    lines = [f"import site; site.addsitedir({d!r})" for d in dirs]
+    root = str(Path(agilerl.__file__).resolve().parents[1])
+    if root not in dirs:
+        lines.append(root)
     (_site_packages(venv) / SERVER_PTH).write_text("\n".join(lines) + "\n")
 
 

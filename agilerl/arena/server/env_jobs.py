@@ -44,9 +44,14 @@ class Binding:
 
     def command(self, job_command: list[str]) -> list[str]:
         """``job_command`` run by this environment's interpreter (when it names this
-        server's Python; another program is left as the operator configured it)."""
+        server's Python; another program is left as the operator configured it).
+
+        ``-E`` drops the ``PYTHONPATH`` jobs are given, which would put the server's
+        packages before the venv's (the venv finds them after its own); ``-u`` keeps the
+        output unbuffered, as ``PYTHONUNBUFFERED`` otherwise does.
+        """
         if job_command and Path(job_command[0]) == Path(sys.executable):
-            return [self.python, *job_command[1:]]
+            return [self.python, "-E", "-u", *job_command[1:]]
         return list(job_command)
 
     def readable(self) -> list[str]:

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import agilerl
 from agilerl.arena.server.env_install import venv_python
 
 _STDERR_LINES = 20
@@ -75,11 +74,11 @@ class Sandbox:
 
 
 def checker_env(scratch: Path) -> dict[str, str]:
-    """The checker's whole environment: nothing of the server's beyond locale and PATH."""
+    """The checker's whole environment: nothing of the server's beyond locale and PATH
+    (no ``PYTHONPATH``: the venv finds the server's packages after its own)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")
            or k.startswith("LC_")}
-    root = str(Path(agilerl.__file__).resolve().parents[1])
-    env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONPATH=root, PYTHONUNBUFFERED="1",
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONUNBUFFERED="1",
                PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env

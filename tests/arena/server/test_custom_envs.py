@@ -229,13 +229,28 @@ def test_bad_sidecars_are_refused_naming_the_field(custom: Any) -> None:
     assert resp.status_code == 409 and "built-in" in resp.json()["error"]
 
 
+#: a job that reports where two packages come from.
+PACKAGES_PROBE = """
+import json, appdirs, cloudpickle
+print(json.dumps({"appdirs": appdirs.__file__, "cloudpickle": cloudpickle.__version__,
+                  "cloudpickle_file": cloudpickle.__file__}), flush=True)
+"""
+
+
 @pytest.mark.slow
-def test_requirements_install_into_the_environments_own_venv(custom: Any) -> None:
-    """A tiny pure-Python package from the package index lands in the env's venv only."""
-    srv, api = custom
-    env = LINE_WORLD.replace("import gymnasium as gym",
-                             "import appdirs\nimport agilerl\nimport gymnasium as gym")
-    resp = upload(api, "WithReq", {"line_world.py": env}, requirements="appdirs==1.4.4\n")
+def test_requirements_install_into_the_environments_own_venv(make_server: Any,
+                                                             tmp_path: Path) -> None:
+    """Requirements come from the package index into the env's venv only, and win over
+    the server's own copy of a package (cloudpickle here) in validation and in jobs."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(PACKAGES_PROBE)
+    srv, api = make_server(allow_custom_code=True, env_profile_s=0.3,
+                           job_command=[sys.executable, str(probe)])
+    env = LINE_WORLD.replace("import gymnasium as gym", "import appdirs\nimport cloudpickle\n"
+                             "assert cloudpickle.__version__ == '3.1.2'\nimport agilerl\n"
+                             "import gymnasium as gym")
+    resp = upload(api, "WithReq", {"line_world.py": env},
+                  requirements="appdirs==1.4.4\ncloudpickle==3.1.2  # older than the server's\n")
     done = last(resp)
     assert done["status"] == "completed", ndjson(resp.text)[-6:]
     installed = [e for e in ndjson(resp.text) if e["stage"] == "install"]
@@ -243,7 +258,19 @@ def test_requirements_install_into_the_environments_own_venv(custom: Any) -> Non
     venv = srv.data_dir / "environments" / "1" / "WithReq" / "v1" / "venv"
     assert list(venv.glob("lib/python*/site-packages/appdirs.py"))
     import importlib.util
+
+    import cloudpickle
     assert importlib.util.find_spec("appdirs") is None  # not in the server's environment
+    assert cloudpickle.__version__ != "3.1.2"
+    man = manifest()
+    man["environment"] = {"name": "WithReq", "num_envs": 1}
+    api.submit(man, experiment_name="packages")
+    row = api.wait("packages", {"COMPLETED", "FAILED"})
+    lines = [e["message"] for e in api.logs("packages") if e["kind"] == "log"]
+    assert row["state"] == "COMPLETED", lines
+    seen = json.loads(next(line for line in lines if line.startswith("{")))
+    assert seen["cloudpickle"] == "3.1.2" and seen["cloudpickle_file"].startswith(str(venv))
+    assert seen["appdirs"].startswith(str(venv))
 
 
 def test_user_isolation_for_environments(custom: Any) -> None:
