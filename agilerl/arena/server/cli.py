@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, required=True, help="database, secrets, runs")
     serve.add_argument("--slots", type=_positive, default=1, help="jobs run at once")
     serve.add_argument("--allow-custom-code", action="store_true",
-                       help="accept manifests that import user code (entrypoint, wrappers, ...)")
+                       help="accept manifests that import user code (entrypoint, wrappers, ...)"
+                       " and environment uploads")
     serve.add_argument("--job-command", type=_command, default=None,
                        help="worker command (default: '<python> -m agilerl.train')")
     serve.add_argument("--job-env", type=_env_var, action="append", default=[],
