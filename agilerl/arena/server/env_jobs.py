@@ -84,7 +84,7 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
             raise ApiError(404, "ENVIRONMENT_NOT_FOUND",
                            f"Environment '{name}' version '{version}' not found",
                            errors=[f"environment.version: no version '{version}' of '{name}'"])
-        if _simulated(manifest) and ":" not in name and not environments.exists(name):
+        if _kind(manifest) is not None and ":" not in name and not environments.exists(name):
             raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{name}' not found",
                            errors=[f"environment.name: '{name}' is neither a built-in"
                                    " environment of this server nor one you uploaded"])
@@ -95,6 +95,14 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
                        " with --allow-custom-code")
     if not row["validated"]:
         raise not_validated(name, row["version"])
+    kind, multi = _kind(manifest), bool(row["multi_agent"])
+    if kind is not None and (kind == "pettingzoo") != multi:
+        algorithm = (manifest.get("algorithm") or {}).get("name")
+        wanted, has = ("multi-agent", "single-agent") if not multi else ("single-agent",
+                                                                          "multi-agent")
+        raise ApiError(422, "ENVIRONMENT_MISMATCH",
+                       f"{algorithm} needs a {wanted} environment; '{name}' was uploaded as"
+                       f" {has}", errors=[f"environment.name: '{name}' is {has}"])
     paths = catalog.env_dir(user_id, name, row["version"])
     env.pop("version", None)
     env["entrypoint"] = row["entrypoint"]
@@ -104,13 +112,14 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
                    venv=str(paths / "venv"))
 
 
-def _simulated(manifest: dict[str, Any]) -> bool:
-    """Whether the manifest's algorithm trains on a Gymnasium or PettingZoo environment
-    (whose name must then be known here), rather than on a dataset or bandit table."""
+def _kind(manifest: dict[str, Any]) -> str | None:
+    """``gym`` or ``pettingzoo`` when the manifest's algorithm trains on such an
+    environment (whose name must then be known here); None for datasets and the like."""
     from agilerl.arena.models import _generated as gen
 
     entry = gen.REGISTRY.get(str((manifest.get("algorithm") or {}).get("name")))
-    return entry is not None and entry.environment in ("gym", "pettingzoo")
+    kind = entry.environment if entry is not None else None
+    return kind if kind in ("gym", "pettingzoo") else None
 
 
 def write_binding(run_root: Path, binding: Binding) -> None:

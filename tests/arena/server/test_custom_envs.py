@@ -213,6 +213,11 @@ def test_pettingzoo_environment_validates(custom: Any) -> None:
     assert done["detail"]["multi_agent"] is True and done["detail"]["entrypoint"] == "pair:Pair"
     as_single = last(upload(api, "Pair2", {"pair.py": PARALLEL}))
     assert as_single["status"] == "failed" and "--multi-agent" in as_single["detail"]["reason"]
+    man = manifest()
+    man["environment"] = {"name": "Pair", "num_envs": 1}
+    resp = api.submit_raw({"manifest": man})
+    assert resp.status_code == 422 and resp.json()["error_code"] == "ENVIRONMENT_MISMATCH"
+    assert "DQN needs a single-agent environment" in resp.json()["error"]
 
 
 def test_bad_sidecars_are_refused_naming_the_field(custom: Any) -> None:
