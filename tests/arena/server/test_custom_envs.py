@@ -278,6 +278,22 @@ def test_requirements_install_into_the_environments_own_venv(make_server: Any,
     assert seen["appdirs"].startswith(str(venv))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("limit, words", [
+    ({"env_max_venv_bytes": 8 << 10}, "over this server's limit of 0 MiB"),
+    ({"env_install_timeout_s": 0.05}, "took longer than the limit of 0.05 s"),
+])
+def test_install_limits_fail_the_install_stage(make_server: Any, limit: dict[str, Any],
+                                               words: str) -> None:
+    _, api = make_server(allow_custom_code=True, **limit)
+    failed = last(upload(api, "Big", {"line_world.py": LINE_WORLD},
+                         requirements="appdirs==1.4.4\n"))
+    assert failed["stage"] == "install" and failed["status"] == "failed", failed
+    assert failed["detail"]["error_code"] == "INSTALL_FAILED"
+    assert words in failed["detail"]["reason"], failed
+    assert api.http.get(ENVS).json()["data"]["Big"]["v1"]["validated"] is False
+
+
 def test_user_isolation_for_environments(custom: Any) -> None:
     srv, api = custom
     assert last(upload(api, "Secret", {"line_world.py": LINE_WORLD}))["status"] == "completed"
