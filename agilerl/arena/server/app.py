@@ -253,11 +253,14 @@ def create_app(config: ServerConfig) -> FastAPI:
                   Catalog(config.data_dir))
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.scheduler.start()
         try:
             yield
         finally:
+            env_service = getattr(app.state, "env_service", None)
+            if env_service is not None:  # uploads being checked (:mod:`.env_pipeline`)
+                env_service.shutdown()
             ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
             store.close()

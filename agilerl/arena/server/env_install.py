@@ -27,8 +27,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import agilerl
+
+if TYPE_CHECKING:
+    from agilerl.arena.server.env_validation import ProcessGroups
 
 SERVER_PTH = "_agilerl_server_site.pth"
 _CREATE_TIMEOUT_S = 120
@@ -133,10 +137,12 @@ def folder_bytes(root: Path) -> int:
 
 
 def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: float,
-            max_bytes: int, confine: list[str]) -> Iterator[str]:
+            max_bytes: int, confine: list[str], groups: ProcessGroups | None = None,
+            cancel: threading.Event | None = None) -> Iterator[str]:
     """pip-install ``requirements`` into ``venv``, yielding pip's output lines.
 
-    ``confine`` is the Landlock wrapper prefix (empty: unconfined).
+    ``confine`` is the Landlock wrapper prefix (empty: unconfined); setting ``cancel``
+    stops pip.
 
     :raises InstallError: pip failed, ran past ``timeout_s``, or the venv grew past
         ``max_bytes``.
@@ -149,10 +155,14 @@ def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: fl
     proc = subprocess.Popen(cmd, cwd=scratch, env=_pip_env(scratch), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", start_new_session=True)
-    timer = threading.Timer(timeout_s, _kill_group, args=(proc,))
-    timer.daemon = True
+    if groups is not None:
+        groups.add(proc.pid)
+    stop = cancel if cancel is not None else threading.Event()
+    done = threading.Event()
+    # ends pip at the time limit, or as soon as ``stop`` is set
+    watcher = threading.Thread(target=_watch, args=(proc, stop, done, timeout_s), daemon=True)
     started = time.monotonic()
-    timer.start()
+    watcher.start()
     tail: list[str] = []
     try:
         assert proc.stdout is not None
@@ -163,10 +173,14 @@ def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: fl
                 yield text
         code = proc.wait()
     finally:
-        timer.cancel()
+        done.set()
         if proc.poll() is None:
             _kill_group(proc)
             proc.wait()
+        if groups is not None:
+            groups.discard(proc.pid)
+    if stop.is_set():
+        raise InstallError("the request was cancelled")
     if time.monotonic() - started >= timeout_s and code != 0:
         raise InstallError(f"installing the requirements took longer than the limit of"
                            f" {timeout_s:g} s")
@@ -177,6 +191,16 @@ def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: fl
         raise InstallError(f"the virtual environment takes {size / 2**20:.0f} MiB after"
                            f" installing, over this server's limit of {max_bytes / 2**20:.0f}"
                            " MiB")
+
+
+def _watch(proc: subprocess.Popen[str], stop: threading.Event, done: threading.Event,
+           timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done.is_set() and time.monotonic() < deadline:
+        if stop.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+            break
+    if not done.is_set():
+        _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

@@ -1,7 +1,8 @@
 """Start a command under resource limits and, where the kernel allows, Landlock.
 
     python -m agilerl.arena.server.env_limits [--cpu-seconds N] [--memory-bytes N]
-        [--file-bytes N] [--landlock --hide D --read D --write D ...] -- COMMAND [ARG ...]
+        [--file-bytes N] [--wall-seconds N] [--landlock --hide D --read D --write D ...]
+        -- COMMAND [ARG ...]
 
 Used for everything the server runs from an uploaded environment (pip installs,
 validation, profiling). The limits are set in this short-lived launcher, just before it
@@ -11,7 +12,10 @@ carry over to the command and whatever it starts:
 * ``RLIMIT_CPU``: past the limit the kernel sends SIGXCPU (then SIGKILL a second later);
 * ``RLIMIT_AS``: allocations past the limit fail (Python raises ``MemoryError``);
 * ``RLIMIT_FSIZE``: no file written may grow past the limit;
-* ``RLIMIT_CORE`` 0: no core dumps.
+* ``RLIMIT_CORE`` 0: no core dumps;
+* ``alarm(N)``: SIGALRM ends the command after N seconds of wall-clock time (the timer
+  survives ``exec``), a backstop to the server's own wall-clock limit that holds even if
+  the server is gone.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import sys
 from pathlib import Path
 
@@ -39,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-seconds", type=int)
     parser.add_argument("--memory-bytes", type=int)
     parser.add_argument("--file-bytes", type=int)
+    parser.add_argument("--wall-seconds", type=int)
     parser.add_argument("--landlock", action="store_true")
     parser.add_argument("--hide", type=Path, action="append", default=[])
     parser.add_argument("--read", type=Path, action="append", default=[])
@@ -52,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     _limit(resource.RLIMIT_AS, args.memory_bytes)
     _limit(resource.RLIMIT_FSIZE, args.file_bytes)
     _limit(resource.RLIMIT_CORE, 0)
+    if args.wall_seconds:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(args.wall_seconds)
     if args.landlock:
         try:
             confine(args.hide, args.write, args.read)

@@ -22,7 +22,13 @@ from agilerl.arena.server.catalog import Catalog, Row
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.env_entrypoints import find_entrypoints
 from agilerl.arena.server.env_install import InstallError, create_venv, install
-from agilerl.arena.server.env_validation import Limits, Outcome, Sandbox, run_checker
+from agilerl.arena.server.env_validation import (
+    Limits,
+    Outcome,
+    ProcessGroups,
+    Sandbox,
+    run_checker,
+)
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.events import event
 from agilerl.arena.server.sandbox import landlock_abi
@@ -59,6 +65,8 @@ class EnvService:
         #: versions being worked on, and since when (monotonic seconds).
         self._busy: dict[tuple[int, str, str], float] = {}
         self._lock = threading.RLock()
+        #: pip and check processes running now (ended when the server stops).
+        self.groups = ProcessGroups()
 
     def paths(self, row: Row) -> EnvPaths:
         return EnvPaths(self.catalog.env_dir(row["user_id"], row["name"], row["version"]))
@@ -104,6 +112,10 @@ class EnvService:
         finally:
             self.release(user_id, name, version)
 
+    def shutdown(self) -> None:
+        """End every pip and check process (their requests are ending with the server)."""
+        self.groups.kill_all()
+
     def remove_files(self, row: Row) -> None:
         shutil.rmtree(self.paths(row).root, ignore_errors=True)
 
@@ -125,7 +137,7 @@ def exclusive(svc: EnvService, row: Row, stage: str, body: Iterator[bytes]) -> I
         svc.release(row["user_id"], row["name"], row["version"])
 
 
-def install_stage(svc: EnvService, row: Row) -> Stream:
+def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
     """Create the venv and install the requirements; returns True on success."""
     paths = svc.paths(row)
     requirements: list[str] = row["requirements"]
@@ -139,10 +151,12 @@ def install_stage(svc: EnvService, row: Row) -> Stream:
                         f"Installing {len(requirements)} requirement(s): "
                         + ", ".join(requirements)[:500])
             cfg = svc.config
-            confine = svc.sandbox.prefix(None, [paths.source], [paths.venv, paths.scratch])
+            confine = svc.sandbox.prefix(None, [paths.source], [paths.venv, paths.scratch],
+                                         wall_s=cfg.env_install_timeout_s)
             for line in install(paths.venv, requirements, paths.scratch,
                                 timeout_s=cfg.env_install_timeout_s,
-                                max_bytes=cfg.env_max_venv_bytes, confine=confine):
+                                max_bytes=cfg.env_max_venv_bytes, confine=confine,
+                                groups=svc.groups, cancel=cancel):
                 yield event("status", "install", "running", line, level="secondary-info")
     except InstallError as exc:
         svc.catalog.update_environment(row["id"], state="failed", error=str(exc))
@@ -187,7 +201,8 @@ def _check_event(message: dict[str, Any]) -> bytes:
     return event("check", "validation", status, name, {"check": name, "result": result})
 
 
-def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str) -> Stream:
+def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
+         cancel: threading.Event) -> Stream:
     """Run the checker in a free slot, relaying check events; returns the Outcome."""
     paths = svc.paths(row)
     if not svc._slots.acquire(blocking=False):
@@ -196,7 +211,8 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str) -> Stream:
     outcome: Outcome | None = None
     try:
         for item in run_checker(paths.venv, spec, paths.scratch, svc.limits, svc.sandbox,
-                                read=[paths.source, paths.venv]):
+                                read=[paths.source, paths.venv], groups=svc.groups,
+                                cancel=cancel):
             if isinstance(item, Outcome):
                 outcome = item
             elif stage == "validation":
@@ -218,12 +234,12 @@ def _spec(svc: EnvService, row: Row, entrypoint: str, mode: str, rollouts: bool)
 
 
 def validation_stage(svc: EnvService, row: Row, entrypoint: str, do_rollouts: bool,
-                     started: float) -> Stream:
+                     started: float, cancel: threading.Event) -> Stream:
     """Check the environment; returns the completion detail, or None when it failed."""
     yield event("status", "validation", "started", f"Validating {entrypoint}")
     svc.catalog.update_environment(row["id"], state="validating", entrypoint=entrypoint)
     outcome = yield from _run(svc, row, _spec(svc, row, entrypoint, "validate", do_rollouts),
-                              "validation")
+                              "validation", cancel)
     if not outcome.ok:
         where = f"check '{outcome.check}'" if outcome.check else "validation"
         svc.catalog.update_environment(row["id"], state="failed", validated=0, profiled=0,
@@ -240,12 +256,13 @@ def validation_stage(svc: EnvService, row: Row, entrypoint: str, do_rollouts: bo
     return detail
 
 
-def profiling_stage(svc: EnvService, row: Row, entrypoint: str) -> Stream:
+def profiling_stage(svc: EnvService, row: Row, entrypoint: str,
+                    cancel: threading.Event) -> Stream:
     """Measure the environment; returns the metrics, or None when profiling failed."""
     yield event("status", "profiling", "started",
                 f"Profiling {row['name']}:{row['version']} for {svc.config.env_profile_s:g} s")
     outcome = yield from _run(svc, row, _spec(svc, row, entrypoint, "profile", False),
-                              "profiling")
+                              "profiling", cancel)
     if not outcome.ok:
         svc.catalog.update_environment(row["id"], profiled=0)
         yield event("warning", "profiling", "running",

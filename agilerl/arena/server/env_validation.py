@@ -52,6 +52,28 @@ class Outcome:
     elapsed_s: float = 0.0
 
 
+class ProcessGroups:
+    """The process groups one server started from uploads, so shutdown can end them."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] = set()
+        self._lock = threading.Lock()
+
+    def add(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(pid)
+
+    def discard(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(pid)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            pids = list(self._pids)
+        for pid in pids:
+            _signal_group(pid, signal.SIGKILL)
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """Landlock settings for processes started from an upload."""
@@ -59,12 +81,19 @@ class Sandbox:
     enabled: bool
     hide: tuple[Path, ...]
 
-    def prefix(self, limits: Limits | None, read: list[Path], write: list[Path]) -> list[str]:
+    def prefix(self, limits: Limits | None, read: list[Path], write: list[Path],
+               wall_s: float | None = None) -> list[str]:
+        """The launcher command: ``limits`` (or only a wall-clock ``wall_s``), then
+        Landlock when enabled."""
         cmd = [sys.executable, "-m", "agilerl.arena.server.env_limits"]
         if limits is not None:
             cmd += ["--cpu-seconds", str(int(limits.cpu_s)),
                     "--memory-bytes", str(int(limits.memory_bytes)),
                     "--file-bytes", str(int(limits.file_bytes))]
+            wall_s = limits.wall_s
+        if wall_s is not None:
+            # a backstop should the server die: the kernel's alarm outlives it
+            cmd += ["--wall-seconds", str(int(wall_s) + 30)]
         if self.enabled:
             cmd.append("--landlock")
             for flag, paths in (("--hide", self.hide), ("--read", read), ("--write", write)):
@@ -120,13 +149,24 @@ class _Progress:
     ended: bool = False  # the checker closed its output (it is exiting by itself)
 
 
+_CANCEL_POLL_S = 0.25
+
+
 def _relay(lines: queue.Queue[str | None], deadline: float, limits: Limits,
-           progress: _Progress) -> Iterator[dict[str, Any]]:
-    """Yield the checker's check messages until it ends or the wall-clock limit passes."""
+           progress: _Progress, cancel: threading.Event | None) -> Iterator[dict[str, Any]]:
+    """Yield the checker's check messages until it ends, the wall-clock limit passes or
+    ``cancel`` is set (the client went away)."""
     while True:
+        left = deadline - time.monotonic()
+        if cancel is not None and cancel.is_set():
+            progress.verdict = Outcome(False, check=progress.current, code="CANCELLED",
+                                       reason="the request was cancelled")
+            return
         try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            line = lines.get(timeout=max(0.0, min(left, _CANCEL_POLL_S)))
         except queue.Empty:
+            if left > _CANCEL_POLL_S:
+                continue
             progress.verdict = Outcome(False, check=progress.current, code="WALL_TIME_LIMIT",
                                        reason="did not finish within the wall-clock limit of"
                                        f" {limits.wall_s:g} s")
@@ -167,7 +207,8 @@ def _final(progress: _Progress, code: int, limits: Limits,
 
 
 def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
-                sandbox: Sandbox, *, read: list[Path]) -> Iterator[dict[str, Any] | Outcome]:
+                sandbox: Sandbox, *, read: list[Path], groups: ProcessGroups,
+                cancel: threading.Event | None = None) -> Iterator[dict[str, Any] | Outcome]:
     """Run the checker; yield its per-check messages as they come, then an :class:`Outcome`."""
     scratch.mkdir(parents=True, exist_ok=True)
     spec_file = scratch / "spec.json"
@@ -179,6 +220,7 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace",
                             start_new_session=True)
+    groups.add(proc.pid)
     lines: queue.Queue[str | None] = queue.Queue()
     stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
     readers = [threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
@@ -187,7 +229,7 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
         t.start()
     progress = _Progress()
     try:
-        yield from _relay(lines, started + limits.wall_s, limits, progress)
+        yield from _relay(lines, started + limits.wall_s, limits, progress, cancel)
     finally:
         if not progress.ended:  # the wall limit, or the caller went away
             _signal_group(proc.pid, signal.SIGKILL)
@@ -197,6 +239,7 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
             _signal_group(proc.pid, signal.SIGKILL)
             code = proc.wait()
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
+        groups.discard(proc.pid)
         for t in readers:
             t.join(timeout=5)
     verdict = _final(progress, code, limits, stderr)

@@ -7,18 +7,20 @@ lookups and deletion work either way. Every lookup is scoped to the caller.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import yaml
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from agilerl.arena.server import env_jobs, environments
@@ -91,8 +93,32 @@ def _find(ctx: Context, user: User, name: Any, version: Any) -> Row:
     return row
 
 
-def _stream(lines: Iterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(lines, media_type=NDJSON,
+_DISCONNECT_POLL_S = 0.5
+
+
+async def _drive(request: Request, cancel: threading.Event,
+                 lines: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """``lines`` (blocking: each step runs in a worker thread), watching the client while
+    a step runs: when it has gone, ``cancel`` is set, which stops the pip or check process
+    under way, and the stream ends."""
+    try:
+        while True:
+            step = asyncio.ensure_future(run_in_threadpool(next, lines, None))
+            while not step.done():
+                await asyncio.wait({step}, timeout=_DISCONNECT_POLL_S)
+                if not step.done() and await request.is_disconnected():
+                    return
+            chunk = step.result()
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        cancel.set()
+
+
+def _stream(request: Request, cancel: threading.Event,
+            lines: Iterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(_drive(request, cancel, lines), media_type=NDJSON,
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -267,21 +293,22 @@ async def _upload(request: Request, ctx: Context, svc: EnvService,
     return row, {**options, "files": len(files), "bytes": len(data)}
 
 
-def _create_stream(svc: EnvService, row: Row, options: dict[str, Any],
-                   started: float) -> Iterator[bytes]:
+def _create_stream(svc: EnvService, row: Row, options: dict[str, Any], started: float,
+                   cancel: threading.Event) -> Iterator[bytes]:
     yield event("status", "upload", "completed",
                 f"Stored {row['name']}:{row['version']} ({options['files']} files)",
                 {"name": row["name"], "version": row["version"], "files": options["files"],
                  "entrypoints": row["entrypoints"]})
-    if not (yield from install_stage(svc, row)):
+    if not (yield from install_stage(svc, row, cancel)):
         return
     entrypoint = yield from choose_entrypoint(svc, row, options["entrypoint"])
     if entrypoint is None:
         return
-    detail = yield from validation_stage(svc, row, entrypoint, options["do_rollouts"], started)
+    detail = yield from validation_stage(svc, row, entrypoint, options["do_rollouts"], started,
+                                         cancel)
     if detail is None:
         return
-    metrics = yield from profiling_stage(svc, row, entrypoint)
+    metrics = yield from profiling_stage(svc, row, entrypoint, cancel)
     summary = {**detail, "profiled": metrics is not None, "profile": metrics,
                "total_s": round(time.monotonic() - started, 3)}
     yield event("status", "profiling", "completed",
@@ -297,7 +324,9 @@ async def create_and_validate(request: Request,
     require_custom_code(ctx)
     svc = _service(request)
     row, options = await _upload(request, ctx, svc, user)  # acquires the new version
-    return _stream(exclusive(svc, row, "upload", _create_stream(svc, row, options, started)))
+    cancel = threading.Event()
+    return _stream(request, cancel, exclusive(svc, row, "upload",
+                                              _create_stream(svc, row, options, started, cancel)))
 
 
 # ---- validate, profile ----------------------------------------------------------------
@@ -315,13 +344,14 @@ class VersionRequest(BaseModel):
     version: str | None = None
 
 
-def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest) -> Iterator[bytes]:
+def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest,
+                     cancel: threading.Event) -> Iterator[bytes]:
     started = time.monotonic()
-    if not svc.paths(row).venv.is_dir() and not (yield from install_stage(svc, row)):
+    if not svc.paths(row).venv.is_dir() and not (yield from install_stage(svc, row, cancel)):
         return
     entrypoint = yield from choose_entrypoint(svc, row, body.entrypoint)
     if entrypoint is not None:
-        yield from validation_stage(svc, row, entrypoint, body.do_rollouts, started)
+        yield from validation_stage(svc, row, entrypoint, body.do_rollouts, started, cancel)
 
 
 @router.post(ENVS + "/validate")
@@ -333,11 +363,13 @@ def validate(body: ValidateRequest, request: Request,
     _entrypoint(body.entrypoint)
     svc = _service(request)
     svc.acquire(user.id, row["name"], row["version"])
-    return _stream(exclusive(svc, row, "validation", _validate_stream(svc, row, body)))
+    cancel = threading.Event()
+    return _stream(request, cancel, exclusive(svc, row, "validation",
+                                              _validate_stream(svc, row, body, cancel)))
 
 
-def _profile_stream(svc: EnvService, row: Row) -> Iterator[bytes]:
-    metrics = yield from profiling_stage(svc, row, str(row["entrypoint"]))
+def _profile_stream(svc: EnvService, row: Row, cancel: threading.Event) -> Iterator[bytes]:
+    metrics = yield from profiling_stage(svc, row, str(row["entrypoint"]), cancel)
     if metrics is None:
         yield event("status", "profiling", "failed", "Profiling failed",
                     {"error_code": "PROF_ERR", "name": row["name"], "version": row["version"]})
@@ -356,7 +388,9 @@ def profile(body: VersionRequest, request: Request,
         raise env_jobs.not_validated(row["name"], row["version"])
     svc = _service(request)
     svc.acquire(user.id, row["name"], row["version"])
-    return _stream(exclusive(svc, row, "profiling", _profile_stream(svc, row)))
+    cancel = threading.Event()
+    return _stream(request, cancel, exclusive(svc, row, "profiling",
+                                              _profile_stream(svc, row, cancel)))
 
 
 # ---- delete, duplicate -------------------------------------------------------------------

@@ -387,3 +387,59 @@ def test_jobs_need_a_validated_version(custom: Any) -> None:
     assert "not registered" in str(missing.value)
     assert "arena env validate NoSuchEnv --source DIR" in str(missing.value.cli_hint)
     assert api.http.get("/api/cli/v1/experiments/list").json()["data"] == []
+
+
+def _processes_under(folder: Path) -> list[str]:
+    """Command lines of live processes that mention ``folder``."""
+    import os
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(folder) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_a_client_that_goes_away_stops_its_check(make_server: Any) -> None:
+    import time
+
+    srv, api = make_server(allow_custom_code=True, env_check_wall_s=120.0)
+    files = {"file": ("e.tar.gz", tar_gz({"line_world.py": BROKEN["hanging_step"]}),
+                      "application/gzip")}
+    scratch = srv.data_dir / "environments" / "1" / "Hang" / "v1" / "scratch"
+    with api.http.stream("POST", ENVS + "/create-and-validate", data={"name": "Hang"},
+                         files=files) as resp:
+        for line in resp.iter_lines():
+            if '"Reset seed"' in line:  # the next check, Step, hangs
+                break
+        assert _processes_under(scratch)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _processes_under(scratch):
+        time.sleep(0.1)
+    assert not _processes_under(scratch)
+    while time.monotonic() < deadline:  # and the version is free again
+        gone = api.http.request("DELETE", ENVS + "/delete", json={"name": "Hang"})
+        if gone.status_code != 409:
+            break
+        time.sleep(0.2)
+    assert gone.status_code == 200, gone.text
+
+
+def test_the_launcher_applies_its_limits_even_without_the_server() -> None:
+    import signal
+    import subprocess
+
+    limits = [sys.executable, "-m", "agilerl.arena.server.env_limits"]
+    slept = subprocess.run([*limits, "--wall-seconds", "1", "--", sys.executable, "-c",
+                            "import time; time.sleep(60)"], timeout=30)
+    assert slept.returncode == -signal.SIGALRM
+    hog = subprocess.run([*limits, "--memory-bytes", str(512 << 20), "--", sys.executable,
+                          "-c", "x = bytearray(1 << 30)"], capture_output=True, text=True,
+                         timeout=30)
+    assert hog.returncode == 1 and "MemoryError" in hog.stderr
