@@ -8,20 +8,16 @@ lookups and deletion work either way. Every lookup is scoped to the caller.
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import shutil
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import yaml
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import UploadFile
 
 from agilerl.arena.server import env_jobs, environments
 from agilerl.arena.server.app import Context, context, current_user, ok
@@ -29,7 +25,7 @@ from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import LATEST, Catalog, Row, check_name
 from agilerl.arena.server.env_archive import ArchiveLimits, unpack
 from agilerl.arena.server.env_entrypoints import find_entrypoints
-from agilerl.arena.server.env_install import InstallError, copy_venv, parse_requirements
+from agilerl.arena.server.env_install import copy_venv
 from agilerl.arena.server.env_pipeline import (
     EnvService,
     choose_entrypoint,
@@ -38,14 +34,13 @@ from agilerl.arena.server.env_pipeline import (
     profiling_stage,
     validation_stage,
 )
+from agilerl.arena.server.env_upload import check_entrypoint, read_upload
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.events import NDJSON, event
 from agilerl.arena.server.routes_catalog import blank, flag
 
 router = APIRouter()
 ENVS = "/api/cli/v1/environments"
-MAX_SIDECAR_BYTES = 1 << 20
-_ENTRYPOINT_MAX = 300
 
 
 _SERVICE_LOCK = threading.Lock()
@@ -167,104 +162,13 @@ def environment_entrypoints(request: Request, name: str, version: str | None = N
 # ---- create-and-validate -------------------------------------------------------------------
 
 
-def _text(form: Any, key: str, default: str | None = None) -> str | None:
-    value = form.get(key)
-    if value is None or isinstance(value, UploadFile):
-        return default
-    return str(value).strip() or default
-
-
-def _bool(form: Any, key: str) -> bool:
-    return flag(_text(form, key), key)
-
-
-async def _sidecar(form: Any, key: str) -> bytes:
-    part = form.get(key)
-    if part is None:
-        return b""
-    data = await part.read() if isinstance(part, UploadFile) else str(part).encode()
-    if len(data) > MAX_SIDECAR_BYTES:
-        raise ApiError(422, "INVALID_REQUEST", f"{key} is larger than {MAX_SIDECAR_BYTES} bytes",
-                       errors=[f"{key}: too large"])
-    return data
-
-
-def _finite(node: Any) -> bool:
-    if isinstance(node, float):
-        return math.isfinite(node)
-    if isinstance(node, dict):
-        return all(_finite(v) for v in node.values())
-    if isinstance(node, list):
-        return all(_finite(v) for v in node)
-    return True
-
-
-def parse_env_config(data: bytes) -> dict[str, Any]:
-    """Constructor keyword arguments from a YAML or JSON mapping (empty: none)."""
-    text = data.decode("utf-8", errors="replace").strip()
-    if not text:
-        return {}
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ApiError(422, "INVALID_REQUEST", f"env_config is not valid YAML or JSON: {exc}",
-                       errors=["env_config: not YAML or JSON"]) from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
-        raise ApiError(422, "INVALID_REQUEST",
-                       "env_config must be a mapping of constructor argument names to values",
-                       errors=["env_config: expected a mapping"])
-    try:
-        dumped = json.loads(json.dumps(loaded))
-    except (TypeError, ValueError):
-        raise ApiError(422, "INVALID_REQUEST", "env_config holds values JSON cannot carry"
-                       " (dates, sets, ...)", errors=["env_config: not JSON-compatible"]) from None
-    if not _finite(dumped):
-        raise ApiError(422, "INVALID_REQUEST", "env_config holds a non-finite number",
-                       errors=["env_config: .inf or .nan"])
-    return dict(dumped)
-
-
-def _entrypoint(value: str | None) -> str | None:
-    if value is None:
-        return None
-    module, sep, attr = value.rpartition(":")
-    if not sep or not module or not attr or len(value) > _ENTRYPOINT_MAX:
-        raise ApiError(422, "INVALID_REQUEST", "entrypoint must read module:Class",
-                       errors=[f"entrypoint: '{value[:100]}' is not module:Class"])
-    return value
-
-
 async def _upload(request: Request, ctx: Context, svc: EnvService,
                   user: User) -> tuple[Row, dict[str, Any]]:
-    """Parse and store the multipart upload: the ``upload`` stage, answered by status code."""
-    form = await request.form()
-    name = check_name(_text(form, "name"), "name")
-    version = check_name(_text(form, "version", "v1"), "version")
-    options = {"do_rollouts": _bool(form, "do_rollouts"),
-               "entrypoint": _entrypoint(_text(form, "entrypoint"))}
-    multi_agent = _bool(form, "multi_agent")
-    if _bool(form, "language_based"):
-        raise ApiError(422, "NOT_SUPPORTED", "Language-based (GEM) environments cannot be"
-                       " validated on this server; upload Gymnasium or PettingZoo environments",
-                       errors=["language_based: not supported"])
-    if name in environments.gym_ids():
-        raise ApiError(409, "ENVIRONMENT_EXISTS",
-                       f"'{name}' is a built-in environment of this server; choose another name")
-    archive = form.get("file")
-    if not isinstance(archive, UploadFile):
-        raise ApiError(422, "INVALID_REQUEST", "The upload needs a 'file' part (the"
-                       " environment's source as a .tar.gz)", errors=["file: required"])
-    data = await archive.read()
-    env_config = parse_env_config(await _sidecar(form, "env_config"))
-    try:
-        requirements = parse_requirements((await _sidecar(form, "requirements")).decode(
-            "utf-8", errors="replace"))
-    except InstallError as exc:
-        raise ApiError(422, "INVALID_REQUIREMENTS", str(exc),
-                       errors=[f"requirements: {exc}"]) from None
-    description = _text(form, "description")
+    """Check and store the multipart upload: the ``upload`` stage, answered by status code.
+    The new version is held (:meth:`EnvService.acquire`) when this returns."""
+    up = await read_upload(await request.form())
+    name, version = up.name, up.version
+    options = {"do_rollouts": up.do_rollouts, "entrypoint": up.entrypoint}
     assert ctx.catalog is not None
     svc.acquire(user.id, name, version)
     try:
@@ -280,17 +184,16 @@ async def _upload(request: Request, ctx: Context, svc: EnvService,
         root = ctx.catalog.env_dir(user.id, name, version)
         shutil.rmtree(root, ignore_errors=True)
         limits = ArchiveLimits(ctx.config.env_max_source_files, ctx.config.env_max_source_bytes)
-        files = unpack(data, root / "source", limits)
+        files = unpack(up.archive, root / "source", limits)
         row = ctx.catalog.add_environment(user.id, {
-            "name": name, "version": version,
-            "description": (description or "")[:2000] or None,
-            "multi_agent": int(multi_agent), "entrypoint": options["entrypoint"],
-            "entrypoints": find_entrypoints(root / "source"), "env_config": env_config,
-            "requirements": requirements})
+            "name": name, "version": version, "description": up.description,
+            "multi_agent": int(up.multi_agent), "entrypoint": up.entrypoint,
+            "entrypoints": find_entrypoints(root / "source"), "env_config": up.env_config,
+            "requirements": up.requirements})
     except BaseException:
         svc.release(user.id, name, version)
         raise
-    return row, {**options, "files": len(files), "bytes": len(data)}
+    return row, {**options, "files": len(files), "bytes": len(up.archive)}
 
 
 def _create_stream(svc: EnvService, row: Row, options: dict[str, Any], started: float,
@@ -360,7 +263,7 @@ def validate(body: ValidateRequest, request: Request,
     ctx = context(request)
     require_custom_code(ctx)
     row = _find(ctx, user, body.name, body.version)
-    _entrypoint(body.entrypoint)
+    check_entrypoint(body.entrypoint)
     svc = _service(request)
     svc.acquire(user.id, row["name"], row["version"])
     cancel = threading.Event()
