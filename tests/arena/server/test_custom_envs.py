@@ -296,7 +296,11 @@ def test_install_limits_fail_the_install_stage(make_server: Any, limit: dict[str
 
 def test_user_isolation_for_environments(custom: Any) -> None:
     srv, api = custom
-    assert last(upload(api, "Secret", {"line_world.py": LINE_WORLD}))["status"] == "completed"
+    resp = upload(api, "Secret", {"line_world.py": LINE_WORLD})
+    assert last(resp)["status"] == "completed"
+    checks = [e["detail"] for e in ndjson(resp.text) if e["kind"] == "check"]
+    assert checks[-1]["check"] == "Episode lifecycle"  # a short run without --do-rollouts
+    assert [c["result"]["warnings"] for c in checks] == [[]] * len(checks)
     bob_token = create_token(srv.data_dir, "bob")
     bob = Api(srv, bob_token)
     try:
