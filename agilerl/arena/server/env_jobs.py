@@ -84,7 +84,10 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
             raise ApiError(404, "ENVIRONMENT_NOT_FOUND",
                            f"Environment '{name}' version '{version}' not found",
                            errors=[f"environment.version: no version '{version}' of '{name}'"])
-        if _kind(manifest) is not None and ":" not in name and not environments.exists(name):
+        # namespaced ids (ALE/...) register when their package is imported: the trainer
+        # checks those; module: prefixes are custom code the trainer resolves
+        plain = "/" not in name and ":" not in name
+        if _kind(manifest) is not None and plain and not environments.exists(name):
             raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{name}' not found",
                            errors=[f"environment.name: '{name}' is neither a built-in"
                                    " environment of this server nor one you uploaded"])

@@ -447,3 +447,14 @@ def test_the_launcher_applies_its_limits_even_without_the_server() -> None:
                           "-c", "x = bytearray(1 << 30)"], capture_output=True, text=True,
                          timeout=30)
     assert hog.returncode == 1 and "MemoryError" in hog.stderr
+
+
+def test_unknown_plain_names_are_refused_but_namespaced_ids_are_left_to_the_trainer(
+        server: Any) -> None:
+    _, api = server
+    man = manifest()
+    man["environment"] = {"name": "NoSuchThing", "num_envs": 1}
+    resp = api.submit_raw({"manifest": man})
+    assert resp.status_code == 404 and resp.json()["error_code"] == "ENVIRONMENT_NOT_FOUND"
+    man["environment"] = {"name": "ALE/Pong-v5", "num_envs": 1}  # registers with ale-py
+    assert api.submit_raw({"manifest": man}).status_code == 200
