@@ -52,6 +52,11 @@ class EnvPaths:
     def scratch(self) -> Path:
         return self.root / "scratch"
 
+    @property
+    def installed(self) -> Path:
+        """Written once the venv and its requirements are complete."""
+        return self.venv / ".agilerl-installed"
+
 
 class EnvService:
     """Shared state of the environment routes: catalog, limits and who is busy."""
@@ -163,6 +168,7 @@ def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
         yield _failed("install", "INSTALL_FAILED", f"Installing the requirements failed: {exc}",
                       row, reason=str(exc))
         return False
+    paths.installed.touch()
     svc.catalog.update_environment(row["id"], state="installed")
     yield event("status", "install", "completed",
                 "Requirements installed" if requirements else "No requirements to install")

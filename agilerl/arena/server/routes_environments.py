@@ -250,7 +250,8 @@ class VersionRequest(BaseModel):
 def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest,
                      cancel: threading.Event) -> Iterator[bytes]:
     started = time.monotonic()
-    if not svc.paths(row).venv.is_dir() and not (yield from install_stage(svc, row, cancel)):
+    installed = svc.paths(row).installed.exists()  # else an earlier install failed
+    if not installed and not (yield from install_stage(svc, row, cancel)):
         return
     entrypoint = yield from choose_entrypoint(svc, row, body.entrypoint)
     if entrypoint is not None:

@@ -292,6 +292,9 @@ def test_install_limits_fail_the_install_stage(make_server: Any, limit: dict[str
     assert failed["detail"]["error_code"] == "INSTALL_FAILED"
     assert words in failed["detail"]["reason"], failed
     assert api.http.get(ENVS).json()["data"]["Big"]["v1"]["validated"] is False
+    # validating it again retries the install, which an incomplete venv needs
+    again = last(api.http.post(ENVS + "/validate", json={"name": "Big"}, timeout=120))
+    assert again["stage"] == "install" and again["detail"]["error_code"] == "INSTALL_FAILED"
 
 
 def test_user_isolation_for_environments(custom: Any) -> None:
