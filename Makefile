@@ -42,6 +42,7 @@ bench: setup
 	$(PY) bench/train_bench.py
 	$(PY) bench/arena_bench.py
 	$(PY) bench/hostile_manifest_bench.py
+	$(PY) bench/arena_env_bench.py
 
 bench-peer: setup
 	$(PY) bench/peer.py

@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_account(build)
     _add_projects(build)
     _add_environments(build)
+    _add_datasets(build)
     _add_experiments(build)
     return root
 
@@ -169,6 +170,35 @@ def _add_environments(build: _Builder) -> None:
     delete = env("delete", "env_delete", "delete an environment version (or all versions)")
     delete.add_argument("name")
     delete.add_argument("--version")
+    delete.add_argument("--yes", action="store_true")
+    duplicate = env("duplicate", "env_duplicate", "copy a version under a new version name")
+    duplicate.add_argument("name")
+    duplicate.add_argument("new_version", metavar="NEW_VERSION")
+    duplicate.add_argument("--version", help="version to copy (default: the latest)")
+
+
+def _add_datasets(build: _Builder) -> None:
+    datasets = build.group("datasets", "datasets for LLM fine-tuning")
+    listing = datasets("list", "datasets_list", "list your datasets")
+    listing.add_argument("--name", help="only names containing this text")
+    listing.add_argument("--search", help="search the Hugging Face Hub (hosted service)")
+    exists = datasets("exists", "datasets_exists", "say whether a dataset exists")
+    exists.add_argument("name")
+    create = datasets("create", "datasets_create", "upload a CSV file as a dataset")
+    create.add_argument("name")
+    create.add_argument("--category", required=True, type=str.lower,
+                        choices=["reasoning", "preference", "sft"])
+    mapping = create.add_mutually_exclusive_group(required=True)
+    mapping.add_argument("--column-mapping", metavar="JSON",
+                         help='fields to CSV columns, e.g. \'{"prompt": "q", "target": "a"}\'')
+    mapping.add_argument("--column-mapping-file", metavar="FILE")
+    create.add_argument("--description")
+    create.add_argument("--file", metavar="CSV", help="the CSV file to upload")
+    create.add_argument("--hf-dataset", help="a Hugging Face dataset id (hosted service)")
+    create.add_argument("--hf-config")
+    create.add_argument("--hf-split")
+    delete = datasets("delete", "datasets_delete", "delete a dataset")
+    delete.add_argument("name")
     delete.add_argument("--yes", action="store_true")
 
 

@@ -25,6 +25,7 @@ import httpx
 
 from agilerl.arena import config
 from agilerl.arena.auth import Authenticator
+from agilerl.arena.datasets import DatasetRequests
 from agilerl.arena.download import check_new_file, target_path, write_new_file
 from agilerl.arena.environments import EnvironmentRequests, close_parts
 from agilerl.arena.errors import ArenaAPIError, ArenaConfigError, ArenaError
@@ -55,7 +56,7 @@ def _log_event(event: Event) -> None:
         logger.log(level, "[%s] %s", event.stage or event.status, event.message)
 
 
-class ArenaClient(EnvironmentRequests):
+class ArenaClient(EnvironmentRequests, DatasetRequests):
     """A session with an Arena server.
 
     :param api_key: A personal access token or access token (else ``ARENA_API_KEY``,

@@ -242,6 +242,51 @@ def env_delete(args: argparse.Namespace) -> int:
     return _say(args, f"Deleted {what}.", answer)
 
 
+def env_duplicate(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        answer = client.duplicate_environment_version(args.name, args.new_version, args.version)
+    source = answer.get("source_version") if isinstance(answer, dict) else None
+    return _say(args, f"Copied {args.name}:{source or args.version or 'latest'} to"
+                f" {args.name}:{args.new_version}.", answer)
+
+
+# -- datasets ---------------------------------------------------------------------------------
+def datasets_list(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        emit(client.list_datasets(args.name, args.search), args.json_out)
+    return 0
+
+
+def datasets_exists(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        emit(client.dataset_exists(args.name), args.json_out)
+    return 0
+
+
+def datasets_create(args: argparse.Namespace) -> int:
+    from agilerl.arena.datasets import load_column_mapping
+
+    mapping = load_column_mapping(args.column_mapping, args.column_mapping_file)
+    if args.file is not None and not Path(args.file).is_file():
+        raise ArenaFileNotFoundError(f"Dataset file not found: {args.file}")
+    with _client(args) as client:
+        answer = client.create_dataset(
+            args.name, args.category, mapping, description=args.description, file=args.file,
+            hf_dataset_name=args.hf_dataset, hf_config=args.hf_config, hf_split=args.hf_split,
+        )
+    rows = answer.get("rows")
+    return _say(args, f"Created dataset {args.name}" + (f" ({rows} rows)." if rows else "."),
+                answer)
+
+
+def datasets_delete(args: argparse.Namespace) -> int:
+    if not _confirm(f"Delete dataset {args.name}?", args.yes):
+        return _say(args, "Aborted.")
+    with _client(args) as client:
+        answer = client.delete_dataset(args.name)
+    return _say(args, f"Deleted dataset {args.name}.", answer)
+
+
 # -- experiments --------------------------------------------------------------------------------
 def exp_submit(args: argparse.Namespace) -> int:
     if not Path(args.manifest).is_file():

@@ -22,7 +22,7 @@ from agilerl.arena.client import ArenaClient
 from agilerl.arena.payload import manifest_payload
 from agilerl.training.trainer import Trainer
 
-__all__ = ["ArenaTrainer"]
+__all__ = ["ArenaTrainer", "check_environment"]
 
 _SECTIONS = ("training", "mutation", "replay_buffer")
 
@@ -61,6 +61,46 @@ def _check_registered(name: str) -> None:
     if name not in ARENA_REGISTRY:
         known = ", ".join(sorted(ARENA_REGISTRY))
         raise KeyError(f"Unknown algorithm '{name}' for Arena; choose one of: {known}")
+
+
+def check_environment(client: ArenaClient, environment: Mapping[str, Any]) -> None:
+    """Refuse to submit when the server cannot run the environment the manifest names.
+
+    It must be registered there (a built-in id, or one of the user's uploads); an upload
+    must have passed validation (the named ``version``, else the newest). Sections with an
+    ``entrypoint`` name code the job imports itself and are left to the server.
+
+    :raises ArenaEnvironmentNotFoundError: when the server does not know the name.
+    :raises ArenaValidationError: when the upload has not passed validation.
+    """
+    from agilerl.arena.errors import ArenaEnvironmentNotFoundError, ArenaValidationError
+
+    name, version = environment.get("name"), environment.get("version")
+    if not isinstance(name, str) or not name or environment.get("entrypoint"):
+        return
+    shown = f"'{name}'" + (f" version '{version}'" if version else "")
+    command = f"arena env validate {name} --source DIR" + (f" --version {version}"
+                                                             if version else "")
+    if not client.environment_exists(name, version):
+        raise ArenaEnvironmentNotFoundError(
+            f"Environment {shown} is not registered on {client.base_url}.",
+            sdk_hint=f"Register and validate it with client.validate_environment({name!r},"
+            " source=DIR), or use a built-in id (client.list_environments(include_arena=True)).",
+            cli_hint=f"Register and validate it with: {command}",
+        )
+    uploaded = client.list_environments(name=name).get(name)
+    if not isinstance(uploaded, Mapping) or not uploaded:
+        return  # a built-in environment of that server
+    chosen = version or list(uploaded)[-1]
+    state = uploaded.get(chosen)
+    if not (isinstance(state, Mapping) and state.get("validated")):
+        raise ArenaValidationError(
+            f"Environment '{name}' version '{chosen}' has not passed validation on"
+            f" {client.base_url}; jobs cannot use it yet.",
+            sdk_hint=f"Validate it with client.validate_environment({name!r},"
+            f" version={chosen!r}) and fix what it reports.",
+            cli_hint=f"Validate it with: arena env validate {name} --version {chosen}",
+        )
 
 
 def _is_multi_frequency(selection: Any) -> bool:
@@ -224,13 +264,18 @@ class ArenaTrainer(Trainer):
     ) -> dict[str, Any]:
         """Submit the job; return the acknowledgement, or with ``wait=True`` its final status.
 
+        The environment is checked first (:func:`check_environment`): it must be a
+        built-in id of that server or an upload that passed validation there.
+
         :param wait: Block until the job is COMPLETED, FAILED or STOPPED and return that
             status row (needs a server with the status endpoint, e.g. ``arena-server``).
         :param poll_interval: Longest pause between status checks while waiting.
         :param timeout: Give up waiting after this many seconds.
         """
+        manifest = self.to_manifest()
+        check_environment(self._client, manifest.get("environment") or {})
         ack = self._client.submit_experiment(
-            self.to_manifest(),
+            manifest,
             resource_id=resource_id,
             num_nodes=num_nodes,
             project=project,

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agilerl.arena.server.auth import Authenticator, User
+from agilerl.arena.server.catalog import Catalog
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.jsondepth import check_json_depth
@@ -38,6 +39,8 @@ class Context:
     store: Store
     auth: Authenticator
     scheduler: Scheduler
+    #: uploaded environments and datasets (:mod:`.catalog`).
+    catalog: Catalog | None = None
     #: submissions run one at a time, first come first served: they serialise on the
     #: database anyway, and a single worker keeps tail latency flat under bursts.
     submitter: ThreadPoolExecutor = field(
@@ -235,22 +238,34 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     :raises DataDirBusy: when another server process holds the data folder.
     """
-    from agilerl.arena.server import routes_auth, routes_catalog, routes_experiments
+    from agilerl.arena.server import (
+        routes_auth,
+        routes_catalog,
+        routes_datasets,
+        routes_environments,
+        routes_experiments,
+    )
 
     config.ensure_dirs()
     lock_fd = _lock_data_dir(config)
     store = Store(config.db_path)
-    ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config))
+    ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config),
+                  Catalog(config.data_dir))
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.scheduler.start()
         try:
             yield
         finally:
+            env_service = getattr(app.state, "env_service", None)
+            if env_service is not None:  # uploads being checked (:mod:`.env_pipeline`)
+                env_service.shutdown()
             ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
             store.close()
+            if ctx.catalog is not None:
+                ctx.catalog.close()
             os.close(lock_fd)  # releases the folder lock
 
     app = FastAPI(title="Arena-compatible server (agilerl)", lifespan=lifespan,
@@ -267,6 +282,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.include_router(routes_auth.api, dependencies=guarded)
     app.include_router(routes_catalog.router, dependencies=guarded)
     app.include_router(routes_experiments.router, dependencies=guarded)
+    app.include_router(routes_environments.router, dependencies=guarded)
+    app.include_router(routes_datasets.router, dependencies=guarded)
     app.include_router(routes_catalog.fallback, dependencies=guarded)
     app.add_middleware(JsonDepthLimit)
     app.add_middleware(BodyLimit, config=config)  # added last: runs first

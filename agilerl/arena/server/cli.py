@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, required=True, help="database, secrets, runs")
     serve.add_argument("--slots", type=_positive, default=1, help="jobs run at once")
     serve.add_argument("--allow-custom-code", action="store_true",
-                       help="accept manifests that import user code (entrypoint, wrappers, ...)")
+                       help="accept manifests that import user code (entrypoint, wrappers, ...)"
+                       " and environment uploads")
     serve.add_argument("--job-command", type=_command, default=None,
                        help="worker command (default: '<python> -m agilerl.train')")
     serve.add_argument("--job-env", type=_env_var, action="append", default=[],
@@ -111,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="URL users reach this server at (for device-login links)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
+    _add_custom_env_options(serve)
 
     tokens = sub.add_parser("tokens", help="personal access tokens")
     tsub = tokens.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -138,6 +140,44 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: ``serve`` flag -> (ServerConfig field, scale from the flag's unit, argparse type).
+_CUSTOM_ENV_FLAGS: dict[str, tuple[str, int, Callable[[str], Any]]] = {
+    "--env-install-timeout": ("env_install_timeout_s", 1, _seconds),
+    "--env-max-venv-mb": ("env_max_venv_bytes", 1 << 20, _positive),
+    "--env-max-source-mb": ("env_max_source_bytes", 1 << 20, _positive),
+    "--env-check-cpu": ("env_check_cpu_s", 1, _positive),
+    "--env-check-memory-mb": ("env_check_memory_bytes", 1 << 20, _positive),
+    "--env-check-wall": ("env_check_wall_s", 1, _seconds),
+}
+
+
+def _add_custom_env_options(serve: argparse.ArgumentParser) -> None:
+    """Limits on uploaded environments (used only with --allow-custom-code); defaults are
+    :class:`ServerConfig`'s."""
+    group = serve.add_argument_group("uploaded environments (with --allow-custom-code)")
+    defaults = ServerConfig.__dataclass_fields__
+    texts = {"--env-install-timeout": "seconds pip may take to install requirements",
+             "--env-max-venv-mb": "largest an environment's virtual environment may grow",
+             "--env-max-source-mb": "largest an uploaded source archive may unpack to",
+             "--env-check-cpu": "CPU seconds of one validation or profiling run",
+             "--env-check-memory-mb": "memory (address space) of one validation or profiling",
+             "--env-check-wall": "wall-clock seconds of one validation or profiling run"}
+    for flag, (name, scale, kind) in _CUSTOM_ENV_FLAGS.items():
+        default = defaults[name].default
+        shown = default // scale if isinstance(default, int) else default
+        group.add_argument(flag, type=kind, default=None, metavar="N",
+                           help=f"{texts[flag]} (default {shown})")
+
+
+def _custom_env_config(args: argparse.Namespace) -> dict[str, Any]:
+    found = {}
+    for flag, (name, scale, _) in _CUSTOM_ENV_FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            found[name] = value * scale
+    return found
+
+
 def _fail(message: str) -> int:
     print(f"arena-server: error: {message}", file=sys.stderr)
     return 1
@@ -151,7 +191,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_envs=args.max_envs,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
         max_restarts=args.max_restarts, extra_env=dict(args.job_env),
-        job_sandbox=not args.no_job_sandbox,
+        job_sandbox=not args.no_job_sandbox, **_custom_env_config(args),
     )
     if args.job_command:
         cfg.job_command = args.job_command

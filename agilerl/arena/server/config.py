@@ -58,6 +58,24 @@ class ServerConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
     job_sandbox: bool = True
+    # ---- uploaded environments (only with allow_custom_code) ------------------------
+    #: seconds pip may take to install an environment's requirements.
+    env_install_timeout_s: float = 600.0
+    #: largest an environment's virtual environment may grow (bytes).
+    env_max_venv_bytes: int = 2 << 30
+    #: largest an uploaded archive may unpack to (bytes), and its most members.
+    env_max_source_bytes: int = 64 << 20
+    env_max_source_files: int = 2000
+    #: limits of one validation or profiling process: CPU seconds, address space, wall.
+    env_check_cpu_s: int = 120
+    env_check_memory_bytes: int = 4 << 30
+    env_check_wall_s: float = 180.0
+    #: random episodes run by ``do_rollouts`` (each cut at 1,000 steps).
+    env_rollout_episodes: int = 20
+    #: seconds an environment is stepped when profiled.
+    env_profile_s: float = 2.0
+    #: validations and profiles run at once (others wait their turn).
+    env_concurrent_checks: int = 2
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().resolve()

@@ -1,4 +1,4 @@
-"""Projects, resources, environments and the routes this server deliberately lacks."""
+"""Projects, resources and the routes this server deliberately lacks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import re
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
-from agilerl.arena.server import environments
 from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -111,30 +110,7 @@ def resources(request: Request) -> Response:
     return ok({"tiers": {DEFAULT_RESOURCE_ID: tier}})
 
 
-@router.get(V1 + "/environments")
-def list_environments(name: str | None = None, include_arena: str | None = None) -> Response:
-    if not flag(include_arena, "include_arena"):
-        return ok({})  # no uploaded environments on this server
-    return ok(environments.catalogue(blank(name)))
-
-
-@router.get(V1 + "/environments/exists")
-def environment_exists(name: str, version: str | None = None) -> Response:
-    return ok({"exists": environments.exists(name)})
-
-
-@router.get(V1 + "/environments/entrypoints")
-def environment_entrypoints(name: str, version: str | None = None) -> Response:
-    entry = environments.gym_ids().get(name)
-    if entry is None:
-        raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{name}' not found")
-    return ok([entry])
-
-
-_UNSUPPORTED = re.compile(
-    r"^/api/cli/v1/(environments/(create-and-validate|validate|profile|delete|duplicate)"
-    r"|datasets.*|inference/.*|on-prem/.*)$"
-)
+_UNSUPPORTED = re.compile(r"^/api/cli/v1/(inference/.*|on-prem/.*)$")
 
 
 @fallback.api_route("/api/cli/v1/{rest:path}", methods=["GET", "POST", "DELETE", "PATCH", "PUT"])
@@ -144,8 +120,7 @@ def unsupported(request: Request) -> Response:
     if _UNSUPPORTED.match(path):
         raise ApiError(
             501, "NOT_SUPPORTED",
-            f"{path} is not offered by this self-hosted server: environment uploads, datasets"
-            " and deployments are hosted-Arena features. Use a built-in Gymnasium id, or an"
-            " installed package's entrypoint with a server started with --allow-custom-code.",
+            f"{path} is not offered by this self-hosted server: deployments (inference) and"
+            " on-prem installers are hosted-Arena features.",
         )
     raise ApiError(404, "NOT_FOUND", f"No route {request.method} {path}")

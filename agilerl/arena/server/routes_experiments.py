@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -17,26 +16,17 @@ from agilerl.arena.server import policy, states, submission
 from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.errors import ApiError, invalid_state
+from agilerl.arena.server.events import NDJSON
+from agilerl.arena.server.events import event as _event
 from agilerl.arena.server.routes_catalog import blank, flag, integer
 from agilerl.arena.server.runs import RunDir
 from agilerl.arena.server.store import Row
 
 router = APIRouter()
 JOBS = "/api/cli/v1/experiments/jobs"
-NDJSON = "application/x-ndjson"
 FOLLOW_POLL_S = 0.05
 STATE_EVERY = 10  # idle polls between state checks (0.5 s)
 MAX_PREVIEW_ROWS = 1_000_000
-
-
-def _event(kind: str, stage: str, status: str, message: str,
-           detail: dict[str, Any] | None = None, level: str | None = None) -> bytes:
-    event: dict[str, Any] = {"kind": kind, "stage": stage, "status": status, "message": message}
-    if detail is not None:
-        event["detail"] = detail
-    if level is not None:
-        event["level"] = level
-    return (json.dumps(event) + "\n").encode()
 
 
 def public_row(ctx: Context, row: Row) -> dict[str, Any]:

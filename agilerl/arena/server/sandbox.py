@@ -1,14 +1,16 @@
 """Confine a job's file access with Linux Landlock, then run it.
 
     python -m agilerl.arena.server.sandbox --hide DATA_DIR --write EXP_DIR [--write D ...]
-                                           -- COMMAND [ARG ...]
+                                           [--read D ...] -- COMMAND [ARG ...]
 
 Jobs run as the server's user, so file permissions alone cannot keep them from the data
 folder (signing secret, database, other users' runs). Landlock, an unprivileged Linux
 security module (kernel 5.13+), lets a process give up access for itself and everything
 it starts: this wrapper keeps read and execute access to the whole file system except the
 ``--hide`` folders, read-write access to the ``--write`` folders (the experiment folder,
-which lies inside the hidden data folder) and to ``/dev``, then ``exec``s the job. The
+which lies inside the hidden data folder) and to ``/dev``, read access to the ``--read``
+folders (an uploaded environment's source and virtual environment, also inside the
+hidden folder), then ``exec``s the job. The
 restriction cannot be lifted by the job, covers its child processes, and also stops it
 from tracing (reading the memory of) processes outside it, such as the server.
 
@@ -140,7 +142,7 @@ def _readable_around(hidden: list[Path]) -> list[Path]:
     return granted
 
 
-def confine(hide: list[Path], write: list[Path]) -> None:
+def confine(hide: list[Path], write: list[Path], read: list[Path] | None = None) -> None:
     """Restrict this process (and what it starts) as the module docstring describes.
 
     :raises SandboxError: when Landlock is unavailable or refuses a rule.
@@ -150,7 +152,7 @@ def confine(hide: list[Path], write: list[Path]) -> None:
         raise SandboxError(0, "landlock is not available on this kernel")
     hidden = [Path(os.path.realpath(p)) for p in hide]
     rules = _Ruleset(abi)
-    for path in _readable_around(hidden):
+    for path in [*_readable_around(hidden), *(Path(os.path.realpath(p)) for p in read or [])]:
         rules.allow(path, _READ)
     everything = rules.handled
     for path in (*write, Path("/dev")):
@@ -162,13 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agilerl.arena.server.sandbox")
     parser.add_argument("--hide", type=Path, action="append", default=[])
     parser.add_argument("--write", type=Path, action="append", default=[])
+    parser.add_argument("--read", type=Path, action="append", default=[])
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command to run")
     try:
-        confine(args.hide, args.write)
+        confine(args.hide, args.write, args.read)
     except SandboxError as exc:
         print(f"arena job sandbox: {exc}", file=sys.stderr)
         return 126

@@ -208,13 +208,15 @@ class Scheduler:
         training = manifest.get("training") or {}
         every = training.get("checkpoint_steps") or max(
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
-        program = self.config.job_command[0]
+        job_command, readable = custom_env_command(run, self.config.job_command)
+        program = job_command[0]
         if self.sandbox_abi and shutil.which(program, path=os.environ.get("PATH")) is None:
             # the wrapper would start and then fail to exec it: say so as Popen would
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         confine = [sys.executable, "-m", "agilerl.arena.server.sandbox",
-                   "--hide", str(self.config.data_dir), "--write", str(run.root), "--"]
-        cmd = [*(confine if self.sandbox_abi else []), *self.config.job_command,
+                   "--hide", str(self.config.data_dir), "--write", str(run.root),
+                   *readable, "--"]
+        cmd = [*(confine if self.sandbox_abi else []), *job_command,
                str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
@@ -344,6 +346,18 @@ class Scheduler:
     def running(self) -> list[int]:
         with self._lock:
             return list(self._jobs)
+
+
+def custom_env_command(run: RunDir, job_command: list[str]) -> tuple[list[str], list[str]]:
+    """The job command for ``run`` and the sandbox's ``--read`` arguments: an uploaded
+    environment's runs use its interpreter and may read its source and venv
+    (:mod:`.env_jobs`)."""
+    from agilerl.arena.server.env_jobs import read_binding
+
+    binding = read_binding(run.root)
+    if binding is None:
+        return list(job_command), []
+    return binding.command(job_command), [a for p in binding.readable() for a in ("--read", p)]
 
 
 def _last_stderr(run: RunDir) -> str:

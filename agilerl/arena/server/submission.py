@@ -7,12 +7,13 @@ import math
 import re
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import environments, policy, states
+from agilerl.arena.server import dataset_jobs, env_jobs, environments, policy, states
 from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -35,6 +36,10 @@ class SubmitRequest:
     experiment_name: str | None = None
     reward_file: bytes | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the uploaded environment the manifest names (:mod:`.env_jobs`), once checked.
+    custom_env: env_jobs.Binding | None = None
+    #: the uploaded dataset the manifest names (:mod:`.dataset_jobs`), copied at submit.
+    dataset_file: Path | None = None
 
 
 def _bad(message: str, loc: str) -> ApiError:
@@ -133,7 +138,7 @@ def _name(req: SubmitRequest, manifest: dict[str, Any]) -> str:
     return f"{stem}-{secrets.token_hex(4)}".lower()
 
 
-def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
+def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, Any], int, int]:
     raw = req.manifest
     if isinstance(raw, dict):  # refuse what was asked for, even if validation would drop it
         policy.check_custom_code(raw, ctx.config.allow_custom_code)
@@ -150,6 +155,10 @@ def _check(ctx: Context, req: SubmitRequest) -> tuple[dict[str, Any], int, int]:
     work = policy.budget(manifest)
     policy.check_budget(work, ctx.config.max_total_steps, ctx.config.max_envs)
     max_steps, pop_size = work.max_steps, work.pop_size
+    if ctx.catalog is not None:
+        req.custom_env = env_jobs.resolve(ctx.catalog, user_id, manifest,
+                                          ctx.config.allow_custom_code)
+        req.dataset_file = dataset_jobs.resolve(ctx.catalog, user_id, manifest)
     missing = environments.missing_from_manifest(manifest)
     if missing is not None:
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"Environment '{missing}' not found",
@@ -178,7 +187,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
     if idempotency_key is not None and len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise ApiError(400, "INVALID_IDEMPOTENCY_KEY",
                        f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters")
-    manifest, max_steps, pop_size = _check(ctx, req)
+    manifest, max_steps, pop_size = _check(ctx, req, user.id)
     if req.project is None:
         project = ctx.store.ensure_project(user.id, DEFAULT_PROJECT)
     else:
@@ -202,6 +211,10 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         run.create(manifest)
         if req.reward_file is not None:
             (run.root / "reward.py").write_bytes(req.reward_file)
+        if req.custom_env is not None:
+            env_jobs.write_binding(run.root, req.custom_env)
+        if req.dataset_file is not None:
+            dataset_jobs.copy_into(run.root, req.dataset_file)
     except OSError as exc:
         ctx.store.transition(row["id"], states.FAILED, reason="could not write run folder",
                              error=f"Could not write the experiment folder: {exc}")

@@ -46,9 +46,15 @@ def accepted(request: httpx.Request) -> httpx.Response:
     )
 
 
+EXISTS = "/api/cli/v1/environments/exists"
+ENVS = "/api/cli/v1/environments"
+
+
 @pytest.fixture
 def arena(make_client, server: Recorder):
     server.add("POST", SUBMIT, accepted)
+    server.add("GET", EXISTS, ok({"exists": True}))  # a built-in id on that server
+    server.add("GET", ENVS, ok({}))
     return make_client()
 
 
@@ -297,3 +303,36 @@ def test_register_adds_a_custom_arena_algorithm() -> None:
         assert payload["algorithm"]["name"] == "MyAlgo" and payload["algorithm"]["lr"] == 0.2
     finally:
         del ARENA_REGISTRY["MyAlgo"]
+
+
+def _custom(version: str | None = None) -> dict:
+    env = {"name": "LineWorld", "num_envs": 2}
+    if version:
+        env["version"] = version
+    return {**MANIFEST, "environment": env}
+
+
+def test_an_unregistered_environment_is_refused_before_submitting(arena, server) -> None:
+    from agilerl.arena.errors import ArenaEnvironmentNotFoundError
+
+    server.add("GET", EXISTS, ok({"exists": False}))
+    trainer = ArenaTrainer.from_manifest(manifest=_custom(), client=arena)
+    with pytest.raises(ArenaEnvironmentNotFoundError) as info:
+        trainer.train(project="demo")
+    assert "arena env validate LineWorld --source DIR" in str(info.value.cli_hint)
+    assert "not registered" in info.value.message
+    assert not [r for r in server.requests if r.url.path == SUBMIT]
+
+
+def test_an_upload_that_failed_validation_is_refused_naming_the_command(arena, server) -> None:
+    from agilerl.arena.errors import ArenaValidationError
+
+    server.add("GET", ENVS, ok({"LineWorld": {"v1": {"validated": True, "profiled": True},
+                                              "v2": {"validated": False, "profiled": False}}}))
+    with pytest.raises(ArenaValidationError) as info:  # the newest version, v2
+        ArenaTrainer.from_manifest(manifest=_custom(), client=arena).train(project="demo")
+    assert "arena env validate LineWorld --version v2" in str(info.value.cli_hint)
+    assert server.last(EXISTS).url.params["name"] == "LineWorld"
+    assert not [r for r in server.requests if r.url.path == SUBMIT]
+    ack = ArenaTrainer.from_manifest(manifest=_custom("v1"), client=arena).train(project="demo")
+    assert ack["accepted"] is True and submitted(server)["manifest"]["environment"]["version"] == "v1"

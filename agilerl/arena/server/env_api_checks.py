@@ -1,0 +1,270 @@
+"""The Gymnasium and PettingZoo API checks :mod:`.env_checker` runs on an upload.
+
+Each check method returns its warnings or raises :class:`CheckFailed` saying what is
+wrong (``reset() observation has shape (3,), but the space declares (1,)``). Imported
+only inside the checker process, in the environment's own virtual environment.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class CheckFailed(Exception):
+    """A check did not pass; the message says why."""
+
+
+# ---- space checks ---------------------------------------------------------------------
+
+
+def _space_check(space: Any, what: str) -> list[str]:
+    from gymnasium import spaces
+
+    if not isinstance(space, spaces.Space):
+        raise CheckFailed(f"{what} must be a gymnasium.spaces.Space, got {type(space).__name__}")
+    warnings = []
+    if isinstance(space, spaces.Box):
+        if not (math.prod(space.shape) > 0 if space.shape else True):
+            raise CheckFailed(f"{what} has an empty shape {space.shape}")
+        if not (space.bounded_below.all() and space.bounded_above.all()):
+            warnings.append(f"{what} has infinite bounds")
+    if isinstance(space, spaces.Discrete) and int(space.n) < 1:
+        raise CheckFailed(f"{what} is Discrete with n={space.n}")
+    return warnings
+
+
+def _describe(value: Any) -> str:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return f"array of shape {value.shape} and dtype {value.dtype}"
+    return f"{type(value).__name__} {value!r}"[:200]
+
+
+def _in_space(value: Any, space: Any, what: str) -> None:
+    import numpy as np
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box):
+        arr = value if isinstance(value, np.ndarray) else None
+        if arr is None:
+            raise CheckFailed(f"{what} should be a numpy array of shape {space.shape} and dtype"
+                              f" {space.dtype}, got {_describe(value)}")
+        if arr.shape != space.shape:
+            raise CheckFailed(f"{what} has shape {arr.shape}, but the space declares"
+                              f" {space.shape}")
+        if not np.can_cast(arr.dtype, space.dtype):
+            raise CheckFailed(f"{what} has dtype {arr.dtype}, which the space's dtype"
+                              f" {space.dtype} cannot hold")
+    if not space.contains(value):
+        raise CheckFailed(f"{what} is not in its space {space}: {_describe(value)}")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
+def _reward(value: Any, what: str) -> float:
+    import numpy as np
+
+    scalar = isinstance(value, int | float | np.integer | np.floating) or (
+        isinstance(value, np.ndarray) and value.shape == ())
+    if isinstance(value, bool) or not scalar:
+        raise CheckFailed(f"{what} must be a number, got {_describe(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise CheckFailed(f"{what} is not finite: {number}")
+    return number
+
+
+def _flag(value: Any, what: str) -> bool:
+    import numpy as np
+
+    if not isinstance(value, bool | np.bool_):
+        raise CheckFailed(f"{what} must be a bool, got {_describe(value)}")
+    return bool(value)
+
+
+# ---- Gymnasium ------------------------------------------------------------------------
+
+
+class GymChecks:
+    """Checks of a single-agent ``gymnasium.Env``."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def action_space(self) -> list[str]:
+        return _space_check(getattr(self.env, "action_space", None), "action_space")
+
+    def observation_space(self) -> list[str]:
+        return _space_check(getattr(self.env, "observation_space", None), "observation_space")
+
+    def reset(self) -> list[str]:
+        out = self.env.reset(seed=0)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise CheckFailed(f"reset() must return (observation, info), got {_describe(out)}")
+        obs, info = out
+        if not isinstance(info, dict):
+            raise CheckFailed(f"reset() info must be a dict, got {_describe(info)}")
+        _in_space(obs, self.env.observation_space, "reset() observation")
+        return []
+
+    def reset_seed(self) -> list[str]:
+        first, _ = self.env.reset(seed=123)
+        second, _ = self.env.reset(seed=123)
+        if not _equal(first, second):
+            return ["reset(seed=123) twice gave different observations: seeding is not"
+                    " deterministic"]
+        self.env.reset(seed=None, options=None)
+        return []
+
+    def step(self) -> list[str]:
+        self.env.reset(seed=0)
+        self.env.action_space.seed(0)
+        out = self.env.step(self.env.action_space.sample())
+        if not (isinstance(out, tuple) and len(out) == 5):
+            raise CheckFailed("step() must return (observation, reward, terminated, truncated,"
+                              f" info), got {_describe(out)}")
+        obs, reward, terminated, truncated, info = out
+        _in_space(obs, self.env.observation_space, "step() observation")
+        _reward(reward, "step() reward")
+        _flag(terminated, "step() terminated")
+        _flag(truncated, "step() truncated")
+        if not isinstance(info, dict):
+            raise CheckFailed(f"step() info must be a dict, got {_describe(info)}")
+        return []
+
+    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, Any]]:
+        """``count`` random episodes (each cut at ``max_steps``); checks every step."""
+        warnings: list[str] = []
+        lengths, returns = [], []
+        for episode in range(count):
+            self.env.reset(seed=episode)
+            total, steps, done = 0.0, 0, False
+            while not done and steps < max_steps:
+                obs, reward, terminated, truncated, _ = self.env.step(
+                    self.env.action_space.sample())
+                _in_space(obs, self.env.observation_space, f"episode {episode} step {steps}"
+                          " observation")
+                total += _reward(reward, f"episode {episode} step {steps} reward")
+                done = _flag(terminated, "terminated") or _flag(truncated, "truncated")
+                steps += 1
+            if not done:
+                warnings.append(f"episode {episode} did not end within {max_steps} steps")
+            lengths.append(steps)
+            returns.append(total)
+        summary = {"episodes": count, "mean_length": sum(lengths) / max(1, len(lengths)),
+                   "mean_return": sum(returns) / max(1, len(returns))}
+        return warnings[:5], summary
+
+    def step_once(self) -> None:
+        _, _, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+        if terminated or truncated:
+            self.env.reset()
+
+
+# ---- PettingZoo -------------------------------------------------------------------------
+
+
+class ParallelChecks:
+    """Checks of a multi-agent ``pettingzoo.ParallelEnv``."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def agents(self) -> list[Any]:
+        agents = list(getattr(self.env, "possible_agents", []) or [])
+        if not agents:
+            raise CheckFailed("possible_agents is empty or missing")
+        return agents
+
+    def action_space(self) -> list[str]:
+        return [w for a in self.agents()
+                for w in _space_check(self.env.action_space(a), f"action_space({a!r})")]
+
+    def observation_space(self) -> list[str]:
+        return [w for a in self.agents()
+                for w in _space_check(self.env.observation_space(a),
+                                      f"observation_space({a!r})")]
+
+    def _dicts(self, out: Any, names: tuple[str, ...], what: str) -> tuple[Any, ...]:
+        if not (isinstance(out, tuple) and len(out) == len(names)):
+            raise CheckFailed(f"{what} must return {len(names)} dicts ({', '.join(names)}),"
+                              f" got {_describe(out)}")
+        for name, value in zip(names, out, strict=True):
+            if not isinstance(value, dict):
+                raise CheckFailed(f"{what} {name} must be a dict keyed by agent,"
+                                  f" got {_describe(value)}")
+        return tuple(out)
+
+    def reset(self) -> list[str]:
+        obs, _ = self._dicts(self.env.reset(seed=0), ("observations", "infos"), "reset()")
+        agents = list(self.env.agents)
+        if set(obs) != set(agents):
+            raise CheckFailed(f"reset() observations are keyed {sorted(map(str, obs))},"
+                              f" agents are {sorted(map(str, agents))}")
+        for agent in agents:
+            _in_space(obs[agent], self.env.observation_space(agent),
+                      f"reset() observation of {agent!r}")
+        return []
+
+    def reset_seed(self) -> list[str]:
+        first, _ = self.env.reset(seed=123)
+        second, _ = self.env.reset(seed=123)
+        if not _equal(first, second):
+            return ["reset(seed=123) twice gave different observations"]
+        return []
+
+    def _actions(self) -> dict[Any, Any]:
+        return {a: self.env.action_space(a).sample() for a in self.env.agents}
+
+    def step(self) -> list[str]:
+        self.env.reset(seed=0)
+        for agent in self.env.agents:
+            self.env.action_space(agent).seed(0)
+        names = ("observations", "rewards", "terminations", "truncations", "infos")
+        obs, rewards, terms, truncs, _ = self._dicts(self.env.step(self._actions()), names,
+                                                     "step()")
+        for agent, value in obs.items():
+            _in_space(value, self.env.observation_space(agent), f"step() observation of {agent!r}")
+        for agent in rewards:
+            _reward(rewards[agent], f"step() reward of {agent!r}")
+            _flag(terms.get(agent, False), f"step() termination of {agent!r}")
+            _flag(truncs.get(agent, False), f"step() truncation of {agent!r}")
+        return []
+
+    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, Any]]:
+        warnings: list[str] = []
+        lengths = []
+        for episode in range(count):
+            self.env.reset(seed=episode)
+            steps = 0
+            while self.env.agents and steps < max_steps:
+                obs, rewards, _, _, _ = self.env.step(self._actions())
+                for agent, value in obs.items():
+                    _in_space(value, self.env.observation_space(agent),
+                              f"episode {episode} step {steps} observation of {agent!r}")
+                for agent, value in rewards.items():
+                    _reward(value, f"episode {episode} step {steps} reward of {agent!r}")
+                steps += 1
+            if self.env.agents:
+                warnings.append(f"episode {episode} did not end within {max_steps} steps")
+            lengths.append(steps)
+        return warnings[:5], {"episodes": count,
+                              "mean_length": sum(lengths) / max(1, len(lengths))}
+
+    def step_once(self) -> None:
+        if not self.env.agents:
+            self.env.reset()
+        self.env.step(self._actions())
