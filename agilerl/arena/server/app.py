@@ -234,13 +234,22 @@ def create_app(config: ServerConfig) -> FastAPI:
     """Build the server; the scheduler starts with the app's lifespan.
 
     :raises DataDirBusy: when another server process holds the data folder.
+    :raises ClusterUnavailable: when ``config.ray_address`` names no reachable Ray cluster.
     """
     from agilerl.arena.server import routes_auth, routes_catalog, routes_experiments
 
     config.ensure_dirs()
     lock_fd = _lock_data_dir(config)
     store = Store(config.db_path)
-    ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config))
+    scheduler = Scheduler(store, config)
+    if scheduler.cluster is not None:
+        try:
+            scheduler.cluster.connect()
+        except BaseException:
+            store.close()
+            os.close(lock_fd)
+            raise
+    ctx = Context(config, store, Authenticator(store, config), scheduler)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -250,6 +259,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         finally:
             ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
+            if ctx.scheduler.cluster is not None:
+                ctx.scheduler.cluster.close()
             store.close()
             os.close(lock_fd)  # releases the folder lock
 

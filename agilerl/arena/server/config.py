@@ -58,6 +58,9 @@ class ServerConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
     job_sandbox: bool = True
+    #: run each job's population on this Ray cluster (``--ray-address``; :mod:`.cluster`),
+    #: honouring its ``num_nodes``; None: jobs run in this machine's slots.
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().resolve()

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import agilerl
 from agilerl.arena.server import states
+from agilerl.arena.server.cluster import RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
@@ -108,6 +109,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         #: Landlock ABI the jobs are confined with; 0: unconfined (no Landlock, or disabled).
         self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
+        #: the Ray cluster jobs run on (``--ray-address``), else None: jobs run here.
+        self.cluster = RayCluster(config.ray_address) if config.ray_address else None
 
     def run_dir(self, exp_id: int) -> RunDir:
         return RunDir(self.config.experiments_dir / str(exp_id))
@@ -213,17 +216,26 @@ class Scheduler:
             # the wrapper would start and then fail to exec it: say so as Popen would
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         confine = [sys.executable, "-m", "agilerl.arena.server.sandbox",
-                   "--hide", str(self.config.data_dir), "--write", str(run.root), "--"]
+                   "--hide", str(self.config.data_dir), "--write", str(run.root),
+                   *self._ray_writes(), "--"]
         cmd = [*(confine if self.sandbox_abi else []), *self.config.job_command,
                str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
+        if self.config.ray_address:
+            cmd += ["--backend", "ray", "--ray-address", self.config.ray_address,
+                    "--ray-nodes", str(int(row["num_nodes"] or 1))]
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
             # the resumed trainer appends from the checkpoint's step on
             run.trim_metrics(latest.total_steps)
         return cmd
+
+    def _ray_writes(self) -> list[str]:
+        """A sandboxed job's Ray driver writes its logs in the cluster's temp folder."""
+        session = self.cluster.session_dir() if self.cluster is not None else None
+        return ["--write", str(session.parent)] if session is not None else []
 
     def _launch(self, row: Row) -> None:
         exp_id = int(row["id"])
