@@ -147,6 +147,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
+    parser.add_argument("--workers", type=_count(0), default=None, metavar="N",
+                        help="train and evaluate members in N worker processes (0: one per "
+                             "core; default training.num_workers); results do not change")
+    parser.add_argument("--backend", choices=("local", "ray"), default=None,
+                        help="where members live (default training.backend): this machine, "
+                             "or a Ray cluster (pip install 'agilerl[ray]')")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="Ray cluster for --backend ray: ray://HOST:PORT, HOST:PORT or "
+                             "auto (default training.ray_address; none starts a local Ray)")
 
 
 class _VerboseAction(argparse.BooleanOptionalAction):
@@ -324,6 +333,9 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
             run_dir=args.run_dir if args.run_dir is not None else "auto",
             torch_threads=args.torch_threads,
             source=str(args.manifest),
+            num_workers=args.workers,
+            backend=args.backend,
+            ray_address=args.ray_address,
         )
     except TrainingInterrupted as exc:
         _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
@@ -428,6 +440,7 @@ _REPEATED_OPTIONS = (
     ("save_elite", "--save-elite"), ("elite_path", "--elite-path"), ("wb", "--wb"),
     ("tensorboard", "--tensorboard"), ("tensorboard_log_dir", "--tensorboard-log-dir"),
     ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
+    ("workers", "--workers"), ("backend", "--backend"), ("ray_address", "--ray-address"),
 )
 _OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
                     "torch_threads": 1}

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.population.backend import MemberTrainer, TrainReport
+from agilerl.population.backend import MemberTrainer, SequentialCalls, TrainReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.population.backends import PopulationSetup
 
 
-class LocalPopulation:
+class LocalPopulation(SequentialCalls):
     """A list of agents plus the env they are evaluated on, behind the backend protocol.
 
     Before every ``train`` and ``evaluate`` call the process-wide generators (python, numpy,
@@ -28,12 +31,20 @@ class LocalPopulation:
         *,
         eval_steps: int | None = None,
         eval_loop: int = 1,
+        memory: Any = None,
     ) -> None:
         self.agents: list[Any] = list(agents)
         self.env = env
         self.train_member = train_member
         self.eval_steps = eval_steps
         self.eval_loop = eval_loop
+        self.memory = memory
+
+    @classmethod
+    def from_setup(cls, setup: PopulationSetup) -> LocalPopulation:
+        """The in-process backend for a :class:`~agilerl.population.backends.PopulationSetup`."""
+        return cls(setup.agents, setup.env, setup.member_trainer_factory(setup.context()),
+                   eval_steps=setup.eval_steps, eval_loop=setup.eval_loop, memory=setup.memory)
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -50,6 +61,15 @@ class LocalPopulation:
         self.env.reset(seed=seed)  # later resets inside ``test`` continue from this seed
         return float(self.agents[member].test(self.env, max_steps=self.eval_steps,
                                               loop=self.eval_loop))
+
+    def memory_state(self) -> dict[str, Any] | None:
+        return self.memory.state_dict() if self.memory is not None else None
+
+    def agents_here(self) -> list[Any]:
+        return self.agents
+
+    def close(self) -> None:
+        return None
 
     def get_state(self, member: int) -> dict[str, Any]:
         return dict(self.agents[member].get_state())
