@@ -26,6 +26,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Ray namespace of agilerl's drivers (named placement groups are looked up there).
+NAMESPACE = "agilerl"
+#: Names a placement group reserved for a run by someone else (the Arena server reserves
+#: one of ``num_nodes`` bundles on distinct nodes per job): one actor per bundle.
+PLACEMENT_GROUP_ENV = "AGILERL_RAY_PLACEMENT_GROUP"
+
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 #: Object store per node: small, the states of a few MLPs fit many times over.

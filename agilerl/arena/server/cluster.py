@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV
+
+log = logging.getLogger(__name__)
+
 
 class ClusterUnavailable(RuntimeError):
     """The Ray cluster cannot be reached (or Ray is not installed)."""
@@ -63,7 +67,7 @@ class RayCluster:
             if self._ray is not None:
                 return
             try:
-                ray.init(address=self.address, namespace="agilerl-arena-server",
+                ray.init(address=self.address, namespace=NAMESPACE,
                          logging_level=logging.ERROR, log_to_driver=False,
                          configure_logging=False)
             except Exception as exc:  # ConnectionError, ValueError, grpc errors, ...
@@ -98,6 +102,27 @@ class RayCluster:
                 "ram_gb": shape.ram_gb, "price_per_node_hour": 0, "nodes": count,
             })
         return tiers
+
+    def reserve(self, name: str, nodes: int) -> dict[str, str]:
+        """Reserve one CPU on each of ``nodes`` distinct nodes for a job (a placement group
+        named ``name``, removed by :meth:`release` or when this server goes); returns the
+        environment variables that hand it to the job's driver."""
+        self.connect()
+        from ray.util import placement_group
+
+        placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=name)
+        return {PLACEMENT_GROUP_ENV: name}
+
+    def release(self, name: str) -> None:
+        """Give back a job's reservation (nothing if there is none)."""
+        if self._ray is None:
+            return
+        from ray.util import get_placement_group, remove_placement_group
+
+        try:
+            remove_placement_group(get_placement_group(name))
+        except (ValueError, Exception):  # already gone, or the cluster is unreachable
+            log.warning("could not remove Ray placement group %s", name, exc_info=True)
 
     def session_dir(self) -> Path | None:
         """The cluster's session folder on this machine (a job's driver writes its logs

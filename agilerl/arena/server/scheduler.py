@@ -73,6 +73,8 @@ class _Job:
     writer: LogWriter
     started: threading.Event = field(default_factory=threading.Event)
     killer: threading.Timer | None = None
+    #: the Ray placement group reserved for the job (``--ray-address`` servers)
+    reservation: str | None = None
 
 
 def _group_alive(pid: int) -> bool:
@@ -223,8 +225,7 @@ class Scheduler:
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
         if self.config.ray_address:
-            cmd += ["--backend", "ray", "--ray-address", self.config.ray_address,
-                    "--ray-nodes", str(int(row["num_nodes"] or 1))]
+            cmd += ["--backend", "ray", "--ray-address", self.config.ray_address]
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
@@ -244,24 +245,27 @@ class Scheduler:
             if self.store.transition(exp_id, states.STARTING, reason="slot assigned") is None:
                 return  # stopped while waiting
             writer: LogWriter | None = None
+            reservation, extra = self._reserve(row)
             try:
                 writer = LogWriter(run.logs)
                 cmd = self._command(row, run)
                 run.tmp.mkdir(exist_ok=True)
                 proc = subprocess.Popen(
-                    cmd, cwd=run.root, env=job_env(run, self.config.extra_env),
+                    cmd, cwd=run.root, env=job_env(run, {**extra, **self.config.extra_env}),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     errors="replace", bufsize=1, start_new_session=True,
                 )
             except (OSError, ValueError) as exc:  # includes a missing or unreadable folder
+                if reservation is not None and self.cluster is not None:
+                    self.cluster.release(reservation)
                 if writer is not None:
                     writer.write("stderr", f"could not start the training process: {exc}")
                     writer.close()
                 self.store.transition(exp_id, states.FAILED, reason="launch failed",
                                       error=f"Could not start the training process: {exc}")
                 return
-            job = _Job(exp_id, proc, writer)
+            job = _Job(exp_id, proc, writer, reservation=reservation)
             self._jobs[exp_id] = job
             self.store.update(exp_id, pid=proc.pid)
         readers = [
@@ -275,6 +279,14 @@ class Scheduler:
         with self._lock:
             self._waiters.add(waiter)
         waiter.start()
+
+    def _reserve(self, row: Row) -> tuple[str | None, dict[str, str]]:
+        """On a Ray cluster: the job's ``num_nodes`` nodes, reserved under a name its
+        driver finds through the environment."""
+        if self.cluster is None:
+            return None, {}
+        name = f"arena-job-{int(row['id'])}-attempt-{int(row['attempt'])}"
+        return name, self.cluster.reserve(name, int(row["num_nodes"] or 1))
 
     def _read(self, job: _Job, pipe: IO[str] | None, stream: str) -> None:
         if pipe is None:
@@ -296,6 +308,8 @@ class Scheduler:
         job.writer.close()
         if job.killer is not None:
             job.killer.cancel()
+        if job.reservation is not None and self.cluster is not None:
+            self.cluster.release(job.reservation)
         with self._lock:
             self._jobs.pop(job.exp_id, None)
         try:
