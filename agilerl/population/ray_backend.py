@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -186,9 +187,14 @@ class RayPopulation:
         try:
             for member, agent in enumerate(setup.agents):
                 self._call(member, "load", member, ray.put(dict(agent.get_state())))
+            nodes = self.actor_nodes()
         except BaseException:
             self.close()
             raise
+        placed = " in the reserved placement group" if self._placement is not None else ""
+        print(f"{len(self._actors)} Ray actors on {len(set(nodes))} node"
+              f"{'s' if len(set(nodes)) != 1 else ''}{placed} (member m in actor m % "
+              f"{len(self._actors)})", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ actors
     def _actor_count(self, settings: BackendSettings) -> int:

@@ -88,19 +88,23 @@ class RayCluster:
                 for n in self._ray.nodes() if n.get("Alive")]
 
     def tiers(self) -> dict[str, dict[str, Any]]:
-        """Resource tiers (spec: ``resources/list``), one per node shape, largest first."""
-        counts: dict[NodeShape, int] = {}
+        """Resource tiers (spec: ``resources/list``), one per kind of node (CPUs, GPUs, GPU
+        type), most GPUs then most CPUs first; ``ram_gb`` is the smallest of its nodes."""
+        groups: dict[str, list[NodeShape]] = {}
         for shape in self.nodes():
-            counts[shape] = counts.get(shape, 0) + 1
+            groups.setdefault(shape.tier_id, []).append(shape)
         tiers: dict[str, dict[str, Any]] = {}
-        for shape, count in sorted(counts.items(), key=lambda kv: (-kv[0].gpus, -kv[0].cpus)):
+        for key, shapes in sorted(groups.items(), key=lambda kv: (-kv[1][0].gpus,
+                                                                   -kv[1][0].cpus)):
+            shape, count = shapes[0], len(shapes)
             gpus = f", {shape.gpus} {shape.gpu_type or 'GPU'}" if shape.gpus else ""
-            tiers.setdefault(shape.tier_id, {
+            tiers[key] = {
                 "name": f"Ray node: {shape.cpus} CPUs{gpus} ({count} node"
                         f"{'s' if count != 1 else ''} at {self.address})",
                 "num_gpus": shape.gpus, "gpu_type": shape.gpu_type, "num_cpus": shape.cpus,
-                "ram_gb": shape.ram_gb, "price_per_node_hour": 0, "nodes": count,
-            })
+                "ram_gb": min(s.ram_gb for s in shapes), "price_per_node_hour": 0,
+                "nodes": count,
+            }
         return tiers
 
     def reserve(self, name: str, nodes: int) -> dict[str, str]:

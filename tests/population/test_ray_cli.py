@@ -1,0 +1,74 @@
+"""``agilerl train M --backend ray`` in subprocesses against a real local two-node Ray
+cluster: the same final members as ``agilerl train M``, and checkpoints that resume across
+backends (a Ray run resumes locally and the reverse)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agilerl.checkpoint.folder import list_checkpoints
+
+from .test_ray_backend import MUTATION, SELECTION, same
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _manifest(path: Path) -> Path:
+    path.write_text(yaml.safe_dump({
+        "algorithm": {"name": "DQN", "batch_size": 32, "learn_step": 2},
+        "environment": {"name": "CartPole-v1", "num_envs": 2},
+        "training": {"max_steps": 400, "evo_steps": 100, "pop_size": 3,
+                     "learning_delay": 50, "eval_steps": 50, "checkpoint_steps": 200},
+        "replay_buffer": {"max_size": 500},
+        "mutation": MUTATION, "tournament_selection": SELECTION,
+    }))
+    return path
+
+
+def _train(manifest: Path, run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "agilerl.cli.main", "train", str(manifest), "--no-verbose",
+         "--seed", "5", "--run-dir", str(run_dir), *args],
+        cwd=run_dir.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _final(run_dir: Path) -> tuple[list[Any], Any, Any]:
+    last = list_checkpoints(run_dir / "checkpoints")[-1]
+    assert last.summary["global_step"] == 3 * 400
+    return last.member_states(), last.replay_buffer(), last.trainer_state()["loop"]["fitnesses"]
+
+
+def _first(run_dir: Path) -> Path:
+    return list_checkpoints(run_dir / "checkpoints")[0].path
+
+
+def test_ray_cli_run_equals_the_local_run_and_resumes_across_backends(ray_cluster, tmp_path):
+    manifest = _manifest(tmp_path / "dqn.yaml")
+    ray = ("--backend", "ray", "--ray-address", ray_cluster.address)
+    _train(manifest, tmp_path / "local")
+    done = _train(manifest, tmp_path / "ray", *ray)
+    assert "Ray actors on 2 nodes" in done.stderr
+    local = _final(tmp_path / "local")
+    assert same(_final(tmp_path / "ray"), local)
+
+    # a local checkpoint resumed on Ray, and a Ray checkpoint resumed locally
+    _train(manifest, tmp_path / "local-then-ray", *ray,
+           "--resume-from-checkpoint", str(_first(tmp_path / "local")))
+    _train(manifest, tmp_path / "ray-then-local",
+           "--resume-from-checkpoint", str(_first(tmp_path / "ray")))
+    assert same(_final(tmp_path / "local-then-ray"), local)
+    assert same(_final(tmp_path / "ray-then-local"), local)
