@@ -47,7 +47,7 @@ from agilerl.population.backends import (
     PopulationSetup,
     register_backend,
 )
-from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV
+from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV, unreachable
 from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shareable
 from agilerl.training.errors import TrainingSetupError
 
@@ -149,12 +149,16 @@ class RayPopulation:
     def __init__(self, setup: PopulationSetup, settings: BackendSettings) -> None:
         self._started_ray = False
         if not ray.is_initialized():
+            problem = unreachable(settings.ray_address)
+            if problem is not None:
+                raise TrainingSetupError(f"--ray-address / training.ray_address {settings.ray_address!r}: no "
+                                         f"Ray cluster answers there ({problem})")
             try:
                 ray.init(address=settings.ray_address, namespace=NAMESPACE,
                          logging_level=logging.ERROR, log_to_driver=False)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise TrainingSetupError(
-                    f"training.ray_address = {settings.ray_address!r}: cannot reach a Ray "
+                    f"--ray-address / training.ray_address {settings.ray_address!r}: cannot reach a Ray "
                     f"cluster there ({exc})") from None
             self._started_ray = True
         self.size = len(setup.agents)

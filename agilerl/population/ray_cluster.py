@@ -42,6 +42,23 @@ class ClusterError(RuntimeError):
     """A node of the local cluster did not start."""
 
 
+def unreachable(address: str | None, timeout: float = 5.0) -> str | None:
+    """Why nothing answers at a ``host:port`` or ``ray://host:port`` Ray address (None when
+    something listens there, or for ``auto``/None, which Ray resolves itself). ``ray.init``
+    would otherwise retry an unreachable address for minutes."""
+    if not address or address == "auto":
+        return None
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return "expected host:port, ray://host:port or auto"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
 @dataclass
 class LocalRayCluster:
     """A running local cluster: ``address`` (``host:port`` of the head's GCS) to give

@@ -60,9 +60,13 @@ def _train(manifest: dict[str, Any], **kwargs: Any) -> tuple[list[Any], list[flo
     return [a.get_state() for a in population], fitnesses, trainer
 
 
-def test_ppo_with_evolution_on_ray_equals_the_sequential_run(ray_cluster):
+@pytest.mark.slow
+@pytest.mark.parametrize("through", ["gcs", "client"])
+def test_ppo_with_evolution_on_ray_equals_the_sequential_run(ray_cluster, through):
+    address = ray_cluster.address if through == "gcs" else ray_cluster.client_address
+    assert address.startswith("ray://") == (through == "client")
     local = _train(ppo())
-    remote = _train(ppo(), backend="ray", ray_address=ray_cluster.address)
+    remote = _train(ppo(), backend="ray", ray_address=address)
     assert remote[1] == local[1]
     assert same(remote[0], local[0])
     assert not ray.is_initialized()  # the backend disconnects what it connected

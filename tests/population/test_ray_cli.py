@@ -72,3 +72,24 @@ def test_ray_cli_run_equals_the_local_run_and_resumes_across_backends(ray_cluste
            "--resume-from-checkpoint", str(_first(tmp_path / "ray")))
     assert same(_final(tmp_path / "local-then-ray"), local)
     assert same(_final(tmp_path / "ray-then-local"), local)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_address_where_no_cluster_answers_is_a_setup_error(tmp_path):
+    manifest = _manifest(tmp_path / "dqn.yaml")
+    address = f"127.0.0.1:{_closed_port()}"
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "agilerl.train", str(manifest), "--no-verbose",
+         "--backend", "ray", "--ray-address", address, "--run-dir", str(tmp_path / "r")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"--ray-address / training.ray_address '{address}'" in done.stderr
+    assert "no Ray cluster answers there" in done.stderr and "Traceback" not in done.stderr

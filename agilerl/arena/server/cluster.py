@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV
+from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,10 @@ class RayCluster:
         with self._lock:
             if self._ray is not None:
                 return
+            problem = unreachable(self.address)
+            if problem is not None:
+                raise ClusterUnavailable(
+                    f"cannot reach the Ray cluster at {self.address}: {problem}")
             try:
                 ray.init(address=self.address, namespace=NAMESPACE,
                          logging_level=logging.ERROR, log_to_driver=False,

@@ -52,3 +52,20 @@ def test_a_two_node_job_runs_on_the_cluster_to_completed_with_checkpoints(
     # the job's two actors ran on two distinct nodes, in the placement group it was given
     assert any("2 Ray actors on 2 nodes" in m for m in messages), messages[-30:]
     assert any(m.startswith("Training summary") for m in messages), messages[-30:]
+
+
+def test_serve_refuses_an_unreachable_ray_address(tmp_path: Any) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "agilerl.arena.server.cli", "serve", "--port", "0",
+         "--data-dir", str(tmp_path / "data"), "--ray-address", f"127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
