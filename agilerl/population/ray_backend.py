@@ -147,20 +147,10 @@ class RayPopulation:
     """The population seam over Ray actors (see the module docstring)."""
 
     def __init__(self, setup: PopulationSetup, settings: BackendSettings) -> None:
-        self._started_ray = False
-        if not ray.is_initialized():
-            problem = unreachable(settings.ray_address)
-            if problem is not None:
-                raise TrainingSetupError(f"--ray-address / training.ray_address {settings.ray_address!r}: no "
-                                         f"Ray cluster answers there ({problem})")
-            try:
-                ray.init(address=settings.ray_address, namespace=NAMESPACE,
-                         logging_level=logging.ERROR, log_to_driver=False)
-            except (ConnectionError, ValueError, RuntimeError) as exc:
-                raise TrainingSetupError(
-                    f"--ray-address / training.ray_address {settings.ray_address!r}: cannot reach a Ray "
-                    f"cluster there ({exc})") from None
-            self._started_ray = True
+        if str(setup.device) != "cpu":
+            raise TrainingSetupError(
+                f"--backend ray trains members on the cluster's CPUs in this version; "
+                f"device {setup.device!r} is not supported with it (use --device cpu)")
         self.size = len(setup.agents)
         self.agent_class = type(setup.agents[0])
         self.device = setup.device
@@ -170,9 +160,22 @@ class RayPopulation:
         self.shared: SharedReplay | None = (
             SharedReplay(setup.memory, setup.pending_experience)
             if self.size > 1 and shareable(setup.memory) else None)
+        self._actors: list[Any] = []
+        self._last: list[Any] = [None] * self.size
+        self._info: list[dict[str, Any]] = [{} for _ in range(self.size)]
+        self._deltas: dict[int, Any] = {}
+        self._closed = False
+        self._started_ray = _connect(settings.ray_address)
+        try:
+            self._start(setup, settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, setup: PopulationSetup, settings: BackendSettings) -> None:
+        """Start the actors and load every member into its actor."""
         self._phase: list[Any] = [ray.put(d) for d in (self.shared.pending if self.shared
                                                         else [])]
-        self._deltas: dict[int, Any] = {}
         self._recipe = ray.put({
             "agent_class": self.agent_class, "device": setup.device,
             "env_factory": setup.env_factory, "memory": setup.memory,
@@ -183,21 +186,13 @@ class RayPopulation:
             "eval_loop": setup.eval_loop, "torch_threads": setup.torch_threads,
         })
         self._placement = _named_placement_group()
-        count = self._actor_count(settings)
-        self._actors: list[Any] = [self._new_actor(k) for k in range(count)]
-        self._last: list[Any] = [None] * self.size
-        self._info: list[dict[str, Any]] = [{} for _ in range(self.size)]
-        self._closed = False
-        try:
-            for member, agent in enumerate(setup.agents):
-                self._call(member, "load", member, ray.put(dict(agent.get_state())))
-            nodes = self.actor_nodes()
-        except BaseException:
-            self.close()
-            raise
+        self._actors = [self._new_actor(k) for k in range(self._actor_count(settings))]
+        for member, agent in enumerate(setup.agents):
+            self._call(member, "load", member, ray.put(dict(agent.get_state())))
+        nodes = set(self.actor_nodes())
         placed = " in the reserved placement group" if self._placement is not None else ""
-        print(f"{len(self._actors)} Ray actors on {len(set(nodes))} node"
-              f"{'s' if len(set(nodes)) != 1 else ''}{placed} (member m in actor m % "
+        print(f"{len(self._actors)} Ray actors on {len(nodes)} node"
+              f"{'s' if len(nodes) != 1 else ''}{placed} (member m in actor m % "
               f"{len(self._actors)})", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ actors
@@ -416,7 +411,7 @@ class RayPopulation:
         return [self.agent_class.from_state(s, device=self.device) for s in states]
 
     def close(self) -> None:
-        if getattr(self, "_closed", True):
+        if self._closed:
             return
         self._closed = True
         if self.shared is None and self.memory is not None and self._actors:
@@ -439,6 +434,23 @@ def _fetch(ref: Any) -> Any:
 
 #: Return values of each actor method: [own results..., info, state].
 _RETURNS = {"load": 2, "set_hyperparameters": 2, "evaluate": 3, "mutate": 3, "train": 4}
+
+
+def _connect(address: str | None) -> bool:
+    """Join the cluster at ``address`` unless this process already is a Ray driver; True
+    when this call connected (and so the backend disconnects when it closes)."""
+    if ray.is_initialized():
+        return False
+    where = f"--ray-address / training.ray_address {address!r}"
+    problem = unreachable(address)
+    if problem is not None:
+        raise TrainingSetupError(f"{where}: no Ray cluster answers there ({problem})")
+    try:
+        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
+                 log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise TrainingSetupError(f"{where}: cannot reach a Ray cluster there ({exc})") from None
+    return True
 
 
 def _named_placement_group() -> Any:
