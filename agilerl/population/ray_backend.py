@@ -152,6 +152,7 @@ class RayPopulation:
                 f"--backend ray trains members on the cluster's CPUs in this version; "
                 f"device {setup.device!r} is not supported with it (use --device cpu)")
         self.size = len(setup.agents)
+        self._initial = list(setup.agents)
         self.agent_class = type(setup.agents[0])
         self.device = setup.device
         self.memory = setup.memory
@@ -407,7 +408,14 @@ class RayPopulation:
         return dict(_fetch(self._actors[0].memory_state.remote()))
 
     def agents_here(self) -> list[Any]:
-        states = [_fetch(ref) for ref in self._last]
+        try:
+            states = [_fetch(ref) for ref in self._last]
+        except ray.exceptions.RayError as exc:  # a failed run: keep its own error in front
+            warnings.warn(f"the members' last states could not be fetched from Ray "
+                          f"({type(exc).__name__}); the trainer keeps its members as they "
+                          "were before this train() call (the last checkpoint has them)",
+                          RuntimeWarning, stacklevel=2)
+            return list(self._initial)
         return [self.agent_class.from_state(s, device=self.device) for s in states]
 
     def close(self) -> None:
