@@ -66,6 +66,9 @@ class PopulationSetup:
     memory: Any = None
     """The driver's shared replay memory (off-policy paradigms), else None; picklable, so
     a worker starts from a copy of it."""
+    pending_experience: list[Any] = field(default_factory=list)
+    """Members' memory deltas of a training phase interrupted after they trained (from a
+    checkpoint's replay state, key ``pending_experience``; see :mod:`.shared_memory`)."""
     eval_steps: int | None = None
     eval_loop: int = 1
     seed: int = 0

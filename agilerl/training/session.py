@@ -104,7 +104,8 @@ class TrainSession:
             agents=trainer.population, env=trainer.env, env_factory=trainer.env_builder(),
             member_trainer_factory=MemberTrainerFactory(trainer.paradigm),
             training_spec=training, algorithm_spec=trainer.algorithm_spec,
-            paradigm=trainer.paradigm, memory=trainer.memory, eval_steps=training.eval_steps,
+            paradigm=trainer.paradigm, memory=trainer.memory,
+            pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
             eval_loop=int(training.eval_loop), seed=trainer.seed,
             torch_threads=options.torch_threads, device=trainer.device,
         )
@@ -145,6 +146,7 @@ class TrainSession:
             fitnesses = list(self.state.fitnesses)
         finally:
             trainer.population = self.backend.agents_here()
+            trainer.experience_pending = self._pending_experience() if interrupted else []
             self.backend.close()
             tag_subpopulations(trainer.population, trainer.selection_strategy)
             trainer.last_checkpoint = self.last_checkpoint
@@ -161,6 +163,13 @@ class TrainSession:
             raise TrainingInterrupted(self.last_checkpoint, self._stop_signal or signal.SIGINT,
                                       resume_hint=self._resume_hint())
         return trainer.population, fitnesses
+
+    def _pending_experience(self) -> list[Any]:
+        from agilerl.population.shared_memory import PENDING_KEY
+
+        if self.trainer.memory is None:
+            return []
+        return list((self.backend.memory_state() or {}).get(PENDING_KEY, []))
 
     def _resume_hint(self) -> str:
         """The Python call that continues this run from its last checkpoint."""

@@ -273,6 +273,9 @@ class LocalTrainer(Trainer):
             self.selection_strategy_spec, len(self.population), self.seed, self.mutation_spec
         )
         self.memory = build.make_memory(self)
+        #: Shared-memory deltas of members trained in an unfinished generation (set by a
+        #: resume or an interrupted ``train()``; see :mod:`agilerl.population.shared_memory`).
+        self.experience_pending: list[Any] = []
         self.n_step_memory = None
         from agilerl.training.session import TrainSession
 
