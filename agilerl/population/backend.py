@@ -22,6 +22,29 @@ class TrainReport:
     """Wall time of the call."""
 
 
+class MemberFailure(RuntimeError):
+    """A member's process (worker, actor) died or raised; the run cannot continue.
+
+    ``member`` is named by the backend, ``generation`` by the loop; the message names both.
+    """
+
+    def __init__(self, what: str, member: int | None = None,
+                 worker_traceback: str | None = None) -> None:
+        self.what = what
+        self.member = member
+        self.generation: int | None = None
+        self.worker_traceback = worker_traceback
+        super().__init__(what)
+
+    def __str__(self) -> str:
+        where = []
+        if self.member is not None:
+            where.append(f"member {self.member}")
+        if self.generation is not None:
+            where.append(f"generation {self.generation}")
+        return f"{' of '.join(where) or 'the population'}: {self.what}"
+
+
 class TrainJob(NamedTuple):
     """One member's share of a generation's training phase."""
 

@@ -130,8 +130,9 @@ def _local(setup: PopulationSetup, settings: BackendSettings) -> PopulationBacke
 
     workers = settings.workers_for(len(setup.agents))
     if workers > 1:
-        raise TrainingSetupError(f"training.num_workers = {settings.num_workers}: worker "
-                                 "processes are not available in this build")
+        from agilerl.population.pool import ProcessPopulation
+
+        return ProcessPopulation(setup, workers)
     return LocalPopulation.from_setup(setup)
 
 

@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import EvalJob, PopulationBackend, TrainJob, TrainReport
+from agilerl.population.backend import (
+    EvalJob,
+    MemberFailure,
+    PopulationBackend,
+    TrainJob,
+    TrainReport,
+)
 from agilerl.training.early_stop import EarlyStopping
 
 PHASE_TRAIN = 0
@@ -154,6 +160,21 @@ def run_generations(
     Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
     turns true; the run can then be resumed from that checkpoint.
     """
+    try:
+        return _run(backend, settings, state, hooks, evolution)
+    except MemberFailure as failure:
+        if failure.generation is None:
+            failure.generation = state.generation
+        raise
+
+
+def _run(
+    backend: PopulationBackend,
+    settings: LoopSettings,
+    state: LoopState,
+    hooks: LoopHooks,
+    evolution: Evolution | None,
+) -> list[float]:
     state.early_stop.target_score = settings.target_score
     if evolution is not None and evolution.mutates_before_training and not state.pre_mutation_done:
         evolution.pre_training(backend)
