@@ -40,7 +40,7 @@ from typing import Any
 
 import ray
 
-from agilerl.population.backend import EvalJob, TrainJob, TrainReport
+from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainReport
 from agilerl.population.backends import (
     BackendSettings,
     MemberContext,
@@ -53,6 +53,10 @@ from agilerl.training.errors import TrainingSetupError
 
 #: Times one member's call is retried on re-created actors before the run fails.
 MAX_RECOVERIES = 3
+
+
+class RayMemberFailure(MemberFailure):
+    """A member's call raised in its Ray actor, or its actor could not be re-created."""
 
 
 class MemberHost:
@@ -76,9 +80,11 @@ class MemberHost:
                                 training_spec=recipe["training_spec"],
                                 algorithm_spec=recipe["algorithm_spec"],
                                 paradigm=recipe["paradigm"])
+        # Seeding and calls as in one process; the memory rule is applied here, across
+        # the whole population, not by this partial LocalPopulation (hence no memory).
         self.members = LocalPopulation(
             [None] * slots, self.env, recipe["member_trainer_factory"](context),
-            eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"], memory=self.memory)
+            eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
 
     def _result(self, member: int) -> tuple[dict[str, Any], dict[str, Any]]:
         agent = self.members.agents[member]
@@ -231,7 +237,12 @@ class RayPopulation:
     def _finish(self, member: int, refs: list[Any]) -> Any:
         """Wait for a call started by :meth:`_submit`; record the member's info and last
         state; return the call's own result (None for ``load``/``set_hyperparameters``)."""
-        info = ray.get(refs[-2])
+        try:
+            info = ray.get(refs[-2])
+        except ray.exceptions.RayTaskError as exc:  # the member's own code raised
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            raise RayMemberFailure(f"{type(cause).__name__}: {cause}", member,
+                                   worker_traceback=str(exc)) from None
         self._info[member] = info
         self._last[member] = refs[-1]
         if len(refs) == 4:  # train: its memory delta, added to the phase's when yielded
@@ -259,9 +270,9 @@ class RayPopulation:
         """Replace ``member``'s lost actor by a new one holding its members' last states."""
         k = member % len(self._actors)
         if attempt >= MAX_RECOVERIES:
-            raise TrainingSetupError(
-                f"the Ray actor of members {self._group(member)} was lost {attempt + 1} "
-                f"times in a row ({type(exc).__name__}); last checkpoint is intact") from None
+            raise RayMemberFailure(
+                f"its Ray actor (members {self._group(member)}) was lost {attempt + 1} times "
+                f"in a row ({type(exc).__name__})", member) from None
         warnings.warn(f"Ray actor of members {self._group(member)} was lost "
                       f"({type(exc).__name__}); re-creating it from their last states",
                       RuntimeWarning, stacklevel=3)
@@ -270,9 +281,8 @@ class RayPopulation:
         self._actors[k] = self._new_actor(k)
         if self.memory is not None:
             if self.shared is None:
-                raise TrainingSetupError(
-                    "the Ray actor of the only member was lost with its replay memory; "
-                    "resume from the last checkpoint") from None
+                raise RayMemberFailure("its Ray actor was lost with the replay memory, "
+                                       "which only that actor held", member) from None
             ray.get(self._actors[k].load_memory.remote(self.shared.committed.state_dict()))
         for slot in self._group(member):
             if self._last[slot] is not None:
@@ -280,9 +290,8 @@ class RayPopulation:
                 try:
                     self._finish(slot, refs)
                 except ray.exceptions.ObjectLostError:
-                    raise TrainingSetupError(
-                        f"the last state of member {slot} was lost with its Ray node; "
-                        "resume from the last checkpoint") from None
+                    raise RayMemberFailure("its last state was lost with its Ray node",
+                                           slot) from None
 
     def actor_nodes(self) -> list[str]:
         """The Ray node of each actor (actor ``k`` holds members ``k, k + actors, ...``)."""
