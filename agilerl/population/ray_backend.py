@@ -73,7 +73,8 @@ class MemberHost:
         self.agent_class = recipe["agent_class"]
         self.device = recipe["device"]
         self.env = recipe["env_factory"]()
-        self.memory = recipe["memory"]
+        # Arrays from the object store are read-only views of it: the replica owns copies.
+        self.memory = copy.deepcopy(recipe["memory"])
         #: the generation rule on this actor's memory replica (several members share it)
         self.shared = SharedReplay(self.memory) if recipe["shared"] else None
         context = MemberContext(env=self.env, memory=self.memory,
@@ -93,7 +94,7 @@ class MemberHost:
 
     def load(self, member: int, state: Mapping[str, Any],
              index: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        state = dict(state)
+        state = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
         if index is not None:
             state["index"] = index
         self.members.agents[member] = self.agent_class.from_state(state, device=self.device)
@@ -117,6 +118,7 @@ class MemberHost:
         """Mutate one member with ``operator`` as ``operator.mutation(population)`` would at
         this slot: an ``exempt`` member (the elite in slot 0) still draws its kind."""
         agent = self.members.agents[member]
+        operator = copy.deepcopy(operator)
         if exempt:
             mutated = operator.mutation([agent], pre_training_mut=pre_training)
         else:
@@ -144,7 +146,7 @@ class MemberHost:
         return self.memory.state_dict() if self.memory is not None else None
 
     def load_memory(self, state: Mapping[str, Any]) -> None:
-        self.memory.load_state_dict(state)
+        self.memory.load_state_dict(copy.deepcopy(dict(state)))
         if self.shared is not None:
             self.shared = SharedReplay(self.memory)
 

@@ -56,6 +56,8 @@ def _first(run_dir: Path) -> Path:
     return list_checkpoints(run_dir / "checkpoints")[0].path
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_ray_cli_run_equals_the_local_run_and_resumes_across_backends(ray_cluster, tmp_path):
     manifest = _manifest(tmp_path / "dqn.yaml")
     ray = ("--backend", "ray", "--ray-address", ray_cluster.address)
