@@ -95,3 +95,35 @@ def test_an_address_where_no_cluster_answers_is_a_setup_error(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"--ray-address / training.ray_address '{address}'" in done.stderr
     assert "no Ray cluster answers there" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sigint_stops_a_ray_run_with_a_checkpoint_that_resumes_locally(ray_cluster, tmp_path):
+    import signal
+    import time
+
+    manifest = _manifest(tmp_path / "dqn.yaml")
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(REPO)}
+    run_dir = tmp_path / "ray"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agilerl.cli.main", "train", str(manifest), "--no-verbose",
+         "--seed", "5", "--run-dir", str(run_dir), "--backend", "ray",
+         "--ray-address", ray_cluster.address],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not list((run_dir / "checkpoints").glob("gen*")) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-3000:]
+    _train(manifest, tmp_path / "local")
+    _train(manifest, tmp_path / "resumed",
+           "--resume-from-checkpoint", str(list_checkpoints(run_dir / "checkpoints")[-1].path))
+    assert same(_final(tmp_path / "resumed"), _final(tmp_path / "local"))
