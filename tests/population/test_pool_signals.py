@@ -23,18 +23,33 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(),
                                 reason="finds worker processes through /proc")
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test():
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:  # a failed test: stop the whole job (its own session)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
 def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
     manifest = dict(TINY_DQN, training={**TINY_DQN["training"], "max_steps": 1_000_000,
                                         "evo_steps": 200})
     path = tmp_path / "pool.yaml"
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     env = dict(os.environ, WANDB_MODE="offline", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "agilerl.train", str(path), "--no-verbose", "--seed", "1",
          "--run-dir", str(tmp_path / "run"), "--workers", "2", *extra],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
+    _STARTED.append(proc)
+    return proc
 
 
 def _descendants(pid: int) -> list[int]:
@@ -52,14 +67,16 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _member_workers(pid: int) -> list[int]:
-    """The descendants that train members (not multiprocessing's resource tracker)."""
+    """The processes that train members: the children of the fork server (itself a child
+    of the driver, as is multiprocessing's resource tracker)."""
     found = []
     for child in _descendants(pid):
         try:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
+            parent = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if b"spawn_main" in command and b"resource_tracker" not in command:
+        if b"forkserver" in command and parent != pid:
             found.append(child)
     return found
 
