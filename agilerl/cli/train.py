@@ -25,7 +25,8 @@ environment (id, entrypoint, wrapper) that cannot be built, missing optional dep
 W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
 please report it); 4 the environment failed while training: a worker process died, or the
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
-valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+valid), or a process training members (``--workers``) died or raised (the message names
+the member and generation); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -315,6 +316,7 @@ def _build(args: argparse.Namespace, manifest: Any) -> Any:
 
 def _train(args: argparse.Namespace, trainer: Any) -> int:
     from agilerl.envs import EnvWorkerError
+    from agilerl.population.backend import MemberFailure
     from agilerl.training.trainer import TrainingInterrupted
 
     try:
@@ -344,6 +346,8 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
         return _exit_status(exc.signum)
     except EnvWorkerError as exc:
         return _env_failed(args, trainer, str(exc))
+    except MemberFailure as exc:
+        return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
         where = _user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
@@ -363,6 +367,14 @@ def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
              "no checkpoint had been written in this run")
     _error(f"training stopped: {what}\n  {saved}")
     return EXIT_ENV_FAILED
+
+
+def _last_lines(trace: str | None, count: int = 3) -> str:
+    """The innermost frame and error line of a worker's traceback, indented."""
+    if not trace:
+        return ""
+    lines = [line for line in trace.strip().splitlines() if line.strip()]
+    return "".join(f"\n    {line.strip()}" for line in lines[-count:])
 
 
 def _user_code_frame(exc: BaseException) -> str | None:

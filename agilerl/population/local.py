@@ -87,8 +87,7 @@ class LocalPopulation(SequentialCalls):
         return self.agents
 
     def close(self) -> None:
-        if self.shared is not None:
-            self.shared.suspend()
+        return None
 
     def get_state(self, member: int) -> dict[str, Any]:
         return dict(self.agents[member].get_state())

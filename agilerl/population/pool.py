@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import os
 import signal
 import weakref
 from collections import deque
@@ -79,7 +78,7 @@ class ProcessPopulation:
             env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
             training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
             paradigm=setup.paradigm,
-            memory=self.shared.committed if self.shared is not None else None,
+            memory=self.memory,
             agent_class=type(self.agents[0]), eval_steps=setup.eval_steps,
             eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
             device=setup.device,
@@ -89,10 +88,10 @@ class ProcessPopulation:
 
     # ------------------------------------------------------------------ processes
     def _start(self, count: int, init: WorkerInit) -> None:
-        ctx = mp.get_context("spawn")
+        ctx = _context(type(self.agents[0]).__module__)
         for index in range(count):
             parent_conn, child_conn = ctx.Pipe()
-            process = ctx.Process(target=serve, args=(child_conn, os.getpid()),
+            process = ctx.Process(target=serve, args=(child_conn,),
                                   name=f"agilerl-member-worker-{index}", daemon=True)
             blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
                        if hasattr(signal, "pthread_sigmask") else None)
@@ -110,11 +109,11 @@ class ProcessPopulation:
         for worker in self._workers:
             self._reply(worker)
 
-    def _send(self, worker: _Worker, message: Any) -> None:
+    def _send(self, worker: _Worker, message: Any, member: int | None = None) -> None:
         try:
             send(worker.conn, message)
         except (OSError, ValueError):
-            self._fail(worker, None)
+            self._fail(worker, member)
 
     def _reply(self, worker: _Worker) -> tuple[Any, ...]:
         member = worker.busy[1] if worker.busy else None
@@ -132,7 +131,7 @@ class ProcessPopulation:
         worker.process.join(timeout=2)
         member = None if member is not None and member < 0 else member
         what = (f"{worker.describe()} raised {summary}" if summary is not None else
-                f"{worker.describe()} while it held the member")
+                worker.describe())
         self.close()
         raise MemberWorkerError(what, member, trace)
 
@@ -157,7 +156,7 @@ class ProcessPopulation:
                     break
                 pending.popleft()
                 free.remove(worker)
-                self._send(worker, request(worker))
+                self._send(worker, request(worker), member)
                 worker.busy = ("task", member)
             busy = [w for w in self._workers if w.busy is not None]
             if not busy:
@@ -309,8 +308,6 @@ class ProcessPopulation:
         for worker in self._workers:
             worker.process.join(timeout=5)
         _kill(self._workers)
-        if self.shared is not None:
-            self.shared.suspend()
 
     # ------------------------------------------------------------------ bookkeeping
     def _bring_back(self, member: int) -> None:
@@ -321,7 +318,7 @@ class ProcessPopulation:
         worker = self._workers[holder] if holder is not None else None
         if worker is None:
             raise RuntimeError(f"member {member} is neither here nor in a worker")
-        self._send(worker, ("get", member))
+        self._send(worker, ("get", member), member)
         worker.busy = ("get", member)
         _, _, state = self._reply(worker)
         self._replace(member, state)
@@ -336,6 +333,19 @@ class ProcessPopulation:
         self._holder[member] = None
         self._current[member] = True
         self._steps[member] = int(self.agents[member].steps[-1])
+
+
+def _context(agent_module: str) -> Any:
+    """Where workers come from: a fork server that imported torch, the agent's module and
+    the envs once, so workers start in a fraction of a second and share those pages with
+    each other (copy-on-write) instead of each importing its own copy; spawned fresh
+    interpreters where there is no fork server (not POSIX)."""
+    if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["agilerl.population.pool_worker", "torch", "gymnasium",
+                                "agilerl.envs", "agilerl.population.backends", agent_module])
+    return ctx
 
 
 def _kill(workers: list[_Worker]) -> None:

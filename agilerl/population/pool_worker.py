@@ -4,8 +4,9 @@ A worker holds the members it last trained or was sent, its own env and a replic
 shared replay memory, and answers one request at a time from the driver over a pipe
 (messages are pickled tuples, see :func:`serve`). It ignores the stop signals a terminal or
 job scheduler sends to the whole process group (the driver decides when members stop), and
-dies with the driver: on Linux the kernel kills it when the driver dies (even by SIGKILL);
-elsewhere a watchdog thread notices that its parent changed.
+dies with its parent (the driver, or the fork server that exits with the driver): on Linux
+the kernel kills it when the parent dies (even by SIGKILL); elsewhere a watchdog thread
+notices that its parent changed.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def receive(conn: Connection) -> Any:
     return pickle.loads(conn.recv_bytes())
 
 
-def _die_with_parent(parent: int) -> None:
+def _die_with_parent() -> None:
+    parent = os.getppid()
     try:
         import ctypes
 
@@ -60,7 +62,7 @@ def _die_with_parent(parent: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
-    if os.getppid() != parent:  # the driver died before the line above took effect
+    if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
 
     def watch() -> None:
@@ -127,7 +129,7 @@ class _Worker:
             close()
 
 
-def serve(conn: Connection, parent: int) -> None:
+def serve(conn: Connection) -> None:
     """The worker's main loop. Requests and replies:
 
     ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None)``
@@ -140,7 +142,7 @@ def serve(conn: Connection, parent: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked by the driver around the start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    _die_with_parent(parent)
+    _die_with_parent()
     worker: _Worker | None = None
     member: int | None = None
     try:

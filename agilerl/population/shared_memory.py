@@ -7,16 +7,15 @@ the phase began plus its own transitions (and its own priority updates, for a pr
 memory); when every member has trained, their additions are merged in member order. The
 result is a pure function of the members and seeds, whichever process trained whom.
 
-:class:`SharedReplay` implements the rule around the one buffer object the member trainers
-hold (the *working* buffer) and a private copy of the memory at the start of the phase (the
-*committed* buffer). A member's contribution is an :class:`ExperienceDelta`: a few
-generations' worth of rows, cheap to send between processes, so worker processes keep
-replicas of the memory in step by applying the same deltas in the same order.
+:class:`SharedReplay` implements the rule on the one buffer object the member trainers hold:
+it records what a member adds, then undoes it. A member's contribution is an
+:class:`ExperienceDelta` (the rows it added, one generation's worth, cheap to send between
+processes), so worker processes keep replicas of the memory in step by applying the same
+deltas in the same order.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -61,9 +60,12 @@ def shareable(memory: Any) -> bool:
 class SharedReplay:
     """The generation rule around ``memory`` (the buffer the member trainers write to).
 
-    ``begin_member()`` before a member trains, ``end_member()`` after (its delta, also kept
-    as pending), ``end_phase()`` once every member has trained. ``pending`` resumes a phase
-    interrupted after some members trained (from a checkpoint's replay state).
+    ``begin_member()`` before a member trains, ``end_member()`` after: it returns the
+    member's delta (also kept as pending) and undoes the member's writes, so between members
+    the buffer always holds the memory as the phase began. ``end_phase()`` once every member
+    has trained. ``pending`` resumes a phase interrupted after some members trained (from a
+    checkpoint's replay state). No second copy of the memory is kept: the buffer journals
+    the rows a member overwrites (:meth:`ReplayBuffer.start_journal`).
     """
 
     def __init__(self, memory: ReplayBuffer,
@@ -72,22 +74,36 @@ class SharedReplay:
             raise TypeError(f"{type(memory).__name__} is not a replay buffer")
         if memory.window is not None and memory.window.pending:
             raise ValueError("the shared memory has open n-step windows between members")
-        self.working = memory
-        self.committed = copy.deepcopy(memory)
+        self.memory = memory
         self.pending: list[ExperienceDelta] = [
             d if isinstance(d, ExperienceDelta) else ExperienceDelta.from_dict(d)
             for d in pending
         ]
-        self._dirty: np.ndarray | None = None  # working slots that differ from committed
+        self._base: tuple[int, int, int] | None = None  # pos, size, counter at begin_member
+        self._tree: np.ndarray | None = None
+        self._max_priority = 1.0
 
     # ------------------------------------------------------------------ one member
     def begin_member(self) -> None:
-        """Make the working buffer equal to the committed one again."""
-        self._restore_working()
+        """Start recording what the next member changes."""
+        memory = self.memory
+        self._base = (memory.pos, memory.size, memory.counter)
+        if isinstance(memory, PrioritizedReplayBuffer):
+            self._tree = memory._tree.copy()
+            self._max_priority = memory.max_priority
+        memory.start_journal()
 
     def end_member(self) -> ExperienceDelta:
-        """What the member just trained added (also appended to ``pending``)."""
-        delta = self._diff()
+        """What the member just trained added (also appended to ``pending``); the buffer
+        is put back as it was at :meth:`begin_member`."""
+        if self._base is None:
+            raise RuntimeError("end_member() without begin_member()")
+        delta = self._diff(*self._base)
+        self.memory.rollback(*self._base)
+        if isinstance(self.memory, PrioritizedReplayBuffer) and self._tree is not None:
+            self.memory._tree = self._tree
+            self.memory.max_priority = self._max_priority
+        self._base, self._tree = None, None
         self.pending.append(delta)
         return delta
 
@@ -95,59 +111,36 @@ class SharedReplay:
     def end_phase(self, deltas: Sequence[ExperienceDelta] | None = None) -> None:
         """Merge ``deltas`` (default: the pending ones) into the memory, in order."""
         merged = self.pending if deltas is None else list(deltas)
-        self._restore_working()
-        start = (self.committed.pos, self.committed.size)
+        start = (self.memory.pos, self.memory.size)
         appended = 0
         for delta in merged:
-            appended += _apply(self.committed, delta, start, appended)
-        appended = 0
-        for delta in merged:
-            appended += _apply(self.working, delta, start, appended)
+            appended += _apply(self.memory, delta, start, appended)
         self.pending = []
 
     def state_dict(self) -> dict[str, Any]:
-        """The committed memory's state, plus the pending deltas of an unfinished phase."""
-        state = self.committed.state_dict()
+        """The memory's state, plus the pending deltas of an unfinished phase."""
+        state = self.memory.state_dict()
         if self.pending:
             state[PENDING_KEY] = [d.as_dict() for d in self.pending]
         return state
 
-    def suspend(self) -> None:
-        """Leave the working buffer equal to the committed one (training stops here)."""
-        self._restore_working()
-
     # ------------------------------------------------------------------ internals
-    def _restore_working(self) -> None:
-        work, base = self.working, self.committed
-        if not base._data:  # the memory was empty when the phase began
-            work._data = {}
-        elif not work._data:
-            work._data = {k: v.copy() for k, v in base._data.items()}
-        elif self._dirty is not None and self._dirty.size:
-            for name, store in work._data.items():
-                store[self._dirty] = base._data[name][self._dirty]
-        work.pos, work.size, work.counter = base.pos, base.size, base.counter
-        if isinstance(work, PrioritizedReplayBuffer) and isinstance(base, PrioritizedReplayBuffer):
-            np.copyto(work._tree, base._tree)
-            work.max_priority = base.max_priority
-        self._dirty = None
-
-    def _diff(self) -> ExperienceDelta:
-        work, base = self.working, self.committed
-        added = work.counter - base.counter
-        kept = min(added, work.max_size)
-        slots = (work.pos - kept + np.arange(kept)) % work.max_size
-        self._dirty = slots
-        rows = {name: store[slots].copy() for name, store in work._data.items()}
+    def _diff(self, pos: int, size: int, counter: int) -> ExperienceDelta:
+        memory = self.memory
+        added = memory.counter - counter
+        kept = min(added, memory.max_size)
+        slots = (memory.pos - kept + np.arange(kept)) % memory.max_size
+        rows = {name: store[slots].copy() for name, store in memory._data.items()}
         delta = ExperienceDelta(rows=rows, added=int(added))
-        if isinstance(work, PrioritizedReplayBuffer) and isinstance(base, PrioritizedReplayBuffer):
-            leaves = work._tree[work._leaves:work._leaves + base.size]
-            changed = np.flatnonzero(leaves != base._tree[base._leaves:base._leaves + base.size])
+        if isinstance(memory, PrioritizedReplayBuffer) and self._tree is not None:
+            first = memory._leaves
+            leaves = memory._tree[first:first + size]
+            changed = np.flatnonzero(leaves != self._tree[first:first + size])
             changed = changed[~np.isin(changed, slots)]
-            delta.leaves = work._tree[slots + work._leaves].copy()
+            delta.leaves = memory._tree[slots + first].copy()
             delta.touched_slots = changed
             delta.touched_leaves = leaves[changed].copy()
-            delta.max_priority = float(work.max_priority)
+            delta.max_priority = float(memory.max_priority)
         return delta
 
 

@@ -39,6 +39,7 @@ def test_two_workers_give_the_sequential_run_bit_for_bit(manifest):
             assert np.array_equal(a["data"][name], b["data"][name]), name
 
 
+@pytest.mark.slow
 def test_prioritized_n_step_memory_is_shared_identically():
     one, pop_one, fit_one = _train(PER_DQN)
     two, pop_two, fit_two = _train(PER_DQN, num_workers=2)
@@ -47,6 +48,7 @@ def test_prioritized_n_step_memory_is_shared_identically():
     assert np.array_equal(one.memory._tree, two.memory._tree)
 
 
+@pytest.mark.slow
 def test_resume_across_backends(tmp_path):
     _, full_pop, full_fit = _train(TINY_DQN, checkpoint_steps=200,
                                    checkpoint_path=tmp_path / "ck", num_workers=2)
