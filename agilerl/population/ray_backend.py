@@ -94,10 +94,10 @@ class MemberHost:
 
     def load(self, member: int, state: Mapping[str, Any],
              index: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        state = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
+        own = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
         if index is not None:
-            state["index"] = index
-        self.members.agents[member] = self.agent_class.from_state(state, device=self.device)
+            own["index"] = index
+        self.members.agents[member] = self.agent_class.from_state(own, device=self.device)
         return self._result(member)
 
     def train(self, member: int, steps: int,
@@ -285,7 +285,7 @@ class RayPopulation:
             if self.shared is None:
                 raise RayMemberFailure("its Ray actor was lost with the replay memory, "
                                        "which only that actor held", member) from None
-            ray.get(self._actors[k].load_memory.remote(self.shared.committed.state_dict()))
+            ray.get(self._actors[k].load_memory.remote(self.shared.memory.state_dict()))
         for slot in self._group(member):
             if self._last[slot] is not None:
                 refs = self._submit(slot, "load", slot, self._last[slot])
