@@ -95,30 +95,35 @@ def _backend(manifest: dict[str, Any], address: str) -> Any:
     return make_backend(setup, BackendSettings(backend="ray", ray_address=address))
 
 
-def test_a_lost_actor_is_recreated_from_its_members_last_state(ray_cluster):
+@pytest.mark.parametrize("make", [ppo, pytest.param(dqn, marks=pytest.mark.slow)])
+def test_a_lost_actor_is_recreated_from_its_members_last_state(ray_cluster, make):
     from agilerl.population.backend import EvalJob, TrainJob
 
     jobs = [TrainJob(m, 128, 100 + m) for m in range(3)]
     again = [TrainJob(m, 128, 200 + m) for m in range(3)]
     evals = [EvalJob(m, 300 + m) for m in range(3)]
 
-    reference = _backend(ppo(), ray_cluster.address)
+    def generations(backend: Any, kill: bool) -> tuple[list[float], list[Any], Any]:
+        list(backend.train_members(jobs))
+        backend.end_training_phase()
+        if kill:  # its process dies between two calls: the next call finds it gone
+            ray.kill(backend._actors[1 % len(backend._actors)], no_restart=True)
+            with pytest.warns(RuntimeWarning, match="re-creating it from their last states"):
+                list(backend.train_members(again))
+        else:
+            list(backend.train_members(again))
+        backend.end_training_phase()
+        return (backend.evaluate_members(evals), [backend.get_state(m) for m in range(3)],
+                backend.memory_state())
+
+    reference = _backend(make(), ray_cluster.address)
     try:
-        list(reference.train_members(jobs))
-        list(reference.train_members(again))
-        expected = reference.evaluate_members(evals)
-        expected_states = [reference.get_state(m) for m in range(3)]
+        expected = generations(reference, kill=False)
     finally:
         reference.close()
-
-    backend = _backend(ppo(), ray_cluster.address)
+    backend = _backend(make(), ray_cluster.address)
     try:
-        list(backend.train_members(jobs))
-        ray.kill(backend._actors[1 % len(backend._actors)], no_restart=True)
-        with pytest.warns(RuntimeWarning, match="re-creating it from their last states"):
-            list(backend.train_members(again))
-        assert backend.evaluate_members(evals) == expected
-        assert same([backend.get_state(m) for m in range(3)], expected_states)
+        assert same(generations(backend, kill=True), expected)
     finally:
         backend.close()
 
