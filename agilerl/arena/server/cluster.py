@@ -118,7 +118,11 @@ class RayCluster:
         self.connect()
         from ray.util import placement_group
 
-        placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=name)
+        try:
+            placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=name)
+        except Exception as exc:  # the cluster went away, refused the request, ...
+            raise ClusterUnavailable(f"could not reserve {nodes} node(s) on the Ray cluster at "
+                                     f"{self.address}: {type(exc).__name__}: {exc}") from None
         return {PLACEMENT_GROUP_ENV: name}
 
     def release(self, name: str) -> None:
@@ -129,7 +133,7 @@ class RayCluster:
 
         try:
             remove_placement_group(get_placement_group(name))
-        except (ValueError, Exception):  # already gone, or the cluster is unreachable
+        except Exception:  # already gone, or the cluster is unreachable
             log.warning("could not remove Ray placement group %s", name, exc_info=True)
 
     def session_dir(self) -> Path | None:

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 import agilerl
 from agilerl.arena.server import states
-from agilerl.arena.server.cluster import RayCluster
+from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
@@ -245,9 +245,10 @@ class Scheduler:
             if self.store.transition(exp_id, states.STARTING, reason="slot assigned") is None:
                 return  # stopped while waiting
             writer: LogWriter | None = None
-            reservation, extra = self._reserve(row)
+            reservation: str | None = None
             try:
                 writer = LogWriter(run.logs)
+                reservation, extra = self._reserve(row)
                 cmd = self._command(row, run)
                 run.tmp.mkdir(exist_ok=True)
                 proc = subprocess.Popen(
@@ -256,7 +257,7 @@ class Scheduler:
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     errors="replace", bufsize=1, start_new_session=True,
                 )
-            except (OSError, ValueError) as exc:  # includes a missing or unreadable folder
+            except (OSError, ValueError, ClusterUnavailable) as exc:  # e.g. unreadable folder
                 if reservation is not None and self.cluster is not None:
                     self.cluster.release(reservation)
                 if writer is not None:
