@@ -61,10 +61,13 @@ def _train(manifest: dict[str, Any], **kwargs: Any) -> tuple[list[Any], list[flo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("through", ["gcs", "client"])
-def test_ppo_with_evolution_on_ray_equals_the_sequential_run(ray_cluster, through):
-    address = ray_cluster.address if through == "gcs" else ray_cluster.client_address
-    assert address.startswith("ray://") == (through == "client")
+@pytest.mark.parametrize("through", ["gcs", "client", "auto"])
+def test_ppo_with_evolution_on_ray_equals_the_sequential_run(ray_cluster, through,
+                                                             monkeypatch):
+    address = {"gcs": ray_cluster.address, "client": ray_cluster.client_address,
+               "auto": "auto"}[through]
+    if through == "auto":  # the cluster this machine belongs to, as `ray start` leaves it
+        monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
     local = _train(ppo())
     remote = _train(ppo(), backend="ray", ray_address=address)
     assert remote[1] == local[1]

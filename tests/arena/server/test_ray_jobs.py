@@ -69,3 +69,13 @@ def test_serve_refuses_an_unreachable_ray_address(tmp_path: Any) -> None:
     assert done.returncode == 1, done.stderr
     assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_gpu_node_is_its_own_tier_named_by_its_gpus_and_cpus() -> None:
+    from agilerl.arena.server.cluster import node_shape
+
+    gpu = node_shape({"CPU": 16.0, "GPU": 2.0, "accelerator_type:A100": 1.0,
+                      "memory": 64 * 2**30})
+    assert (gpu.tier_id, gpu.gpus, gpu.gpu_type, gpu.ram_gb) == ("ray-2xa100-16cpu", 2, "A100",
+                                                                 64.0)
+    assert node_shape({"CPU": 4.0, "memory": 2**30}).tier_id == "ray-4cpu"
