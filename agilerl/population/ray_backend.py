@@ -199,6 +199,8 @@ class RayPopulation:
         for member, agent in enumerate(setup.agents):
             self._call(member, "load", member, ray.put(dict(agent.get_state())))
         nodes = set(self.actor_nodes())
+        if not setup.extra.get("verbose", True):
+            return
         placed = " in the reserved placement group" if self._placement is not None else ""
         print(f"{len(self._actors)} Ray actors on {len(nodes)} node"
               f"{'s' if len(nodes) != 1 else ''}{placed} (member m in actor m % "

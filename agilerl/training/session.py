@@ -108,6 +108,7 @@ class TrainSession:
             pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
             eval_loop=int(training.eval_loop), seed=trainer.seed,
             torch_threads=options.torch_threads, device=trainer.device,
+            extra={"verbose": options.verbose},
         )
         settings = BackendSettings.from_training(
             training, backend=options.backend, num_workers=options.num_workers,

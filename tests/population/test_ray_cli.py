@@ -62,8 +62,7 @@ def test_ray_cli_run_equals_the_local_run_and_resumes_across_backends(ray_cluste
     manifest = _manifest(tmp_path / "dqn.yaml")
     ray = ("--backend", "ray", "--ray-address", ray_cluster.address)
     _train(manifest, tmp_path / "local")
-    done = _train(manifest, tmp_path / "ray", *ray)
-    assert "Ray actors on 2 nodes" in done.stderr
+    _train(manifest, tmp_path / "ray", *ray)
     local = _final(tmp_path / "local")
     assert same(_final(tmp_path / "ray"), local)
 
