@@ -368,14 +368,17 @@ class RayPopulation:
         ray.get(merging)
 
     def evaluate_members(self, jobs: Sequence[EvalJob]) -> list[float]:
-        started = {job.member: self._submit(job.member, "evaluate", job.member, job.seed)
+        started = {job.member: (self._actor(job.member),
+                                self._submit(job.member, "evaluate", job.member, job.seed))
                    for job in jobs}
         fitnesses = []
         for job in jobs:
+            actor, refs = started[job.member]
             try:
-                fitnesses.append(float(self._finish(job.member, started[job.member])))
+                fitnesses.append(float(self._finish(job.member, refs)))
             except ray.exceptions.RayActorError as exc:
-                self._recover(job.member, exc, 0)
+                if self._actor(job.member) is actor:  # not yet re-created for a sibling
+                    self._recover(job.member, exc, 0)
                 fitnesses.append(float(self._call(job.member, "evaluate", job.member,
                                                   job.seed)))
         return fitnesses

@@ -100,31 +100,37 @@ def _backend(manifest: dict[str, Any], address: str) -> Any:
 
 @pytest.mark.parametrize("make", [ppo, pytest.param(dqn, marks=pytest.mark.slow)])
 def test_a_lost_actor_is_recreated_from_its_members_last_state(ray_cluster, make):
+    import warnings
+
     from agilerl.population.backend import EvalJob, TrainJob
 
-    jobs = [TrainJob(m, 128, 100 + m) for m in range(3)]
-    again = [TrainJob(m, 128, 200 + m) for m in range(3)]
-    evals = [EvalJob(m, 300 + m) for m in range(3)]
+    jobs = [TrainJob(m, 128, 100 + m) for m in range(4)]
+    again = [TrainJob(m, 128, 200 + m) for m in range(4)]
+    evals = [EvalJob(m, 300 + m) for m in range(4)]
 
     def generations(backend: Any, kill: bool) -> tuple[list[float], list[Any], Any]:
+        assert len(backend._actors) == 2  # members 1 and 3 share actor 1
         list(backend.train_members(jobs))
         backend.end_training_phase()
-        if kill:  # its process dies between two calls: the next call finds it gone
-            ray.kill(backend._actors[1 % len(backend._actors)], no_restart=True)
-            with pytest.warns(RuntimeWarning, match="re-creating it from their last states"):
-                list(backend.train_members(again))
-        else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if kill:  # its process dies between two calls: the next call finds it gone
+                ray.kill(backend._actors[1], no_restart=True)
             list(backend.train_members(again))
-        backend.end_training_phase()
-        return (backend.evaluate_members(evals), [backend.get_state(m) for m in range(3)],
-                backend.memory_state())
+            backend.end_training_phase()
+            if kill:  # again, while both its members are to be evaluated
+                ray.kill(backend._actors[1], no_restart=True)
+            fitnesses = backend.evaluate_members(evals)
+        lost = [w for w in caught if "re-creating it from their last states" in str(w.message)]
+        assert len(lost) == (2 if kill else 0), [str(w.message) for w in caught]
+        return fitnesses, [backend.get_state(m) for m in range(4)], backend.memory_state()
 
-    reference = _backend(make(), ray_cluster.address)
+    reference = _backend(make(pop_size=4), ray_cluster.address)
     try:
         expected = generations(reference, kill=False)
     finally:
         reference.close()
-    backend = _backend(make(), ray_cluster.address)
+    backend = _backend(make(pop_size=4), ray_cluster.address)
     try:
         assert same(generations(backend, kill=True), expected)
     finally:
