@@ -28,11 +28,12 @@ def peer_manifests_dir() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
     """A real two-node Ray cluster on 127.0.0.1 (one CPU per node; ``ray start --head``
     then ``ray start --address``), HOME and temp folders under a fresh temporary folder,
-    shared by the session's Ray tests and stopped (every process it started) at the end."""
+    shared by one module's Ray tests and stopped (every process it started, by process id)
+    after them, so no Ray process outlives the module."""
     pytest.importorskip("ray")
     from agilerl.population.ray_cluster import local_ray_cluster
 
