@@ -154,3 +154,17 @@ def test_a_reserved_placement_group_puts_one_actor_on_each_node(ray_cluster, mon
         remove_placement_group(group)
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slow
+def test_multi_frequency_pbt_on_ray_equals_the_sequential_run(ray_cluster):
+    manifest = dqn(pop_size=6, max_steps=400)
+    manifest["training"]["evo_steps"] = 100
+    del manifest["tournament_selection"]
+    manifest["selection_strategy"] = {"strategy": "multi_frequency", "n_subpopulations": 2,
+                                      "evolution_frequency_ratios": [1, 2]}
+    local = _train(manifest)
+    remote = _train(manifest, backend="ray", ray_address=ray_cluster.address)
+    assert remote[1] == local[1]
+    assert same(remote[0], local[0])
+    assert same(remote[2].memory.state_dict(), local[2].memory.state_dict())
