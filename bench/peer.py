@@ -1,7 +1,7 @@
 """Side by side with the reference library: the same manifests through both trainers.
 
     python bench/peer.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps N] [--ours-only]
-                         [--target RETURN]
+                         [--target RETURN] [--workers N]
 
 A manifest is a name in ``shared/bench-manifests`` (the reference's own benchmark set), a
 name in ``bench/manifests`` (ours, for algorithms that set has no manifest for), or a path.
@@ -110,6 +110,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
+    if data["training"].get("num_workers", 1) != 1:
+        _count_in_workers(record, launched)
     start = time.time()
     _, fitnesses = trainer.train(verbose=False)
     end = time.time()
@@ -126,6 +128,35 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "history": record["history"],
     }
     Path(out).write_text(json.dumps(result))
+
+
+def _count_in_workers(record: dict, launched: float) -> None:
+    """Ours with ``training.num_workers`` > 1: envs step in worker processes, where the
+    wrappers above never run, so count train steps from the members' reports and time the
+    evaluation phases (every member evaluated concurrently) in this process instead."""
+    from agilerl.population.pool import ProcessPopulation
+
+    train_members, evaluate_members = ProcessPopulation.train_members, \
+        ProcessPopulation.evaluate_members
+
+    def counted_train(self, jobs, **kwargs):  # type: ignore[no-untyped-def]
+        if record["first_step"] is None:
+            record["first_step"] = time.time()
+        for member, report in train_members(self, jobs, **kwargs):
+            record["train_steps"] += int(report.steps)
+            yield member, report
+
+    def timed_evaluate(self, jobs):  # type: ignore[no-untyped-def]
+        start = time.time()
+        fitnesses = evaluate_members(self, jobs)
+        record["eval_seconds"] += time.time() - start
+        for fitness in fitnesses:
+            record["history"].append((record["train_steps"], time.time() - launched,
+                                      float(fitness)))
+        return fitnesses
+
+    ProcessPopulation.train_members = counted_train  # type: ignore[method-assign]
+    ProcessPopulation.evaluate_members = timed_evaluate  # type: ignore[method-assign]
 
 
 # --------------------------------------------------------------------------- parent side
@@ -268,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="return to time (default: the reference's best in this run)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="change a manifest value for both libraries (repeatable)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="ours only: training.num_workers (members in N processes)")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -287,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         manifest = _manifest_path(name)
         changes = ([f"max_steps={args.max_steps}"] if args.max_steps else []) + args.set
         print(f"\n{name} ({manifest})" + (f", {', '.join(changes)}" if changes else ""))
-        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, args.set)
+        ours_set = args.set + ([f"training.num_workers={args.workers}"]
+                               if args.workers is not None else [])
+        if args.workers is not None:
+            print(f"  ours with training.num_workers={args.workers}")
+        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, ours_set)
         peer = _measure(peer_python, manifest, args.max_steps, env, args.set) \
             if peer_python else None
         target = args.target

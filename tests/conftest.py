@@ -28,6 +28,19 @@ def peer_manifests_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real two-node Ray cluster on 127.0.0.1 (one CPU per node; ``ray start --head``
+    then ``ray start --address``), HOME and temp folders under a fresh temporary folder,
+    shared by one module's Ray tests and stopped (every process it started, by process id)
+    after them, so no Ray process outlives the module."""
+    pytest.importorskip("ray")
+    from agilerl.population.ray_cluster import local_ray_cluster
+
+    with local_ray_cluster(nodes=2, cpus_per_node=1) as cluster:
+        yield cluster
+
+
 @pytest.fixture(autouse=True)
 def _single_thread_torch():
     """Keep torch to one thread so two test workers do not oversubscribe two cores."""

@@ -25,7 +25,8 @@ environment (id, entrypoint, wrapper) that cannot be built, missing optional dep
 W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
 please report it); 4 the environment failed while training: a worker process died, or the
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
-valid); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+valid), or a process training members (``--workers``) died or raised (the message names
+the member and generation); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -147,6 +148,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch threads on CPU (default 1: fastest for small networks)")
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
+    parser.add_argument("--workers", type=_count(0), default=None, metavar="N",
+                        help="train and evaluate members in N worker processes (0: one per "
+                             "core; default training.num_workers); results do not change")
+    parser.add_argument("--backend", choices=("local", "ray"), default=None,
+                        help="where members live (default training.backend): this machine, "
+                             "or a Ray cluster (pip install 'agilerl[ray]')")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="Ray cluster for --backend ray: ray://HOST:PORT, HOST:PORT or "
+                             "auto (default training.ray_address; none starts a local Ray)")
 
 
 class _VerboseAction(argparse.BooleanOptionalAction):
@@ -306,6 +316,7 @@ def _build(args: argparse.Namespace, manifest: Any) -> Any:
 
 def _train(args: argparse.Namespace, trainer: Any) -> int:
     from agilerl.envs import EnvWorkerError
+    from agilerl.population.backend import MemberFailure
     from agilerl.training.trainer import TrainingInterrupted
 
     try:
@@ -324,6 +335,9 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
             run_dir=args.run_dir if args.run_dir is not None else "auto",
             torch_threads=args.torch_threads,
             source=str(args.manifest),
+            num_workers=args.workers,
+            backend=args.backend,
+            ray_address=args.ray_address,
         )
     except TrainingInterrupted as exc:
         _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
@@ -332,6 +346,8 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
         return _exit_status(exc.signum)
     except EnvWorkerError as exc:
         return _env_failed(args, trainer, str(exc))
+    except MemberFailure as exc:
+        return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
         where = _user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
@@ -351,6 +367,14 @@ def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
              "no checkpoint had been written in this run")
     _error(f"training stopped: {what}\n  {saved}")
     return EXIT_ENV_FAILED
+
+
+def _last_lines(trace: str | None, count: int = 3) -> str:
+    """The innermost frame and error line of a worker's traceback, indented."""
+    if not trace:
+        return ""
+    lines = [line for line in trace.strip().splitlines() if line.strip()]
+    return "".join(f"\n    {line.strip()}" for line in lines[-count:])
 
 
 def _user_code_frame(exc: BaseException) -> str | None:
@@ -428,6 +452,7 @@ _REPEATED_OPTIONS = (
     ("save_elite", "--save-elite"), ("elite_path", "--elite-path"), ("wb", "--wb"),
     ("tensorboard", "--tensorboard"), ("tensorboard_log_dir", "--tensorboard-log-dir"),
     ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
+    ("workers", "--workers"), ("backend", "--backend"), ("ray_address", "--ray-address"),
 )
 _OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
                     "torch_threads": 1}

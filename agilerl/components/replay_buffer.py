@@ -34,6 +34,8 @@ class ReplayBuffer:
         self.counter = 0  # transitions ever added
         #: n-step folding in front of the storage (None: transitions are stored as given)
         self.window: NStepWindow | None = None
+        #: While journaling: the rows each ``add`` overwrote, oldest first (see ``rollback``).
+        self._journal: list[tuple[np.ndarray, dict[str, np.ndarray]]] | None = None
 
     def __len__(self) -> int:
         return self.size
@@ -60,6 +62,9 @@ class ReplayBuffer:
             batch = {k: v[-self.max_size :] for k, v in batch.items()}
             self.counter += n - self.max_size
             n = self.max_size
+        if self._journal is not None:
+            slots = (self.pos + np.arange(n)) % self.max_size
+            self._journal.append((slots, {k: v[slots] for k, v in self._data.items()}))
         first = min(n, self.max_size - self.pos)
         for name, value in batch.items():
             store = self._data[name]
@@ -97,6 +102,22 @@ class ReplayBuffer:
             raise ValueError("cannot sample from an empty replay buffer")
         index = (rng or self.rng).integers(0, self.size, size=int(batch_size))
         return {name: store[index] for name, store in self._data.items()}
+
+    # ------------------------------------------------------------------ journal
+    def start_journal(self) -> None:
+        """Remember what ``add`` overwrites from now on, so :meth:`rollback` can undo it."""
+        self._journal = []
+
+    def rollback(self, pos: int, size: int, counter: int) -> None:
+        """Undo every ``add`` since :meth:`start_journal` (write position, size and counter
+        go back to the given values) and stop journaling."""
+        journal, self._journal = self._journal or [], None
+        for slots, rows in reversed(journal):
+            for name, value in rows.items():
+                self._data[name][slots] = value
+        if size == 0:
+            self._data = {}
+        self.pos, self.size, self.counter = int(pos), int(size), int(counter)
 
     def clear(self) -> None:
         self._data = {}

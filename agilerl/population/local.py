@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.population.backend import MemberTrainer, TrainReport
+from agilerl.population.backend import MemberTrainer, SequentialCalls, TrainReport
+from agilerl.population.shared_memory import SharedReplay, shareable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.population.backends import PopulationSetup
 
 
-class LocalPopulation:
+class LocalPopulation(SequentialCalls):
     """A list of agents plus the env they are evaluated on, behind the backend protocol.
 
     Before every ``train`` and ``evaluate`` call the process-wide generators (python, numpy,
@@ -28,12 +32,26 @@ class LocalPopulation:
         *,
         eval_steps: int | None = None,
         eval_loop: int = 1,
+        memory: Any = None,
+        pending: Sequence[Any] = (),
     ) -> None:
         self.agents: list[Any] = list(agents)
         self.env = env
         self.train_member = train_member
         self.eval_steps = eval_steps
         self.eval_loop = eval_loop
+        self.memory = memory
+        #: The generation rule for a memory shared by several members (see shared_memory).
+        self.shared: SharedReplay | None = (
+            SharedReplay(memory, pending) if len(self.agents) > 1 and shareable(memory) else None
+        )
+
+    @classmethod
+    def from_setup(cls, setup: PopulationSetup) -> LocalPopulation:
+        """The in-process backend for a :class:`~agilerl.population.backends.PopulationSetup`."""
+        return cls(setup.agents, setup.env, setup.member_trainer_factory(setup.context()),
+                   eval_steps=setup.eval_steps, eval_loop=setup.eval_loop, memory=setup.memory,
+                   pending=setup.pending_experience)
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -41,15 +59,35 @@ class LocalPopulation:
     def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         seed_everything(seed)
         start = time.perf_counter()
+        if self.shared is not None:
+            self.shared.begin_member()
         report = self.train_member(self.agents[member], steps, seed=seed)
+        if self.shared is not None:
+            self.shared.end_member()
         report.seconds = time.perf_counter() - start
         return report
+
+    def end_training_phase(self) -> None:
+        if self.shared is not None:
+            self.shared.end_phase()
+
+    def memory_state(self) -> dict[str, Any] | None:
+        if self.shared is not None:
+            return self.shared.state_dict()
+        return self.memory.state_dict() if self.memory is not None else None
+
 
     def evaluate(self, member: int, *, seed: int) -> float:
         seed_everything(seed)
         self.env.reset(seed=seed)  # later resets inside ``test`` continue from this seed
         return float(self.agents[member].test(self.env, max_steps=self.eval_steps,
                                               loop=self.eval_loop))
+
+    def agents_here(self) -> list[Any]:
+        return self.agents
+
+    def close(self) -> None:
+        return None
 
     def get_state(self, member: int) -> dict[str, Any]:
         return dict(self.agents[member].get_state())

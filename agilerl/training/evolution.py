@@ -69,11 +69,7 @@ class LocalEvolution:
         # replaced in this step); get_state and set_state both copy tensors, so a slot
         # that keeps its own member is left alone and no two slots share memory.
         moved = [slot for slot, parent in enumerate(parents) if parent != slot]
-        states = {slot: backend.get_state(parents[slot]) for slot in moved}
-        for slot in moved:
-            state = states[slot]
-            state["index"] = slot
-            backend.set_state(slot, state)
+        _copy_members(backend, {slot: parents[slot] for slot in moved})
         backend.apply_mutation(self.mutations, pre_training=False)
         if elite is None:
             return None
@@ -87,18 +83,14 @@ class LocalEvolution:
         plan = self.selection.plan(fitnesses)
         # Every source is read before any slot is written (a source may itself be replaced
         # in this step).
-        states = {move.slot: backend.get_state(move.source) for move in plan.moves}
         hyperparameters = {
             move.slot: backend.hyperparameters(move.hyperparameters_from)
             for move in plan.moves
             if move.kind == MIGRATE_WEIGHTS and move.hyperparameters_from is not None
         }
-        for move in plan.moves:
-            state = states[move.slot]
-            state["index"] = move.slot
-            backend.set_state(move.slot, state)
-            if move.slot in hyperparameters:
-                backend.set_hyperparameters(move.slot, hyperparameters[move.slot])
+        _copy_members(backend, {move.slot: move.source for move in plan.moves})
+        for slot, values in hyperparameters.items():
+            backend.set_hyperparameters(slot, values)
         if plan.mutate:
             backend.apply_mutation(self.mutations, pre_training=False, members=plan.mutate)
         return plan.elite
@@ -114,3 +106,19 @@ class LocalEvolution:
             self.mutations.set_state(state["mutations"])
         if self.selection is not None and state.get("selection") is not None:
             self.selection.set_state(state["selection"])
+
+
+def _copy_members(backend: Any, sources: Mapping[int, int]) -> None:
+    """Slot ``dst`` becomes a copy of slot ``sources[dst]`` (its ``index`` set to ``dst``).
+
+    Every source is read before any slot is written (a source may itself be replaced).
+    A backend whose members live elsewhere copies them there (``copy_members``) instead of
+    bringing their states here.
+    """
+    if hasattr(backend, "copy_members"):
+        backend.copy_members(dict(sources))
+        return
+    states = {dst: backend.get_state(src) for dst, src in sources.items()}
+    for dst, state in states.items():
+        state["index"] = dst
+        backend.set_state(dst, state)

@@ -2,9 +2,11 @@
 
 One generation:
 
-1. train every member for ``evo_steps`` env steps (``backend.train``; the paradigm, off- or
-   on-policy, lives in the member trainer behind the backend, never here);
-2. evaluate every member (``backend.evaluate``: ``eval_steps``, ``eval_loop``);
+1. train every member for ``evo_steps`` env steps (``backend.train_members``, possibly in
+   parallel; the paradigm, off- or on-policy, lives in the member trainer behind the
+   backend, never here), then let the backend merge the members' experience into a shared
+   replay memory (``backend.end_training_phase``);
+2. evaluate every member (``backend.evaluate_members``: ``eval_steps``, ``eval_loop``);
 3. report metrics (logger, progress display);
 4. early-stop check (:mod:`agilerl.training.early_stop`);
 5. selection + mutation, only when BOTH operators exist (spec §1);
@@ -30,7 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import PopulationBackend, TrainReport
+from agilerl.population.backend import (
+    EvalJob,
+    MemberFailure,
+    PopulationBackend,
+    TrainJob,
+    TrainReport,
+)
 from agilerl.training.early_stop import EarlyStopping
 
 PHASE_TRAIN = 0
@@ -152,16 +160,32 @@ def run_generations(
     Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
     turns true; the run can then be resumed from that checkpoint.
     """
+    try:
+        return _run(backend, settings, state, hooks, evolution)
+    except MemberFailure as failure:
+        if failure.generation is None:
+            failure.generation = state.generation
+        raise
+
+
+def _run(
+    backend: PopulationBackend,
+    settings: LoopSettings,
+    state: LoopState,
+    hooks: LoopHooks,
+    evolution: Evolution | None,
+) -> list[float]:
     state.early_stop.target_score = settings.target_score
     if evolution is not None and evolution.mutates_before_training and not state.pre_mutation_done:
         evolution.pre_training(backend)
         state.pre_mutation_done = True
     while not state.finished and (state.members_done or _budget_left(backend, settings.max_steps)):
         _train_members(backend, settings, state, hooks)
-        fitnesses = [
-            backend.evaluate(m, seed=derive_seed(settings.seed, state.generation, m, PHASE_EVAL))
+        backend.end_training_phase()
+        fitnesses = backend.evaluate_members([
+            EvalJob(m, derive_seed(settings.seed, state.generation, m, PHASE_EVAL))
             for m in range(len(backend))
-        ]
+        ])
         state.fitnesses = fitnesses
         state.elite = _best(fitnesses)
         state.early_stop.record(fitnesses)
@@ -185,17 +209,22 @@ def run_generations(
 def _train_members(
     backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks
 ) -> None:
-    for member in range(state.members_done, len(backend)):
-        if hooks.interrupt_requested():
-            hooks.checkpoint(state, reason="interrupted")
-            raise Interrupted
-        steps = min(settings.evo_steps, max(settings.max_steps - backend.steps(member), 0))
-        seed = derive_seed(settings.seed, state.generation, member, PHASE_TRAIN)
-        report = backend.train(member, steps, seed=seed) if steps else TrainReport(steps=0)
+    """Train the members not yet trained this generation (the backend may run them
+    concurrently); an interrupt lets members already started finish, then checkpoints."""
+    jobs = [
+        TrainJob(member,
+                 min(settings.evo_steps, max(settings.max_steps - backend.steps(member), 0)),
+                 derive_seed(settings.seed, state.generation, member, PHASE_TRAIN))
+        for member in range(state.members_done, len(backend))
+    ]
+    for member, report in backend.train_members(jobs, stop=hooks.interrupt_requested):
         state.train_seconds += report.seconds
         state.reports.append(report)
         state.members_done = member + 1
         hooks.on_member_trained(state, member, report)
+    if state.members_done < len(backend):
+        hooks.checkpoint(state, reason="interrupted")
+        raise Interrupted
 
 
 def _maybe_checkpoint(

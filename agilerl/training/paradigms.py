@@ -88,6 +88,18 @@ PARADIGMS: dict[str, Paradigm] = {
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 
 
+@dataclass(frozen=True)
+class MemberTrainerFactory:
+    """Picklable ``context -> member trainer`` of one loop, for backends that build member
+    trainers in other processes (``context``: anything with the trainer attributes the
+    paradigm reads, e.g. :class:`agilerl.population.backends.MemberContext`)."""
+
+    loop: str
+
+    def __call__(self, context: Any) -> Any:
+        return PARADIGMS[self.loop].member_trainer(context)
+
+
 def trainable() -> list[str]:
     """Registered algorithms this version can train (implemented, with a known loop)."""
     from agilerl.algorithms import implemented

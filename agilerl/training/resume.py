@@ -12,6 +12,7 @@ from agilerl.checkpoint import (
     ResumeMismatchError,
     find_checkpoint,
 )
+from agilerl.population.shared_memory import PENDING_KEY
 from agilerl.training.errors import algo_name
 from agilerl.training.loop import LoopState
 
@@ -57,6 +58,7 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
         if buffer is not None:
             try:
                 trainer.memory.load_state_dict(buffer)
+                trainer.experience_pending = list(buffer.get(PENDING_KEY, []))
             except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
                 raise CheckpointError(
                     f"checkpoint {checkpoint.path}: replay_buffer.pt cannot be restored "

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import RUN_CHECKPOINTS, prune_checkpoints, remove_torn_writes
-from agilerl.population import LocalPopulation, TrainReport
+from agilerl.population import TrainReport
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
-from agilerl.training.paradigms import paradigm
+from agilerl.training.paradigms import MemberTrainerFactory
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -57,6 +57,12 @@ class TrainOptions:
     checkpoint_replay_buffer: bool = True
     source: str | None = None
     torch_threads: int | None = 1
+    backend: str | None = None
+    """``training.backend`` override (``--backend``); None: the manifest's."""
+    num_workers: int | None = None
+    """``training.num_workers`` override (``--workers``); None: the manifest's."""
+    ray_address: str | None = None
+    """``training.ray_address`` override (``--ray-address``); None: the manifest's."""
 
 
 class TrainSession:
@@ -77,10 +83,7 @@ class TrainSession:
         )
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
-        self.backend = LocalPopulation(
-            trainer.population, trainer.env, paradigm(trainer.paradigm).member_trainer(trainer),
-            eval_steps=training.eval_steps, eval_loop=int(training.eval_loop),
-        )
+        self.backend = self._make_backend()
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
         self._stop_signal: int | None = None
@@ -92,6 +95,25 @@ class TrainSession:
             self._restore(trainer._resume)
         elif trainer._continuation is not None:
             self._continue(trainer._continuation)
+
+    def _make_backend(self) -> Any:
+        from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
+
+        trainer, options, training = self.trainer, self.options, self.trainer.training_spec
+        setup = PopulationSetup(
+            agents=trainer.population, env=trainer.env, env_factory=trainer.env_builder(),
+            member_trainer_factory=MemberTrainerFactory(trainer.paradigm),
+            training_spec=training, algorithm_spec=trainer.algorithm_spec,
+            paradigm=trainer.paradigm, memory=trainer.memory,
+            pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
+            eval_loop=int(training.eval_loop), seed=trainer.seed,
+            torch_threads=options.torch_threads, device=trainer.device,
+            extra={"verbose": options.verbose},
+        )
+        settings = BackendSettings.from_training(
+            training, backend=options.backend, num_workers=options.num_workers,
+            ray_address=options.ray_address)
+        return make_backend(setup, settings)
 
     # ------------------------------------------------------------------ entry point
     def run(self) -> tuple[list[Any], list[float]]:
@@ -124,7 +146,9 @@ class TrainSession:
             interrupted = True
             fitnesses = list(self.state.fitnesses)
         finally:
-            trainer.population = self.backend.agents
+            trainer.population = self.backend.agents_here()
+            trainer.experience_pending = self._pending_experience() if interrupted else []
+            self.backend.close()
             tag_subpopulations(trainer.population, trainer.selection_strategy)
             trainer.last_checkpoint = self.last_checkpoint
             trainer.last_run_dir = self._run_dir
@@ -140,6 +164,13 @@ class TrainSession:
             raise TrainingInterrupted(self.last_checkpoint, self._stop_signal or signal.SIGINT,
                                       resume_hint=self._resume_hint())
         return trainer.population, fitnesses
+
+    def _pending_experience(self) -> list[Any]:
+        from agilerl.population.shared_memory import PENDING_KEY
+
+        if self.trainer.memory is None:
+            return []
+        return list((self.backend.memory_state() or {}).get(PENDING_KEY, []))
 
     def _resume_hint(self) -> str:
         """The Python call that continues this run from its last checkpoint."""
@@ -243,7 +274,7 @@ class TrainSession:
                      "members_done": state.members_done, "reason": reason,
                      "algorithm": self.algo, "env": self.env_name,
                      "best_fitness": _finite(max(state.fitnesses, default=math.nan))},
-            replay_buffer=memory.state_dict() if keep_buffer else None,
+            replay_buffer=self.backend.memory_state() if keep_buffer else None,
             manifest=self.trainer.manifest_dict(),
         )
         if self.trainer.training_spec.overwrite_checkpoints:
@@ -371,7 +402,7 @@ class TrainSession:
         path = self.options.elite_path or self.run_dir / ELITE_FILE
         if path.suffix != ".pt":
             path = path.with_name(path.name + ".pt")
-        self.backend.agents[elite].save_checkpoint(path)
+        self.backend.agents_here()[elite].save_checkpoint(path)
         self.elite_path = path
 
     def _summary(self, fitnesses: list[float], seconds: float, interrupted: bool) -> None:

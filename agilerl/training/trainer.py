@@ -273,6 +273,9 @@ class LocalTrainer(Trainer):
             self.selection_strategy_spec, len(self.population), self.seed, self.mutation_spec
         )
         self.memory = build.make_memory(self)
+        #: Shared-memory deltas of members trained in an unfinished generation (set by a
+        #: resume or an interrupted ``train()``; see :mod:`agilerl.population.shared_memory`).
+        self.experience_pending: list[Any] = []
         self.n_step_memory = None
         from agilerl.training.session import TrainSession
 
@@ -310,6 +313,13 @@ class LocalTrainer(Trainer):
         return environment
 
     def _make_env(self) -> Any:
+        return self.env_builder()()
+
+    def env_builder(self) -> Any:
+        """A picklable function that builds this trainer's env (the same spec and seed), for
+        members trained in other processes."""
+        import functools
+
         from agilerl.checkpoint.rng import derive_seed
         from agilerl.envs import make_vector_env
         from agilerl.training.paradigms import paradigm
@@ -318,8 +328,9 @@ class LocalTrainer(Trainer):
         if own_env is not None:
             return own_env(self)
         if hasattr(self.env_spec, "make_env") and not _is_gym_spec(self.env_spec):
-            return self.env_spec.make_env()
-        return make_vector_env(self.env_spec, seed=derive_seed(self.seed, 0xE7))
+            return self.env_spec.make_env
+        return functools.partial(make_vector_env, self.env_spec,
+                                 seed=derive_seed(self.seed, 0xE7))
 
     @property
     def tournament_selection(self) -> Any:
@@ -350,6 +361,9 @@ class LocalTrainer(Trainer):
         checkpoint_replay_buffer: bool = True,
         torch_threads: int | None = 1,
         source: str | None = None,
+        num_workers: int | None = None,
+        backend: str | None = None,
+        ray_address: str | None = None,
     ) -> tuple[list[Any], list[float]]:
         """Train the population; return ``(population, fitnesses)``.
 
@@ -363,6 +377,10 @@ class LocalTrainer(Trainer):
         replay memory in each checkpoint (needed for an exact off-policy resume).
         ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
         for these small networks; None leaves torch's setting alone); restored afterwards.
+        ``num_workers``, ``backend``, ``ray_address``: where members train, overriding
+        ``training.num_workers`` (worker processes on this machine; 0 one per core),
+        ``training.backend`` (``"local"`` or ``"ray"``) and ``training.ray_address``. The
+        result is the same wherever members train.
 
         ``verbose``: False (or 0) prints nothing; True (or 1, the default) a live progress
         display, one line per generation and a summary; 2 each generation's per-agent metrics
@@ -405,7 +423,8 @@ class LocalTrainer(Trainer):
             tensorboard_log_dir=os.fspath(tensorboard_log_dir) if tensorboard_log_dir else None,
             wandb_api_key=wandb_api_key, wandb_kwargs=dict(wandb_kwargs or {}),
             run_dir=run_dir, checkpoint_replay_buffer=checkpoint_replay_buffer,
-            torch_threads=torch_threads, source=source,
+            torch_threads=torch_threads, source=source, num_workers=num_workers,
+            backend=backend, ray_address=ray_address,
         )
         return TrainSession(self, options).run()
 

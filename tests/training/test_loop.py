@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import SequentialCalls, TrainReport
 from agilerl.training.loop import (
     Interrupted,
     LoopSettings,
@@ -18,7 +18,7 @@ from agilerl.training.loop import (
 )
 
 
-class FakeBackend:
+class FakeBackend(SequentialCalls):
     """Members are dicts; training adds noise drawn from the global RNG the loop seeds."""
 
     def __init__(self, n: int) -> None:

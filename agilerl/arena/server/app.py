@@ -237,6 +237,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     """Build the server; the scheduler starts with the app's lifespan.
 
     :raises DataDirBusy: when another server process holds the data folder.
+    :raises ClusterUnavailable: when ``config.ray_address`` names no reachable Ray cluster.
     """
     from agilerl.arena.server import (
         routes_auth,
@@ -249,7 +250,15 @@ def create_app(config: ServerConfig) -> FastAPI:
     config.ensure_dirs()
     lock_fd = _lock_data_dir(config)
     store = Store(config.db_path)
-    ctx = Context(config, store, Authenticator(store, config), Scheduler(store, config),
+    scheduler = Scheduler(store, config)
+    if scheduler.cluster is not None:
+        try:
+            scheduler.cluster.connect()
+        except BaseException:
+            store.close()
+            os.close(lock_fd)
+            raise
+    ctx = Context(config, store, Authenticator(store, config), scheduler,
                   Catalog(config.data_dir))
 
     @asynccontextmanager
@@ -263,6 +272,8 @@ def create_app(config: ServerConfig) -> FastAPI:
                 env_service.shutdown()
             ctx.submitter.shutdown(wait=True)
             ctx.scheduler.shutdown()
+            if ctx.scheduler.cluster is not None:
+                ctx.scheduler.cluster.close()
             store.close()
             if ctx.catalog is not None:
                 ctx.catalog.close()

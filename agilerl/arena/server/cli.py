@@ -95,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-job-sandbox", action="store_true",
                        help="do not confine jobs with Landlock (they can then read the data"
                        " folder, signing secret included)")
+    serve.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="run each job's population on this Ray cluster (host:port, ray://"
+                       "host:port or auto), on num_nodes of its nodes; resources are its nodes")
     serve.add_argument("--stop-grace", type=_seconds, default=10.0,
                        help="seconds between SIGTERM and SIGKILL on stop")
     serve.add_argument("--max-body-bytes", type=_positive, default=1 << 20)
@@ -191,7 +194,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_envs=args.max_envs,
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
         max_restarts=args.max_restarts, extra_env=dict(args.job_env),
-        job_sandbox=not args.no_job_sandbox, **_custom_env_config(args),
+        job_sandbox=not args.no_job_sandbox, ray_address=args.ray_address,
+        **_custom_env_config(args),
     )
     if args.job_command:
         cfg.job_command = args.job_command
@@ -275,11 +279,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _serve_until_stopped(args: argparse.Namespace) -> int:
     from agilerl.arena.server.app import DataDirBusy, create_app
+    from agilerl.arena.server.cluster import ClusterUnavailable
 
     try:
         cfg = _config(args)
         app = create_app(cfg)
-    except DataDirBusy as exc:
+    except (DataDirBusy, ClusterUnavailable) as exc:
         return _fail(str(exc))
     except (OSError, ValueError) as exc:
         return _fail(f"cannot use data folder {args.data_dir}: {exc}")
@@ -295,6 +300,9 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     print(f"arena-server listening on http://{shown}:{port} (data: {cfg.data_dir})",
           file=sys.stderr, flush=True)
     _say_how_jobs_are_confined(cfg)
+    if cfg.ray_address:
+        print(f"arena-server: jobs run on the Ray cluster at {cfg.ray_address}",
+              file=sys.stderr, flush=True)
     _uvicorn_server(app, args.log_level).run(sockets=[sock])
     print("arena-server: stopped", file=sys.stderr)
     return 0

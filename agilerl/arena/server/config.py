@@ -76,6 +76,9 @@ class ServerConfig:
     env_profile_s: float = 2.0
     #: validations and profiles run at once (others wait their turn).
     env_concurrent_checks: int = 2
+    #: run each job's population on this Ray cluster (``--ray-address``; :mod:`.cluster`),
+    #: honouring its ``num_nodes``; None: jobs run in this machine's slots.
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().resolve()

@@ -103,6 +103,14 @@ def _ram_gb() -> float:
 
 @router.get(V1 + "/resources/list")
 def resources(request: Request) -> Response:
+    cluster = context(request).scheduler.cluster
+    if cluster is not None:  # the Ray cluster's alive nodes, one tier per node shape
+        from agilerl.arena.server.cluster import ClusterUnavailable
+
+        try:
+            return ok({"tiers": cluster.tiers()})
+        except ClusterUnavailable as exc:
+            raise ApiError(503, "CLUSTER_UNAVAILABLE", str(exc)) from None
     slots = context(request).config.slots
     tier = {"name": f"This machine ({slots} slot{'s' if slots != 1 else ''})", "num_gpus": 0,
             "gpu_type": None, "num_cpus": os.cpu_count() or 1, "ram_gb": _ram_gb(),

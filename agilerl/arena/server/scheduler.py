@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import agilerl
 from agilerl.arena.server import states
+from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
@@ -72,6 +73,8 @@ class _Job:
     writer: LogWriter
     started: threading.Event = field(default_factory=threading.Event)
     killer: threading.Timer | None = None
+    #: the Ray placement group reserved for the job (``--ray-address`` servers)
+    reservation: str | None = None
 
 
 def _group_alive(pid: int) -> bool:
@@ -108,6 +111,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         #: Landlock ABI the jobs are confined with; 0: unconfined (no Landlock, or disabled).
         self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
+        #: the Ray cluster jobs run on (``--ray-address``), else None: jobs run here.
+        self.cluster = RayCluster(config.ray_address) if config.ray_address else None
 
     def run_dir(self, exp_id: int) -> RunDir:
         return RunDir(self.config.experiments_dir / str(exp_id))
@@ -215,17 +220,24 @@ class Scheduler:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         confine = [sys.executable, "-m", "agilerl.arena.server.sandbox",
                    "--hide", str(self.config.data_dir), "--write", str(run.root),
-                   *readable, "--"]
+                   *readable, *self._ray_writes(), "--"]
         cmd = [*(confine if self.sandbox_abi else []), *job_command,
                str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
+        if self.config.ray_address:
+            cmd += ["--backend", "ray", "--ray-address", self.config.ray_address]
         latest = run.latest_checkpoint() if row["attempt"] > 1 else None
         if latest is not None:
             cmd += ["--resume-from-checkpoint", str(latest.path)]
             # the resumed trainer appends from the checkpoint's step on
             run.trim_metrics(latest.total_steps)
         return cmd
+
+    def _ray_writes(self) -> list[str]:
+        """A sandboxed job's Ray driver writes its logs in the cluster's temp folder."""
+        session = self.cluster.session_dir() if self.cluster is not None else None
+        return ["--write", str(session.parent)] if session is not None else []
 
     def _launch(self, row: Row) -> None:
         exp_id = int(row["id"])
@@ -234,24 +246,28 @@ class Scheduler:
             if self.store.transition(exp_id, states.STARTING, reason="slot assigned") is None:
                 return  # stopped while waiting
             writer: LogWriter | None = None
+            reservation: str | None = None
             try:
                 writer = LogWriter(run.logs)
+                reservation, extra = self._reserve(row)
                 cmd = self._command(row, run)
                 run.tmp.mkdir(exist_ok=True)
                 proc = subprocess.Popen(
-                    cmd, cwd=run.root, env=job_env(run, self.config.extra_env),
+                    cmd, cwd=run.root, env=job_env(run, {**extra, **self.config.extra_env}),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                     errors="replace", bufsize=1, start_new_session=True,
                 )
-            except (OSError, ValueError) as exc:  # includes a missing or unreadable folder
+            except (OSError, ValueError, ClusterUnavailable) as exc:  # e.g. unreadable folder
+                if reservation is not None and self.cluster is not None:
+                    self.cluster.release(reservation)
                 if writer is not None:
                     writer.write("stderr", f"could not start the training process: {exc}")
                     writer.close()
                 self.store.transition(exp_id, states.FAILED, reason="launch failed",
                                       error=f"Could not start the training process: {exc}")
                 return
-            job = _Job(exp_id, proc, writer)
+            job = _Job(exp_id, proc, writer, reservation=reservation)
             self._jobs[exp_id] = job
             self.store.update(exp_id, pid=proc.pid)
         readers = [
@@ -265,6 +281,14 @@ class Scheduler:
         with self._lock:
             self._waiters.add(waiter)
         waiter.start()
+
+    def _reserve(self, row: Row) -> tuple[str | None, dict[str, str]]:
+        """On a Ray cluster: the job's ``num_nodes`` nodes, reserved under a name its
+        driver finds through the environment."""
+        if self.cluster is None:
+            return None, {}
+        name = f"arena-job-{int(row['id'])}-attempt-{int(row['attempt'])}"
+        return name, self.cluster.reserve(name, int(row["num_nodes"] or 1))
 
     def _read(self, job: _Job, pipe: IO[str] | None, stream: str) -> None:
         if pipe is None:
@@ -286,6 +310,8 @@ class Scheduler:
         job.writer.close()
         if job.killer is not None:
             job.killer.cancel()
+        if job.reservation is not None and self.cluster is not None:
+            self.cluster.release(job.reservation)
         with self._lock:
             self._jobs.pop(job.exp_id, None)
         try:

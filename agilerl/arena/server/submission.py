@@ -114,15 +114,37 @@ async def parse(request: Request) -> SubmitRequest:
     )
 
 
-def _resource(req: SubmitRequest) -> tuple[str, int]:
-    resource = req.resource_id or DEFAULT_RESOURCE_ID
-    if resource != DEFAULT_RESOURCE_ID:
-        req.warnings.append(f"Resource '{resource}' is not offered by this server;"
-                            f" running on '{DEFAULT_RESOURCE_ID}'")
-        resource = DEFAULT_RESOURCE_ID
+def _resource(ctx: Context, req: SubmitRequest) -> tuple[str, int]:
+    """The tier and node count a job runs on; ``num_nodes`` the server cannot honour is
+    refused (422) rather than silently run on fewer nodes."""
     nodes = req.num_nodes or 1
-    if nodes > 1:
-        req.warnings.append(f"num_nodes={nodes}: this server runs each job in one slot")
+    cluster = ctx.scheduler.cluster
+    if cluster is None:
+        tiers = [DEFAULT_RESOURCE_ID]
+        if nodes > 1:
+            raise _bad(f"num_nodes={nodes}: this server runs each job on one machine; it can"
+                       " run a job across nodes only when started with --ray-address",
+                       "num_nodes")
+    else:
+        from agilerl.arena.server.cluster import ClusterUnavailable
+
+        try:
+            offered = cluster.tiers()
+        except ClusterUnavailable as exc:
+            raise ApiError(503, "CLUSTER_UNAVAILABLE", str(exc)) from None
+        tiers = list(offered)
+        alive = sum(int(t["nodes"]) for t in offered.values())
+        if nodes > alive:
+            raise _bad(f"num_nodes={nodes}: the Ray cluster at {cluster.address} has only"
+                       f" {alive} alive node{'s' if alive != 1 else ''}", "num_nodes")
+        if not tiers:
+            raise ApiError(503, "CLUSTER_UNAVAILABLE",
+                           f"the Ray cluster at {cluster.address} has no alive node")
+    resource = req.resource_id or tiers[0]
+    if resource not in tiers:
+        req.warnings.append(f"Resource '{resource}' is not offered by this server;"
+                            f" running on '{tiers[0]}'")
+        resource = tiers[0]
     return resource, nodes
 
 
@@ -195,7 +217,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         if found is None:
             raise ApiError(404, "PROJECT_NOT_FOUND", f"Project '{req.project}' not found")
         project = found
-    resource, nodes = _resource(req)
+    resource, nodes = _resource(ctx, req)
     fields = {
         "user_id": user.id, "project_id": project["id"], "name": _name(req, manifest),
         "algorithm": (manifest.get("algorithm") or {}).get("name"),

@@ -2196,6 +2196,26 @@ class TrainingSpec(SpecModel):
         bool,
         Field(description="Overwrite one checkpoint per agent instead of keeping one per save."),
     ] = False
+    num_workers: Annotated[
+        Integer,
+        Field(
+            description="Processes that train and evaluate population members in parallel on this machine (local backend): 1 trains members one after another in this process; N > 1 starts N worker processes with one torch thread each; 0 starts one per CPU core, at most one per member. Results are identical for every value. With the ray backend: members per Ray actor group is decided by Ray, and this is ignored.",
+            ge=0,
+            le=4096,
+        ),
+    ] = 1
+    backend: Annotated[
+        Literal["local", "ray"],
+        Field(
+            description="Where population members live: local (this machine, see num_workers) or ray (Ray actors on a Ray cluster; needs pip install agilerl[ray]). Checkpoints are the same for both, so a run can resume on the other."
+        ),
+    ] = "local"
+    ray_address: Annotated[
+        str | None,
+        Field(
+            description="Ray backend: the cluster to connect to (ray://HOST:PORT, HOST:PORT or auto); null starts a local Ray instance. Ignored by the local backend."
+        ),
+    ] = None
     evaluation_interval: Annotated[
         Integer,
         Field(

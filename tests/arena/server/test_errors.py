@@ -161,17 +161,27 @@ def test_custom_code_allowed_when_opted_in(make_server: Any) -> None:
     files = {"reward_file": ("reward.py", b"def reward(q, a, c): return 1.0", "text/x-python")}
     resp = api.http.post(f"{JOBS}/submit", files=files, data={
         "manifest": json.dumps(manifest(300)), "experiment_name": "with-reward",
-        "resource_id": "arena-medium", "num_nodes": "2"})
+        "resource_id": "arena-medium", "num_nodes": "1"})
     assert resp.status_code == 200, resp.text
     events = [json.loads(line) for line in resp.text.splitlines()]
     warnings = [e["message"] for e in events if e["kind"] == "warning"]
-    assert any("arena-medium" in w for w in warnings) and any("num_nodes=2" in w for w in warnings)
+    assert any("arena-medium" in w for w in warnings)
     row = api.status("with-reward")
     folder = srv.data_dir / "experiments" / str(row["id"])
     assert (folder / "reward.py").read_bytes() == b"def reward(q, a, c): return 1.0"
-    assert row["resource_id"] == "local-cpu" and row["num_nodes"] == 2
+    assert row["resource_id"] == "local-cpu" and row["num_nodes"] == 1
     man["environment"]["path"] = "/abs/dir"
     _err(api.submit_raw({"manifest": man}), 422, "PATH_OUTSIDE_EXPERIMENT")
+
+
+def test_more_than_one_node_is_refused_by_a_slot_server(server: Any) -> None:
+    _, api = server
+    body = _err(api.submit_raw({"manifest": manifest(), "num_nodes": 2,
+                                "experiment_name": "two-nodes"}), 422, "INVALID_REQUEST")
+    assert "num_nodes=2" in body["error"] and "--ray-address" in body["error"], body
+    assert any(e.startswith("num_nodes:") for e in body["errors"]), body
+    listed = api.http.get("/api/cli/v1/experiments/list").json()["data"]
+    assert all(r["name"] != "two-nodes" for r in listed)
 
 
 def test_429_active_jobs_per_user(make_server: Any) -> None:

@@ -1,0 +1,172 @@
+"""Choosing a population backend: ``training.backend``/``num_workers`` -> a backend object.
+
+A backend is built by a factory registered under a name (``local`` is built in; ``ray``
+registers itself when :mod:`agilerl.population.ray_backend` is importable) from two things:
+
+- :class:`PopulationSetup`, what every backend receives: the agents, the driver's env and
+  shared replay memory, and picklable factories that rebuild an equivalent env and the
+  paradigm's member trainer in another process;
+- :class:`BackendSettings`, where members should live (the manifest's ``training.backend``,
+  ``num_workers``, ``ray_address``, or the CLI's ``--backend``, ``--workers``,
+  ``--ray-address``).
+
+Whatever the backend, the driver writes checkpoints from ``get_state`` and the shared
+memory's state, so a checkpoint does not depend on where members trained.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agilerl.population.backend import MemberTrainer, PopulationBackend
+from agilerl.training.errors import MissingExtraError, TrainingSetupError
+
+BACKENDS = ("local", "ray")
+"""The names ``training.backend`` accepts (the schema's enum)."""
+
+#: Modules that register a backend when imported, by backend name.
+_PLUGINS = {"ray": "agilerl.population.ray_backend"}
+
+
+@dataclass
+class MemberContext:
+    """What a member trainer factory is given: the trainer's parts a paradigm reads.
+
+    In the driver these are the trainer's own objects; in a worker process the env and
+    memory are that process's replicas.
+    """
+
+    env: Any
+    memory: Any
+    training_spec: Any
+    algorithm_spec: Any = None
+    paradigm: str = ""
+    """The registry ``training_loop`` the members train with."""
+
+
+@dataclass
+class PopulationSetup:
+    """Everything a backend is built from."""
+
+    agents: list[Any]
+    """The members, slot order (their ``get_state``/``from_state`` move them between processes)."""
+    env: Any
+    """The driver's vector env (the local backend trains and evaluates on it)."""
+    env_factory: Callable[[], Any]
+    """Picklable: builds an env equivalent to ``env`` (same spec and construction seed)."""
+    member_trainer_factory: Callable[[MemberContext], MemberTrainer]
+    """Picklable: the paradigm's ``train(agent, steps, *, seed)`` for a context."""
+    training_spec: Any
+    algorithm_spec: Any = None
+    paradigm: str = ""
+    memory: Any = None
+    """The driver's shared replay memory (off-policy paradigms), else None; picklable, so
+    a worker starts from a copy of it."""
+    pending_experience: list[Any] = field(default_factory=list)
+    """Members' memory deltas of a training phase interrupted after they trained (from a
+    checkpoint's replay state, key ``pending_experience``; see :mod:`.shared_memory`)."""
+    eval_steps: int | None = None
+    eval_loop: int = 1
+    seed: int = 0
+    """The run seed (every call's own seed is derived from it by the loop)."""
+    torch_threads: int | None = 1
+    """Torch intra-op threads per member while it trains (each worker's setting)."""
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def context(self) -> MemberContext:
+        """The driver-side :class:`MemberContext`."""
+        return MemberContext(env=self.env, memory=self.memory, training_spec=self.training_spec,
+                             algorithm_spec=self.algorithm_spec, paradigm=self.paradigm)
+
+
+@dataclass
+class BackendSettings:
+    """Where members live: ``training.backend``, ``num_workers``, ``ray_address``."""
+
+    backend: str = "local"
+    num_workers: int = 1
+    """Local backend: 1 in this process, N > 1 worker processes, 0 one per core."""
+    ray_address: str | None = None
+
+    @classmethod
+    def from_training(cls, training: Any, *, backend: str | None = None,
+                      num_workers: int | None = None,
+                      ray_address: str | None = None) -> BackendSettings:
+        """The manifest's ``training`` settings, each overridden by a given argument."""
+        chosen = backend if backend is not None else getattr(training, "backend", None)
+        workers = num_workers if num_workers is not None else getattr(training, "num_workers", 1)
+        address = ray_address if ray_address is not None else getattr(training, "ray_address",
+                                                                      None)
+        return cls(backend=str(chosen or "local"), num_workers=int(1 if workers is None
+                                                                   else workers),
+                   ray_address=address)
+
+    def workers_for(self, members: int) -> int:
+        """Worker processes for ``members`` members (1: train in this process)."""
+        wanted = self.num_workers if self.num_workers > 0 else (os.cpu_count() or 1)
+        return max(1, min(int(wanted), int(members)))
+
+
+BackendFactory = Callable[[PopulationSetup, BackendSettings], PopulationBackend]
+
+_REGISTRY: dict[str, BackendFactory] = {}
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``training.backend: name`` build members with ``factory(setup, settings)``."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r} (training.backend accepts "
+                         f"{', '.join(BACKENDS)})")
+    _REGISTRY[name] = factory
+
+
+def _local(setup: PopulationSetup, settings: BackendSettings) -> PopulationBackend:
+    from agilerl.population.local import LocalPopulation
+
+    workers = settings.workers_for(len(setup.agents))
+    if workers > 1:
+        from agilerl.population.pool import ProcessPopulation
+
+        return ProcessPopulation(setup, workers)
+    return LocalPopulation.from_setup(setup)
+
+
+register_backend("local", _local)
+
+
+def make_backend(setup: PopulationSetup, settings: BackendSettings) -> PopulationBackend:
+    """The backend ``settings`` asks for, holding ``setup``'s members.
+
+    Raises :class:`TrainingSetupError` for an unknown backend and
+    :class:`MissingExtraError` when the ray backend is asked for without Ray installed.
+    """
+    name = settings.backend
+    if name not in BACKENDS:
+        raise TrainingSetupError(f"training.backend = {name!r}: unknown backend (choose "
+                                 f"{' or '.join(BACKENDS)})")
+    if name not in _REGISTRY and name in _PLUGINS:
+        _load_plugin(name)
+    if name not in _REGISTRY:
+        raise TrainingSetupError(f"training.backend = {name!r} is not available in this "
+                                 "version of agilerl")
+    return _REGISTRY[name](setup, settings)
+
+
+def _load_plugin(name: str) -> None:
+    if name == "ray":
+        try:
+            importlib.import_module("ray")
+        except ImportError:
+            raise MissingExtraError(
+                "training.backend = 'ray' (--backend ray) needs Ray: pip install 'agilerl[ray]'"
+            ) from None
+    try:
+        importlib.import_module(_PLUGINS[name])
+    except ModuleNotFoundError as exc:
+        if exc.name != _PLUGINS[name]:
+            raise

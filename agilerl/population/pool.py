@@ -1,0 +1,357 @@
+"""Members trained and evaluated concurrently in worker processes on this machine.
+
+:class:`ProcessPopulation` (``training.num_workers`` > 1, ``--workers N``) starts N worker
+processes (:mod:`agilerl.population.pool_worker`), each with one torch thread, its own env
+and a replica of the shared replay memory. The driver keeps the members as agent objects
+for selection, mutation and checkpoints; a member's weights travel at most once each way per
+generation: to a worker when the worker's copy is older than the driver's (after evolution),
+and back with its evaluation. Training jobs start in member order, one per free worker, and
+every call is seeded exactly as in :class:`~agilerl.population.local.LocalPopulation`, with
+the same shared-memory rule (:mod:`agilerl.population.shared_memory`), so the run is
+bit-identical to training the members one after another in one process.
+
+A worker that dies or raises stops the run with :class:`MemberWorkerError`, naming the
+member (the loop adds the generation); the driver writes no checkpoint then, so the last
+one stays as it was. Workers ignore process-group stop signals (the driver finishes the
+members in flight, checkpoints and stops them) and die with the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import signal
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainReport
+from agilerl.population.backends import PopulationSetup
+from agilerl.population.pool_worker import WorkerInit, receive, send, serve
+from agilerl.population.shared_memory import SharedReplay, shareable
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class MemberWorkerError(MemberFailure):
+    """A worker process died or raised while it held a member; the run cannot continue."""
+
+
+class _Worker:
+    """The driver's handle on one worker process."""
+
+    def __init__(self, index: int, process: Any, conn: Connection) -> None:
+        self.index = index
+        self.process = process
+        self.conn = conn
+        self.busy: tuple[str, int] | None = None  # (request kind, member) awaiting a reply
+
+    def describe(self) -> str:
+        code = self.process.exitcode
+        if code is None:
+            return f"worker process {self.process.pid}"
+        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and
+               -code in signal.valid_signals() else f"exited with status {code}")
+        return f"worker process {self.process.pid} {how}"
+
+
+class ProcessPopulation:
+    """The population seam over ``workers`` worker processes (see the module docstring)."""
+
+    def __init__(self, setup: PopulationSetup, workers: int) -> None:
+        if setup.memory is not None and not shareable(setup.memory):
+            raise TypeError(
+                f"training.num_workers = {workers}: a {type(setup.memory).__name__} memory "
+                "cannot be shared by worker processes; use training.num_workers: 1")
+        self.agents: list[Any] = list(setup.agents)
+        self.memory = setup.memory
+        self.shared = (SharedReplay(setup.memory, setup.pending_experience)
+                       if setup.memory is not None else None)
+        self._holder: list[int | None] = [None] * len(self.agents)  # worker with a copy
+        self._current: list[bool] = [True] * len(self.agents)  # driver copy up to date
+        self._steps = [int(a.steps[-1]) for a in self.agents]
+        self._workers: list[_Worker] = []
+        self._closed = False
+        init = WorkerInit(
+            env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
+            training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
+            paradigm=setup.paradigm,
+            memory=self.memory,
+            agent_class=type(self.agents[0]), eval_steps=setup.eval_steps,
+            eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
+            device=setup.device,
+        )
+        self._finalizer = weakref.finalize(self, _kill, self._workers)
+        self._start(workers, init)
+
+    # ------------------------------------------------------------------ processes
+    def _start(self, count: int, init: WorkerInit) -> None:
+        ctx = _context(type(self.agents[0]).__module__)
+        for index in range(count):
+            parent_conn, child_conn = ctx.Pipe()
+            process = ctx.Process(target=serve, args=(child_conn,),
+                                  name=f"agilerl-member-worker-{index}", daemon=True)
+            blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+                       if hasattr(signal, "pthread_sigmask") else None)
+            try:  # the child unblocks them once it ignores them
+                process.start()
+            finally:
+                if blocked is not None:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            child_conn.close()
+            self._workers.append(_Worker(index, process, parent_conn))
+        for worker in self._workers:
+            self._send(worker, ("init", init))
+        for worker in self._workers:
+            worker.busy = ("init", -1)
+        for worker in self._workers:
+            self._reply(worker)
+
+    def _send(self, worker: _Worker, message: Any, member: int | None = None) -> None:
+        try:
+            send(worker.conn, message)
+        except (OSError, ValueError):
+            self._fail(worker, member)
+
+    def _reply(self, worker: _Worker) -> tuple[Any, ...]:
+        member = worker.busy[1] if worker.busy else None
+        try:
+            message = receive(worker.conn)
+        except (EOFError, OSError):
+            self._fail(worker, member)
+        worker.busy = None
+        if message[0] == "error":
+            self._fail(worker, message[1], message[2], message[3])
+        return tuple(message)
+
+    def _fail(self, worker: _Worker, member: int | None, summary: str | None = None,
+              trace: str | None = None) -> Any:
+        worker.process.join(timeout=2)
+        member = None if member is not None and member < 0 else member
+        what = (f"{worker.describe()} raised {summary}" if summary is not None else
+                worker.describe())
+        self.close()
+        raise MemberWorkerError(what, member, trace)
+
+    # ------------------------------------------------------------------ scheduling
+    def _run(self, tasks: Sequence[tuple[int, Callable[[_Worker], Any]]],
+             place: Callable[[int, list[_Worker]], _Worker | None],
+             stop: Callable[[], bool] | None = None
+             ) -> Iterator[tuple[int, int, tuple[Any, ...]]]:
+        """Start ``tasks`` ``(member, request(worker))`` in order, one per free worker
+        (``place`` picks one among the free, or None to wait), and yield ``(member, worker
+        index, reply)`` in task order. Once ``stop()`` is true no further task starts."""
+        pending = deque(tasks)
+        replies: dict[int, tuple[int, tuple[Any, ...]]] = {}
+        order = [member for member, _ in tasks]
+        done = 0
+        while done < len(order):
+            free = [w for w in self._workers if w.busy is None]
+            while pending and free and not (stop is not None and stop()):
+                member, request = pending[0]
+                worker = place(member, free)
+                if worker is None:
+                    break
+                pending.popleft()
+                free.remove(worker)
+                self._send(worker, request(worker), member)
+                worker.busy = ("task", member)
+            busy = [w for w in self._workers if w.busy is not None]
+            if not busy:
+                return  # stopped before every task started
+            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    member = worker.busy[1] if worker.busy else -1
+                    replies[member] = (worker.index, self._reply(worker))
+            while done < len(order) and order[done] in replies:
+                index, reply = replies.pop(order[done])
+                yield order[done], index, reply
+                done += 1
+
+    def _state_for(self, member: int, worker: _Worker) -> Any:
+        """The member's state to send with a request, or None when ``worker`` has it."""
+        if self._holder[member] == worker.index:
+            return None
+        return self.get_state(member)
+
+    # ------------------------------------------------------------------ the seam
+    def __len__(self) -> int:
+        return len(self.agents)
+
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+        """One member's training call (in a worker); see :meth:`train_members`."""
+        for _, report in self.train_members([TrainJob(member, steps, seed)]):
+            return report
+        raise RuntimeError(f"member {member} was not trained")  # pragma: no cover
+
+    def evaluate(self, member: int, *, seed: int) -> float:
+        return self.evaluate_members([EvalJob(member, seed)])[0]
+
+    def train_members(
+        self, jobs: Sequence[TrainJob], *, stop: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, TrainReport]]:
+        runnable = [job for job in jobs if job.steps]
+        by_member = {job.member: job for job in runnable}
+
+        def request(job: TrainJob) -> Callable[[_Worker], Any]:
+            return lambda w: ("train", job.member, job.steps, job.seed,
+                              self._state_for(job.member, w))
+
+        def place(member: int, free: list[_Worker]) -> _Worker:
+            holder = self._holder[member]
+            return next((w for w in free if w.index == holder), free[0])
+
+        replies = self._run([(job.member, request(job)) for job in runnable], place, stop)
+        for job in jobs:
+            if job.member not in by_member:
+                if stop is not None and stop():
+                    return
+                yield job.member, TrainReport(steps=0)
+                continue
+            reply = next(replies, None)
+            if reply is None:
+                return
+            member, index, (_, _, report, delta, steps) = reply
+            self._holder[member] = index
+            self._current[member] = False
+            self._steps[member] = steps
+            if self.shared is not None and delta is not None:
+                self.shared.pending.append(delta)
+            yield member, report
+
+    def end_training_phase(self) -> None:
+        if self.shared is None:
+            return
+        deltas = list(self.shared.pending)
+        self.shared.end_phase()
+        for worker in self._workers:
+            self._send(worker, ("merge", deltas))
+
+    def evaluate_members(self, jobs: Sequence[EvalJob]) -> list[float]:
+        def request(job: EvalJob) -> Callable[[_Worker], Any]:
+            return lambda w: ("evaluate", job.member, job.seed, self._state_for(job.member, w))
+
+        def place(member: int, free: list[_Worker]) -> _Worker | None:
+            holder = self._holder[member]
+            if holder is None:
+                return free[0]
+            return next((w for w in free if w.index == holder), None)
+
+        fitnesses = []
+        for member, index, (_, _, fitness, state) in self._run(
+                [(job.member, request(job)) for job in jobs], place):
+            self._holder[member] = index
+            self._replace(member, state)
+            fitnesses.append(float(fitness))
+        return fitnesses
+
+    def memory_state(self) -> dict[str, Any] | None:
+        return self.shared.state_dict() if self.shared is not None else None
+
+    def agents_here(self) -> list[Any]:
+        for member in range(len(self.agents)):
+            self._bring_back(member)
+        return self.agents
+
+    def get_state(self, member: int) -> dict[str, Any]:
+        self._bring_back(member)
+        return dict(self.agents[member].get_state())
+
+    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+        agent = self.agents[member]
+        self.agents[member] = type(agent).from_state(state, device=agent.device)
+        self._changed_here(member)
+
+    def apply_mutation(self, operator: Any, *, pre_training: bool = False,
+                       members: Sequence[int] | None = None) -> None:
+        slots = list(range(len(self.agents))) if members is None else sorted(set(members))
+        for member in slots:
+            self._bring_back(member)
+        if members is None:
+            self.agents = list(operator.mutation(self.agents, pre_training_mut=pre_training))
+        else:
+            chosen = [self.agents[m] for m in slots]
+            mutated = operator.mutation(chosen, pre_training_mut=pre_training,
+                                        indices=[agent.index for agent in chosen])
+            for slot, agent in zip(slots, mutated, strict=True):
+                self.agents[slot] = agent
+        for member in slots:
+            self._changed_here(member)
+
+    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+        self._bring_back(member)
+        agent = self.agents[member]
+        current = agent.hyperparameters
+        for name, value in values.items():
+            if current.get(name) != value:
+                agent.set_hyperparameter(name, value)
+        self._changed_here(member)
+
+    def steps(self, member: int) -> int:
+        return int(self.agents[member].steps[-1]) if self._current[member] else \
+            self._steps[member]
+
+    def hyperparameters(self, member: int) -> dict[str, Any]:
+        self._bring_back(member)
+        return dict(self.agents[member].hyperparameters)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for worker in self._workers:
+            with contextlib.suppress(OSError, ValueError):
+                send(worker.conn, ("stop",))
+        for worker in self._workers:
+            worker.process.join(timeout=5)
+        _kill(self._workers)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _bring_back(self, member: int) -> None:
+        """Make the driver's copy of ``member`` current (fetch it from its worker)."""
+        if self._current[member]:
+            return
+        holder = self._holder[member]
+        worker = self._workers[holder] if holder is not None else None
+        if worker is None:
+            raise RuntimeError(f"member {member} is neither here nor in a worker")
+        self._send(worker, ("get", member), member)
+        worker.busy = ("get", member)
+        _, _, state = self._reply(worker)
+        self._replace(member, state)
+
+    def _replace(self, member: int, state: Mapping[str, Any]) -> None:
+        agent = self.agents[member]
+        self.agents[member] = type(agent).from_state(state, device=agent.device)
+        self._current[member] = True
+        self._steps[member] = int(self.agents[member].steps[-1])
+
+    def _changed_here(self, member: int) -> None:
+        self._holder[member] = None
+        self._current[member] = True
+        self._steps[member] = int(self.agents[member].steps[-1])
+
+
+def _context(agent_module: str) -> Any:
+    """Where workers come from: a fork server that imported torch, the agent's module and
+    the envs once, so workers start in a fraction of a second and share those pages with
+    each other (copy-on-write) instead of each importing its own copy; spawned fresh
+    interpreters where there is no fork server (not POSIX)."""
+    if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["agilerl.population.pool_worker", "torch", "gymnasium",
+                                "agilerl.envs", "agilerl.population.backends", agent_module])
+    return ctx
+
+
+def _kill(workers: list[_Worker]) -> None:
+    """Stop worker processes still running (after close, or when the driver forgets them)."""
+    for worker in workers:
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(timeout=5)
+        worker.conn.close()

@@ -1,0 +1,78 @@
+"""Members in worker processes (training.num_workers > 1): the same run as one process."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from agilerl.population.pool import MemberWorkerError, ProcessPopulation
+from agilerl.training.trainer import LocalTrainer
+from tests.training.conftest import TINY_DQN, TINY_PPO, assert_same_weights
+from tests.training.test_rainbow_training import TINY_RAINBOW
+
+PER_DQN = copy.deepcopy(TINY_RAINBOW)
+PER_DQN["replay_buffer"]["max_size"] = 500  # the shared ring wraps during the run
+
+
+def _train(manifest: dict, **options) -> tuple[LocalTrainer, list, list[float]]:
+    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(manifest), seed=11)
+    population, fitnesses = trainer.train(verbose=False, **options)
+    return trainer, population, fitnesses
+
+
+@pytest.mark.parametrize("manifest", [TINY_DQN, TINY_PPO], ids=["dqn", "ppo"])
+def test_two_workers_give_the_sequential_run_bit_for_bit(manifest):
+    one, pop_one, fit_one = _train(manifest)
+    two, pop_two, fit_two = _train(manifest, num_workers=2)
+    assert fit_one == fit_two
+    assert_same_weights(pop_one, pop_two)
+    assert [a.steps for a in pop_one] == [a.steps for a in pop_two]
+    assert [a.hyperparameters for a in pop_one] == [a.hyperparameters for a in pop_two]
+    assert [a.mut for a in pop_one] == [a.mut for a in pop_two]
+    assert len({a.mut for a in pop_one}) > 1 or manifest is TINY_PPO  # evolution happened
+    if one.memory is not None:
+        a, b = one.memory.state_dict(), two.memory.state_dict()
+        assert (a["pos"], a["size"], a["counter"]) == (b["pos"], b["size"], b["counter"])
+        for name in a["data"]:
+            assert np.array_equal(a["data"][name], b["data"][name]), name
+
+
+@pytest.mark.slow
+def test_prioritized_n_step_memory_is_shared_identically():
+    one, pop_one, fit_one = _train(PER_DQN)
+    two, pop_two, fit_two = _train(PER_DQN, num_workers=2)
+    assert fit_one == fit_two
+    assert_same_weights(pop_one, pop_two)
+    assert np.array_equal(one.memory._tree, two.memory._tree)
+
+
+@pytest.mark.slow
+def test_resume_across_backends(tmp_path):
+    _, full_pop, full_fit = _train(TINY_DQN, checkpoint_steps=200,
+                                   checkpoint_path=tmp_path / "ck", num_workers=2)
+    first = sorted((tmp_path / "ck").iterdir())[0]
+    resumed = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=11,
+                                         resume_from_checkpoint=first)
+    res_pop, res_fit = resumed.train(verbose=False)
+    assert res_fit == full_fit
+    assert_same_weights(full_pop, res_pop)
+
+
+def test_a_worker_that_dies_names_the_member(monkeypatch):
+    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_PPO), seed=3)
+    built = []
+    original = ProcessPopulation.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        built.append(self)
+        self._workers[1].process.kill()  # member 1 trains there
+
+    monkeypatch.setattr(ProcessPopulation, "__init__", spy)
+    with pytest.raises(MemberWorkerError) as raised:
+        trainer.train(verbose=False, num_workers=2)
+    message = str(raised.value)
+    assert "member 1 of generation 0" in message and "killed by SIGKILL" in message
+    assert all(not w.process.is_alive() for w in built[0]._workers)
