@@ -35,7 +35,6 @@ class GRPO(PolicyGradientLLM):
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
 
     def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
-        rewards = torch.as_tensor(experience.rewards, dtype=torch.float32)
-        adv = group_advantages(rewards, experience.group_size, str(self.spec.adv_norm))
+        adv = group_advantages(experience, str(self.spec.adv_norm))
         adv = finish_advantages(adv, self.spec)
         return adv.unsqueeze(1).expand_as(batch.mask).to(batch.mask.device)

@@ -25,13 +25,30 @@ from agilerl.algorithms.core.llm_base import LLMAlgorithm, Rollout
 
 @dataclass
 class Experience:
-    """What a reasoning step hands to ``learn``: completions and their rewards."""
+    """What a step hands to ``learn``: completions and the reward credited to each.
+
+    Reasoning: one row per completion, ``group_size`` consecutive rows per prompt. Multi-turn:
+    one row per turn; ``groups`` gives each row's group (episodes started from the same
+    environment seed) and ``episode_start`` marks each episode's first row, whose
+    ``returns`` entry is the episode's return (group statistics are taken over episodes).
+    """
 
     rollout: Rollout
     rewards: np.ndarray
-    """One reward per completion row."""
+    """Reward credited to each row (the completion's reward, or a turn's return-to-go)."""
     group_size: int = 1
-    """Consecutive rows sampled from the same prompt."""
+    """Consecutive rows sampled from the same prompt (when ``groups`` is None)."""
+    groups: np.ndarray | None = None
+    """Group id of each row (None: consecutive blocks of ``group_size``)."""
+    episode_start: np.ndarray | None = None
+    """True on the first row of each episode (None: every row is an episode)."""
+    returns: np.ndarray | None = None
+    """Episode return of each row's episode (None: ``rewards``)."""
+
+    def group_ids(self) -> np.ndarray:
+        if self.groups is not None:
+            return np.asarray(self.groups)
+        return np.arange(len(self.rewards)) // max(int(self.group_size), 1)
 
 
 @dataclass
@@ -47,16 +64,26 @@ class UpdateBatch:
     old_values: torch.Tensor | None = None
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, norm: str) -> torch.Tensor:
-    """Rewards relative to their group (``mean_std``: standardised; ``mean_only``: centred;
-    ``none``: raw)."""
-    grouped = rewards.view(-1, group_size)
+def group_advantages(experience: Experience, norm: str) -> torch.Tensor:
+    """Each row's reward relative to its group's episodes (``mean_std``: standardised by
+    the group's return deviation; ``mean_only``: centred; ``none``: raw)."""
+    rewards = torch.as_tensor(np.asarray(experience.rewards, dtype=np.float64))
     if norm == "none":
-        return rewards.clone()
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if norm == "mean_std" and group_size > 1:
-        centred = centred / (grouped.std(dim=1, keepdim=True) + 1e-4)
-    return centred.reshape(-1)
+        return rewards.float()
+    groups = experience.group_ids()
+    starts = experience.episode_start if experience.episode_start is not None \
+        else np.ones(len(groups), dtype=bool)
+    returns = experience.returns if experience.returns is not None else experience.rewards
+    adv = torch.zeros_like(rewards)
+    for group in np.unique(groups):
+        rows = torch.as_tensor(np.nonzero(groups == group)[0])
+        episodes = torch.as_tensor(np.asarray(returns, dtype=np.float64)[
+            (groups == group) & np.asarray(starts, dtype=bool)])
+        mean = episodes.mean() if len(episodes) else torch.tensor(0.0, dtype=torch.float64)
+        adv[rows] = rewards[rows] - mean
+        if norm == "mean_std" and len(episodes) > 1:
+            adv[rows] = adv[rows] / (episodes.std() + 1e-4)
+    return adv.float()
 
 
 class PolicyGradientLLM(LLMAlgorithm):
