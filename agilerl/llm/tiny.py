@@ -57,12 +57,15 @@ def build_tiny_model(
     layers: int = 2,
     heads: int = 4,
     max_positions: int = 1024,
+    init_range: float = 0.2,
     seed: int = 0,
 ) -> Path:
     """Write a tiny Llama-style causal LM and its tokenizer to ``folder``; return it.
 
     The attention projections are named ``q_proj``/``k_proj``/``v_proj``/``o_proj`` as in
     Qwen and Llama checkpoints, so LoRA ``target_modules`` of real manifests apply unchanged.
+    ``init_range`` (the weights' standard deviation) is larger than a real model's 0.02 so
+    that the next-token distribution is not nearly uniform and a LoRA adapter can sharpen it.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -74,6 +77,7 @@ def build_tiny_model(
         num_key_value_heads=max(1, heads // 2), max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+        initializer_range=init_range,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
