@@ -76,7 +76,7 @@ class LLMPPO(PolicyGradientLLM):
 
     def value_of(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self.extra_modules["value_head"]
-        return head(hidden.to(head.weight.dtype)).squeeze(-1)
+        return head(hidden.float()).squeeze(-1)
 
     @torch.no_grad()
     def values(self, batch: UpdateBatch) -> torch.Tensor:
@@ -89,6 +89,7 @@ class LLMPPO(PolicyGradientLLM):
                 _, hidden = self.forward_logprobs(model, rollout.ids[s:s + size],
                                                   rollout.attention_mask[s:s + size],
                                                   rollout.prompt_len, hidden=True)
+                assert hidden is not None  # asked for
                 parts.append(self.value_of(hidden))
         return torch.cat(parts)
 
