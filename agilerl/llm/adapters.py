@@ -50,6 +50,9 @@ class BaseKey:
         )
 
 
+# peft asks transformers' deprecated ``is_gradient_checkpointing`` on every forward pass.
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+
 _BASES: dict[BaseKey, SharedBase] = {}
 _LOCK = threading.Lock()
 

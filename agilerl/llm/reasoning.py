@@ -152,16 +152,10 @@ class ReasoningEnv:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, agent: Any, loop: int = 1) -> float:
         """Mean reward of greedy completions of the held-out prompts (one batch of the
-        member's ``batch_size``). Evaluations happen every ``evaluation_interval`` of the
-        member's steps; between them the member's last fitness stands."""
-        due = agent.steps[-1] // self.evaluation_interval
-        if agent.fitness and getattr(agent, "evaluated_at", None) == due:
-            return float(agent.fitness[-1])
+        member's ``batch_size``; ``loop`` passes)."""
         batch = self.test_batch(int(getattr(agent, "batch_size", 8)))
         scores = []
         for _ in range(max(int(loop), 1)):
             rollout = agent.generate(batch.ids, greedy=True)
             scores.append(float(np.mean(self.rewards(rollout.texts, batch.rows))))
-        agent.evaluated_at = due
         return float(np.mean(scores))
-

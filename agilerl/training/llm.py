@@ -114,10 +114,12 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     import torch
 
     from agilerl.algorithms import algorithm_class
+    from agilerl.llm.model import generation_notice
     from agilerl.training.build import _hp_config
 
     network_mutations_off(trainer)
     spec = trainer.algorithm_spec
+    generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(str(spec.name))
     hyper = _hyperparameters(spec)
     population = []

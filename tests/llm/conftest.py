@@ -46,3 +46,4 @@ def _fresh_bases():
     forget_bases()
     yield
     forget_bases()
+

@@ -189,7 +189,7 @@ class PolicyGradientLLM(LLMAlgorithm):
                 part = rows[start:start + chunk]
                 loss, kl, clip = self._chunk_loss(model, batch, part, len(rows), window_tokens)
                 loss.backward()
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
                 kl_sum += kl * len(part) / len(rows)
                 clip_sum += clip * len(part) / len(rows)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
