@@ -162,3 +162,23 @@ def test_gem_games_play_offline() -> None:
     with pytest.raises(ValueError, match="env_name = 'game:NoSuchGame-v0'"):
         make_multiturn_env_factory(SimpleNamespace(entrypoint=None,
                                                    env_name="game:NoSuchGame-v0"))
+
+
+def test_evaluation_interval_spaces_the_evaluations(tiny_model: Path, token_task: Path,
+                                                    monkeypatch) -> None:
+    from agilerl.llm.reasoning import ReasoningEnv
+
+    calls: list[int] = []
+    original = ReasoningEnv.evaluate
+
+    def counted(self, agent, loop=1):  # type: ignore[no-untyped-def]
+        calls.append(agent.steps[-1])
+        return original(self, agent, loop)
+
+    monkeypatch.setattr(ReasoningEnv, "evaluate", counted)
+    manifest = reasoning_manifest(tiny_model, token_task, pop_size=1, evolve=False,
+                                  training={"max_steps": 4, "evaluation_interval": 2})
+    population, _ = LocalTrainer.from_manifest(manifest, seed=0).train(verbose=False)
+    assert calls == [1, 2, 4]  # the first generation, then every 2 steps
+    assert len(population[0].fitness) == 4 and population[0].fitness[2] == \
+        population[0].fitness[1]

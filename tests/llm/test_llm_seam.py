@@ -130,3 +130,27 @@ def test_network_mutations_are_turned_off_with_a_warning() -> None:
         + spec.probabilities.act_mut
     assert probs.arch_mut == probs.params_mut == probs.act_mut == 0
     assert probs.no_mut == pytest.approx(0.4 + moved) and probs.rl_hp_mut == 0.4
+
+
+def test_without_the_llm_extra_building_a_member_names_the_install(monkeypatch) -> None:
+    import importlib.util
+
+    from agilerl.algorithms import algorithm_class
+    from agilerl.training.errors import MissingExtraError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(MissingExtraError, match=r"pip install 'agilerl\[llm\]'"):
+        algorithm_class("GRPO")(group_size=2)
+
+
+def test_agilerl_imports_without_the_llm_extra() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules.update(transformers=None, peft=None, datasets=None, "
+            "accelerate=None); import agilerl.algorithms.grpo, agilerl.training.llm, "
+            "agilerl.llm.adapters, agilerl.llm.multiturn; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
