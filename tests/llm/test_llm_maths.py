@@ -136,3 +136,15 @@ def test_cpu_fallbacks_are_one_line_notices(tiny_model: Path) -> None:
     assert "\n" not in str(record[0].message)
     with pytest.raises(ValueError, match="quantization = 'int3'"):
         load_causal_lm(str(tiny_model), quantization="int3")
+
+
+def test_completion_logprobs_match_a_full_forward_pass(tiny_model: Path) -> None:
+    agent = _agent(tiny_model, temperature=0.5)
+    rollout = agent.rollout_from_pairs([[5, 6, 7], [6, 7]], [[9, 10, 11], [9]])
+    with agent.base.use(agent.adapter) as model:
+        logits = model(input_ids=rollout.ids, attention_mask=rollout.attention_mask,
+                       position_ids=(rollout.attention_mask.cumsum(1) - 1).clamp(min=0)).logits
+    logp = torch.log_softmax(logits[:, 2:-1] / 0.5, dim=-1)
+    expected = logp.gather(-1, rollout.ids[:, 3:].unsqueeze(-1)).squeeze(-1)
+    mask = rollout.completion_mask.bool()
+    assert torch.allclose(agent.logprobs(rollout)[mask], expected[mask], atol=1e-5)

@@ -354,8 +354,11 @@ class LLMAlgorithm(ABC):
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention}
         if self.spec.calc_position_embeddings:
             kwargs["position_ids"] = (attention.cumsum(dim=1) - 1).clamp(min=0)
-        out = model(**kwargs, output_hidden_states=hidden, use_cache=False)
-        logits = out.logits[:, prompt_len - 1:-1].float()
+        # Only the positions that predict completion tokens go through the LM head (with a
+        # large vocabulary that head is most of a forward pass's memory).
+        keep = ids.shape[1] - prompt_len + 1
+        out = model(**kwargs, output_hidden_states=hidden, use_cache=False, logits_to_keep=keep)
+        logits = out.logits[:, -keep:-1].float()
         temperature = float(getattr(self, "temperature", 1.0) or 1.0)
         logp = torch.log_softmax(logits / temperature, dim=-1)
         targets = ids[:, prompt_len:]
