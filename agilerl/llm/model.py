@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.llm.datasets import hub_reachable
-from agilerl.llm.errors import ModelUnavailableError
+from agilerl.llm.errors import LLMSettingError, ModelUnavailableError
 
 #: Quantisation presets the ``quantization`` field accepts (or bitsandbytes kwargs).
 QUANTIZATION_PRESETS = ("none", "int8", "nf4", "fp4")
@@ -98,7 +98,7 @@ def quantization_config(quantization: Any, device: str) -> Any:
     if quantization is None or quantization == "none":
         return None
     if isinstance(quantization, str) and quantization not in QUANTIZATION_PRESETS:
-        raise ValueError(f"algorithm.quantization = {quantization!r}: use one of "
+        raise LLMSettingError(f"algorithm.quantization = {quantization!r}: use one of "
                          f"{', '.join(QUANTIZATION_PRESETS)} or a mapping of bitsandbytes "
                          "arguments")
     if not str(device).startswith("cuda"):
@@ -190,7 +190,7 @@ def lora_config(value: Any, target_scope: str | None = None) -> Any:
     from peft import LoraConfig
 
     if value is None:
-        raise ValueError("network.lora_config is required to fine-tune with LoRA adapters")
+        raise LLMSettingError("network.lora_config is required to fine-tune with LoRA adapters")
     if isinstance(value, LoraConfig):
         config = LoraConfig(**{k: v for k, v in value.to_dict().items()
                                if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
@@ -201,11 +201,11 @@ def lora_config(value: Any, target_scope: str | None = None) -> Any:
         data.setdefault("task_type", "CAUSAL_LM")
         unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"network.lora_config: unknown LoRA setting(s) "
+            raise LLMSettingError(f"network.lora_config: unknown LoRA setting(s) "
                              f"{', '.join(map(repr, unknown))}")
         config = LoraConfig(**data)
     else:
-        raise TypeError(f"network.lora_config must be a mapping or a peft LoraConfig, not "
+        raise LLMSettingError(f"network.lora_config must be a mapping or a peft LoraConfig, not "
                         f"{type(value).__name__}")
     if target_scope:
         targets = config.target_modules

@@ -93,6 +93,21 @@ class PolicyGradientLLM(LLMAlgorithm):
     default_ratio_level: ClassVar[str] = "token"
     #: Settings fixed for the whole population (mutating them changes no maths here).
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    unsupported_settings: ClassVar[dict[str, str]] = {
+        **LLMAlgorithm.unsupported_settings,
+        "use_separate_reference_adapter": "the reference policy of the RL algorithms is the "
+                                          "base model without adapters (a separate reference "
+                                          "adapter is a DPO setting)",
+    }
+    inert_settings: ClassVar[dict[str, str]] = {
+        **LLMAlgorithm.inert_settings,
+        "action_granularity": "each completion (each turn of a multi-turn episode) is one "
+                              "row whose tokens are the actions",
+        "turn_ratio_pooling": "importance ratios are per token or per completion "
+                              "(importance_sampling_level); a turn is one completion",
+        "turn_level_clip": "a turn is one completion, clipped as importance_sampling_level "
+                           "says",
+    }
 
     # ------------------------------------------------------------------ hooks
     def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
@@ -110,7 +125,10 @@ class PolicyGradientLLM(LLMAlgorithm):
     def clip_bounds(self) -> tuple[float, float]:
         coef = self.spec.clip_coef
         if isinstance(coef, list | tuple):
-            return float(coef[0]), float(coef[1])
+            from agilerl.llm.errors import LLMSettingError
+
+            raise LLMSettingError(f"algorithm.clip_coef = {coef!r}: {self.algo} takes one "
+                                  "coefficient (CISPO takes [low, high] bounds)")
         coef = float(getattr(self, "clip_coef", coef))
         return 1.0 - coef, 1.0 + coef
 
