@@ -140,7 +140,7 @@ def test_grpo_raises_the_mean_reward_of_the_token_task(tiny_model: Path,
                                                        token_task: Path) -> None:
     manifest = reasoning_manifest(
         tiny_model, token_task, algorithm={"batch_size": 4, "group_size": 8, "beta": 0.0,
-                                           "max_output_tokens": 8},
+                                           "lr": 0.03, "max_output_tokens": 8},
         training={"max_steps": 30, "evo_steps": 5}, pop_size=1, evolve=False)
     trainer = LocalTrainer.from_manifest(manifest, seed=1)
     population, _ = trainer.train(verbose=False)
