@@ -180,36 +180,78 @@ def load_causal_lm(
     return model
 
 
-def lora_config(value: Any, target_scope: str | None = None) -> Any:
+def lora_config(value: Any) -> Any:
     """A peft ``LoraConfig`` from a manifest mapping (``lora_r`` or ``r``, ``lora_alpha``,
-    ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object.
-
-    ``target_scope`` (``lora_target_scope``) restricts the targets to modules under that
-    sub-model (e.g. ``language_model`` of a multimodal model).
-    """
+    ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object (copied).
+    Its targets are matched to a model by :func:`resolve_lora_targets`."""
     from peft import LoraConfig
 
     if value is None:
         raise LLMSettingError("network.lora_config is required to fine-tune with LoRA adapters")
     if isinstance(value, LoraConfig):
-        config = LoraConfig(**{k: v for k, v in value.to_dict().items()
-                               if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
-    elif isinstance(value, Mapping):
-        data = {k: v for k, v in dict(value).items() if v is not None}
-        if "lora_r" in data:
-            data["r"] = data.pop("lora_r")
-        data.setdefault("task_type", "CAUSAL_LM")
-        unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
-        if unknown:
-            raise LLMSettingError(f"network.lora_config: unknown LoRA setting(s) "
-                             f"{', '.join(map(repr, unknown))}")
-        config = LoraConfig(**data)
-    else:
-        raise LLMSettingError(f"network.lora_config must be a mapping or a peft LoraConfig, not "
-                        f"{type(value).__name__}")
-    if target_scope:
-        targets = config.target_modules
-        names = sorted(targets) if isinstance(targets, set | list | tuple) else [str(targets)]
-        escaped = "|".join(n.replace(".", r"\.") for n in names)
-        config.target_modules = rf".*{target_scope}.*\.({escaped})"
+        return LoraConfig(**{k: v for k, v in value.to_dict().items()
+                             if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
+    if not isinstance(value, Mapping):
+        raise LLMSettingError(f"network.lora_config must be a mapping or a peft LoraConfig, "
+                              f"not {type(value).__name__}")
+    data = {k: v for k, v in dict(value).items() if v is not None}
+    if "lora_r" in data:
+        data["r"] = data.pop("lora_r")
+    data.setdefault("task_type", "CAUSAL_LM")
+    unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
+    if unknown:
+        raise LLMSettingError(f"network.lora_config: unknown LoRA setting(s) "
+                              f"{', '.join(map(repr, unknown))}")
+    return LoraConfig(**data)
+
+
+def resolve_lora_targets(model: Any, config: Any, scope: str | None = None) -> Any:
+    """``config`` with its ``target_modules`` resolved to the module paths of ``model``.
+
+    ``scope`` (``lora_target_scope``, e.g. ``language_model``) keeps the modules under that
+    sub-model; a model without one (a text-only model is all language model) keeps them all,
+    with a notice. A target ``x.linear`` (the linear layer inside a wrapped projection, as in
+    multimodal Gemma checkpoints) falls back to ``x`` itself where ``x`` is the linear layer,
+    with a notice. A target matching no module is a :class:`LLMSettingError`. A regular
+    expression (a string target) is left to peft.
+    """
+    import copy
+
+    targets = config.target_modules
+    if targets is None or isinstance(targets, str):
+        return config
+    names = [name for name, _ in model.named_modules() if name]
+    if scope:
+        scoped = [n for n in names if f".{scope}." in f".{n}."]
+        if scoped:
+            names = scoped
+        else:
+            notice(f"algorithm.lora_target_scope = {scope!r}: the model has no {scope!r} "
+                   "sub-model; LoRA targets are looked up in the whole model")
+    resolved: list[str] = []
+    for target in sorted(targets):
+        found = _module_paths(names, str(target))
+        if not found and str(target).endswith(".linear"):
+            found = _module_paths(names, str(target)[: -len(".linear")])
+            if found:
+                notice(f"network.lora_config.target_modules {target!r}: the model's "
+                       f"projections are not wrapped; targeting {str(target)[:-7]!r}")
+        if not found:
+            raise LLMSettingError(
+                f"network.lora_config.target_modules: {target!r} matches no module of the "
+                f"model (its linear layers: {', '.join(_linear_leaves(model))})")
+        resolved.extend(found)
+    config = copy.deepcopy(config)
+    config.target_modules = sorted(set(resolved))
     return config
+
+
+def _module_paths(names: list[str], target: str) -> list[str]:
+    return [n for n in names if n == target or n.endswith("." + target)]
+
+
+def _linear_leaves(model: Any) -> list[str]:
+    import torch
+
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if isinstance(module, torch.nn.Linear)})

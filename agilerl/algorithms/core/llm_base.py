@@ -216,8 +216,9 @@ class LLMAlgorithm(ABC):
 
         self.base = shared_base(self.base_key())
         self.tokenizer = self.base.tokenizer
-        self.lora_config = lora_config(self.spec.lora_config, self.spec.lora_target_scope)
-        self.adapter = self.base.add_adapter(self.lora_config)
+        self.adapter = self.base.add_adapter(lora_config(self.spec.lora_config),
+                                             scope=self.spec.lora_target_scope)
+        self.lora_config = self.base.lora_configs[self.adapter]
         weakref.finalize(self, self.base.delete_adapter, self.adapter)
 
     def _build_extra(self) -> None:
