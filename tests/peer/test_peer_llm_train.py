@@ -4,7 +4,7 @@ Each GRPO/GSPO/CISPO/LLMPPO/LLMREINFORCE manifest under ``shared/peer-manifests`
 ``python -m agilerl.train MANIFEST`` with only ``network.pretrained_model_name_or_path``
 pointed at a tiny local model and, for the dataset-based ones, ``environment.dataset`` at a
 local Countdown-style Parquet file with the same columns and ``environment.reward_file_path``
-at a local reward file; the budget is one step per generation. The run must exit 0, write
+at a local reward file; the budget is one step. The run must exit 0, write
 a checkpoint and save an elite adapter that loads onto the base model and generates.
 Multi-turn manifests play GEM games (``gem-llm``, offline) and quantisation and vLLM
 settings fall back on CPU with a notice. All but one are ``slow``: each generates long
@@ -76,7 +76,7 @@ def test_peer_llm_manifest_trains_checkpoints_and_elite_generates(
         pytest.importorskip("gem", reason="multi-turn GEM games need gem-llm")
     run_dir = tmp_path / "run"
     overrides = [f"network.pretrained_model_name_or_path={local_files['model']}",
-                 "training.max_steps=2", "training.evo_steps=1"]
+                 "training.max_steps=1", "training.evo_steps=1"]
     if MANIFESTS[name][0]:
         overrides += [f"environment.dataset={local_files['dataset']}",
                       f"environment.reward_file_path={local_files['reward']}"]
@@ -84,7 +84,7 @@ def test_peer_llm_manifest_trains_checkpoints_and_elite_generates(
                PYTHONPATH=str(REPO))
     done = subprocess.run(
         [sys.executable, "-m", "agilerl.train", str(PEER / LLM / name), "--no-verbose",
-         "--seed", "3", "--run-dir", str(run_dir), "--save-elite", "--checkpoint-steps", "2",
+         "--seed", "3", "--run-dir", str(run_dir), "--save-elite", "--checkpoint-steps", "1",
          *overrides],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
