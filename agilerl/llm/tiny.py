@@ -110,12 +110,18 @@ def build_tiny_model(
 
 
 # ---------------------------------------------------------------------- local tasks
-#: A reward a tiny model can learn: the share of the first 8 completion characters that
-#: are the answer character (1.0 = eight of them).
+#: Rewards a tiny model can learn: the share of the first 8 completion characters that are
+#: the answer character (1.0 = eight of them), or that are lowercase letters.
 TOKEN_TASK_REWARD = '''
 def emit_token(completion, answer):
     """Share of the first 8 characters of the completion equal to the answer character."""
     return sum(ch == str(answer) for ch in completion[:8]) / 8.0
+
+
+def lowercase_share(completion):
+    """Share of the first 8 characters that are lowercase letters (a dense reward: about a
+    quarter for a random model, so every batch has a learning signal)."""
+    return sum(ch.islower() for ch in completion[:8]) / 8.0
 '''
 
 #: A Countdown reward in the shape of the reference example: format plus a correct equation.

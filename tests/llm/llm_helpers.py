@@ -27,13 +27,15 @@ def algorithm_settings(name: str, **extra: object) -> dict[str, object]:
 def reasoning_manifest(model: Path, task: Path, name: str = "GRPO", *,
                        algorithm: dict[str, object] | None = None,
                        training: dict[str, object] | None = None,
-                       pop_size: int = 2, evolve: bool = True) -> dict[str, object]:
-    """A manifest training ``name`` on the token task with the tiny model."""
+                       pop_size: int = 2, evolve: bool = True,
+                       reward: str = "lowercase_share") -> dict[str, object]:
+    """A manifest training ``name`` on the token task with the tiny model (``reward``: a
+    function of the task's reward file; the default gives every batch a learning signal)."""
     manifest: dict[str, object] = {
         "algorithm": algorithm_settings(name, **(algorithm or {})),
         "environment": {
             "env_type": "reasoning", "dataset": str(task),
-            "reward_file_path": str(task.parent / "reward.py"), "reward_fn_name": "emit_token",
+            "reward_file_path": str(task.parent / "reward.py"), "reward_fn_name": reward,
             "prompt_template": {"system_0": "Be brief.", "user_1": "{question}"},
             "max_reward": 1.0, "train_test_split": 0.75,
         },

@@ -72,7 +72,8 @@ def test_reward_arguments_are_matched_by_name_or_position() -> None:
 
 def test_reasoning_batches_follow_the_step_and_cover_an_epoch(tiny_model: Path,
                                                               token_task: Path) -> None:
-    trainer = LocalTrainer.from_manifest(reasoning_manifest(tiny_model, token_task), seed=0)
+    trainer = LocalTrainer.from_manifest(
+        reasoning_manifest(tiny_model, token_task, reward="emit_token"), seed=0)
     env = trainer.env
     assert len(env.train_rows) == 24 and len(env.test_rows) == 8
     epoch = [tuple(map(str, b.rows)) for b in (env.train_batch(s, 4) for s in range(6))]

@@ -33,12 +33,14 @@ def test_each_algorithm_trains_a_generation(name: str, tiny_model: Path,
                                             token_task: Path) -> None:
     trainer = LocalTrainer.from_manifest(reasoning_manifest(tiny_model, token_task, name),
                                          seed=0)
+    before = _adapters(trainer.population)
     population, fitnesses = trainer.train(verbose=False)
     assert [agent.steps[-1] for agent in population] == [2, 2]
     assert all(0.0 <= f <= 1.0 for f in fitnesses)
     for agent in population:  # one optimizer step per training step
         state = agent.optimizer.state_dict()["state"]
         assert state and all(int(s["step"]) == 2 for s in state.values())
+    assert not _same(before, _adapters(population))  # the adapters learned
     assert population[0].base is population[1].base
 
 
@@ -72,7 +74,8 @@ def test_resume_from_a_checkpoint_is_exact(tiny_model: Path, token_task: Path,
     expected = (fitnesses, _adapters(population), [a.hyperparameters for a in population])
     first = sorted((tmp_path / "ckpt").iterdir())[0]
     assert first.name.startswith("gen00002-step0000000004")
-    resumed = LocalTrainer.from_manifest(manifest, seed=2, resume_from_checkpoint=first)
+    # No seed given: the run seed comes from the checkpoint.
+    resumed = LocalTrainer.from_manifest(manifest, resume_from_checkpoint=first)
     population, fitnesses = resumed.train(verbose=False)
     assert fitnesses == expected[0]
     assert [a.hyperparameters for a in population] == expected[2]
@@ -141,7 +144,8 @@ def test_grpo_raises_the_mean_reward_of_the_token_task(tiny_model: Path,
     manifest = reasoning_manifest(
         tiny_model, token_task, algorithm={"batch_size": 4, "group_size": 8, "beta": 0.0,
                                            "lr": 0.03, "max_output_tokens": 8},
-        training={"max_steps": 30, "evo_steps": 5}, pop_size=1, evolve=False)
+        training={"max_steps": 30, "evo_steps": 5}, pop_size=1, evolve=False,
+        reward="emit_token")
     trainer = LocalTrainer.from_manifest(manifest, seed=1)
     population, _ = trainer.train(verbose=False)
     scores = population[0].scores

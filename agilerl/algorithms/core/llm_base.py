@@ -90,10 +90,7 @@ class LLMAlgorithm(ABC):
         "cosine_lr_schedule_config": "a cosine learning-rate schedule is not implemented "
                                      "for LLM algorithms yet; remove it for a constant rate",
     }
-    inert_settings: ClassVar[dict[str, str]] = {
-        **_SPEED_ONLY,
-        "seed": "the run's seed (--seed, LocalTrainer(seed=...)) seeds LLM runs",
-    }
+    inert_settings: ClassVar[dict[str, str]] = dict(_SPEED_ONLY)
     #: LLM members evolve hyperparameters only.
     mirrored_networks: ClassVar[dict[str, str]] = {}
 
