@@ -35,7 +35,9 @@ class CISPO(GRPO):
         coef = self.spec.clip_coef
         if isinstance(coef, list | tuple):
             if len(coef) != 2 or not 0 <= float(coef[0]) <= 1 <= float(coef[1]):
-                raise ValueError(f"algorithm.clip_coef = {coef!r}: give [low, high] with "
+                from agilerl.llm.errors import LLMSettingError
+
+                raise LLMSettingError(f"algorithm.clip_coef = {coef!r}: give [low, high] with "
                                  "0 <= low <= 1 <= high")
             return float(coef[0]), float(coef[1])
         return 1.0 - float(coef), 1.0 + float(coef)

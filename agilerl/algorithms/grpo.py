@@ -33,9 +33,18 @@ class GRPO(PolicyGradientLLM):
         "update_epochs", "batch_size",
     )
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
+    #: ``adv_norm`` values.
+    ADV_NORMS: ClassVar[tuple[str, ...]] = ("mean_std", "mean_only", "none")
+
+    def _build_extra(self) -> None:
+        from agilerl.llm.errors import LLMSettingError
+
+        if self.spec.adv_norm not in self.ADV_NORMS:
+            raise LLMSettingError(f"algorithm.adv_norm = {self.spec.adv_norm!r}: use one of "
+                                 f"{', '.join(self.ADV_NORMS)}")
+        self.clip_bounds()  # a malformed clip_coef is named before training
 
     def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
-        rewards = torch.as_tensor(experience.rewards, dtype=torch.float32)
-        adv = group_advantages(rewards, experience.group_size, str(self.spec.adv_norm))
+        adv = group_advantages(experience, str(self.spec.adv_norm))
         adv = finish_advantages(adv, self.spec)
         return adv.unsqueeze(1).expand_as(batch.mask).to(batch.mask.device)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from agilerl.llm.model import load_causal_lm, load_tokenizer
+from agilerl.llm.model import load_causal_lm, load_tokenizer, resolve_lora_targets
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class BaseKey:
             gradient_checkpointing=bool(spec.gradient_checkpointing),
         )
 
+
+# peft asks transformers' deprecated ``is_gradient_checkpointing`` on every forward pass.
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 _BASES: dict[BaseKey, SharedBase] = {}
 _LOCK = threading.Lock()
@@ -103,10 +106,13 @@ class SharedBase:
         return int(self.model.config.hidden_size)
 
     # ------------------------------------------------------------------ adapters
-    def add_adapter(self, config: Any, prefix: str = "member") -> str:
-        """Add a freshly initialised adapter with LoRA ``config``; return its name."""
+    def add_adapter(self, config: Any, prefix: str = "member", scope: str | None = None) -> str:
+        """Add a freshly initialised adapter with LoRA ``config`` (its targets resolved to
+        this model's modules under ``scope``: :func:`resolve_lora_targets`); return its name.
+        ``lora_configs[name]`` is the resolved config."""
         from peft import get_peft_model
 
+        config = resolve_lora_targets(self.model, config, scope)
         name = f"{prefix}{next(self._names)}"
         if self.peft is None:
             self.peft = get_peft_model(self.model, config, adapter_name=name)

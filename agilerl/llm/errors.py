@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from agilerl.training.errors import TrainingSetupError
+from agilerl.training.errors import TrainingSetupError, UnsupportedSettingError
+
+
+class LLMSettingError(UnsupportedSettingError, ValueError):
+    """An LLM setting (LoRA config, quantisation, advantage normalisation...) this version
+    cannot use as given; the message names the field (the CLI exits with status 1)."""
 
 
 class ModelUnavailableError(TrainingSetupError, OSError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.llm.datasets import hub_reachable
-from agilerl.llm.errors import ModelUnavailableError
+from agilerl.llm.errors import LLMSettingError, ModelUnavailableError
 
 #: Quantisation presets the ``quantization`` field accepts (or bitsandbytes kwargs).
 QUANTIZATION_PRESETS = ("none", "int8", "nf4", "fp4")
@@ -98,7 +98,7 @@ def quantization_config(quantization: Any, device: str) -> Any:
     if quantization is None or quantization == "none":
         return None
     if isinstance(quantization, str) and quantization not in QUANTIZATION_PRESETS:
-        raise ValueError(f"algorithm.quantization = {quantization!r}: use one of "
+        raise LLMSettingError(f"algorithm.quantization = {quantization!r}: use one of "
                          f"{', '.join(QUANTIZATION_PRESETS)} or a mapping of bitsandbytes "
                          "arguments")
     if not str(device).startswith("cuda"):
@@ -120,6 +120,22 @@ def quantization_config(quantization: Any, device: str) -> Any:
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=quantization,
                               bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def generation_notice(use_vllm: bool, device: str) -> None:
+    """The one-line notice of ``use_vllm: true``: generation runs with transformers (vLLM
+    absent, no GPU, or a population of LoRA adapters, which vLLM does not serve here)."""
+    if not use_vllm:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        why = "vLLM is not installed"
+    elif not str(device).startswith("cuda"):
+        why = f"vLLM needs a CUDA GPU and this run is on {device!r}"
+    else:
+        why = "this version serves a population's LoRA adapters with transformers only"
+    notice(f"algorithm.use_vllm = true: {why}; generating with transformers")
 
 
 def _attention(attn_implementation: str | None, device: str) -> str | None:
@@ -164,36 +180,78 @@ def load_causal_lm(
     return model
 
 
-def lora_config(value: Any, target_scope: str | None = None) -> Any:
+def lora_config(value: Any) -> Any:
     """A peft ``LoraConfig`` from a manifest mapping (``lora_r`` or ``r``, ``lora_alpha``,
-    ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object.
-
-    ``target_scope`` (``lora_target_scope``) restricts the targets to modules under that
-    sub-model (e.g. ``language_model`` of a multimodal model).
-    """
+    ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object (copied).
+    Its targets are matched to a model by :func:`resolve_lora_targets`."""
     from peft import LoraConfig
 
     if value is None:
-        raise ValueError("network.lora_config is required to fine-tune with LoRA adapters")
+        raise LLMSettingError("network.lora_config is required to fine-tune with LoRA adapters")
     if isinstance(value, LoraConfig):
-        config = LoraConfig(**{k: v for k, v in value.to_dict().items()
-                               if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
-    elif isinstance(value, Mapping):
-        data = {k: v for k, v in dict(value).items() if v is not None}
-        if "lora_r" in data:
-            data["r"] = data.pop("lora_r")
-        data.setdefault("task_type", "CAUSAL_LM")
-        unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"network.lora_config: unknown LoRA setting(s) "
-                             f"{', '.join(map(repr, unknown))}")
-        config = LoraConfig(**data)
-    else:
-        raise TypeError(f"network.lora_config must be a mapping or a peft LoraConfig, not "
-                        f"{type(value).__name__}")
-    if target_scope:
-        targets = config.target_modules
-        names = sorted(targets) if isinstance(targets, set | list | tuple) else [str(targets)]
-        escaped = "|".join(n.replace(".", r"\.") for n in names)
-        config.target_modules = rf".*{target_scope}.*\.({escaped})"
+        return LoraConfig(**{k: v for k, v in value.to_dict().items()
+                             if k in LoraConfig.__dataclass_fields__ and k != "peft_type"})
+    if not isinstance(value, Mapping):
+        raise LLMSettingError(f"network.lora_config must be a mapping or a peft LoraConfig, "
+                              f"not {type(value).__name__}")
+    data = {k: v for k, v in dict(value).items() if v is not None}
+    if "lora_r" in data:
+        data["r"] = data.pop("lora_r")
+    data.setdefault("task_type", "CAUSAL_LM")
+    unknown = sorted(set(data) - set(LoraConfig.__dataclass_fields__))
+    if unknown:
+        raise LLMSettingError(f"network.lora_config: unknown LoRA setting(s) "
+                              f"{', '.join(map(repr, unknown))}")
+    return LoraConfig(**data)
+
+
+def resolve_lora_targets(model: Any, config: Any, scope: str | None = None) -> Any:
+    """``config`` with its ``target_modules`` resolved to the module paths of ``model``.
+
+    ``scope`` (``lora_target_scope``, e.g. ``language_model``) keeps the modules under that
+    sub-model; a model without one (a text-only model is all language model) keeps them all,
+    with a notice. A target ``x.linear`` (the linear layer inside a wrapped projection, as in
+    multimodal Gemma checkpoints) falls back to ``x`` itself where ``x`` is the linear layer,
+    with a notice. A target matching no module is a :class:`LLMSettingError`. A regular
+    expression (a string target) is left to peft.
+    """
+    import copy
+
+    targets = config.target_modules
+    if targets is None or isinstance(targets, str):
+        return config
+    names = [name for name, _ in model.named_modules() if name]
+    if scope:
+        scoped = [n for n in names if f".{scope}." in f".{n}."]
+        if scoped:
+            names = scoped
+        else:
+            notice(f"algorithm.lora_target_scope = {scope!r}: the model has no {scope!r} "
+                   "sub-model; LoRA targets are looked up in the whole model")
+    resolved: list[str] = []
+    for target in sorted(targets):
+        found = _module_paths(names, str(target))
+        if not found and str(target).endswith(".linear"):
+            found = _module_paths(names, str(target)[: -len(".linear")])
+            if found:
+                notice(f"network.lora_config.target_modules {target!r}: the model's "
+                       f"projections are not wrapped; targeting {str(target)[:-7]!r}")
+        if not found:
+            raise LLMSettingError(
+                f"network.lora_config.target_modules: {target!r} matches no module of the "
+                f"model (its linear layers: {', '.join(_linear_leaves(model))})")
+        resolved.extend(found)
+    config = copy.deepcopy(config)
+    config.target_modules = sorted(set(resolved))
     return config
+
+
+def _module_paths(names: list[str], target: str) -> list[str]:
+    return [n for n in names if n == target or n.endswith("." + target)]
+
+
+def _linear_leaves(model: Any) -> list[str]:
+    import torch
+
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if isinstance(module, torch.nn.Linear)})

@@ -15,6 +15,7 @@ have seen, and every member of a generation gets the same prompts.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,8 @@ class ReasoningEnv:
                                                          str(spec.reward_fn_name)))
         self.max_context_length = max_context_length
         self._cache: dict[tuple[str, int], list[int]] = {}
+        self._truncated = False
+        self.check_prompts()
 
     # ------------------------------------------------------------------ prompts
     def reset(self, seed: int | None = None) -> None:
@@ -113,13 +116,32 @@ class ReasoningEnv:
         ids = self._cache.get(key)
         if ids is None:
             ids = render_prompt(self.tokenizer, template_messages(self.template, row))
-            if self.max_context_length is not None and len(ids) >= self.max_context_length:
-                raise ValueError(
-                    f"a prompt of dataset {self.name!r} ({split} row {index}) is {len(ids)} "
-                    f"tokens, which leaves no room to answer within "
-                    f"network.max_context_length ({self.max_context_length})")
+            limit = self.max_context_length
+            if limit is not None and len(ids) >= limit:
+                if not self._truncated:
+                    warnings.warn(
+                        f"a prompt of dataset {self.name!r} ({split} row {index}) is {len(ids)} "
+                        f"tokens, over network.max_context_length ({limit}); such prompts "
+                        "keep their last tokens", UserWarning, stacklevel=2)
+                    self._truncated = True
+                ids = ids[len(ids) - limit + 1:]
             self._cache[key] = ids
         return ids
+
+    def check_prompts(self, rows: int = 64) -> None:
+        """Refuse a dataset whose first prompts leave no room to answer (a template or a
+        ``max_context_length`` mistake, named here rather than deep inside training)."""
+        limit = self.max_context_length
+        if limit is None:
+            return
+        for split, table in (("train", self.train_rows), ("test", self.test_rows)):
+            for index, row in enumerate(table[:rows]):
+                length = len(render_prompt(self.tokenizer, template_messages(self.template, row)))
+                if length >= limit:
+                    raise ValueError(
+                        f"a prompt of dataset {self.name!r} ({split} row {index}) is {length} "
+                        f"tokens, which leaves no room to answer within "
+                        f"network.max_context_length ({limit})")
 
     def train_batch(self, step: int, batch_size: int) -> PromptBatch:
         """The ``batch_size`` training prompts of a member's step ``step`` (0-based)."""
@@ -152,16 +174,10 @@ class ReasoningEnv:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, agent: Any, loop: int = 1) -> float:
         """Mean reward of greedy completions of the held-out prompts (one batch of the
-        member's ``batch_size``). Evaluations happen every ``evaluation_interval`` of the
-        member's steps; between them the member's last fitness stands."""
-        due = agent.steps[-1] // self.evaluation_interval
-        if agent.fitness and getattr(agent, "evaluated_at", None) == due:
-            return float(agent.fitness[-1])
+        member's ``batch_size``; ``loop`` passes)."""
         batch = self.test_batch(int(getattr(agent, "batch_size", 8)))
         scores = []
         for _ in range(max(int(loop), 1)):
             rollout = agent.generate(batch.ids, greedy=True)
             scores.append(float(np.mean(self.rewards(rollout.texts, batch.rows))))
-        agent.evaluated_at = due
         return float(np.mean(scores))
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import string
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +33,30 @@ def char_vocabulary() -> dict[str, int]:
     return {token: i for i, token in enumerate(tokens)}
 
 
-def build_tokenizer() -> Any:
-    """A character-level ``PreTrainedTokenizerFast`` with pad/eos/bos and a chat template."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+def build_tokenizer(corpus: Sequence[str] = (), vocab_size: int = 384) -> Any:
+    """A ``PreTrainedTokenizerFast`` with pad/eos/bos and a chat template.
+
+    Without ``corpus`` it is character-level (every printable ASCII character one token).
+    With ``corpus`` it is a byte-pair tokenizer trained on that text (locally, in
+    milliseconds) up to ``vocab_size`` tokens, whose words become single tokens, so long
+    prompts of real manifests fit their ``max_context_length``; every printable character
+    stays a token.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     vocab = char_vocabulary()
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    if corpus:
+        core = Tokenizer(models.BPE(unk_token="<unk>"))
+        core.pre_tokenizer = pre_tokenizers.Split(Regex(r" ?[A-Za-z]+|[\s\S]"),
+                                                  behavior="isolated")
+        trainer = trainers.BpeTrainer(
+            vocab_size=max(vocab_size, len(vocab)), special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=[t for t in vocab if t not in SPECIAL_TOKENS], show_progress=False)
+        core.train_from_iterator(list(corpus), trainer=trainer)
+    else:
+        core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+        core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
@@ -57,23 +74,29 @@ def build_tiny_model(
     layers: int = 2,
     heads: int = 4,
     max_positions: int = 1024,
+    init_range: float = 0.2,
     seed: int = 0,
+    corpus: Sequence[str] = (),
 ) -> Path:
     """Write a tiny Llama-style causal LM and its tokenizer to ``folder``; return it.
 
     The attention projections are named ``q_proj``/``k_proj``/``v_proj``/``o_proj`` as in
     Qwen and Llama checkpoints, so LoRA ``target_modules`` of real manifests apply unchanged.
+    ``corpus``: text to train a byte-pair tokenizer on (see :func:`build_tokenizer`;
+    default: character-level). ``init_range`` (the weights' standard deviation) is larger than a real model's 0.02 so
+    that the next-token distribution is not nearly uniform and a LoRA adapter can sharpen it.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(corpus)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
         num_hidden_layers=layers, num_attention_heads=heads,
         num_key_value_heads=max(1, heads // 2), max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+        initializer_range=init_range,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
@@ -87,12 +110,18 @@ def build_tiny_model(
 
 
 # ---------------------------------------------------------------------- local tasks
-#: A reward a tiny model can learn: the share of the first 8 completion characters that
-#: are the answer character (1.0 = eight of them).
+#: Rewards a tiny model can learn: the share of the first 8 completion characters that are
+#: the answer character (1.0 = eight of them), or that are lowercase letters.
 TOKEN_TASK_REWARD = '''
 def emit_token(completion, answer):
     """Share of the first 8 characters of the completion equal to the answer character."""
     return sum(ch == str(answer) for ch in completion[:8]) / 8.0
+
+
+def lowercase_share(completion):
+    """Share of the first 8 characters that are lowercase letters (a dense reward: about a
+    quarter for a random model, so every batch has a learning signal)."""
+    return sum(ch.islower() for ch in completion[:8]) / 8.0
 '''
 
 #: A Countdown reward in the shape of the reference example: format plus a correct equation.

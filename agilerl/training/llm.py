@@ -27,7 +27,6 @@ from agilerl.population.backend import TrainReport
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
 
-_SEED_ENV = 0xE7
 _SEED_AGENT = 0xA6E7
 
 #: Mutation kinds that change networks, which LLM members do not evolve.
@@ -51,7 +50,10 @@ def make_llm_env(trainer: LocalTrainer) -> Any:
     base = shared_base(BaseKey.from_spec(algo, _spec_device(trainer)))
     trainer.tokenizer = base.tokenizer
     training = trainer.training_spec
-    seed = derive_seed(trainer.seed, _SEED_ENV)
+    # The data split and order follow algorithm.seed (as the reference's trainer sets the
+    # env's seed), not the run seed: a resumed run, whose run seed comes from the checkpoint
+    # only after the env exists, reads the same prompts.
+    seed = int(algo.seed)
     env_type = getattr(spec.env_type, "value", spec.env_type)
     if env_type == "reasoning":
         from agilerl.llm.reasoning import ReasoningEnv
@@ -114,10 +116,12 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     import torch
 
     from agilerl.algorithms import algorithm_class
+    from agilerl.llm.model import generation_notice
     from agilerl.training.build import _hp_config
 
     network_mutations_off(trainer)
     spec = trainer.algorithm_spec
+    generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(str(spec.name))
     hyper = _hyperparameters(spec)
     population = []

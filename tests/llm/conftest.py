@@ -23,7 +23,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def token_task(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Parquet ``question``/``answer`` rows and ``reward.py`` (``emit_token``)."""
+    """Parquet ``question``/``answer`` rows and ``reward.py`` (``emit_token``, ``lowercase_share``)."""
     from agilerl.llm.tiny import write_token_task
 
     return write_token_task(tmp_path_factory.mktemp("token_task"))
@@ -46,3 +46,4 @@ def _fresh_bases():
     forget_bases()
     yield
     forget_bases()
+

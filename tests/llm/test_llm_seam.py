@@ -61,8 +61,25 @@ def test_lora_config_from_a_mapping_or_a_peft_object() -> None:
     assert from_object.r == 2
     with pytest.raises(ValueError, match="rank"):
         lora_config({**LORA, "rank": 3})
-    scoped = lora_config(LORA, target_scope="language_model")
-    assert isinstance(scoped.target_modules, str) and "language_model" in scoped.target_modules
+
+
+def test_lora_targets_resolve_to_the_model_with_notices_for_gemma_style_names(
+        tiny_model: Path) -> None:
+    from agilerl.llm.errors import LLMSettingError
+    from agilerl.llm.model import LLMFallbackWarning, resolve_lora_targets
+
+    model = load_causal_lm(str(tiny_model))
+    plain = resolve_lora_targets(model, lora_config(LORA))
+    assert plain.target_modules == [f"model.layers.{i}.self_attn.{p}"
+                                    for i in (0, 1) for p in ("q_proj", "v_proj")]
+    gemma = lora_config({**LORA, "target_modules": ["q_proj.linear", "v_proj.linear"]})
+    with pytest.warns(LLMFallbackWarning) as record:
+        scoped = resolve_lora_targets(model, gemma, scope="language_model")
+    assert scoped.target_modules == plain.target_modules
+    messages = " ".join(str(r.message) for r in record)
+    assert "no 'language_model' sub-model" in messages and "'q_proj.linear'" in messages
+    with pytest.raises(LLMSettingError, match="'wq' matches no module.*q_proj"):
+        resolve_lora_targets(model, lora_config({**LORA, "target_modules": ["wq"]}))
 
 
 def test_a_population_shares_one_base_and_adds_only_adapters(tiny_model: Path) -> None:
@@ -130,3 +147,27 @@ def test_network_mutations_are_turned_off_with_a_warning() -> None:
         + spec.probabilities.act_mut
     assert probs.arch_mut == probs.params_mut == probs.act_mut == 0
     assert probs.no_mut == pytest.approx(0.4 + moved) and probs.rl_hp_mut == 0.4
+
+
+def test_without_the_llm_extra_building_a_member_names_the_install(monkeypatch) -> None:
+    import importlib.util
+
+    from agilerl.algorithms import algorithm_class
+    from agilerl.training.errors import MissingExtraError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(MissingExtraError, match=r"pip install 'agilerl\[llm\]'"):
+        algorithm_class("GRPO")(group_size=2)
+
+
+def test_agilerl_imports_without_the_llm_extra() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules.update(transformers=None, peft=None, datasets=None, "
+            "accelerate=None); import agilerl.algorithms.grpo, agilerl.training.llm, "
+            "agilerl.llm.adapters, agilerl.llm.multiturn; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -213,8 +213,9 @@ class LLMAlgorithm(ABC):
 
         self.base = shared_base(self.base_key())
         self.tokenizer = self.base.tokenizer
-        self.lora_config = lora_config(self.spec.lora_config, self.spec.lora_target_scope)
-        self.adapter = self.base.add_adapter(self.lora_config)
+        self.adapter = self.base.add_adapter(lora_config(self.spec.lora_config),
+                                             scope=self.spec.lora_target_scope)
+        self.lora_config = self.base.lora_configs[self.adapter]
         weakref.finalize(self, self.base.delete_adapter, self.adapter)
 
     def _build_extra(self) -> None:
@@ -249,11 +250,17 @@ class LLMAlgorithm(ABC):
                 mask[row, width - len(prompt):] = 1
         return ids.to(self.device), mask.to(self.device)
 
+    @property
+    def context_limit(self) -> int:
+        """``network.max_context_length``, or the model's own position limit if smaller."""
+        own = getattr(self.base.model.config, "max_position_embeddings", None)
+        return min(self.max_model_len, int(own)) if own else self.max_model_len
+
     def max_new_tokens(self, prompt_len: int) -> int:
-        limit = self.max_model_len - prompt_len
+        limit = self.context_limit - prompt_len
         if limit < 1:
             raise ValueError(f"a prompt of {prompt_len} tokens leaves no room to generate within "
-                             f"network.max_context_length ({self.max_model_len})")
+                             f"network.max_context_length ({self.context_limit})")
         wanted = getattr(self.spec, "max_output_tokens", None)  # DPO/SFT specs have none
         return min(int(wanted), limit) if wanted else limit
 
@@ -311,6 +318,27 @@ class LLMAlgorithm(ABC):
             skip_special_tokens=True)
         return Rollout(out, attention, prompt_len, completion_mask, texts)
 
+    def rollout_from_pairs(self, prompts: list[list[int]],
+                           completions: list[list[int]]) -> Rollout:
+        """A :class:`Rollout` of given (prompt, completion) token pairs (multi-turn turns,
+        preference or SFT data): prompts left-padded, completions right-padded."""
+        ids, prompt_mask = self.encode_prompts(prompts)
+        width = max(max((len(c) for c in completions), default=1), 1)
+        pad = int(self.tokenizer.pad_token_id)
+        completion = torch.full((len(completions), width), pad, dtype=torch.long)
+        completion_mask = torch.zeros((len(completions), width), dtype=torch.long)
+        for row, tokens in enumerate(completions):
+            if tokens:
+                completion[row, :len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+                completion_mask[row, :len(tokens)] = 1
+        completion, completion_mask = completion.to(self.device), completion_mask.to(self.device)
+        texts = self.tokenizer.batch_decode(
+            [c[:int(m.sum())] for c, m in zip(completion, completion_mask, strict=True)],
+            skip_special_tokens=True)
+        return Rollout(torch.cat([ids, completion], dim=1),
+                       torch.cat([prompt_mask, completion_mask], dim=1), ids.shape[1],
+                       completion_mask, texts)
+
     # ------------------------------------------------------------------ log-probabilities
     def chunk_size(self, rows: int) -> int:
         """Rows per forward pass: 1 with ``reduce_memory_peak``, else ``chunk_rows`` or
@@ -328,8 +356,11 @@ class LLMAlgorithm(ABC):
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention}
         if self.spec.calc_position_embeddings:
             kwargs["position_ids"] = (attention.cumsum(dim=1) - 1).clamp(min=0)
-        out = model(**kwargs, output_hidden_states=hidden, use_cache=False)
-        logits = out.logits[:, prompt_len - 1:-1].float()
+        # Only the positions that predict completion tokens go through the LM head (with a
+        # large vocabulary that head is most of a forward pass's memory).
+        keep = ids.shape[1] - prompt_len + 1
+        out = model(**kwargs, output_hidden_states=hidden, use_cache=False, logits_to_keep=keep)
+        logits = out.logits[:, -keep:-1].float()
         temperature = float(getattr(self, "temperature", 1.0) or 1.0)
         logp = torch.log_softmax(logits / temperature, dim=-1)
         targets = ids[:, prompt_len:]
@@ -358,9 +389,17 @@ class LLMAlgorithm(ABC):
     # ------------------------------------------------------------------ evaluation
     def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
              seed: int | None = None) -> float:
-        """Mean reward of greedy completions on ``env``'s test prompts; appended to
-        ``fitness``. ``loop`` passes (greedy decoding makes them equal; kept for the API)."""
-        fitness = float(env.evaluate(self, loop=loop))
+        """Evaluate on ``env`` (``env.evaluate(agent, loop)``: greedy completions of its
+        held-out prompts or episodes); the result is appended to ``fitness``.
+
+        Evaluations happen every ``env.evaluation_interval`` of this member's steps: asked
+        again before the next one is due, the member's last fitness stands."""
+        due = self.steps[-1] // max(int(getattr(env, "evaluation_interval", 1)), 1)
+        if self.fitness and self.evaluated_at == due:
+            fitness = float(self.fitness[-1])
+        else:
+            fitness = float(env.evaluate(self, loop=loop))
+            self.evaluated_at = due
         self.fitness.append(fitness)
         return fitness
 

@@ -25,13 +25,30 @@ from agilerl.algorithms.core.llm_base import LLMAlgorithm, Rollout
 
 @dataclass
 class Experience:
-    """What a reasoning step hands to ``learn``: completions and their rewards."""
+    """What a step hands to ``learn``: completions and the reward credited to each.
+
+    Reasoning: one row per completion, ``group_size`` consecutive rows per prompt. Multi-turn:
+    one row per turn; ``groups`` gives each row's group (episodes started from the same
+    environment seed) and ``episode_start`` marks each episode's first row, whose
+    ``returns`` entry is the episode's return (group statistics are taken over episodes).
+    """
 
     rollout: Rollout
     rewards: np.ndarray
-    """One reward per completion row."""
+    """Reward credited to each row (the completion's reward, or a turn's return-to-go)."""
     group_size: int = 1
-    """Consecutive rows sampled from the same prompt."""
+    """Consecutive rows sampled from the same prompt (when ``groups`` is None)."""
+    groups: np.ndarray | None = None
+    """Group id of each row (None: consecutive blocks of ``group_size``)."""
+    episode_start: np.ndarray | None = None
+    """True on the first row of each episode (None: every row is an episode)."""
+    returns: np.ndarray | None = None
+    """Episode return of each row's episode (None: ``rewards``)."""
+
+    def group_ids(self) -> np.ndarray:
+        if self.groups is not None:
+            return np.asarray(self.groups)
+        return np.arange(len(self.rewards)) // max(int(self.group_size), 1)
 
 
 @dataclass
@@ -47,16 +64,26 @@ class UpdateBatch:
     old_values: torch.Tensor | None = None
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, norm: str) -> torch.Tensor:
-    """Rewards relative to their group (``mean_std``: standardised; ``mean_only``: centred;
-    ``none``: raw)."""
-    grouped = rewards.view(-1, group_size)
+def group_advantages(experience: Experience, norm: str) -> torch.Tensor:
+    """Each row's reward relative to its group's episodes (``mean_std``: standardised by
+    the group's return deviation; ``mean_only``: centred; ``none``: raw)."""
+    rewards = torch.as_tensor(np.asarray(experience.rewards, dtype=np.float64))
     if norm == "none":
-        return rewards.clone()
-    centred = grouped - grouped.mean(dim=1, keepdim=True)
-    if norm == "mean_std" and group_size > 1:
-        centred = centred / (grouped.std(dim=1, keepdim=True) + 1e-4)
-    return centred.reshape(-1)
+        return rewards.float()
+    groups = experience.group_ids()
+    starts = experience.episode_start if experience.episode_start is not None \
+        else np.ones(len(groups), dtype=bool)
+    returns = experience.returns if experience.returns is not None else experience.rewards
+    adv = torch.zeros_like(rewards)
+    for group in np.unique(groups):
+        rows = torch.as_tensor(np.nonzero(groups == group)[0])
+        episodes = torch.as_tensor(np.asarray(returns, dtype=np.float64)[
+            (groups == group) & np.asarray(starts, dtype=bool)])
+        mean = episodes.mean() if len(episodes) else torch.tensor(0.0, dtype=torch.float64)
+        adv[rows] = rewards[rows] - mean
+        if norm == "mean_std" and len(episodes) > 1:
+            adv[rows] = adv[rows] / (episodes.std() + 1e-4)
+    return adv.float()
 
 
 class PolicyGradientLLM(LLMAlgorithm):
@@ -66,6 +93,21 @@ class PolicyGradientLLM(LLMAlgorithm):
     default_ratio_level: ClassVar[str] = "token"
     #: Settings fixed for the whole population (mutating them changes no maths here).
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    unsupported_settings: ClassVar[dict[str, str]] = {
+        **LLMAlgorithm.unsupported_settings,
+        "use_separate_reference_adapter": "the reference policy of the RL algorithms is the "
+                                          "base model without adapters (a separate reference "
+                                          "adapter is a DPO setting)",
+    }
+    inert_settings: ClassVar[dict[str, str]] = {
+        **LLMAlgorithm.inert_settings,
+        "action_granularity": "each completion (each turn of a multi-turn episode) is one "
+                              "row whose tokens are the actions",
+        "turn_ratio_pooling": "importance ratios are per token or per completion "
+                              "(importance_sampling_level); a turn is one completion",
+        "turn_level_clip": "a turn is one completion, clipped as importance_sampling_level "
+                           "says",
+    }
 
     # ------------------------------------------------------------------ hooks
     def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
@@ -83,7 +125,10 @@ class PolicyGradientLLM(LLMAlgorithm):
     def clip_bounds(self) -> tuple[float, float]:
         coef = self.spec.clip_coef
         if isinstance(coef, list | tuple):
-            return float(coef[0]), float(coef[1])
+            from agilerl.llm.errors import LLMSettingError
+
+            raise LLMSettingError(f"algorithm.clip_coef = {coef!r}: {self.algo} takes one "
+                                  "coefficient (CISPO takes [low, high] bounds)")
         coef = float(getattr(self, "clip_coef", coef))
         return 1.0 - coef, 1.0 + coef
 
@@ -162,7 +207,7 @@ class PolicyGradientLLM(LLMAlgorithm):
                 part = rows[start:start + chunk]
                 loss, kl, clip = self._chunk_loss(model, batch, part, len(rows), window_tokens)
                 loss.backward()
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
                 kl_sum += kl * len(part) / len(rows)
                 clip_sum += clip * len(part) / len(rows)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]

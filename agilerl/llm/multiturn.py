@@ -1,0 +1,250 @@
+"""The ``multiturn`` environment: episodes of a text game, one completion per turn.
+
+The game is a GEM environment (``env_name`` such as ``game:GuessTheNumber-v0-easy``, from
+the ``gem-llm`` package; its games run offline) or a custom ``entrypoint``
+(``"<module-or-file>:<callable>"`` called with ``env_config``). Either follows the
+Gymnasium text API: ``reset(seed) -> (observation, info)`` and
+``step(text) -> (observation, reward, terminated, truncated, info)``.
+
+An episode is a chat: the observation is the user's message, the member's completion the
+assistant's answer, for at most ``max_turns`` turns (or until the conversation would not
+fit in ``network.max_context_length``). Each turn is a training row credited with its
+return-to-go (``advantage_granularity`` ``turn`` or ``auto``; discounted by the algorithm's
+``gamma`` where it has one) or with the episode return (``trajectory``). GRPO-style
+algorithms compare the ``group_size`` episodes played from the same seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agilerl.checkpoint.rng import derive_seed
+from agilerl.population.backend import TrainReport
+from agilerl.training.errors import MissingExtraError
+
+#: Turns per episode when neither the manifest nor the environment says.
+DEFAULT_MAX_TURNS = 8
+_TEST_SEEDS = 0x7E57
+
+
+def make_multiturn_env_factory(spec: Any, base_dir: str | None = None) -> Callable[[], Any]:
+    """A function building one fresh game of ``spec`` (GEM ``env_name`` or ``entrypoint``)."""
+    if spec.entrypoint:
+        from agilerl.envs.entrypoint import resolve_entrypoint
+
+        target = resolve_entrypoint(str(spec.entrypoint), base_dir)
+        config = dict(spec.env_config or {})
+        return lambda: target(**config)
+    name = str(spec.env_name)
+    try:
+        import gem
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"environment.env_name = {name!r} is a GEM environment, which needs the Python "
+            "package 'gem-llm'. Install it with: pip install 'agilerl[multiturn]' (or pip "
+            "install gem-llm), or give environment.entrypoint: '<module-or-file>:<callable>' "
+            "for your own multi-turn environment") from exc
+    try:
+        gem.make(name)
+    except Exception as exc:
+        raise ValueError(f"environment.env_name = {name!r}: GEM cannot build it "
+                         f"({type(exc).__name__}: {exc})") from exc
+    return lambda: gem.make(name)
+
+
+@dataclass
+class Episode:
+    """One played episode: the prompt and completion tokens and the reward of each turn."""
+
+    group: int
+    prompts: list[list[int]] = field(default_factory=list)
+    completions: list[list[int]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def ret(self) -> float:
+        return float(sum(self.rewards))
+
+
+class MultiTurnEnv:
+    """Episodes of a text game played by a member (see module docstring)."""
+
+    def __init__(self, spec: Any, tokenizer: Any, *, seed: int = 0,
+                 max_context_length: int | None = None, evaluation_interval: int = 1,
+                 base_dir: str | None = None) -> None:
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.seed = int(seed)
+        self.max_reward = spec.max_reward
+        self.evaluation_interval = max(int(evaluation_interval), 1)
+        self.max_context_length = max_context_length
+        self.name = str(spec.env_name or spec.entrypoint)
+        self.factory = make_multiturn_env_factory(spec, base_dir)
+        self.max_turns = int(spec.max_turns or self._probe_max_turns())
+
+    def _probe_max_turns(self) -> int:
+        game = self.factory()
+        for name in ("max_turns", "max_attempts"):
+            value = getattr(game, name, None) or getattr(getattr(game, "unwrapped", None),
+                                                          name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return DEFAULT_MAX_TURNS
+
+    def reset(self, seed: int | None = None) -> None:
+        """Nothing to reset: episodes are seeded by the member's step (the loops' API)."""
+        return None
+
+    def close(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ playing
+    def _prompt(self, messages: list[dict[str, str]]) -> list[int]:
+        from agilerl.llm.reasoning import render_prompt
+
+        return render_prompt(self.tokenizer, messages)
+
+    def play(self, agent: Any, seeds: list[int], groups: list[int], *,
+             greedy: bool) -> list[Episode]:
+        """Play one episode per seed, all turns of live episodes generated as one batch."""
+        games = [self.factory() for _ in seeds]
+        episodes = [Episode(group=g) for g in groups]
+        for game, episode, seed in zip(games, episodes, seeds, strict=True):
+            observation, info = game.reset(seed=int(seed))
+            episode.messages.append({"role": "user", "content": _text(observation, info)})
+        for _ in range(self.max_turns):
+            live = [i for i, e in enumerate(episodes) if not e.done]
+            prompts = {i: self._prompt(episodes[i].messages) for i in live}
+            live = [i for i in live if self._fits(prompts[i], agent)]
+            for i in set(prompts) - set(live):
+                episodes[i].done = True
+            if not live:
+                break
+            rollout = agent.generate([prompts[i] for i in live], greedy=greedy)
+            lengths = rollout.completion_mask.sum(dim=1).tolist()
+            for row, i in enumerate(live):
+                self._step(games[i], episodes[i], prompts[i],
+                           rollout.completion_ids[row, :int(lengths[row])].tolist(),
+                           rollout.texts[row])
+        for game in games:
+            _close(game)
+        return episodes
+
+    def _fits(self, prompt: list[int], agent: Any) -> bool:
+        limit = min(self.max_context_length or agent.context_limit, agent.context_limit)
+        return len(prompt) < int(limit) - 1
+
+    def _step(self, game: Any, episode: Episode, prompt: list[int], completion: list[int],
+              text: str) -> None:
+        observation, reward, terminated, truncated, info = game.step(text)
+        episode.prompts.append(prompt)
+        episode.completions.append(completion)
+        episode.rewards.append(float(reward))
+        episode.messages.append({"role": "assistant", "content": text})
+        episode.messages.append({"role": "user", "content": _text(observation, info)})
+        episode.done = bool(terminated or truncated)
+
+    def episode_seeds(self, step: int, count: int) -> list[int]:
+        return [derive_seed(self.seed, int(step), i) for i in range(count)]
+
+    def accuracy(self, returns: np.ndarray) -> float:
+        if self.max_reward is None or returns.size == 0:
+            return math.nan
+        return float(np.mean(returns >= float(self.max_reward) - 1e-9))
+
+    def evaluate(self, agent: Any, loop: int = 1) -> float:
+        """Mean return of greedy episodes from fixed held-out seeds (``batch_size`` of them)."""
+        count = int(getattr(agent, "batch_size", 8))
+        seeds = [derive_seed(self.seed, _TEST_SEEDS, i) for i in range(count)]
+        returns = [e.ret for _ in range(max(int(loop), 1))
+                   for e in self.play(agent, seeds, list(range(count)), greedy=True)]
+        return float(np.mean(returns))
+
+    def member_trainer(self) -> MultiTurnMemberTrainer:
+        return MultiTurnMemberTrainer(self)
+
+
+class MultiTurnMemberTrainer:
+    """``train(agent, steps, seed)``: ``steps`` batches of episodes, then ``learn``."""
+
+    def __init__(self, env: MultiTurnEnv) -> None:
+        self.env = env
+
+    def experience(self, agent: Any, episodes: list[Episode]) -> Any:
+        """One training row per turn, credited as the module docstring says."""
+        from agilerl.algorithms.core.llm_policy import Experience
+
+        gamma = float(getattr(agent, "gamma", 1.0))
+        by_turn = getattr(agent.spec, "advantage_granularity", "auto") in ("auto", "turn")
+        prompts, completions, credit, groups, starts, returns = [], [], [], [], [], []
+        for episode in episodes:
+            to_go = 0.0
+            rtg = []
+            for reward in reversed(episode.rewards):
+                to_go = reward + gamma * to_go
+                rtg.append(to_go)
+            rtg.reverse()
+            for turn, (prompt, completion) in enumerate(
+                    zip(episode.prompts, episode.completions, strict=True)):
+                prompts.append(prompt)
+                completions.append(completion)
+                credit.append(rtg[turn] if by_turn else episode.ret)
+                groups.append(episode.group)
+                starts.append(turn == 0)
+                returns.append(episode.ret)
+        rollout = agent.rollout_from_pairs(prompts, completions)
+        return Experience(rollout, np.array(credit), groups=np.array(groups),
+                          episode_start=np.array(starts), returns=np.array(returns))
+
+    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+        sums: dict[str, float] = {}
+        returns: list[float] = []
+        tokens, seconds = 0, 0.0
+        for _ in range(int(steps)):
+            group = int(getattr(agent, "group_size", 1) or 1)
+            prompts = self.env.episode_seeds(agent.steps[-1], int(agent.batch_size))
+            seeds = [s for s in prompts for _ in range(group)]
+            groups = [i for i in range(len(prompts)) for _ in range(group)]
+            start = time.perf_counter()
+            episodes = self.env.play(agent, seeds, groups, greedy=False)
+            seconds += time.perf_counter() - start
+            played = [e for e in episodes if e.completions]
+            metrics: dict[str, float] = {}
+            if played:
+                experience = self.experience(agent, played)
+                metrics = agent.learn(experience)
+                tokens += experience.rollout.tokens
+            episode_returns = np.array([e.ret for e in episodes])
+            metrics["accuracy"] = self.env.accuracy(episode_returns)
+            metrics["turns"] = float(np.mean([len(e.rewards) for e in episodes]))
+            for name, value in metrics.items():
+                sums[name] = sums.get(name, 0.0) + float(value)
+            returns.extend(episode_returns.tolist())
+            agent.steps[-1] += 1
+            agent.scores.append(float(np.mean(episode_returns)))
+        report = {name: value / max(int(steps), 1) for name, value in sums.items()}
+        report["tokens_per_second"] = tokens / seconds if seconds > 0 else math.nan
+        report["reward"] = float(np.mean(returns)) if returns else math.nan
+        return TrainReport(steps=int(steps), score=report["reward"], metrics=report)
+
+
+def _text(observation: Any, info: Any) -> str:
+    text = str(observation)
+    suffix = info.get("suffix") if isinstance(info, dict) else None
+    if suffix and suffix not in text:
+        text = f"{text}\n{suffix}"
+    return text
+
+
+def _close(game: Any) -> None:
+    close = getattr(game, "close", None)
+    if callable(close):
+        close()
