@@ -313,7 +313,10 @@ class LocalTrainer(Trainer):
         return environment
 
     def _make_env(self) -> Any:
-        return self.env_builder()()
+        from agilerl.training.paradigms import paradigm
+
+        own_env = paradigm(self.paradigm).make_env
+        return own_env(self) if own_env is not None else self.env_builder()()
 
     def env_builder(self) -> Any:
         """A picklable function that builds this trainer's env (the same spec and seed), for
@@ -325,8 +328,8 @@ class LocalTrainer(Trainer):
         from agilerl.training.paradigms import paradigm
 
         own_env = paradigm(self.paradigm).make_env
-        if own_env is not None:
-            return own_env(self)
+        if own_env is not None:  # built from the trainer itself: this process only
+            return functools.partial(own_env, self)
         if hasattr(self.env_spec, "make_env") and not _is_gym_spec(self.env_spec):
             return self.env_spec.make_env
         return functools.partial(make_vector_env, self.env_spec,
