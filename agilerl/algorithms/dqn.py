@@ -103,6 +103,16 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     # ------------------------------------------------------------------ learning
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
+        _, q, target = self.td_terms(experiences)
+        # --- regression of Q(s, a) onto the target ---
+        loss = F.mse_loss(q, target)
+        self.step_optimizer(loss)
+        return {"loss": float(loss.detach())}
+
+    def td_terms(
+        self, experiences: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(Q(s, .), Q(s, a), target)`` of a batch; the target carries no gradient."""
         obs = self.to_tensor(experiences["obs"])
         next_obs = self.to_tensor(experiences["next_obs"])
         action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
@@ -130,15 +140,17 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
                 q_next = q_next_target.amax(dim=-1)
         with torch.no_grad():
             target = reward + self.gamma * (1.0 - done) * q_next
+        return q_online, q_online.gather(1, action).squeeze(1), target
 
-        # --- regression of Q(s, a) onto the target ---
-        q = q_online.gather(1, action).squeeze(1)
-        loss = F.mse_loss(q, target)
+    def step_optimizer(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
+        """Backpropagate ``loss``, step the optimizer (clipping the gradient norm to
+        ``max_grad_norm`` when given), then move the target network by ``tau``."""
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(list(self.actor.parameters()), max_grad_norm,
+                                           foreach=True)
         optimizer.step()
-
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()
-        return {"loss": float(loss.detach())}

@@ -124,6 +124,9 @@ class BanditEnv:
         reward = 1.0 if int(np.asarray(action).reshape(-1)[0]) == self._target else 0.0
         return self._draw(), reward
 
+    def close(self) -> None:
+        """Nothing to release (the tables live in memory); here for the env protocol."""
+
 
 def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
     """The bandit env of ``spec`` (dataset or entrypoint mode)."""

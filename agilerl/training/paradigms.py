@@ -25,6 +25,9 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[Any], Any]
     """``trainer -> train(agent, steps, *, seed)`` (the population seam's half)."""
+    memory: Callable[[Any], Any] | None = None
+    """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
+    loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
 
 
 def _off_policy(trainer: Any) -> Any:
@@ -39,9 +42,29 @@ def _on_policy(trainer: Any) -> Any:
     return OnPolicyMemberTrainer(trainer.env)
 
 
+def _offline(trainer: Any) -> Any:
+    from agilerl.training.offline import OfflineMemberTrainer
+
+    return OfflineMemberTrainer(trainer.memory)
+
+
+def _offline_dataset(trainer: Any) -> Any:
+    from agilerl.training.offline import load_dataset
+
+    return load_dataset(trainer)
+
+
+def _bandits(trainer: Any) -> Any:
+    from agilerl.training.bandit import BanditMemberTrainer
+
+    return BanditMemberTrainer(trainer.env, trainer.memory)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
+    "offline": Paradigm(replay_memory=False, member_trainer=_offline, memory=_offline_dataset),
+    "bandits": Paradigm(replay_memory=True, member_trainer=_bandits),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 
