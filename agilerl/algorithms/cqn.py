@@ -14,7 +14,7 @@ Q-function. The dataset action is the CQL(H) form of Kumar et al. (2020).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -31,9 +31,8 @@ class CQN(DQN):
     """CQN for discrete action spaces (offline: trained by the ``offline`` loop)."""
 
     algo = "CQN"
-    hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double",
-                            "cql_alpha")
-    unsupported_settings: dict[str, str] = {}
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (*DQN.hyperparameter_names, "cql_alpha")
+    unsupported_settings: ClassVar[dict[str, str]] = {}
 
     cql_alpha: float
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -32,7 +32,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     """DQN for discrete action spaces."""
 
     algo = "DQN"
-    hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double")
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (
+        "batch_size", "lr", "learn_step", "gamma", "tau", "double")
     mirrored_networks = {"actor_target": "actor"}
     fixed_hyperparameters = ("double",)
     unsupported_settings = {

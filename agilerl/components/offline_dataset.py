@@ -184,14 +184,15 @@ class _SpaceCheck:
         self.obs_shape = tuple(observation_space.shape)
         self.action_space = action_space
 
-    def observations(self, where: str, key: str, rows: np.ndarray) -> np.ndarray:
+    def observations(self, where: str, key: str, rows: np.ndarray,
+                     offset: int = 0) -> np.ndarray:
         if tuple(rows.shape[1:]) != self.obs_shape:
             raise DatasetError(f"{where}: key '{key}' holds observations of shape "
                                f"{tuple(rows.shape[1:])}; the environment observes "
                                f"{self.obs_shape}")
-        return _finite(where, key, rows.astype(np.float32, copy=False))
+        return _finite(where, key, rows.astype(np.float32, copy=False), offset)
 
-    def actions(self, where: str, key: str, rows: np.ndarray) -> np.ndarray:
+    def actions(self, where: str, key: str, rows: np.ndarray, offset: int = 0) -> np.ndarray:
         space = self.action_space
         if not isinstance(space, spaces.Discrete):
             raise DatasetError(f"{where}: offline training here needs a Discrete action space "
@@ -201,28 +202,29 @@ class _SpaceCheck:
         if rows.ndim != 1:
             raise DatasetError(f"{where}: key '{key}' holds actions of shape "
                                f"{tuple(rows.shape[1:])}; a Discrete action is one integer")
-        rows = _finite(where, key, rows)
+        rows = _finite(where, key, rows, offset)
         as_int = rows.astype(np.int64)
         bad = np.flatnonzero((as_int != rows) | (as_int < space.start)
                              | (as_int >= space.start + space.n))
         if bad.size:
-            raise DatasetError(f"{where}: key '{key}' holds {rows[bad[0]]!r} (row {bad[0]}), "
+            raise DatasetError(f"{where}: key '{key}' holds {rows[bad[0]].item()!r} (row "
+                               f"{offset + int(bad[0])}), "
                                f"outside the environment's action space {space}")
         return as_int - int(space.start)
 
 
-def _finite(where: str, key: str, rows: np.ndarray) -> np.ndarray:
+def _finite(where: str, key: str, rows: np.ndarray, offset: int = 0) -> np.ndarray:
     if rows.dtype.kind == "f" and not np.isfinite(rows).all():
         row = int(np.flatnonzero(~np.isfinite(rows.reshape(len(rows), -1)).all(axis=1))[0])
         raise DatasetError(f"{where}: key '{key}' holds NaN or infinite values "
-                           f"(first at row {row} of its block)")
+                           f"(first at row {offset + row})")
     if rows.dtype.kind not in "fiub":
         raise DatasetError(f"{where}: key '{key}' holds {rows.dtype} values, not numbers")
     return rows
 
 
-def _flags(where: str, key: str, rows: np.ndarray) -> np.ndarray:
-    return _finite(where, key, np.asarray(rows).reshape(len(rows), -1)[:, 0]) != 0
+def _flags(where: str, key: str, rows: np.ndarray, offset: int = 0) -> np.ndarray:
+    return _finite(where, key, np.asarray(rows).reshape(len(rows), -1)[:, 0], offset) != 0
 
 
 # ---------------------------------------------------------------------------- HDF5
@@ -279,7 +281,7 @@ def _from_hdf5(path: Path, check: _SpaceCheck, in_memory_rows: int) -> OfflineDa
 
 def _dataset_keys(handle: Any) -> set[str]:
     h5py = _h5py()
-    return {k for k in handle.keys() if isinstance(handle[k], h5py.Dataset)}
+    return {k for k in handle if isinstance(handle[k], h5py.Dataset)}
 
 
 def _row_count(handle: Any, where: str, keys: set[str]) -> int:
@@ -296,26 +298,29 @@ def _row_count(handle: Any, where: str, keys: set[str]) -> int:
 
 def _hdf5_chunk(handle: Any, where: str, check: _SpaceCheck, start: int, stop: int,
                 rows: int, end_key: str | None, explicit_next: bool) -> _Chunk:
-    obs = check.observations(where, "observations", np.asarray(handle["observations"][start:stop]))
-    actions = check.actions(where, "actions", np.asarray(handle["actions"][start:stop]))
-    rewards = _finite(where, "rewards", np.asarray(handle["rewards"][start:stop])
-                      .reshape(stop - start, -1)[:, 0].astype(np.float32))
-    terminals = _flags(where, "terminals", handle["terminals"][start:stop])
+    def read(key: str) -> np.ndarray:
+        return np.asarray(handle[key][start:stop])
+
+    obs = check.observations(where, "observations", read("observations"), start)
+    actions = check.actions(where, "actions", read("actions"), start)
+    rewards = _finite(where, "rewards",
+                      read("rewards").reshape(stop - start, -1)[:, 0].astype(np.float32), start)
+    terminals = _flags(where, "terminals", read("terminals"), start)
     index = np.arange(stop - start)
     if explicit_next:
-        next_obs = check.observations(where, "next_observations",
-                                      np.asarray(handle["next_observations"][start:stop]))
+        next_obs = check.observations(where, "next_observations", read("next_observations"),
+                                      start)
         return _Chunk(np.concatenate([obs, next_obs]), actions, rewards,
                       terminals.astype(np.float32), index, index + len(obs))
     ends = terminals.copy()
     if end_key is not None:
-        ends |= _flags(where, end_key, handle[end_key][start:stop])
+        ends |= _flags(where, end_key, read(end_key), start)
     if stop == rows:  # the last row has no next row: it must end its episode
         ends[-1] = True
     # A chunk also holds the first row of the next one, so row i's next row is i + 1.
     if stop < rows:
         extra = check.observations(where, "observations",
-                                   np.asarray(handle["observations"][stop:stop + 1]))
+                                   np.asarray(handle["observations"][stop:stop + 1]), stop)
         obs = np.concatenate([obs, extra])
     keep = terminals | ~ends
     next_rows = np.where(terminals, index, index + 1)

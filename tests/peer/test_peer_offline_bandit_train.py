@@ -66,7 +66,8 @@ def write_minari_cartpole(root: Path, dataset_id: str, episodes: int = 30, seed:
             terminations=np.asarray(terms), truncations=np.asarray(truncs), infos={}))
     minari.create_dataset_from_buffers(
         dataset_id, buffers, env=env, algorithm_name="random", author="agilerl tests",
-        author_email="tests@agilerl.invalid", code_permalink="tests", description="test data")
+        author_email="tests@agilerl.invalid", code_permalink="tests", description="test data",
+        eval_env=env)
     env.close()
 
 

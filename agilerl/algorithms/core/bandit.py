@@ -82,7 +82,8 @@ class NeuralBandit(RLAlgorithm):
         super().set_hyperparameter(name, value)
         if name == "lamb":  # the same pulls, regularised by the new lamb
             width = len(self.gram)
-            self.design_inv = np.linalg.inv(self.lamb * np.eye(width) + self.gram)
+            self.design_inv = np.asarray(np.linalg.inv(self.lamb * np.eye(width) + self.gram),
+                                         dtype=np.float64)
 
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         super().apply_architecture_mutation(network_name, plan)
@@ -129,7 +130,7 @@ class NeuralBandit(RLAlgorithm):
         self.design_inv -= np.outer(zg, zg) / (1.0 + g @ zg)
         self.gram += np.outer(g, g)
 
-    def greedy_action(self, context: Any) -> int:
+    def greedy_action(self, context: Any) -> Any:
         """The arm with the highest predicted reward (no exploration, design unchanged)."""
         mean, _ = self.scores_and_features(context)
         return int(np.argmax(mean))
