@@ -11,7 +11,9 @@ environment (``$AGILERL_PEER_VENV`` or ``/tmp/agilerl-peer-venv``) on first use.
 fresh process started by this script, executing this same file in ``--driver`` mode, which:
 
 * counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class
-  (steps taken while a member is being evaluated are not counted as training);
+  (steps taken while a member is being evaluated are not counted as training); a run that
+  steps no vector env counts its members' ``get_action`` calls instead (bandit pulls) or,
+  without those, their ``learn`` calls (offline gradient updates), and says which unit;
 * times the first training step from the moment this script launched the process;
 * records, at every evaluation, the train steps, seconds elapsed and fitness, to report
   when a member first reached the target return: ``--target``, else the reference's best
@@ -48,6 +50,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     import yaml
 
     data = yaml.safe_load(Path(manifest_path).read_text())
+    _resolve_data_files(data, Path(manifest_path).parent)
     for setting in settings:  # SECTION.KEY=VALUE, e.g. training.learning_delay=10000000
         key, _, raw = setting.partition("=")
         section, _, field = key.partition(".")
@@ -57,7 +60,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
                                             max_steps)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
-                    "history": [], "evaluating": False}
+                    "history": [], "evaluating": False, "updates": 0, "actions": 0}
 
     import gymnasium
     from gymnasium.vector import VectorEnv, VectorWrapper
@@ -108,15 +111,34 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
         cls.test = test
 
+    def wrap_count(cls: type, method: str, counter: str) -> None:
+        original = getattr(cls, method)
+
+        def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if not record["evaluating"]:
+                if record["first_step"] is None:
+                    record["first_step"] = time.time()
+                record[counter] += 1
+            return original(self, *args, **kwargs)
+
+        setattr(cls, method, counted)
+
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
+        wrap_count(cls, "learn", "updates")
+        wrap_count(cls, "get_action", "actions")
     start = time.time()
     _, fitnesses = trainer.train(verbose=False)
     end = time.time()
     flat = [float(f) for f in fitnesses]
     first = record["first_step"]
     train_seconds = (end - (first or start)) - record["eval_seconds"]
+    unit = "env steps"
+    if not record["train_steps"]:  # no vector env stepped: bandit pulls or offline updates
+        unit = "pulls" if record["actions"] else "updates"
+        record["train_steps"] = record["actions"] or record["updates"]
     result = {
+        "unit": unit,
         "wall_seconds": end - launched,
         "build_seconds": built - launched,
         "first_step_seconds": (first - launched) if first else None,
@@ -126,6 +148,17 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "history": record["history"],
     }
     Path(out).write_text(json.dumps(result))
+
+
+def _resolve_data_files(data: dict, folder: Path) -> None:
+    """Data files named relative to the manifest (offline datasets, bandit tables) become
+    absolute, so both libraries find them whatever their working directory."""
+    environment = data.get("environment") or {}
+    for key in ("dataset_path", "features", "targets"):
+        value = environment.get(key)
+        if isinstance(value, str) and not Path(value).is_absolute() \
+                and (folder / value).exists():
+            environment[key] = str((folder / value).resolve())
 
 
 # --------------------------------------------------------------------------- parent side
@@ -295,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             target = peer["best_fitness"]
         print(f"  target return: {_fmt(target, '.1f')}"
               + ("" if args.target is not None else " (the reference's best in this run)"))
-        print(header)
+        print(header.replace("steps/s", f"{ours.get('unit', 'steps')[:6]}/s"))
         print(_row("agilerl", ours, target))
         if peer is not None:
             print(_row("reference", peer, target))
