@@ -20,7 +20,7 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
-from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor
+from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -143,6 +143,13 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
             target = reward + self.gamma * (1.0 - done) * q_next
         return q_online, q_online.gather(1, action).squeeze(1), target
 
+    def _online_parameters(self) -> list[torch.Tensor]:
+        """The online network's parameters, cached until the network is replaced."""
+        if getattr(self, "_online_key", None) != id(self.actor):
+            self._online_key = id(self.actor)
+            self._online_params = list(self.actor.parameters())
+        return self._online_params
+
     def step_optimizer(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
         """Backpropagate ``loss``, step the optimizer (clipping the gradient norm to
         ``max_grad_norm`` when given), then move the target network by ``tau``."""
@@ -150,8 +157,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(list(self.actor.parameters()), max_grad_norm,
-                                           foreach=True)
+            clip_grad_norm(self._online_parameters(), max_grad_norm)
         optimizer.step()
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()

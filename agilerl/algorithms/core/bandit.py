@@ -107,7 +107,7 @@ class NeuralBandit(RLAlgorithm):
 
     def confidence_widths(self, features: np.ndarray) -> np.ndarray:
         """``sqrt(g^T Z^-1 g)`` of every row of ``features``."""
-        quad = np.einsum("ij,jk,ik->i", features, self.design_inv, features)
+        quad = ((features @ self.design_inv) * features).sum(axis=1)
         return np.sqrt(np.maximum(quad, 0.0))
 
     def exploration_scores(self, mean: np.ndarray, width: np.ndarray) -> np.ndarray:
