@@ -80,14 +80,23 @@ class BanditEnv:
     num_envs = 1
 
     def __init__(self, features: Any, targets: Any, seed: int | None = None):
-        x = _as_array(features).astype(np.float32)
+        try:
+            x = _as_array(features).astype(np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"features: every column must be numeric ({exc})") from None
         if x.ndim == 1:
             x = x[:, None]
-        y = _as_array(targets).reshape(len(x), -1)
-        if y.shape[1] != 1:
-            raise ValueError(f"Bandit targets need one column, got {y.shape[1]}.")
         if len(x) == 0:
-            raise ValueError("Bandit features table is empty.")
+            raise ValueError("features: the table is empty.")
+        if not np.isfinite(x).all():
+            row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+            raise ValueError(f"features: row {row} holds NaN or infinite values.")
+        y = _as_array(targets)
+        if len(y) != len(x):
+            raise ValueError(f"targets has {len(y)} rows, features has {len(x)}.")
+        y = y.reshape(len(x), -1)
+        if y.shape[1] != 1:
+            raise ValueError(f"targets: one column is needed (the arm), got {y.shape[1]}.")
         self.arm_labels, labels = np.unique(y[:, 0], return_inverse=True)
         self.features = x
         self.labels = labels.astype(np.int64)
@@ -128,6 +137,12 @@ class BanditEnv:
         """Nothing to release (the tables live in memory); here for the env protocol."""
 
 
+def _describe(source: Any) -> str:
+    if isinstance(source, str | os.PathLike):
+        return f"'{os.fspath(source)}'"
+    return f"<in-memory {type(source).__name__}>"
+
+
 def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
     """The bandit env of ``spec`` (dataset or entrypoint mode)."""
     features, targets = getattr(spec, "features", None), getattr(spec, "targets", None)
@@ -135,7 +150,11 @@ def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
     if features is not None or targets is not None:
         if features is None or targets is None:
             raise ValueError("Both 'features' and 'targets' are required for a dataset bandit.")
-        return BanditEnv(load_table(features), load_table(targets), seed=seed)
+        try:
+            return BanditEnv(load_table(features), load_table(targets), seed=seed)
+        except ValueError as exc:
+            raise ValueError(f"bandit tables (features {_describe(features)}, targets "
+                             f"{_describe(targets)}): {exc}") from None
     if entrypoint:
         constructor = resolve_entrypoint(entrypoint, getattr(spec, "path", None))
         return constructor(**dict(getattr(spec, "config", None) or {}))
