@@ -45,8 +45,8 @@ PEER_REQUIREMENTS = ["agilerl==2.58.0", "torch==2.13.0", "peft"]
 
 
 # --------------------------------------------------------------------------- driver side
-def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
-            settings: list[str]) -> None:
+def _load_manifest(manifest_path: str, max_steps: int | None, settings: list[str]) -> dict:
+    """The manifest with ``--set`` changes, ``--max-steps`` and absolute data file paths."""
     import yaml
 
     data = yaml.safe_load(Path(manifest_path).read_text())
@@ -59,6 +59,12 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         data["training"]["max_steps"] = max_steps
         data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
                                             max_steps)
+    return data
+
+
+def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
+            settings: list[str]) -> None:
+    data = _load_manifest(manifest_path, max_steps, settings)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
                     "history": [], "evaluating": False, "updates": 0, "actions": 0}
 
@@ -111,32 +117,17 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
         cls.test = test
 
-    def wrap_count(cls: type, method: str, counter: str) -> None:
-        original = getattr(cls, method)
-
-        def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            if not record["evaluating"]:
-                if record["first_step"] is None:
-                    record["first_step"] = time.time()
-                record[counter] += 1
-            return original(self, *args, **kwargs)
-
-        setattr(cls, method, counted)
-
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
-        wrap_count(cls, "learn", "updates")
-        wrap_count(cls, "get_action", "actions")
+        _wrap_count(cls, "learn", "updates", record)
+        _wrap_count(cls, "get_action", "actions", record)
     start = time.time()
     _, fitnesses = trainer.train(verbose=False)
     end = time.time()
     flat = [float(f) for f in fitnesses]
     first = record["first_step"]
     train_seconds = (end - (first or start)) - record["eval_seconds"]
-    unit = "env steps"
-    if not record["train_steps"]:  # no vector env stepped: bandit pulls or offline updates
-        unit = "pulls" if record["actions"] else "updates"
-        record["train_steps"] = record["actions"] or record["updates"]
+    unit = _count_unit(record)
     result = {
         "unit": unit,
         "wall_seconds": end - launched,
@@ -148,6 +139,29 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "history": record["history"],
     }
     Path(out).write_text(json.dumps(result))
+
+
+def _wrap_count(cls: type, method: str, counter: str, record: dict) -> None:
+    """Count ``cls.method`` calls made outside evaluation in ``record[counter]``."""
+    original = getattr(cls, method)
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not record["evaluating"]:
+            if record["first_step"] is None:
+                record["first_step"] = time.time()
+            record[counter] += 1
+        return original(self, *args, **kwargs)
+
+    setattr(cls, method, counted)
+
+
+def _count_unit(record: dict) -> str:
+    """What ``record["train_steps"]`` counts: env steps, else bandit pulls (``get_action``
+    calls) or offline gradient updates (``learn`` calls), which it then holds."""
+    if record["train_steps"]:
+        return "env steps"
+    record["train_steps"] = record["actions"] or record["updates"]
+    return "pulls" if record["actions"] else "updates"
 
 
 def _resolve_data_files(data: dict, folder: Path) -> None:
