@@ -45,7 +45,17 @@ def _on_policy(trainer: Any) -> Any:
 def _offline(trainer: Any) -> Any:
     from agilerl.training.offline import OfflineMemberTrainer
 
+    _warn_inert(trainer.training_spec, "learning_delay",
+                "offline training takes no env steps; every update samples the dataset")
     return OfflineMemberTrainer(trainer.memory)
+
+
+def _warn_inert(training: Any, field: str, why: str) -> None:
+    """Warn when ``training.<field>`` is set to what this loop does not read."""
+    value = getattr(training, field, None)
+    if value is not None and value != type(training).model_fields[field].default:
+        warnings.warn(f"training.{field} = {value!r} has no effect: {why}", UserWarning,
+                      stacklevel=5)
 
 
 def _offline_dataset(trainer: Any) -> Any:
@@ -57,6 +67,10 @@ def _offline_dataset(trainer: Any) -> Any:
 def _bandits(trainer: Any) -> Any:
     from agilerl.training.bandit import BanditMemberTrainer
 
+    _warn_inert(trainer.training_spec, "episode_steps",
+                "a generation is training.evo_steps pulls per member")
+    _warn_inert(trainer.training_spec, "learning_delay",
+                "bandits learn once the memory holds a batch")
     return BanditMemberTrainer(trainer.env, trainer.memory)
 
 

@@ -184,3 +184,15 @@ def test_lamb_mutation_gives_the_design_of_the_same_pulls() -> None:
     width = len(agent.gram)
     np.testing.assert_allclose(agent.design_inv,
                                np.linalg.inv(3.0 * np.eye(width) + agent.gram), atol=1e-10)
+
+
+def test_settings_these_loops_do_not_read_are_named(cartpole_h5: Path) -> None:
+    manifest = cqn_manifest(cartpole_h5)
+    manifest["training"].update(learning_delay=1000, max_steps=10, evo_steps=10, pop_size=1)
+    with pytest.warns(UserWarning, match="training.learning_delay = 1000 has no effect"):
+        LocalTrainer.from_manifest(manifest=manifest, seed=0).train(verbose=False)
+    trainer = bandit_trainer("NeuralTS", seed=0)
+    trainer.training_spec.episode_steps = 100
+    trainer.training_spec.max_steps = trainer.training_spec.evo_steps = 10
+    with pytest.warns(UserWarning, match="training.episode_steps = 100 has no effect"):
+        trainer.train(verbose=False)
