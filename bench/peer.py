@@ -111,7 +111,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
             finally:
                 record["evaluating"] = False
                 record["eval_seconds"] += time.time() - start
-            record["history"].append((record["train_steps"], time.time() - launched,
+            done = record["train_steps"] or record["actions"] or record["updates"]
+            record["history"].append((done, time.time() - launched,
                                       float(fitness)))
             return fitness
 
