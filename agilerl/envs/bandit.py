@@ -1,9 +1,9 @@
 """Contextual-bandit environments from a ``BanditEnvSpec``.
 
 Dataset mode: a feature table and a target table (in-memory tables, or ``.csv``,
-``.parquet``/``.pq``, ``.h5``/``.hdf5`` files; pandas from the ``bandit`` extra reads
-files). Each target value is an arm. A context is one sample's features in the disjoint
-per-arm layout: an ``(arms, arms * n_features)`` float32 matrix whose row ``a`` holds the
+``.parquet``/``.pq``, ``.h5``/``.hdf5`` files; CSV is read with the standard library,
+Parquet by pandas and pyarrow from the ``bandit`` extra). Each target value is an arm. A
+context is one sample's features in the disjoint per-arm layout: an ``(arms, arms * n_features)`` float32 matrix whose row ``a`` holds the
 features in block ``a`` and zeros elsewhere, so one network scores every arm. Pulling the
 arm equal to the sample's target earns 1, any other arm 0; each step draws a new sample.
 
@@ -13,6 +13,7 @@ Entrypoint mode: ``constructor(**config)`` resolved like every entrypoint
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -40,17 +41,35 @@ def load_table(source: Any) -> Any:
         )
     if not path.is_file():
         raise FileNotFoundError(f"Bandit data file '{path}' does not exist.")
+    if suffix == ".csv":
+        return read_csv(path)
     try:
         import pandas as pd
     except ImportError as exc:
         raise ImportError(
             "Reading bandit tables needs pandas: pip install 'agilerl[bandit]'"
         ) from exc
-    if suffix == ".csv":
-        return pd.read_csv(path)
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
     return _read_hdf(path)
+
+
+def read_csv(path: Path) -> np.ndarray:
+    """A CSV table with a header row, as an array: float when every value is a number, else
+    strings (target labels). Read with the standard library, so CSV tables need neither
+    pandas nor its memory (about 80 MB once imported)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    header, body = (rows[0], rows[1:]) if rows else ([], [])
+    widths = {len(row) for row in body}
+    if len(widths) > 1 or (widths and widths != {len(header)}):
+        raise ValueError(f"'{path}': every row needs {len(header)} values (one per header "
+                         f"column), found rows of {sorted(widths)}")
+    table = np.array(body, dtype=str).reshape(len(body), len(header))
+    try:  # an empty cell is a missing number (NaN), as pandas reads it
+        return np.where(np.char.strip(table) == "", "nan", table).astype(np.float64)
+    except ValueError:
+        return table
 
 
 def _read_hdf(path: Path) -> Any:

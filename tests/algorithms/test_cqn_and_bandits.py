@@ -163,3 +163,26 @@ def test_bad_bandit_tables_name_the_table(tmp_path: Path) -> None:
     pd.DataFrame({"y": [0, 1, 1]}).to_csv(targets, index=False)
     with pytest.raises(EnvironmentSetupError, match=r"y\.csv.*targets has 3 rows, features has 2"):
         LocalTrainer("NeuralUCB", env, seed=0)
+
+
+def test_csv_tables_are_read_without_pandas(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "x.csv").write_text("a,b\n1.5,2\n3,4\n5,6\n")
+    (tmp_path / "y.csv").write_text("label\nsetosa\nvirginica\nsetosa\n")
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n3\n")
+    script = (
+        "import sys\nfrom types import SimpleNamespace\n"
+        "from agilerl.envs.bandit import load_table, make_bandit_env\n"
+        "env = make_bandit_env(SimpleNamespace(features='x.csv', targets='y.csv'))\n"
+        "print(env.arms, env.n_features, env.arm_labels.tolist(), env.features[0].tolist())\n"
+        "try:\n    load_table('bad.csv')\nexcept ValueError as exc:\n    print(exc)\n"
+        "print('pandas' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**__import__("os").environ,
+                                                       "PYTHONPATH": str(Path.cwd())})
+    lines = done.stdout.splitlines()
+    assert lines[0] == "2 2 ['setosa', 'virginica'] [1.5, 2.0]", done.stderr
+    assert "'bad.csv': every row needs 2 values" in lines[1]
+    assert lines[2] == "False"
