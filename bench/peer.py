@@ -11,7 +11,9 @@ environment (``$AGILERL_PEER_VENV`` or ``/tmp/agilerl-peer-venv``) on first use.
 fresh process started by this script, executing this same file in ``--driver`` mode, which:
 
 * counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class
-  (steps taken while a member is being evaluated are not counted as training);
+  (steps taken while a member is being evaluated are not counted as training); a run that
+  steps no vector env counts its members' ``get_action`` calls instead (bandit pulls) or,
+  without those, their ``learn`` calls (offline gradient updates), and says which unit;
 * times the first training step from the moment this script launched the process;
 * records, at every evaluation, the train steps, seconds elapsed and fitness, to report
   when a member first reached the target return: ``--target``, else the reference's best
@@ -43,11 +45,12 @@ PEER_REQUIREMENTS = ["agilerl==2.58.0", "torch==2.13.0", "peft"]
 
 
 # --------------------------------------------------------------------------- driver side
-def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
-            settings: list[str]) -> None:
+def _load_manifest(manifest_path: str, max_steps: int | None, settings: list[str]) -> dict:
+    """The manifest with ``--set`` changes, ``--max-steps`` and absolute data file paths."""
     import yaml
 
     data = yaml.safe_load(Path(manifest_path).read_text())
+    _resolve_data_files(data, Path(manifest_path).parent)
     for setting in settings:  # SECTION.KEY=VALUE, e.g. training.learning_delay=10000000
         key, _, raw = setting.partition("=")
         section, _, field = key.partition(".")
@@ -56,8 +59,14 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         data["training"]["max_steps"] = max_steps
         data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
                                             max_steps)
+    return data
+
+
+def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
+            settings: list[str]) -> None:
+    data = _load_manifest(manifest_path, max_steps, settings)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
-                    "history": [], "evaluating": False}
+                    "history": [], "evaluating": False, "updates": 0, "actions": 0}
 
     import gymnasium
     from gymnasium.vector import VectorEnv, VectorWrapper
@@ -102,7 +111,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
             finally:
                 record["evaluating"] = False
                 record["eval_seconds"] += time.time() - start
-            record["history"].append((record["train_steps"], time.time() - launched,
+            done = record["train_steps"] or record["actions"] or record["updates"]
+            record["history"].append((done, time.time() - launched,
                                       float(fitness)))
             return fitness
 
@@ -110,6 +120,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
+        _wrap_count(cls, "learn", "updates", record)
+        _wrap_count(cls, "get_action", "actions", record)
     if data["training"].get("num_workers", 1) != 1:
         _count_in_workers(record, launched)
     start = time.time()
@@ -118,7 +130,9 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     flat = [float(f) for f in fitnesses]
     first = record["first_step"]
     train_seconds = (end - (first or start)) - record["eval_seconds"]
+    unit = _count_unit(record)
     result = {
+        "unit": unit,
         "wall_seconds": end - launched,
         "build_seconds": built - launched,
         "first_step_seconds": (first - launched) if first else None,
@@ -157,6 +171,40 @@ def _count_in_workers(record: dict, launched: float) -> None:
 
     ProcessPopulation.train_members = counted_train  # type: ignore[method-assign]
     ProcessPopulation.evaluate_members = timed_evaluate  # type: ignore[method-assign]
+
+
+def _wrap_count(cls: type, method: str, counter: str, record: dict) -> None:
+    """Count ``cls.method`` calls made outside evaluation in ``record[counter]``."""
+    original = getattr(cls, method)
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if not record["evaluating"]:
+            if record["first_step"] is None:
+                record["first_step"] = time.time()
+            record[counter] += 1
+        return original(self, *args, **kwargs)
+
+    setattr(cls, method, counted)
+
+
+def _count_unit(record: dict) -> str:
+    """What ``record["train_steps"]`` counts: env steps, else bandit pulls (``get_action``
+    calls) or offline gradient updates (``learn`` calls), which it then holds."""
+    if record["train_steps"]:
+        return "env steps"
+    record["train_steps"] = record["actions"] or record["updates"]
+    return "pulls" if record["actions"] else "updates"
+
+
+def _resolve_data_files(data: dict, folder: Path) -> None:
+    """Data files named relative to the manifest (offline datasets, bandit tables) become
+    absolute, so both libraries find them whatever their working directory."""
+    environment = data.get("environment") or {}
+    for key in ("dataset_path", "features", "targets"):
+        value = environment.get(key)
+        if isinstance(value, str) and not Path(value).is_absolute() \
+                and (folder / value).exists():
+            environment[key] = str((folder / value).resolve())
 
 
 # --------------------------------------------------------------------------- parent side
@@ -332,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             target = peer["best_fitness"]
         print(f"  target return: {_fmt(target, '.1f')}"
               + ("" if args.target is not None else " (the reference's best in this run)"))
-        print(header)
+        print(header.replace("steps/s", f"{ours.get('unit', 'steps')[:6]}/s"))
         print(_row("agilerl", ours, target))
         if peer is not None:
             print(_row("reference", peer, target))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
-from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor
+from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -32,7 +32,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     """DQN for discrete action spaces."""
 
     algo = "DQN"
-    hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau", "double")
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (
+        "batch_size", "lr", "learn_step", "gamma", "tau", "double")
     mirrored_networks = {"actor_target": "actor"}
     fixed_hyperparameters = ("double",)
     unsupported_settings = {
@@ -103,6 +104,16 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     # ------------------------------------------------------------------ learning
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
+        _, q, target = self.td_terms(experiences)
+        # --- regression of Q(s, a) onto the target ---
+        loss = F.mse_loss(q, target)
+        self.step_optimizer(loss)
+        return {"loss": float(loss.detach())}
+
+    def td_terms(
+        self, experiences: Mapping[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(Q(s, .), Q(s, a), target)`` of a batch; the target carries no gradient."""
         obs = self.to_tensor(experiences["obs"])
         next_obs = self.to_tensor(experiences["next_obs"])
         action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
@@ -130,15 +141,23 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
                 q_next = q_next_target.amax(dim=-1)
         with torch.no_grad():
             target = reward + self.gamma * (1.0 - done) * q_next
+        return q_online, q_online.gather(1, action).squeeze(1), target
 
-        # --- regression of Q(s, a) onto the target ---
-        q = q_online.gather(1, action).squeeze(1)
-        loss = F.mse_loss(q, target)
+    def _online_parameters(self) -> list[torch.Tensor]:
+        """The online network's parameters, cached until the network is replaced."""
+        if getattr(self, "_online_key", None) != id(self.actor):
+            self._online_key = id(self.actor)
+            self._online_params = list(self.actor.parameters())
+        return self._online_params
+
+    def step_optimizer(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
+        """Backpropagate ``loss``, step the optimizer (clipping the gradient norm to
+        ``max_grad_norm`` when given), then move the target network by ``tau``."""
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if max_grad_norm is not None:
+            clip_grad_norm(self._online_parameters(), max_grad_norm)
         optimizer.step()
-
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()
-        return {"loss": float(loss.detach())}

@@ -1,9 +1,9 @@
 """Contextual-bandit environments from a ``BanditEnvSpec``.
 
 Dataset mode: a feature table and a target table (in-memory tables, or ``.csv``,
-``.parquet``/``.pq``, ``.h5``/``.hdf5`` files; pandas from the ``bandit`` extra reads
-files). Each target value is an arm. A context is one sample's features in the disjoint
-per-arm layout: an ``(arms, arms * n_features)`` float32 matrix whose row ``a`` holds the
+``.parquet``/``.pq``, ``.h5``/``.hdf5`` files; CSV is read with the standard library,
+Parquet by pandas and pyarrow from the ``bandit`` extra). Each target value is an arm. A
+context is one sample's features in the disjoint per-arm layout: an ``(arms, arms * n_features)`` float32 matrix whose row ``a`` holds the
 features in block ``a`` and zeros elsewhere, so one network scores every arm. Pulling the
 arm equal to the sample's target earns 1, any other arm 0; each step draws a new sample.
 
@@ -13,6 +13,7 @@ Entrypoint mode: ``constructor(**config)`` resolved like every entrypoint
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -40,17 +41,35 @@ def load_table(source: Any) -> Any:
         )
     if not path.is_file():
         raise FileNotFoundError(f"Bandit data file '{path}' does not exist.")
+    if suffix == ".csv":
+        return read_csv(path)
     try:
         import pandas as pd
     except ImportError as exc:
         raise ImportError(
             "Reading bandit tables needs pandas: pip install 'agilerl[bandit]'"
         ) from exc
-    if suffix == ".csv":
-        return pd.read_csv(path)
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
     return _read_hdf(path)
+
+
+def read_csv(path: Path) -> np.ndarray:
+    """A CSV table with a header row, as an array: float when every value is a number, else
+    strings (target labels). Read with the standard library, so CSV tables need neither
+    pandas nor its memory (about 80 MB once imported)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    header, body = (rows[0], rows[1:]) if rows else ([], [])
+    widths = {len(row) for row in body}
+    if len(widths) > 1 or (widths and widths != {len(header)}):
+        raise ValueError(f"'{path}': every row needs {len(header)} values (one per header "
+                         f"column), found rows of {sorted(widths)}")
+    table = np.array(body, dtype=str).reshape(len(body), len(header))
+    try:  # an empty cell is a missing number (NaN), as pandas reads it
+        return np.where(np.char.strip(table) == "", "nan", table).astype(np.float64)
+    except ValueError:
+        return table
 
 
 def _read_hdf(path: Path) -> Any:
@@ -80,14 +99,23 @@ class BanditEnv:
     num_envs = 1
 
     def __init__(self, features: Any, targets: Any, seed: int | None = None):
-        x = _as_array(features).astype(np.float32)
+        try:
+            x = _as_array(features).astype(np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"features: every column must be numeric ({exc})") from None
         if x.ndim == 1:
             x = x[:, None]
-        y = _as_array(targets).reshape(len(x), -1)
-        if y.shape[1] != 1:
-            raise ValueError(f"Bandit targets need one column, got {y.shape[1]}.")
         if len(x) == 0:
-            raise ValueError("Bandit features table is empty.")
+            raise ValueError("features: the table is empty.")
+        if not np.isfinite(x).all():
+            row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+            raise ValueError(f"features: row {row} holds NaN or infinite values.")
+        y = _as_array(targets)
+        if len(y) != len(x):
+            raise ValueError(f"targets has {len(y)} rows, features has {len(x)}.")
+        y = y.reshape(len(x), -1)
+        if y.shape[1] != 1:
+            raise ValueError(f"targets: one column is needed (the arm), got {y.shape[1]}.")
         self.arm_labels, labels = np.unique(y[:, 0], return_inverse=True)
         self.features = x
         self.labels = labels.astype(np.int64)
@@ -124,6 +152,15 @@ class BanditEnv:
         reward = 1.0 if int(np.asarray(action).reshape(-1)[0]) == self._target else 0.0
         return self._draw(), reward
 
+    def close(self) -> None:
+        """Nothing to release (the tables live in memory); here for the env protocol."""
+
+
+def _describe(source: Any) -> str:
+    if isinstance(source, str | os.PathLike):
+        return f"'{os.fspath(source)}'"
+    return f"<in-memory {type(source).__name__}>"
+
 
 def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
     """The bandit env of ``spec`` (dataset or entrypoint mode)."""
@@ -132,7 +169,11 @@ def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
     if features is not None or targets is not None:
         if features is None or targets is None:
             raise ValueError("Both 'features' and 'targets' are required for a dataset bandit.")
-        return BanditEnv(load_table(features), load_table(targets), seed=seed)
+        try:
+            return BanditEnv(load_table(features), load_table(targets), seed=seed)
+        except ValueError as exc:
+            raise ValueError(f"bandit tables (features {_describe(features)}, targets "
+                             f"{_describe(targets)}): {exc}") from None
     if entrypoint:
         constructor = resolve_entrypoint(entrypoint, getattr(spec, "path", None))
         return constructor(**dict(getattr(spec, "config", None) or {}))

@@ -205,9 +205,41 @@ class PzEnvSpec(PythonWrappers, EnvSpec, gen.PzEnvSpec):
         return make_pz_single_env(self, extra_wrappers=extra_wrappers)
 
 
+def _is_table(value: Any) -> bool:
+    """An in-memory table (DataFrame, Series, numpy array, ...), not a file path."""
+    return value is not None and not isinstance(value, str | os.PathLike) \
+        and (hasattr(value, "shape") or hasattr(value, "to_numpy"))
+
+
+def _table_label(value: Any) -> str:
+    shape = "x".join(str(n) for n in getattr(value, "shape", ()))
+    return f"<in-memory {type(value).__name__} {shape}>"
+
+
+class InMemoryTables:
+    """Lets ``features``/``targets`` also hold in-memory tables from Python (pandas
+    DataFrames or Series, numpy arrays), as the reference allows: they are kept as given
+    and used as they are; a JSON dump (a run's ``manifest.yaml``) writes a label such as
+    ``<in-memory DataFrame 150x4>`` in their place, which names no file."""
+
+    @field_validator("features", "targets", mode="wrap", check_fields=False)
+    @classmethod
+    def _tables(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if _is_table(value):
+            return value
+        return handler(os.fspath(value) if isinstance(value, os.PathLike) else value)
+
+    @field_serializer("features", "targets", mode="plain", check_fields=False)
+    def _dump_tables(self, value: Any, info: SerializationInfo) -> Any:
+        if info.mode == "json" and _is_table(value):
+            return _table_label(value)
+        return value
+
+
 @public
-class BanditEnvSpec(EnvSpec, gen.BanditEnvSpec):
-    """A contextual bandit: a feature/target table, or a custom environment."""
+class BanditEnvSpec(InMemoryTables, EnvSpec, gen.BanditEnvSpec):
+    """A contextual bandit: a feature/target table (a file, or an in-memory table from
+    Python), or a custom environment."""
 
     file_fields: ClassVar[tuple[str, ...]] = ("features", "targets")
 

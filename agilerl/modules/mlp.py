@@ -105,13 +105,22 @@ class EvolvableMLP(nn.Module):
         # Functional calls over cached parameter references: the same maths as calling the
         # submodules, without per-module dispatch overhead (this runs on every env step).
         plan = self.__dict__.get("_plan") or self._make_plan()
+        weight, bias, _, act = plan[-1]
+        return act(F.linear(self._hidden(plan, x), weight, bias))
+
+    def penultimate(self, x: torch.Tensor) -> torch.Tensor:
+        """The input of the output layer: the last hidden activation (``x`` itself without
+        hidden layers). Neural bandits read the output's gradient from it."""
+        return self._hidden(self.__dict__.get("_plan") or self._make_plan(), x)
+
+    @staticmethod
+    def _hidden(plan: list[tuple[Any, Any, Any, Any]], x: torch.Tensor) -> torch.Tensor:
         for weight, bias, norm, act in plan[:-1]:
             x = F.linear(x, weight, bias)
             if norm is not None:
                 x = F.layer_norm(x, norm[0], norm[1], norm[2], norm[3])
             x = act(x)
-        weight, bias, _, act = plan[-1]
-        return act(F.linear(x, weight, bias))
+        return x
 
     def _make_plan(self) -> list[tuple[Any, Any, Any, Any]]:
         """(weight, bias, layer-norm args or None, activation) per layer, cached.

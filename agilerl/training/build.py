@@ -152,7 +152,10 @@ def make_memory(trainer: LocalTrainer) -> Any:
     ``gamma`` (both: a prioritized memory of n-step transitions). Both need an algorithm
     that learns from them (its ``replay_features``); others are refused.
     """
-    if not paradigm(trainer.paradigm).replay_memory:
+    loop = paradigm(trainer.paradigm)
+    if loop.memory is not None:
+        return loop.memory(trainer)
+    if not loop.replay_memory:
         return None
     from agilerl.components.replay_buffer import (
         MultiStepReplayBuffer,

@@ -31,6 +31,7 @@ EXTRAS: dict[str, str] = {
     "mpe2": "mpe",
     "pettingzoo": "mpe",
     "h5py": "offline",
+    "minari": "offline",
     "pandas": "bandit",
     "accelerate": "llm",
     "transformers": "llm",

@@ -31,6 +31,9 @@ class Paradigm:
     make_population: Callable[[Any], list[Any]] | None = None
     """``trainer -> members`` when the loop builds its own members (LLM adapters over a
     shared base); None: ``build_algorithm`` per slot."""
+    memory: Callable[[Any], Any] | None = None
+    """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
+    loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
 
 
 def _off_policy(trainer: Any) -> Any:
@@ -75,6 +78,38 @@ def _llm_dataset_env(trainer: Any) -> Any:
     return make_dataset_llm_env(trainer)
 
 
+def _offline(trainer: Any) -> Any:
+    from agilerl.training.offline import OfflineMemberTrainer
+
+    _warn_inert(trainer.training_spec, "learning_delay",
+                "offline training takes no env steps; every update samples the dataset")
+    return OfflineMemberTrainer(trainer.memory)
+
+
+def _warn_inert(training: Any, field: str, why: str) -> None:
+    """Warn when ``training.<field>`` is set to what this loop does not read."""
+    value = getattr(training, field, None)
+    if value is not None and value != type(training).model_fields[field].default:
+        warnings.warn(f"training.{field} = {value!r} has no effect: {why}", UserWarning,
+                      stacklevel=5)
+
+
+def _offline_dataset(trainer: Any) -> Any:
+    from agilerl.training.offline import load_dataset
+
+    return load_dataset(trainer)
+
+
+def _bandits(trainer: Any) -> Any:
+    from agilerl.training.bandit import BanditMemberTrainer
+
+    _warn_inert(trainer.training_spec, "episode_steps",
+                "a generation is training.evo_steps pulls per member")
+    _warn_inert(trainer.training_spec, "learning_delay",
+                "bandits learn once the memory holds a batch")
+    return BanditMemberTrainer(trainer.env, trainer.memory)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
@@ -84,6 +119,8 @@ PARADIGMS: dict[str, Paradigm] = {
                                make_env=_llm_dataset_env, make_population=_llm_population),
     "llm_sft": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
                         make_env=_llm_dataset_env, make_population=_llm_population),
+    "offline": Paradigm(replay_memory=False, member_trainer=_offline, memory=_offline_dataset),
+    "bandits": Paradigm(replay_memory=True, member_trainer=_bandits),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 

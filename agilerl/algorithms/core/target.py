@@ -41,3 +41,14 @@ def batch_tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.
     if isinstance(value, torch.Tensor):
         return value.to(device=device, dtype=dtype)
     return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)
+
+
+@torch.no_grad()
+def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> None:
+    """Scale the gradients of ``parameters`` so their joint L2 norm is at most ``max_norm``
+    (``torch.nn.utils.clip_grad_norm_`` without its per-call checks: one foreach pass)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))

@@ -1692,6 +1692,13 @@ class CQNSpec(RLAlgorithmSpec):
         float, Field(description="Soft target-network update coefficient.", ge=0.0, le=1.0)
     ] = 0.001
     double: Annotated[bool, Field(description="Use double Q-learning targets.")] = False
+    cql_alpha: Annotated[
+        float,
+        Field(
+            description="Weight of the conservative (CQL) regulariser, logsumexp_a Q(s, a) - Q(s, a_dataset) averaged over the batch, added to half the squared TD error; 0 learns plain (double) Q-learning on the dataset.",
+            ge=0.0,
+        ),
+    ] = 1.0
     lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
     actor_network: Annotated[
         RuntimeObject,
