@@ -31,7 +31,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
-from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor
+from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.optim import make_optimizer
@@ -164,7 +164,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self._param_pairs()[1], MAX_GRAD_NORM, foreach=True)
+        clip_grad_norm(list(self.actor.parameters()), MAX_GRAD_NORM)
         optimizer.step()
         self.soft_update()
         self.actor.reset_noise(self.torch_rng)

@@ -223,3 +223,17 @@ def test_rainbow_builds_its_encoder_through_the_factory():
     assert np.isfinite(metrics["loss"]) and metrics["priorities"].shape == (4,)
     clone = RainbowDQN.from_state(copy.deepcopy(agent.get_state()))
     np.testing.assert_array_equal(clone.greedy_action(batch), agent.greedy_action(batch))
+
+
+def test_gradients_are_clipped_to_the_max_norm(small_net):
+    from agilerl.algorithms.rainbow_dqn import MAX_GRAD_NORM
+
+    agent, _ = _rainbow("ObsDependentRewardEnv", small_net)
+    batch = {"obs": np.zeros((8, 1), np.float32), "action": np.zeros(8, np.int64),
+             "reward": np.ones(8, np.float32), "next_obs": np.ones((8, 1), np.float32),
+             "done": np.ones(8, np.float32),
+             "weights": np.full(8, 1e4, np.float32)}  # a loss this large has a huge gradient
+    agent.learn(batch)
+    grads = [p.grad for p in agent.actor.parameters() if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    assert grads and float(total) <= MAX_GRAD_NORM * (1 + 1e-4)
