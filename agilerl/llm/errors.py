@@ -14,9 +14,5 @@ class ModelUnavailableError(TrainingSetupError, OSError):
     """A pretrained model (or tokenizer) could not be found locally nor downloaded."""
 
 
-class DatasetUnavailableError(TrainingSetupError, OSError):
-    """A dataset could not be found locally nor downloaded."""
-
-
 class RewardFunctionError(TrainingSetupError, ValueError):
     """The reward file or function named by the manifest cannot be loaded or called."""

@@ -267,15 +267,31 @@ class LLMEnvSpec(EnvSpec, gen.LLMEnvSpec):
         """The dataset, else the multi-turn environment id or entrypoint."""
         return self.dataset or self.env_name or self.entrypoint or "multiturn"
 
-    def make_env(self, **kwargs: Any) -> Any:
-        """The LLM environment (``tokenizer=``, ``accelerator=`` ...); multi-turn
-        environments are built per episode by ``make_multiturn_env_factory`` instead."""
+    def make_env(self, tokenizer: Any = None, accelerator: Any = None, **kwargs: Any) -> Any:
+        """The LLM environment on the model's ``tokenizer`` (reasoning, preference or SFT).
+
+        ``kwargs`` go to the environment (``seed``, ``max_context_length``,
+        ``evaluation_interval``, ``base_dir``); ``accelerator`` is accepted for
+        compatibility and unused (one process trains every member). Multi-turn
+        environments are built per episode by ``make_multiturn_env_factory`` instead.
+        """
+        del accelerator
         if self.env_type == LLMEnvType.MULTITURN.value:
             raise TypeError("multi-turn LLM environments are not built with make_env(); use "
-                            "agilerl.envs.make_multiturn_env_factory(spec, ...)")
-        from agilerl.envs import make_llm_env  # type: ignore[attr-defined]
+                            "agilerl.llm.multiturn.make_multiturn_env_factory(spec, ...)")
+        if tokenizer is None:
+            raise TypeError("an LLM environment needs the model's tokenizer: "
+                            "make_env(tokenizer=...)")
+        if self.env_type == LLMEnvType.REASONING.value:
+            from agilerl.llm.reasoning import ReasoningEnv
 
-        return make_llm_env(self, **kwargs)
+            return ReasoningEnv(self, tokenizer, **kwargs)
+        if kwargs.get("max_context_length") is None:
+            raise TypeError(f"a {self.env_type} environment needs "
+                            "make_env(tokenizer=..., max_context_length=N)")
+        from agilerl.llm.dataset_envs import make_dataset_env
+
+        return make_dataset_env(self, tokenizer, **kwargs)
 
 
 ENV_SPECS: dict[str, type[Any]] = {

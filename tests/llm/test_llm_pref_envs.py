@@ -126,3 +126,19 @@ def test_eval_rows_are_capped_and_in_order(tmp_path: Path, monkeypatch) -> None:
     assert [b.pairs for b in batches] == [2, 1]
     assert [p for b in batches for p in _prompts(b)] == \
         [word_tokenizer().convert_tokens_to_ids(p) for p in list(env.test["prompt"])[:3]]
+
+
+def test_the_env_spec_builds_its_environment_from_a_tokenizer(tmp_path: Path) -> None:
+    spec = LLMEnvSpec(env_type="preference", dataset=str(_prefs(tmp_path / "prefs.jsonl")))
+    assert isinstance(spec.make_env(tokenizer=word_tokenizer(), max_context_length=16),
+                      PreferenceEnv)
+    sft = LLMEnvSpec(env_type="sft", dataset=str(tmp_path / "prefs.jsonl"),
+                     response_column="chosen")
+    assert isinstance(sft.make_env(tokenizer=word_tokenizer(), max_context_length=16), SFTEnv)
+    with pytest.raises(TypeError, match="tokenizer"):
+        spec.make_env()
+    with pytest.raises(TypeError, match="max_context_length"):
+        spec.make_env(tokenizer=word_tokenizer())
+    multiturn = LLMEnvSpec(env_type="multiturn", entrypoint="games:Guess")
+    with pytest.raises(TypeError, match="make_multiturn_env_factory"):
+        multiturn.make_env(tokenizer=word_tokenizer())
