@@ -343,8 +343,7 @@ def _context(agent_module: str) -> Any:
     if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["agilerl.population.pool_worker", "torch", "gymnasium",
-                                "agilerl.envs", "agilerl.population.backends", agent_module])
+    ctx.set_forkserver_preload([agent_module, "agilerl.population.fork_preload"])
     return ctx
 
 
