@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import pickle
 import signal
 import weakref
 from collections import deque
@@ -31,6 +32,7 @@ from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainRe
 from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve
 from agilerl.population.shared_memory import SharedReplay, shareable
+from agilerl.training.errors import TrainingSetupError
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -102,8 +104,19 @@ class ProcessPopulation:
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             child_conn.close()
             self._workers.append(_Worker(index, process, parent_conn))
+        try:
+            message = pickle.dumps(("init", init), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a custom env, memory or agent class that cannot travel
+            self.close()
+            raise TrainingSetupError(
+                f"training.num_workers = {count}: the environment, replay memory or agents "
+                f"cannot be sent to worker processes ({type(exc).__name__}: {exc}); use "
+                "training.num_workers: 1") from None
         for worker in self._workers:
-            self._send(worker, ("init", init))
+            try:
+                worker.conn.send_bytes(message)
+            except (OSError, ValueError):
+                self._fail(worker, None)
         for worker in self._workers:
             worker.busy = ("init", -1)
         for worker in self._workers:
@@ -343,8 +356,7 @@ def _context(agent_module: str) -> Any:
     if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["agilerl.population.pool_worker", "torch", "gymnasium",
-                                "agilerl.envs", "agilerl.population.backends", agent_module])
+    ctx.set_forkserver_preload([agent_module, "agilerl.population.fork_preload"])
     return ctx
 
 

@@ -76,3 +76,26 @@ def test_a_worker_that_dies_names_the_member(monkeypatch):
     message = str(raised.value)
     assert "member 1 of generation 0" in message and "killed by SIGKILL" in message
     assert all(not w.process.is_alive() for w in built[0]._workers)
+
+
+class _LocalEnv:
+    """An env given as an object whose factory cannot be pickled (a lambda inside)."""
+
+    def __init__(self) -> None:
+        import gymnasium as gym
+
+        self.build = lambda: gym.make_vec("CartPole-v1", num_envs=2)
+
+    def make_env(self):
+        return self.build()
+
+
+def test_an_env_that_cannot_reach_workers_is_refused_with_the_setting_named():
+    from agilerl.models import ALGO_REGISTRY, TrainingSpec
+    from agilerl.training.errors import TrainingSetupError
+
+    spec = ALGO_REGISTRY["PPO"](learn_step=32, num_envs=2)
+    trainer = LocalTrainer(spec, _LocalEnv(), seed=0,
+                           training=TrainingSpec(max_steps=64, evo_steps=32, pop_size=2))
+    with pytest.raises(TrainingSetupError, match="training.num_workers = 2: the environment"):
+        trainer.train(verbose=False, num_workers=2)
