@@ -1659,6 +1659,12 @@ class PzEnvSpec(SpecModel):
             description='Wrappers applied in order to each sub-environment: "module:Attr" (resolved relative to path), a dotted import path "pkg.mod.Attr", or a pair [wrapper, kwargs].'
         ),
     ] = None
+    sync: Annotated[
+        bool,
+        Field(
+            description="Step the sub-environments in this process (true); false runs them in worker processes, each stepping a chunk of copies (worth it only for environments whose step costs far more than an inter-process round trip)."
+        ),
+    ] = True
 
 
 class QNetworkSpec(NetworkSpec):
