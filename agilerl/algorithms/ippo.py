@@ -170,13 +170,13 @@ class IPPO(MultiAgentRLAlgorithm):
         """
         per_unit = []
         for unit, agents in self.units.items():
-            data = [rollouts[a].flat() for a in agents]
-            if not sum(len(d["advantages"]) for d in data):
+            buffers = [rollouts[a] for a in agents]
+            merged = {key: _gather(buffers, key) for key in _LEARN_KEYS}
+            if not len(merged["advantages"]):
                 continue
             unit_masks = None
             if masks is not None and all(masks.get(a) is not None for a in agents):
                 unit_masks = np.concatenate([_flat_mask(rollouts[a], masks[a]) for a in agents])
-            merged = {k: np.concatenate([d[k] for d in data]) for k in data[0]}
             per_unit.append(self._learn_unit(unit, merged, unit_masks))
         if not per_unit:
             return {}
@@ -255,6 +255,26 @@ def _masked(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     mask = mask.to(torch.bool)
     keep = mask | ~mask.any(dim=-1, keepdim=True)
     return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
+
+
+_LEARN_KEYS = ("obs", "actions", "log_probs", "advantages", "returns")
+
+
+def _gather(buffers: list[RolloutBuffer], key: str) -> np.ndarray:
+    """The valid rows of ``key`` of several agents' rollouts, one after the other, copied
+    once (images are the bulk of a rollout: no intermediate per-agent copies)."""
+    parts = []
+    for buffer in buffers:
+        array = getattr(buffer, key)[: buffer.pos]
+        parts.append((array.reshape(-1, *array.shape[2:]), buffer.valid[: buffer.pos].reshape(-1)))
+    first = parts[0][0]
+    out = np.empty((sum(int(v.sum()) for _, v in parts), *first.shape[1:]), dtype=first.dtype)
+    start = 0
+    for rows, valid in parts:
+        stop = start + int(valid.sum())
+        np.compress(valid, rows, axis=0, out=out[start:stop])
+        start = stop
+    return out
 
 
 def _flat_mask(rollout: RolloutBuffer, masks: np.ndarray) -> np.ndarray:
