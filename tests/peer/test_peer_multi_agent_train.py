@@ -61,6 +61,7 @@ def _env() -> dict[str, str]:
 
 @pytest.mark.skipif(not PEER.is_dir(), reason="shared/peer-manifests is not beside this checkout")
 @pytest.mark.parametrize("name", _params())
+@pytest.mark.timeout(1800)
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
     manifest = PEER / name
     run_dir = tmp_path / "run"
@@ -69,7 +70,7 @@ def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Pa
          "--run-dir", str(run_dir), "--save-elite", "--checkpoint-steps", str(BUDGET),
          f"training.max_steps={BUDGET}", f"training.evo_steps={BUDGET // 2}",
          *MANIFESTS[name].get("overrides", [])],  # type: ignore[misc]
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900,
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=1700,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Traceback" not in done.stderr

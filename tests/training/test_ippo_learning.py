@@ -32,6 +32,7 @@ class _Uniform:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_ippo_improves_simple_spread_well_beyond_random() -> None:
     torch.set_num_threads(1)
     spec = SimpleNamespace(name="mpe2.simple_spread_v3", num_envs=16, sync=True)
