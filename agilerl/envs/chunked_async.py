@@ -70,16 +70,21 @@ def _chunk_worker(
     parent_pipe: Connection,
     env_fns: Any,
     autoreset_mode: AutoresetMode,
+    chunk_factory: Any = None,
 ) -> None:
-    # ``env_fns`` is a CloudpickleWrapper around this worker's list of env factories.
+    # ``env_fns`` is a CloudpickleWrapper around this worker's list of env factories;
+    # ``chunk_factory`` (None: a SyncVectorEnv) builds the chunk's vector env from them.
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked by the parent around the start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     parent_pipe.close()
-    env: SyncVectorEnv | None = None
+    env: Any = None
     try:
-        env = SyncVectorEnv(env_fns.fn, autoreset_mode=autoreset_mode)
+        if chunk_factory is None:
+            env = SyncVectorEnv(env_fns.fn, autoreset_mode=autoreset_mode)
+        else:
+            env = chunk_factory(env_fns.fn)
         pipe.send(("ok", None))
         while True:
             command, data = pipe.recv()
@@ -202,7 +207,17 @@ class ChunkedAsyncVectorEnv(VectorEnv):
 
         if context is None and "fork" in mp.get_all_start_methods():
             context = "fork"
-        ctx: Any = mp.get_context(context)
+        self._start_workers(env_fns, autoreset_mode, mp.get_context(context))
+        # Runs at exit before multiprocessing terminates (SIGTERM) and joins its children.
+        mp_util.Finalize(self, _kill_workers, args=(self.processes,), exitpriority=10)
+        self._receive_all()  # every worker built its envs (or raised here)
+
+    def _start_workers(
+        self, env_fns: Sequence[Callable[[], Any]], autoreset_mode: AutoresetMode, ctx: Any,
+        chunk_factory: Any = None,
+    ) -> None:
+        """One worker process per slice of ``self._slices`` (``chunk_factory``: what the
+        worker builds over its factories; None for a ``SyncVectorEnv``)."""
         self._pipes: list[Connection] = []
         self.processes: list[Any] = []
         self._closed = False
@@ -210,17 +225,15 @@ class ChunkedAsyncVectorEnv(VectorEnv):
             parent, child = ctx.Pipe()
             process = ctx.Process(
                 target=_chunk_worker,
-                name=f"ChunkedAsyncVectorEnv-{start}:{stop}",
-                args=(child, parent, _wrap(list(env_fns[start:stop])), autoreset_mode),
+                name=f"{type(self).__name__}-{start}:{stop}",
+                args=(child, parent, _wrap(list(env_fns[start:stop])), autoreset_mode,
+                      chunk_factory),
                 daemon=True,
             )
             self._pipes.append(parent)
             self.processes.append(process)
             _start_ignoring_stop_signals(process)
             child.close()
-        # Runs at exit before multiprocessing terminates (SIGTERM) and joins its children.
-        mp_util.Finalize(self, _kill_workers, args=(self.processes,), exitpriority=10)
-        self._receive_all()  # every worker built its envs (or raised here)
 
     def _worker_label(self, index: int) -> str:
         start, stop = self._slices[index]

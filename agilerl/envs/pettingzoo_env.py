@@ -4,20 +4,36 @@ Construction (manifest spec §3.2): with an ``entrypoint``, ``constructor(**conf
 otherwise ``name`` is imported as a module and ``module.parallel_env(**config)`` is called.
 ``wrappers`` (same forms as for Gymnasium) and then ``extra_wrappers`` are applied in order.
 
-Vectorisation: :class:`PettingZooVectorEnv` steps its sub-envs in this process (on a
-two-core machine subprocesses cost more than cheap multi-agent envs such as MPE take to
-step). Observations, rewards and flags are dicts keyed by agent id, each batched over the
-sub-envs. It uses the same ``NEXT_STEP`` autoreset mode as the Gymnasium vector envs: the
+Names: ``mpe2.*`` (the MPE package), the old ``pettingzoo.mpe.*`` paths (MPE left
+PettingZoo for ``mpe2``: mapped to ``mpe2.*`` with a one-line notice),
+``pettingzoo.butterfly.*`` (extra ``[butterfly]``), ``pettingzoo.classic.*`` with a
+``parallel_env`` (simultaneous moves, e.g. ``rps_v2``; turn-based classic games are AEC
+only and are refused with a message saying so), or any module with a ``parallel_env``.
+A missing optional package is reported with the extra that installs it.
+
+Vectorisation: :class:`PettingZooVectorEnv` steps its sub-envs in this process (``sync``,
+the default: on a two-core machine subprocesses cost more than cheap multi-agent envs
+such as MPE take to step); with ``sync: false`` :class:`AsyncPettingZooVectorEnv` runs
+them in worker processes, each stepping a contiguous chunk of sub-envs with a
+:class:`PettingZooVectorEnv` (the machinery of
+:class:`~agilerl.envs.chunked_async.ChunkedAsyncVectorEnv`); sub-env ``i`` is seeded
+``seed + i`` in both, so both give the same trajectories.
+
+Observations, rewards and flags are dicts keyed by agent id, each batched over the
+sub-envs. Both use the same ``NEXT_STEP`` autoreset mode as the Gymnasium vector envs: the
 step after a sub-env's episode ends (every agent terminated or truncated, or none left)
 ignores the actions, resets that sub-env and returns its first observations with rewards 0
-and both flags false. An agent absent from a sub-env mid-episode (it finished earlier) gets
-a zero observation, reward 0 and ``terminated`` true; ``info[agent]["active"]`` (a bool
-array) says which entries came from a live agent.
+and both flags false. An agent absent from a sub-env (it finished earlier, or has not
+joined yet) gets a zero observation, reward 0 and ``terminated`` true;
+``info[agent]["active"]`` (a bool array) says which entries came from a live agent.
 """
 
 from __future__ import annotations
 
 import importlib
+import multiprocessing as mp
+import multiprocessing.util as mp_util
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,20 +41,69 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from agilerl.envs.chunked_async import (
+    ChunkedAsyncVectorEnv,
+    _concat,
+    _kill_workers,
+    _split,
+    default_num_workers,
+)
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.gym_env import AUTORESET_MODE
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrappers
+from agilerl.models.env_checks import moved_module
 
 __all__ = [
+    "AsyncPettingZooVectorEnv",
     "PettingZooVectorEnv",
     "make_pz_env_factory",
     "make_pz_single_env",
     "make_pz_vector_env",
+    "resolve_pz_module",
 ]
+
+#: Optional packages of PettingZoo env families -> the agilerl extra that installs them.
+_PZ_EXTRAS = {"mpe2": "mpe", "pygame": "butterfly", "pymunk": "butterfly"}
+_NOTICED: set[str] = set()
 
 
 def _get(spec: Any, field: str) -> Any:
     return getattr(spec, field, None)
+
+
+def resolve_pz_module(name: str) -> Any:
+    """Import the module of a PettingZoo env name (see the module docstring) and return it.
+
+    An old ``pettingzoo.mpe.X`` path is mapped to ``mpe2.X`` (one notice per process); a
+    missing optional package raises ``ImportError`` naming the extra to install; a
+    module without ``parallel_env`` raises ``AttributeError`` saying why.
+    """
+    moved = moved_module(name)
+    if moved is not None:
+        if name not in _NOTICED:
+            _NOTICED.add(name)
+            warnings.warn(f"environment {name!r}: MPE moved out of PettingZoo into the mpe2 "
+                          f"package; using {moved!r}", UserWarning, stacklevel=3)
+        name = moved
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        extra = _PZ_EXTRAS.get(missing)
+        if extra is None or name.partition(".")[0] == missing and missing != "mpe2":
+            raise
+        raise ImportError(
+            f"environment {name!r} needs the Python package {missing!r}, which is not "
+            f"installed. Install it with: pip install 'agilerl[{extra}]'"
+        ) from None
+    if not callable(getattr(module, "parallel_env", None)):
+        if callable(getattr(module, "env", None)):
+            raise AttributeError(
+                f"environment {name!r} is a turn-based (AEC) PettingZoo environment with no "
+                "parallel_env: multi-agent algorithms here need the parallel API "
+                "(simultaneous moves), e.g. pettingzoo.classic.rps_v2 or MPE")
+        raise AttributeError(f"Module {name!r} has no 'parallel_env' function.")
+    return module
 
 
 def make_pz_env_factory(
@@ -56,10 +121,7 @@ def make_pz_env_factory(
         name = _get(spec, "name")
         if not name:
             raise ValueError("PettingZoo env spec needs a 'name' (module path) or an 'entrypoint'.")
-        module = importlib.import_module(name)
-        if not callable(getattr(module, "parallel_env", None)):
-            raise AttributeError(f"Module '{name}' has no 'parallel_env' function.")
-        constructor = module.parallel_env
+        constructor = resolve_pz_module(name).parallel_env
 
     def factory() -> Any:
         return apply_wrappers(constructor(**config), wrappers)
@@ -74,8 +136,9 @@ def make_pz_single_env(spec: Any, extra_wrappers: Sequence[Any] | None = None) -
 
 def make_pz_vector_env(
     spec: Any, extra_wrappers: Sequence[Any] | None = None, seed: int | None = None
-) -> PettingZooVectorEnv:
-    """``num_envs`` copies of the spec's env in a :class:`PettingZooVectorEnv`.
+) -> PettingZooVectorEnv | AsyncPettingZooVectorEnv:
+    """``num_envs`` copies of the spec's env: a :class:`PettingZooVectorEnv`, or with
+    ``sync: false`` (and more than one sub-env) an :class:`AsyncPettingZooVectorEnv`.
 
     ``seed``: when given the env is reset once with it (sub-env ``i`` gets ``seed + i``)
     and the per-agent action spaces are seeded.
@@ -84,41 +147,41 @@ def make_pz_vector_env(
     if num_envs < 1:
         raise ValueError(f"Environment 'num_envs' must be >= 1, got {_get(spec, 'num_envs')}.")
     factory = make_pz_env_factory(spec, extra_wrappers)
-    env = PettingZooVectorEnv([factory] * num_envs)
+    sync = _get(spec, "sync")
+    env: PettingZooVectorEnv | AsyncPettingZooVectorEnv
+    if sync is False and num_envs > 1:
+        env = AsyncPettingZooVectorEnv([factory] * num_envs,
+                                       name=str(_get(spec, "name") or entrypoint_label(spec)))
+    else:
+        env = PettingZooVectorEnv([factory] * num_envs)
     if seed is not None:
         env.reset(seed=seed)
-        for offset, agent in enumerate(env.agents):
+        for offset, agent in enumerate(env.possible_agents):
             env.single_action_space(agent).seed(seed + offset)
             env.action_space(agent).seed(seed + offset)
     return env
 
 
-class PettingZooVectorEnv:
-    """Synchronous vector env over PettingZoo parallel envs (agent-keyed batched dicts)."""
+def entrypoint_label(spec: Any) -> str:
+    return str(_get(spec, "entrypoint") or "PettingZoo env")
 
-    metadata: dict[str, Any] = {"autoreset_mode": AUTORESET_MODE}
 
-    def __init__(self, env_fns: Sequence[Callable[[], Any]]):
-        if not env_fns:
-            raise ValueError("PettingZooVectorEnv needs at least one env")
-        self.envs = [fn() for fn in env_fns]
-        self.num_envs = len(self.envs)
-        first = self.envs[0]
-        self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": AUTORESET_MODE}
-        self.agents: list[str] = list(first.possible_agents)
+class _AgentSpaces:
+    """Per-agent spaces, named as in PettingZoo (per agent) with single_/batched variants
+    as in Gymnasium; shared by the sync and async vector envs."""
+
+    num_envs: int
+    agents: list[str]
+    possible_agents: list[str]
+
+    def _describe(self, first: Any) -> None:
+        self.agents = list(first.possible_agents)
         self.possible_agents = self.agents
         self._obs_spaces = {a: first.observation_space(a) for a in self.agents}
         self._act_spaces = {a: first.action_space(a) for a in self.agents}
         self._batched_obs = {a: batch_space(s, self.num_envs) for a, s in self._obs_spaces.items()}
         self._batched_act = {a: batch_space(s, self.num_envs) for a, s in self._act_spaces.items()}
-        # What an absent agent observes: a zero element of its space.
-        self._zero_obs = {
-            a: next(iter(iterate(batch_space(s, 1), create_empty_array(s, 1, np.zeros))))
-            for a, s in self._obs_spaces.items()
-        }
-        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
 
-    # Spaces, named as in PettingZoo (per agent) with single_/batched variants as in Gymnasium.
     def single_observation_space(self, agent: str) -> spaces.Space:
         return self._obs_spaces[agent]
 
@@ -131,13 +194,37 @@ class PettingZooVectorEnv:
     def action_space(self, agent: str) -> spaces.Space:
         return self._batched_act[agent]
 
+
+class PettingZooVectorEnv(_AgentSpaces):
+    """Synchronous vector env over PettingZoo parallel envs (agent-keyed batched dicts)."""
+
+    metadata: dict[str, Any] = {"autoreset_mode": AUTORESET_MODE}
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]]):
+        if not env_fns:
+            raise ValueError("PettingZooVectorEnv needs at least one env")
+        self.envs = [fn() for fn in env_fns]
+        self.num_envs = len(self.envs)
+        first = self.envs[0]
+        self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": AUTORESET_MODE}
+        self._describe(first)
+        # What an absent agent observes: a zero element of its space.
+        self._zero_obs = {
+            a: next(iter(iterate(batch_space(s, 1), create_empty_array(s, 1, np.zeros))))
+            for a, s in self._obs_spaces.items()
+        }
+        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
+
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        results = []
-        for i, env in enumerate(self.envs):
-            sub_seed = None if seed is None else seed + i
-            results.append(env.reset(seed=sub_seed, options=options))
+        """Reset every sub-env: sub-env ``i`` with ``seed + i`` (or ``seed[i]``)."""
+        seeds = _seeds(seed, self.num_envs)
+        results = [env.reset(seed=s, options=options) for env, s in zip(self.envs, seeds,
+                                                                       strict=True)]
         self._needs_reset[:] = False
         obs = [r[0] for r in results]
         infos = [r[1] for r in results]
@@ -216,9 +303,79 @@ class PettingZooVectorEnv:
             env.close()
 
 
+def _seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return [None if seed is None else int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(f"expected {num_envs} seeds, got {len(seeds)}")
+    return seeds
+
+
 def _index(batch: Any, i: int) -> Any:
     if isinstance(batch, dict):
         return {key: _index(value, i) for key, value in batch.items()}
     if isinstance(batch, tuple):
         return tuple(_index(value, i) for value in batch)
     return batch[i]
+
+
+def _merge_agent_infos(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per-chunk ``{agent: {"active", "env_infos"}}`` -> one over every sub-env."""
+    return {
+        agent: {
+            "active": np.concatenate([p[agent]["active"] for p in parts]),
+            "env_infos": [info for p in parts for info in p[agent]["env_infos"]],
+        }
+        for agent in parts[0]
+    }
+
+
+class AsyncPettingZooVectorEnv(_AgentSpaces, ChunkedAsyncVectorEnv):  # type: ignore[misc]
+    """PettingZoo vector env over worker processes, each stepping a chunk of sub-envs with a
+    :class:`PettingZooVectorEnv` (same API, seeding and autoreset)."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        num_workers: int | None = None,
+        context: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not env_fns:
+            raise ValueError("AsyncPettingZooVectorEnv needs at least one env")
+        self.num_envs = len(env_fns)
+        workers = max(1, min(num_workers or default_num_workers(self.num_envs), self.num_envs))
+        bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int)
+        self._slices = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        dummy = env_fns[0]()
+        self.name = name or type(dummy).__name__
+        self.metadata = {**getattr(dummy, "metadata", {}), "autoreset_mode": AUTORESET_MODE}
+        self._describe(dummy)
+        dummy.close()
+        del dummy
+        if context is None and "fork" in mp.get_all_start_methods():
+            context = "fork"
+        self._start_workers(env_fns, AUTORESET_MODE, mp.get_context(context),
+                            chunk_factory=PettingZooVectorEnv)
+        mp_util.Finalize(self, _kill_workers, args=(self.processes,), exitpriority=10)
+        self._receive_all()
+
+    def reset(  # type: ignore[override]
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        seeds = _seeds(seed, self.num_envs)
+        self._send_all([("reset", (seeds[a:b], options)) for a, b in self._slices])
+        results = self._receive_all()
+        return (_concat([r[0] for r in results]),
+                _merge_agent_infos([r[1] for r in results]))
+
+    def step(self, actions: dict[str, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+        self._send_all([("step", _split(actions, a, b)) for a, b in self._slices])
+        results = self._receive_all()
+        obs, rewards, terminated, truncated = (
+            _concat([r[k] for r in results]) for k in range(4))
+        return obs, rewards, terminated, truncated, _merge_agent_infos([r[4] for r in results])

@@ -303,6 +303,20 @@ def _find_child(folders: list[str], part: str) -> tuple[bool, list[str]]:
     return False, []
 
 
+#: Module path prefixes of PettingZoo environments that moved -> where they live now
+#: (MPE left PettingZoo for the ``mpe2`` package). Builders map an old path to the new one
+#: with a one-line notice; checks check the new path.
+MOVED_MODULES: dict[str, str] = {"pettingzoo.mpe.": "mpe2."}
+
+
+def moved_module(dotted: str) -> str | None:
+    """The current path of a module that moved (``pettingzoo.mpe.X`` -> ``mpe2.X``), else None."""
+    for old, new in MOVED_MODULES.items():
+        if dotted.startswith(old):
+            return new + dotted[len(old):]
+    return None
+
+
 def _leaf_elsewhere(leaf: str, top: str) -> str | None:
     """A top-level package other than ``top`` that ships a module called ``leaf``."""
     for other in ("mpe2",):  # PettingZoo's MPE environments moved into the mpe2 package
@@ -316,6 +330,9 @@ def _leaf_elsewhere(leaf: str, top: str) -> str | None:
 
 def check_module_path(dotted: str) -> Finding | None:
     """None when ``dotted`` (e.g. ``mpe2.simple_speaker_listener_v4``) exists on disk."""
+    moved = moved_module(dotted)
+    if moved is not None:
+        return check_module_path(moved)
     parts = dotted.split(".")
     if not all(part.isidentifier() for part in parts):
         return Finding("error", f"'{dotted}' is not a Python module path (expected e.g. "

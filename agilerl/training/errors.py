@@ -29,6 +29,7 @@ EXTRAS: dict[str, str] = {
     "Box2D": "box2d",
     "pygame": "box2d",
     "mpe2": "mpe",
+    "pymunk": "butterfly",
     "pettingzoo": "mpe",
     "h5py": "offline",
     "minari": "offline",

@@ -110,6 +110,12 @@ def _bandits(trainer: Any) -> Any:
     return BanditMemberTrainer(trainer.env, trainer.memory)
 
 
+def _multi_agent_on_policy(trainer: Any) -> Any:
+    from agilerl.training.multi_agent_on_policy import MultiAgentOnPolicyMemberTrainer
+
+    return MultiAgentOnPolicyMemberTrainer(trainer.env)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
@@ -121,6 +127,7 @@ PARADIGMS: dict[str, Paradigm] = {
                         make_env=_llm_dataset_env, make_population=_llm_population),
     "offline": Paradigm(replay_memory=False, member_trainer=_offline, memory=_offline_dataset),
     "bandits": Paradigm(replay_memory=True, member_trainer=_bandits),
+    "multi_agent_on_policy": Paradigm(replay_memory=False, member_trainer=_multi_agent_on_policy),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 

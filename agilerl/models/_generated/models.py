@@ -1265,6 +1265,12 @@ class IPPOSpec(MultiAgentRLAlgorithmSpec):
     update_epochs: Annotated[
         Integer, Field(description="Optimisation epochs per rollout.", ge=1, le=10000)
     ] = 4
+    share_group_networks: Annotated[
+        bool,
+        Field(
+            description="Agents of one group (same id prefix and spaces, e.g. agent_0, agent_1) share one actor-critic network and optimizer; false gives every agent its own."
+        ),
+    ] = True
     action_batch_size: Annotated[
         Integer | None,
         Field(
@@ -1653,6 +1659,12 @@ class PzEnvSpec(SpecModel):
             description='Wrappers applied in order to each sub-environment: "module:Attr" (resolved relative to path), a dotted import path "pkg.mod.Attr", or a pair [wrapper, kwargs].'
         ),
     ] = None
+    sync: Annotated[
+        bool,
+        Field(
+            description="Step the sub-environments in this process (true); false runs them in worker processes, each stepping a chunk of copies (worth it only for environments whose step costs far more than an inter-process round trip)."
+        ),
+    ] = True
 
 
 class QNetworkSpec(NetworkSpec):
