@@ -55,20 +55,22 @@ class AgentActions:
         self.half_range_t = torch.as_tensor(self.half_range, dtype=torch.float32, device=device)
 
     # ------------------------------------------------------------------ acting (numpy)
-    def to_env(self, output: np.ndarray) -> np.ndarray:
-        """Greedy env actions for a batch of actor outputs ``(batch, dim)``."""
+    def to_env(self, output: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Greedy env actions for a batch of actor outputs ``(batch, dim)``; ``mask``
+        (bool, discrete only) restricts the choice to legal actions."""
         if self.discrete:
-            return np.argmax(output, axis=-1).astype(np.int64) + self.start
+            return np.argmax(_masked(output, mask), axis=-1).astype(np.int64) + self.start
         return self._scaled(np.clip(output, -1.0, 1.0))
 
     def explore(
-        self, output: np.ndarray, noise: np.ndarray | None, rng: np.random.Generator
+        self, output: np.ndarray, noise: np.ndarray | None, rng: np.random.Generator,
+        mask: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Exploring env actions: a Gumbel-max sample (discrete), or the output plus
-        ``noise`` clipped to [-1, 1] (continuous)."""
+        """Exploring env actions: a Gumbel-max sample (discrete, among the legal actions
+        of ``mask``), or the output plus ``noise`` clipped to [-1, 1] (continuous)."""
         if self.discrete:
             gumbel = -np.log(-np.log(rng.uniform(1e-12, 1.0, size=output.shape)))
-            return np.argmax(output + gumbel, axis=-1).astype(np.int64) + self.start
+            return np.argmax(_masked(output + gumbel, mask), axis=-1).astype(np.int64) + self.start
         assert noise is not None
         return self._scaled(np.clip(output + noise, -1.0, 1.0))
 
@@ -99,3 +101,13 @@ class AgentActions:
         soft = torch.softmax(output + gumbel, dim=-1)
         hard = F.one_hot(soft.argmax(-1), self.dim).to(soft.dtype)
         return hard + soft - soft.detach()
+
+
+def _masked(logits: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Illegal actions (``mask`` False) can never be the argmax; rows without any legal
+    action are left as they are."""
+    if mask is None:
+        return logits
+    legal = np.asarray(mask, dtype=bool).reshape(logits.shape)
+    legal = legal | ~legal.any(axis=-1, keepdims=True)
+    return np.where(legal, logits, -np.inf)
