@@ -98,9 +98,25 @@ def is_multi_frequency(selection_spec: Any) -> bool:
 
 
 def _spaces(env: Any) -> tuple[Any, Any]:
+    """(observation, action) spaces the population is built for: one each for a
+    Gymnasium vector env; agent id -> space mappings for a multi-agent (PettingZoo) one."""
+    if hasattr(env, "possible_agents"):
+        from agilerl.algorithms.core.multi_agent import agent_spaces
+
+        return agent_spaces(env)
     obs = getattr(env, "single_observation_space", None) or env.observation_space
     act = getattr(env, "single_action_space", None) or env.action_space
     return obs, act
+
+
+def _network_space(obs_space: Any) -> Any:
+    """The space a deferred network section is resolved for: multi-agent, the first
+    agent's (action mask stripped); every group then gets that encoder arch."""
+    if isinstance(obs_space, dict):
+        from agilerl.algorithms.core.multi_agent import network_space
+
+        return network_space(next(iter(obs_space.values())))
+    return obs_space
 
 
 def _hp_config(trainer: LocalTrainer) -> Any:
@@ -122,7 +138,7 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     if "num_envs" in type(spec).model_fields:
         spec = spec.model_copy(update={"num_envs": num_envs})
     net_config = resolve_network_spec(
-        getattr(spec, "net_config", None), obs_space, type(spec).network_spec,
+        getattr(spec, "net_config", None), _network_space(obs_space), type(spec).network_spec,
         recurrent=bool(getattr(spec, "recurrent", False)),
     )
     if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:

@@ -39,9 +39,16 @@ def _on_policy(trainer: Any) -> Any:
     return OnPolicyMemberTrainer(trainer.env)
 
 
+def _multi_agent_on_policy(trainer: Any) -> Any:
+    from agilerl.training.multi_agent_on_policy import MultiAgentOnPolicyMemberTrainer
+
+    return MultiAgentOnPolicyMemberTrainer(trainer.env)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
+    "multi_agent_on_policy": Paradigm(replay_memory=False, member_trainer=_multi_agent_on_policy),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 

@@ -91,7 +91,7 @@ class RLAlgorithm(ABC):
             setattr(self, name, getattr(self.spec, name))
         self.hp_config: dict[str, dict[str, float]] = plain_hp_config(hp_config)
         self._check_hp_config()
-        self.net_config: NetworkConfig = normalise_net_config(net_config, self.network_spec_name())
+        self.net_config: NetworkConfig = self._normalise_net_config(net_config)
 
         self.steps: list[int] = [0]
         self.scores: list[float] = []
@@ -103,7 +103,7 @@ class RLAlgorithm(ABC):
         self.torch_rng = torch.Generator(device="cpu")
         self.torch_rng.manual_seed(int(self.np_rng.integers(0, 2**62)))
 
-        self.obs_encoder = ObsEncoder(observation_space)
+        self.obs_encoder = self._make_obs_encoder(observation_space)
         self.networks: dict[str, EvolvableNetwork] = {}
         self.optimizers: dict[str, Adam] = {}
         self.optimizer_networks: dict[str, tuple[str, ...]] = {}
@@ -124,6 +124,14 @@ class RLAlgorithm(ABC):
         class's ``network_spec`` (from the generated registry), else ``NetworkSpec``."""
         network_spec = getattr(cls.spec_class(), "network_spec", None)
         return network_spec.__name__ if network_spec is not None else "NetworkSpec"
+
+    def _normalise_net_config(self, net_config: Any) -> NetworkConfig:
+        """The complete network section ``_build`` reads (multi-agent: per agent group)."""
+        return normalise_net_config(net_config, self.network_spec_name())
+
+    def _make_obs_encoder(self, observation_space: Any) -> Any:
+        """What ``to_tensor`` uses (multi-agent algorithms keep one per network unit)."""
+        return ObsEncoder(observation_space)
 
     @classmethod
     def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:

@@ -939,6 +939,12 @@ class IPPOSpec(MultiAgentRLAlgorithmSpec):
     update_epochs: Annotated[
         Integer, Field(description="Optimisation epochs per rollout.", ge=1, le=10000)
     ] = 4
+    share_group_networks: Annotated[
+        bool,
+        Field(
+            description="Agents of one group (same id prefix and spaces, e.g. agent_0, agent_1) share one actor-critic network and optimizer; false gives every agent its own."
+        ),
+    ] = True
     action_batch_size: Annotated[
         Integer | None,
         Field(

@@ -1,0 +1,263 @@
+"""Independent PPO (IPPO): one clipped-PPO learner per network unit of a multi-agent env.
+
+Each unit (a group of homogeneous agents sharing one actor-critic, or a single agent when
+``share_group_networks`` is false; see ``agilerl.algorithms.core.multi_agent``) has an
+``ActorCritic`` network ``actor_critic.<unit>`` (separate actor and critic encoders) and its
+own Adam ``optimizer.<unit>`` at learning rate ``lr``. Agents learn from their own rewards
+only (no centralised critic): a unit's update pools the transitions of all its agents.
+
+The maths per unit is PPO's: GAE advantages (``gamma``/``gae_lambda``, per agent),
+``update_epochs`` passes over shuffled minibatches of ``batch_size``, clipped surrogate
++ ``vf_coef`` * value loss - ``ent_coef`` * entropy, gradient clipping at
+``max_grad_norm``, early stop on approximate KL > ``target_kl``. Discrete actions honour
+action masks (illegal logits are set to the dtype's minimum before sampling, in the
+stored log-probabilities and in the update).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
+from agilerl.algorithms.registry import registered
+from agilerl.components.rollout_buffer import RolloutBuffer
+from agilerl.networks.actor_critic import ActorCritic
+from agilerl.networks.config import NetworkConfig
+
+#: Rollout of one agent (``RolloutBuffer`` plus, for masked discrete actions, the masks).
+AgentRollouts = Mapping[str, RolloutBuffer]
+
+
+@registered
+class IPPO(MultiAgentRLAlgorithm):
+    """Independent PPO over the units of a multi-agent env (see the module docstring)."""
+
+    algo = "IPPO"
+    hyperparameter_names = (
+        "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
+        "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
+        "share_group_networks",
+    )  # fmt: skip
+    fixed_hyperparameters = ("action_std_init", "target_kl", "share_group_networks")
+    inert_settings = {
+        "torch_compiler": "networks are not compiled in this version (small MLPs and CNNs "
+                          "run eagerly faster than the compile takes)",
+        "action_batch_size": "every agent of a unit acts in one forward pass already",
+    }
+
+    batch_size: int
+    lr: float
+    learn_step: int
+    gamma: float
+    gae_lambda: float
+    action_std_init: float
+    clip_coef: float
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    target_kl: float | None
+    update_epochs: int
+    share_group_networks: bool
+
+    def shares_group_networks(self) -> bool:
+        return bool(self.share_group_networks)
+
+    def _build(self, net_config: NetworkConfig) -> None:
+        self.continuous: dict[str, bool] = {}
+        for unit in self.units:
+            space = self.unit_action_space(unit)
+            if not isinstance(space, (spaces.Discrete, spaces.Box)):
+                raise IncompatibleSpaceError(
+                    f"IPPO needs Discrete or Box action spaces; agent "
+                    f"{self.units[unit][0]!r} has {space}")
+            self.continuous[unit] = isinstance(space, spaces.Box)
+            network = ActorCritic.build(
+                self.unit_observation_space(unit),
+                action_dim(space),
+                continuous=self.continuous[unit],
+                net_config=self.unit_net_config(unit),
+                share_encoders=False,
+                action_std_init=self.action_std_init,
+                generator=self.network_generator(),
+            )
+            self.register_network("actor_critic", unit, network)
+            self.register_optimizer("optimizer", unit, ("actor_critic",))
+
+    def _net(self, unit: str) -> ActorCritic:
+        return cast(ActorCritic, self.unit_network("actor_critic", unit))
+
+    # ------------------------------------------------------------------ acting
+    def _policy(self, unit: str, obs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy output (masked logits, or Gaussian mean) and values of the unit's agents."""
+        policy_out, value = self._net(unit)(self.unit_tensor(unit, obs))
+        mask = self.unit_action_mask(unit, obs)
+        if mask is not None:
+            policy_out = _masked(policy_out, torch.as_tensor(mask, device=policy_out.device))
+        return policy_out, value
+
+    @torch.inference_mode()
+    def get_action(self, obs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], ...]:
+        """Sample actions for every agent: ``(env_actions, actions, log_probs, values)``,
+        each agent id -> batch over sub-envs. ``actions`` (raw samples) are what the
+        rollout stores; ``env_actions`` go to ``env.step``."""
+        env_actions, actions, log_probs, values = {}, {}, {}, {}
+        for unit in self.units:
+            policy_out, value = self._policy(unit, obs)
+            net = self._net(unit)
+            if self.continuous[unit]:
+                noise = torch.randn(policy_out.shape, generator=self.torch_rng)
+                action = policy_out + net.log_std.exp() * noise.to(policy_out.device)
+                log_prob = net.distribution(policy_out).log_prob(action).sum(-1)
+            else:
+                probs = torch.softmax(policy_out, dim=-1)
+                action = torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1)
+                log_prob = torch.log_softmax(policy_out, dim=-1).gather(
+                    1, action.to(policy_out.device).unsqueeze(1)).squeeze(1)
+            raw = action.cpu().numpy()
+            actions.update(self.split_unit(unit, raw))
+            log_probs.update(self.split_unit(unit, log_prob.cpu().numpy()))
+            values.update(self.split_unit(unit, value.cpu().numpy()))
+            env_actions.update(self.split_unit(unit, self._env_action(unit, raw)))
+        return env_actions, actions, log_probs, values
+
+    @torch.inference_mode()
+    def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
+        """The policy's mode for every agent (argmax legal logit, or the Gaussian mean)."""
+        out: dict[str, np.ndarray] = {}
+        for unit in self.units:
+            policy_out, _ = self._policy(unit, obs)
+            if self.continuous[unit]:
+                rows = self._env_action(unit, policy_out.cpu().numpy())
+            else:
+                rows = policy_out.argmax(dim=-1).cpu().numpy()
+            out.update(self.split_unit(unit, rows))
+        return out
+
+    @torch.inference_mode()
+    def get_value(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """State values of every agent (to bootstrap truncated episodes and rollouts)."""
+        out: dict[str, np.ndarray] = {}
+        for unit in self.units:
+            _, value = self._net(unit)(self.unit_tensor(unit, obs))
+            out.update(self.split_unit(unit, value.cpu().numpy()))
+        return out
+
+    def _env_action(self, unit: str, raw: np.ndarray) -> np.ndarray:
+        if not self.continuous[unit]:
+            return raw
+        box = cast(spaces.Box, self.unit_action_space(unit))
+        low, high = box.low.reshape(-1), box.high.reshape(-1)
+        if self._net(unit).arch["extra"]["squash_output"]:
+            scaled = low + (np.tanh(raw) + 1.0) * 0.5 * (high - low)
+        else:
+            scaled = np.clip(raw, low, high)
+        return scaled.reshape((-1, *box.shape)).astype(box.dtype)
+
+    # ------------------------------------------------------------------ learning
+    def learn(  # type: ignore[override]
+        self, rollouts: AgentRollouts, masks: Mapping[str, np.ndarray] | None = None
+    ) -> dict[str, float]:
+        """One PPO update per unit from its agents' rollouts (advantages computed).
+
+        ``masks``: agent id -> the action masks of its stored steps, ``(steps, num_envs,
+        n)`` (masked discrete agents). Returns the metrics averaged over units.
+        """
+        per_unit = []
+        for unit, agents in self.units.items():
+            data = [rollouts[a].flat() for a in agents]
+            if not sum(len(d["advantages"]) for d in data):
+                continue
+            unit_masks = None
+            if masks is not None and all(masks.get(a) is not None for a in agents):
+                unit_masks = np.concatenate([_flat_mask(rollouts[a], masks[a]) for a in agents])
+            merged = {k: np.concatenate([d[k] for d in data]) for k in data[0]}
+            per_unit.append(self._learn_unit(unit, merged, unit_masks))
+        if not per_unit:
+            return {}
+        return {k: float(np.mean([m[k] for m in per_unit])) for k in per_unit[0]}
+
+    def _learn_unit(
+        self, unit: str, data: dict[str, np.ndarray], masks: np.ndarray | None
+    ) -> dict[str, float]:
+        net, continuous = self._net(unit), self.continuous[unit]
+        n = len(data["advantages"])
+        obs = self.obs_encoders[unit](data["obs"], self.device)
+        dtype = torch.float32 if continuous else torch.long
+        batch = {
+            "actions": torch.as_tensor(data["actions"], dtype=dtype, device=self.device),
+            "log_probs": torch.as_tensor(data["log_probs"], device=self.device),
+            "advantages": torch.as_tensor(data["advantages"], device=self.device),
+            "returns": torch.as_tensor(data["returns"], device=self.device),
+        }
+        if masks is not None:
+            batch["masks"] = torch.as_tensor(masks, device=self.device)
+        stats: dict[str, list[float]] = {}
+        batch_size = max(1, min(int(self.batch_size), n))
+        for _epoch in range(int(self.update_epochs)):
+            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
+            for start in range(0, n, batch_size):
+                idx = order[start : start + batch_size]
+                minibatch = {k: v[idx] for k, v in batch.items()}
+                policy_out, value = net(obs_index(obs, idx))
+                if "masks" in minibatch:
+                    policy_out = _masked(policy_out, minibatch["masks"])
+                step = self._update(unit, policy_out, value, minibatch)
+                for key, val in step.items():
+                    stats.setdefault(key, []).append(val)
+                if self.target_kl is not None and step["approx_kl"] > self.target_kl:
+                    return {k: float(np.mean(v)) for k, v in stats.items()}
+        return {k: float(np.mean(v)) for k, v in stats.items()}
+
+    def _update(
+        self, unit: str, policy_out: torch.Tensor, value: torch.Tensor,
+        batch: dict[str, torch.Tensor],
+    ) -> dict[str, float]:
+        """One gradient step of the unit's actor-critic on a minibatch."""
+        net = self._net(unit)
+        dist = net.distribution(policy_out)
+        log_prob, entropy = dist.log_prob(batch["actions"]), dist.entropy()
+        if self.continuous[unit]:
+            log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
+        log_ratio = log_prob - batch["log_probs"]
+        ratio = log_ratio.exp()
+        adv = batch["advantages"]
+        if adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -adv * ratio, -adv * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
+        ).mean()
+        value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
+        entropy_mean = entropy.mean()
+        loss = pg_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+        optimizer = self.optimizers[self.network_name("optimizer", unit)]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
+        optimizer.step()
+        with torch.no_grad():
+            approx_kl = float(((ratio - 1) - log_ratio).mean())
+        return {
+            "loss": float(loss.detach()), "policy_loss": float(pg_loss.detach()),
+            "value_loss": float(value_loss.detach()), "entropy": float(entropy_mean.detach()),
+            "approx_kl": approx_kl,
+        }  # fmt: skip
+
+
+def _masked(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Logits with illegal actions (``mask`` False) at the dtype's minimum; a row with no
+    legal action is left as it is (nothing to choose from: the env ignores it)."""
+    mask = mask.to(torch.bool)
+    keep = mask | ~mask.any(dim=-1, keepdim=True)
+    return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
+
+
+def _flat_mask(rollout: RolloutBuffer, masks: np.ndarray) -> np.ndarray:
+    """An agent's stored masks ``(steps, num_envs, n)`` -> the rows ``rollout.flat`` keeps."""
+    valid = rollout.valid[: rollout.pos].reshape(-1)
+    return masks[: rollout.pos].reshape(-1, masks.shape[-1])[valid]
