@@ -25,6 +25,8 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[Any], Any]
     """``trainer -> train(agent, steps, *, seed)`` (the population seam's half)."""
+    joint_memory: bool = False
+    """The replay memory stores joint multi-agent transitions (``MultiAgentReplayBuffer``)."""
 
 
 def _off_policy(trainer: Any) -> Any:
@@ -45,10 +47,18 @@ def _multi_agent_on_policy(trainer: Any) -> Any:
     return MultiAgentOnPolicyMemberTrainer(trainer.env)
 
 
+def _multi_agent_off_policy(trainer: Any) -> Any:
+    from agilerl.training.multi_agent_off_policy import MultiAgentOffPolicyMemberTrainer
+
+    return MultiAgentOffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
     "multi_agent_on_policy": Paradigm(replay_memory=False, member_trainer=_multi_agent_on_policy),
+    "multi_agent_off_policy": Paradigm(replay_memory=True, member_trainer=_multi_agent_off_policy,
+                                       joint_memory=True),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 
