@@ -24,7 +24,8 @@ PEER = REPO.parent / "shared" / "peer-manifests"
 
 MANIFESTS = [
     "configs/multi_agent/maddpg.yaml",
-    "configs/multi_agent/maddpg_mfpbt.yaml",
+    # pop_size 16; it names the old pettingzoo.mpe module, mapped to mpe2 by the env layer.
+    pytest.param("configs/multi_agent/maddpg_mfpbt.yaml", marks=pytest.mark.slow),
     "configs/multi_agent/matd3.yaml",
     "tests/maddpg.yaml",
     "tests/matd3.yaml",
@@ -42,7 +43,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.skipif(not PEER.is_dir(), reason="shared/peer-manifests is not beside this checkout")
-@pytest.mark.parametrize("name", MANIFESTS, ids=[m.replace("/", "-") for m in MANIFESTS])
+@pytest.mark.parametrize("name", MANIFESTS, ids=lambda name: name.replace("/", "-"))
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
