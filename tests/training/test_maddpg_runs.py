@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-from agilerl.training.trainer import LocalTrainer
+from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
 
 from .conftest import assert_same_weights
 
@@ -75,3 +75,14 @@ def test_resume_from_checkpoint_is_exact(name, tmp_path) -> None:
         assert a.noise["pointer_0"].state.tolist() == b.noise["pointer_0"].state.tolist()
         assert {n: o.state_dict()["param_groups"][0]["lr"] for n, o in a.optimizers.items()} == \
                {n: o.state_dict()["param_groups"][0]["lr"] for n, o in b.optimizers.items()}
+
+
+def test_settings_it_does_not_honour_are_named() -> None:
+    manifest = _manifest("MADDPG")
+    manifest["replay_buffer"]["n_step_buffer"] = True
+    with pytest.raises(UnsupportedAlgorithmError, match="replay_buffer.n_step_buffer"):
+        LocalTrainer.from_manifest(manifest=manifest, seed=0)
+    manifest = _manifest("MADDPG")
+    manifest["algorithm"]["vect_noise_dim"] = 2
+    with pytest.warns(UserWarning, match="algorithm.vect_noise_dim = 2 has no effect"):
+        LocalTrainer.from_manifest(manifest=manifest, seed=0).close()
