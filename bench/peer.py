@@ -10,10 +10,12 @@ The reference (``agilerl==2.58.0`` with ``torch==2.13.0``) is installed into its
 environment (``$AGILERL_PEER_VENV`` or ``/tmp/agilerl-peer-venv``) on first use. Each run is a
 fresh process started by this script, executing this same file in ``--driver`` mode, which:
 
-* counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class
-  (steps taken while a member is being evaluated are not counted as training); a run that
-  steps no vector env counts its members' ``get_action`` calls instead (bandit pulls) or,
-  without those, their ``learn`` calls (offline gradient updates), and says which unit;
+* counts train env steps by wrapping the ``step`` of every concrete Gymnasium vector env class,
+  and of the trainer's own env class when it is not one (the PettingZoo vector envs of both
+  libraries); steps taken while a member is being evaluated are not counted as training; a
+  run that steps no vector env counts its members' ``get_action`` calls instead (bandit
+  pulls) or, without those, their ``learn`` calls (offline gradient updates), and says which
+  unit;
 * times the first training step from the moment this script launched the process;
 * records, at every evaluation, the train steps, seconds elapsed and fitness, to report
   when a member first reached the target return: ``--target``, else the reference's best
@@ -23,7 +25,10 @@ fresh process started by this script, executing this same file in ``--driver`` m
 Peak memory is sampled here from ``/proc`` for the driver and all its descendants (async
 vector envs run in subprocesses), every 0.2 s, as the sum of their PSS (shared pages split
 between the processes sharing them, so forked workers are not counted several times). Both libraries get identical manifests (with
-``--max-steps`` applied to both) and ``verbose=False``.
+``--max-steps`` applied to both) and ``verbose=False``, except for ``--peer-set`` changes:
+workarounds the reference needs to run a manifest at all (e.g. ``network.arch=mlp`` for the
+reference's own ``maddpg.yaml``, which it refuses with validation errors when the network
+section names no ``arch``), applied to the reference run only and printed with its figures.
 """
 
 from __future__ import annotations
@@ -68,37 +73,11 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
                     "history": [], "evaluating": False, "updates": 0, "actions": 0}
 
-    import gymnasium
-    from gymnasium.vector import VectorEnv, VectorWrapper
-
     from agilerl.training.trainer import LocalTrainer
 
     trainer = LocalTrainer.from_manifest(manifest=data)
     built = time.time()
-
-    def all_subclasses(cls: type) -> set[type]:
-        out = set()
-        for sub in cls.__subclasses__():
-            out.add(sub)
-            out |= all_subclasses(sub)
-        return out
-
-    def wrap_step(cls: type) -> None:
-        original = cls.__dict__["step"]
-
-        def step(self, actions):  # type: ignore[no-untyped-def]
-            if not record["evaluating"]:
-                if record["first_step"] is None:
-                    record["first_step"] = time.time()
-                record["train_steps"] += int(self.num_envs)
-            return original(self, actions)
-
-        cls.step = step
-
-    for cls in all_subclasses(VectorEnv):
-        if not issubclass(cls, VectorWrapper) and "step" in cls.__dict__:
-            wrap_step(cls)
-    del gymnasium
+    _count_train_steps(trainer, record)
 
     def wrap_test(cls: type) -> None:
         original = cls.test
@@ -205,6 +184,41 @@ def _resolve_data_files(data: dict, folder: Path) -> None:
         if isinstance(value, str) and not Path(value).is_absolute() \
                 and (folder / value).exists():
             environment[key] = str((folder / value).resolve())
+
+
+def _count_train_steps(trainer: object, record: dict) -> None:
+    """Count env steps (not taken while evaluating) in ``record`` by wrapping the ``step`` of
+    every concrete Gymnasium vector env class, and of the trainer's env class when it is not
+    one (a multi-agent vector env)."""
+    from gymnasium.vector import VectorEnv, VectorWrapper
+
+    def all_subclasses(cls: type) -> set[type]:
+        out = set()
+        for sub in cls.__subclasses__():
+            out.add(sub)
+            out |= all_subclasses(sub)
+        return out
+
+    def wrap_step(cls: type) -> None:
+        original = cls.__dict__["step"]
+
+        def step(self, actions):  # type: ignore[no-untyped-def]
+            if not record["evaluating"]:
+                if record["first_step"] is None:
+                    record["first_step"] = time.time()
+                record["train_steps"] += int(self.num_envs)
+            return original(self, actions)
+
+        cls.step = step  # type: ignore[attr-defined]
+
+    for cls in all_subclasses(VectorEnv):
+        if not issubclass(cls, VectorWrapper) and "step" in cls.__dict__:
+            wrap_step(cls)
+    env_cls = type(getattr(trainer, "env", None))
+    if not issubclass(env_cls, VectorEnv):
+        owner = next((c for c in env_cls.__mro__ if "step" in c.__dict__), None)
+        if owner is not None:
+            wrap_step(owner)
 
 
 # --------------------------------------------------------------------------- parent side
@@ -349,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="change a manifest value for both libraries (repeatable)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="ours only: training.num_workers (members in N processes)")
+    parser.add_argument("--peer-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="change a manifest value for the reference only: a workaround "
+                             "it needs to run the manifest (repeatable; printed)")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -372,8 +389,10 @@ def main(argv: list[str] | None = None) -> int:
                                if args.workers is not None else [])
         if args.workers is not None:
             print(f"  ours with training.num_workers={args.workers}")
+        if args.peer_set and peer_python:
+            print(f"  reference run only (workaround): {', '.join(args.peer_set)}")
         ours = _measure(sys.executable, manifest, args.max_steps, ours_env, ours_set)
-        peer = _measure(peer_python, manifest, args.max_steps, env, args.set) \
+        peer = _measure(peer_python, manifest, args.max_steps, env, args.set + args.peer_set) \
             if peer_python else None
         target = args.target
         if target is None and peer is not None and "error" not in peer:

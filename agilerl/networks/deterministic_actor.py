@@ -3,7 +3,9 @@
 The head's output activation bounds the action: ``Tanh`` (the default when the head
 config sets none) gives [-1, 1] directly, ``Sigmoid`` gives [0, 1], mapped to [-1, 1].
 The algorithm maps the normalised action to the environment's bounds, so the same network
-serves Pendulum's [-2, 2] and LunarLanderContinuous' [-1, 1].
+serves Pendulum's [-2, 2] and LunarLanderContinuous' [-1, 1]. With ``logits=True`` the head
+has no output activation: one unbounded logit per discrete action (MADDPG and MATD3 on
+discrete action spaces).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ class DeterministicActor(EvolvableNetwork):
         action_dim: int,
         net_config: NetworkConfig,
         generator: torch.Generator,
+        *,
+        logits: bool = False,
     ) -> DeterministicActor:
-        """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
+        """``observation_space``: a Gymnasium space (or an int: a flat vector's width);
+        ``logits``: unbounded outputs (the head config's output activation is not used)."""
         head, latent = net_config["head_config"], net_config["latent_dim"]
-        output = head.get("output_activation") or "Tanh"
-        if output not in BOUNDED_OUTPUTS:
+        output = None if logits else head.get("output_activation") or "Tanh"
+        if output is not None and output not in BOUNDED_OUTPUTS:
             raise ValueError(
                 f"network.head_config.output_activation {output!r} does not bound a "
                 f"deterministic policy's action; use one of {sorted(BOUNDED_OUTPUTS)} (or "
@@ -45,7 +50,7 @@ class DeterministicActor(EvolvableNetwork):
             "heads": {"policy": mlp_arch(head, latent, action_dim, output)},
             "head_inputs": {"policy": "encoder"},
             "latent": {"min": net_config["min_latent_dim"], "max": net_config["max_latent_dim"]},
-            "extra": {"affine": BOUNDED_OUTPUTS[output]},
+            "extra": {"affine": output is not None and BOUNDED_OUTPUTS[output]},
         }
         return cls(arch, generator)
 

@@ -166,13 +166,15 @@ def make_memory(trainer: LocalTrainer) -> Any:
     ``per_buffer`` gives a prioritized memory (``per_buffer_args.alpha``); ``n_step_buffer``
     folds transitions into ``n_step_buffer_args.n_step``-step returns with the algorithm's
     ``gamma`` (both: a prioritized memory of n-step transitions). Both need an algorithm
-    that learns from them (its ``replay_features``); others are refused.
+    that learns from them (its ``replay_features``); others are refused. Multi-agent
+    off-policy loops get a memory of joint transitions (``MultiAgentReplayBuffer``).
     """
     loop = paradigm(trainer.paradigm)
     if loop.memory is not None:
         return loop.memory(trainer)
     if not loop.replay_memory:
         return None
+    from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
     from agilerl.components.replay_buffer import (
         MultiStepReplayBuffer,
         PrioritizedReplayBuffer,
@@ -204,6 +206,8 @@ def make_memory(trainer: LocalTrainer) -> Any:
     if n_step:
         return MultiStepReplayBuffer(size, n_step=steps, gamma=gamma, device=trainer.device,
                                      seed=seed, keep_one_step=one_step)
+    if loop.joint_memory:
+        return MultiAgentReplayBuffer(size, device=trainer.device, seed=seed)
     return ReplayBuffer(size, device=trainer.device, seed=seed)
 
 

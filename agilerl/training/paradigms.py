@@ -34,6 +34,8 @@ class Paradigm:
     memory: Callable[[Any], Any] | None = None
     """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
     loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
+    joint_memory: bool = False
+    """The replay memory stores joint multi-agent transitions (``MultiAgentReplayBuffer``)."""
 
 
 def _off_policy(trainer: Any) -> Any:
@@ -116,6 +118,12 @@ def _multi_agent_on_policy(trainer: Any) -> Any:
     return MultiAgentOnPolicyMemberTrainer(trainer.env)
 
 
+def _multi_agent_off_policy(trainer: Any) -> Any:
+    from agilerl.training.multi_agent_off_policy import MultiAgentOffPolicyMemberTrainer
+
+    return MultiAgentOffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
+
+
 PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
@@ -128,6 +136,8 @@ PARADIGMS: dict[str, Paradigm] = {
     "offline": Paradigm(replay_memory=False, member_trainer=_offline, memory=_offline_dataset),
     "bandits": Paradigm(replay_memory=True, member_trainer=_bandits),
     "multi_agent_on_policy": Paradigm(replay_memory=False, member_trainer=_multi_agent_on_policy),
+    "multi_agent_off_policy": Paradigm(replay_memory=True, member_trainer=_multi_agent_off_policy,
+                                       joint_memory=True),
 }
 """Registry ``training_loop`` -> paradigm (loops missing here cannot train yet)."""
 

@@ -98,7 +98,16 @@ def test_the_member_trainer_comes_from_the_registry_training_loop(private_regist
     assert calls == ["on_policy"] and trainer.memory is None
 
 
-def test_unimplemented_algorithms_are_refused_with_what_trains():
+def hide_implementation(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make registry algorithm ``name`` look as if this version shipped no module for it."""
+    monkeypatch.delitem(registry.IMPLEMENTATIONS, name, raising=False)
+    real = registry._module
+    monkeypatch.setattr(registry, "_module",
+                        lambda n: "agilerl.algorithms._not_shipped" if n == name else real(n))
+
+
+def test_unimplemented_algorithms_are_refused_with_what_trains(monkeypatch):
+    hide_implementation(monkeypatch, "MADDPG")
     with pytest.raises(UnsupportedAlgorithmError) as info:
         LocalTrainer("MADDPG", "simple_spread_v3")
     assert "'MADDPG' is not implemented yet" in str(info.value)

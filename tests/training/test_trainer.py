@@ -28,7 +28,10 @@ def test_defaults_from_names():
     assert trainer.env.single_observation_space.shape == (4,)
 
 
-def test_unimplemented_algorithm_refused_at_construction():
+def test_unimplemented_algorithm_refused_at_construction(monkeypatch):
+    from .test_algorithm_wiring import hide_implementation
+
+    hide_implementation(monkeypatch, "MADDPG")
     with pytest.raises(UnsupportedAlgorithmError, match="not implemented yet"):
         LocalTrainer(algorithm="MADDPG", environment="simple_spread_v3")
 

@@ -1,0 +1,300 @@
+"""Multi-Agent DDPG (MADDPG, Lowe et al. 2017): decentralised actors, centralised critics.
+
+Every agent ``i`` has its own deterministic actor ``mu_i(o_i)`` and its own centralised
+critic ``Q_i(o_1..o_N, a_1..a_N)`` (:class:`~agilerl.networks.centralised_q.CentralisedQNetwork`),
+each with a target copy following it by soft updates (``tau``). Networks are per agent
+(agents of a group share their network *configuration*, not their weights: their critics
+learn from their own rewards). Every ``learn``:
+
+* critic ``i`` regresses onto ``r_i + gamma * (1 - terminated_i) * Q'_i(o', a')`` with
+  ``a'_j = mu'_j(o'_j)`` for every agent (the target policies' actions);
+* every ``policy_freq``-th call (MADDPG: every call), actor ``i`` ascends
+  ``Q_i(o, a_1..mu_i(o_i)..a_N)``, the other agents' actions as stored; then every target
+  network is soft-updated.
+
+Actions (:mod:`agilerl.algorithms.core.agent_actions`): continuous agents act in
+normalised units with their own OU or Gaussian noise stream per sub-env (the DDPG/TD3
+:class:`~agilerl.algorithms.core.action_noise.ActionNoise`); discrete agents' actors
+output logits, explore by sampling (Gumbel-max), and learn through a straight-through
+Gumbel-softmax sample, with a small penalty on the logits' size (as in the original
+implementation) so they stay in the range where the softmax has gradients. Critics read
+one-hot discrete actions; the target action of a discrete agent is its target policy's
+argmax. Action masks (PettingZoo classic) restrict acting to legal actions.
+
+Rows of agents that were not live at the observation (they left the episode early) are
+masked out of that agent's own losses; their (zero) observations and actions still feed
+the other agents' critics. Fitness is the greedy episode return summed over agents.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
+from agilerl.algorithms.core.agent_actions import AgentActions
+from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+from agilerl.algorithms.registry import registered
+from agilerl.networks.centralised_q import CentralisedQNetwork
+from agilerl.networks.config import NetworkConfig
+from agilerl.networks.deterministic_actor import DeterministicActor
+
+#: Weight of the mean squared logit penalty of discrete actors.
+LOGIT_PENALTY = 1e-3
+
+
+@registered
+class MADDPG(MultiAgentRLAlgorithm):
+    """MADDPG over per-agent (or per-group) observation and action spaces."""
+
+    algo = "MADDPG"
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (
+        "batch_size", "lr_actor", "lr_critic", "learn_step", "gamma", "tau",
+        "O_U_noise", "expl_noise", "mean_noise", "theta", "dt",
+    )  # fmt: skip
+    lr_names = ("lr_actor", "lr_critic")
+    optimizer_lrs: ClassVar[dict[str, str]] = {
+        "actor_optimizer": "lr_actor", "critic_optimizer": "lr_critic",
+    }
+    fixed_hyperparameters = ("O_U_noise",)
+    #: The critic roles of each agent (all trained by its ``critic_optimizer``).
+    critic_roles: ClassVar[tuple[str, ...]] = ("critic",)
+    inert_settings: ClassVar[dict[str, str]] = {
+        "vect_noise_dim": "there is always one noise stream per sub-env and agent (the "
+                          "number of sub-envs is read from the observations)",
+        "torch_compiler": "networks are not compiled in this version (they are small; "
+                          "compilation would not speed them up on CPU)",
+    }
+
+    batch_size: int
+    lr_actor: float
+    lr_critic: float
+    learn_step: int
+    gamma: float
+    tau: float
+    O_U_noise: bool
+    expl_noise: float
+    mean_noise: float
+    theta: float
+    dt: float
+
+    #: Critic updates per actor update (MATD3 reads it from its spec).
+    policy_freq: int = 1
+
+    def shares_group_networks(self) -> bool:
+        return False  # every agent learns its own critic from its own rewards
+
+    # ------------------------------------------------------------------ building
+    def _build(self, net_config: NetworkConfig) -> None:
+        agents = self.agent_ids
+        self.actions = {a: AgentActions(self.action_spaces[a], a, self.device) for a in agents}
+        spaces = {a: self.unit_observation_space(a) for a in agents}
+        configs = {a: self.unit_net_config(a) for a in agents}
+        dims = {a: self.actions[a].dim for a in agents}
+        generator = self.network_generator()
+        for agent in agents:
+            actor = DeterministicActor.build(spaces[agent], dims[agent], configs[agent],
+                                             generator, logits=self.actions[agent].discrete)
+            self.register_network("actor", agent, actor)
+            for index, role in enumerate(self.critic_roles):
+                critic = CentralisedQNetwork.build(agents, spaces, dims, configs,
+                                                   configs[agent], generator)
+                # Twin critics keep one architecture (a mutation of the first applies to all).
+                self.register_network(role, agent, critic,
+                                      mirror_of=self.critic_roles[0] if index else None)
+        for agent in agents:
+            for role in ("actor", *self.critic_roles):
+                target = copy.deepcopy(self.unit_network(role, agent))
+                source = self.critic_roles[0] if role in self.critic_roles else role
+                self.register_network(f"{role}_target", agent, target, mirror_of=source)
+        # One optimizer per role over every agent's networks: the agents' losses are summed
+        # into one backward pass and one fused Adam step. Each agent's loss depends only on
+        # its own networks' parameters, so this is exactly a separate step per agent.
+        for opt_name, roles in (("actor_optimizer", ("actor",)),
+                                ("critic_optimizer", self.critic_roles)):
+            self.optimizer_networks[opt_name] = tuple(
+                self.network_name(r, a) for a in agents for r in roles)
+            self._rebuild_optimizer(opt_name)
+        self.noise = {a: ActionNoise(dims[a]) for a in agents if not self.actions[a].discrete}
+        self.learn_counter = 0
+
+    # ------------------------------------------------------------------ acting
+    @torch.inference_mode()
+    def policy(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Every agent's actor output (normalised actions or logits) for a batch."""
+        return {
+            a: self.unit_network("actor", a)(self.unit_tensor(a, obs)).cpu().numpy()
+            for a in self.agent_ids
+        }
+
+    def get_action(self, obs: Mapping[str, Any], training: bool = True) -> dict[str, np.ndarray]:
+        """Env actions (agent id -> batch); with ``training``, exploring."""
+        outputs = self.policy(obs)
+        masks = self.action_masks(obs)
+        if not training:
+            return {a: self.actions[a].to_env(outputs[a], masks[a]) for a in self.agent_ids}
+        settings = self.noise_settings()
+        actions = {}
+        for agent in self.agent_ids:
+            noise = None
+            if agent in self.noise:
+                noise = self.noise[agent].sample(len(outputs[agent]), self.np_rng, settings)
+            actions[agent] = self.actions[agent].explore(outputs[agent], noise, self.np_rng,
+                                                         masks[agent])
+        return actions
+
+    def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
+        return self.get_action(obs, training=False)
+
+    def explore_action(self, obs: Any, vector_step: int = 0, settings: Any = None) -> Any:
+        """Exploring env actions (agent id -> batch), from each agent's own noise."""
+        return self.get_action(obs, training=True)
+
+    def on_episode_end(self, ended: np.ndarray) -> None:
+        for noise in self.noise.values():
+            noise.reset(ended)
+
+    def noise_settings(self) -> NoiseSettings:
+        return NoiseSettings(
+            ornstein_uhlenbeck=bool(self.O_U_noise), scale=float(self.expl_noise),
+            mean=float(self.mean_noise), theta=float(self.theta), dt=float(self.dt),
+        )  # fmt: skip
+
+    def storable(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """What replay memory keeps of a batch of joint observations (agent id -> rows)."""
+        return {a: self.agent_obs_numpy(a, obs) for a in self.agent_ids}
+
+    # ------------------------------------------------------------------ learning
+    def _batch(self, experiences: Mapping[str, Any]) -> dict[str, Any]:
+        device = self.device
+
+        def tensor(value: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)
+
+        agents = self.agent_ids
+        return {
+            "obs": {a: self.obs_encoders[a](experiences["obs"][a], device) for a in agents},
+            "next_obs": {a: self.obs_encoders[a](experiences["next_obs"][a], device)
+                         for a in agents},
+            "action": {a: self.actions[a].critic_input(tensor(experiences["action"][a]))
+                       for a in agents},
+            "reward": {a: tensor(experiences["reward"][a]).reshape(-1) for a in agents},
+            "done": {a: tensor(experiences["done"][a]).reshape(-1) for a in agents},
+            "active": {a: tensor(experiences["active"][a]).reshape(-1) for a in agents},
+        }
+
+    def _target_action(self, agent: str, next_obs: Any) -> torch.Tensor:
+        """Agent's target-policy critic action at ``o'`` (MATD3 smooths it)."""
+        output = self.unit_network("actor_target", agent)(next_obs)
+        return self.actions[agent].policy_action(output, self.torch_rng, sample=False)
+
+    def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
+        return self.unit_network("critic_target", agent)(next_obs, next_actions)
+
+    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+        """One critic step for every agent on a batch of joint transitions (``obs``,
+        ``action``, ``reward``, ``next_obs``, ``done``, ``active``: agent id -> rows);
+        every ``policy_freq``-th call also an actor step for every agent and a soft update
+        of every target. Returns ``loss`` (critics) and, after an actor step,
+        ``actor_loss`` (each the mean over agents)."""
+        batch = self._batch(experiences)
+        agents = self.agent_ids
+        with torch.no_grad():
+            next_actions = {a: self._target_action(a, batch["next_obs"][a]) for a in agents}
+            targets = {
+                a: batch["reward"][a] + self.gamma * (1.0 - batch["done"][a])
+                * self._next_value(a, batch["next_obs"], next_actions)
+                for a in agents
+            }
+        critic_losses = [
+            torch.stack([
+                _masked_mse(self.unit_network(role, a)(batch["obs"], batch["action"]),
+                            targets[a], batch["active"][a])
+                for role in self.critic_roles
+            ]).sum()
+            for a in agents
+        ]
+        _step(self.optimizers["critic_optimizer"], torch.stack(critic_losses).sum())
+        self.learn_counter += 1
+        metrics = {"loss": float(torch.stack(critic_losses).detach().mean())}
+        if self.learn_counter % int(self.policy_freq) == 0:
+            metrics["actor_loss"] = self._actor_step(batch)
+            self.soft_update()
+        return metrics
+
+    def _actor_step(self, batch: Mapping[str, Any]) -> float:
+        """Every actor ascends its own first critic, with the other agents' actions as
+        stored; the critics get no gradients."""
+        losses = []
+        for agent in self.agent_ids:
+            output = self.unit_network("actor", agent)(batch["obs"][agent])
+            joint = dict(batch["action"])
+            joint[agent] = self.actions[agent].policy_action(output, self.torch_rng, sample=True)
+            active = batch["active"][agent]
+            critic = self.unit_network(self.critic_roles[0], agent)
+            loss = -_masked_mean(critic(batch["obs"], joint), active)
+            if self.actions[agent].discrete:
+                loss = loss + LOGIT_PENALTY * _masked_mean(output.pow(2).mean(-1), active)
+            losses.append(loss)
+        optimizer = self.optimizers["actor_optimizer"]
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.stack(losses).sum()
+        total.backward(inputs=optimizer.param_groups[0]["params"])
+        optimizer.step()
+        return float(torch.stack(losses).detach().mean())
+
+    @torch.no_grad()
+    def soft_update(self) -> None:
+        """``target <- tau * online + (1 - tau) * target`` for every agent's networks."""
+        targets, online = self._target_pairs()
+        torch._foreach_lerp_(targets, online, self.tau)
+
+    def _target_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Target and online parameter lists, cached until a network is replaced."""
+        key = tuple(id(n) for n in self.networks.values())
+        cache = self.__dict__.get("_pairs")
+        if cache is None or cache[0] != key:
+            targets: list[torch.Tensor] = []
+            online: list[torch.Tensor] = []
+            for agent in self.agent_ids:
+                for role in ("actor", *self.critic_roles):
+                    targets += [p.data for p in self.unit_network(f"{role}_target", agent)
+                                .parameters()]
+                    online += [p.data for p in self.unit_network(role, agent).parameters()]
+            # The tuple of networks keeps their ids unique while the cache lives.
+            cache = (key, targets, online, tuple(self.networks.values()))
+            self.__dict__["_pairs"] = cache
+        return cache[1], cache[2]
+
+    # ------------------------------------------------------------------ state
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "noise": {a: None if n.state is None else n.state.copy()
+                      for a, n in self.noise.items()},
+            "learn_counter": self.learn_counter,
+        }
+
+    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+        for agent, state in dict(extra.get("noise") or {}).items():
+            if agent in self.noise:
+                self.noise[agent].state = (None if state is None
+                                           else np.array(state, dtype=np.float64))
+        self.learn_counter = int(extra.get("learn_counter", 0))
+
+
+def _masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    return (values * weights).sum() / weights.sum().clamp_min(1.0)
+
+
+def _masked_mse(values: torch.Tensor, target: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    return _masked_mean((values - target).pow(2), weights)
+
+
+def _step(optimizer: Any, loss: torch.Tensor) -> None:
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()

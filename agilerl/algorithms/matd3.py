@@ -1,0 +1,49 @@
+"""Multi-Agent TD3 (MATD3, Ackermann et al. 2019): MADDPG with TD3's three changes.
+
+* **Twin centralised critics** per agent; the critic target takes the smaller of the two
+  target critics: ``r_i + gamma * (1 - terminated_i) * min(Q'_i1, Q'_i2)(o', a')``.
+* **Delayed actor updates**: actors (and every target network) are updated once per
+  ``policy_freq`` critic updates; actors ascend the first critic.
+* **Target policy smoothing**: a continuous agent's target action is
+  ``clip(mu'(o') + clip(N(0, 0.2), -0.5, 0.5), -1, 1)`` (normalised units, the TD3
+  paper's constants, as in :mod:`agilerl.algorithms.td3`); a discrete agent's is a
+  one-hot Gumbel-max sample of its target policy instead of the argmax (sampling is the
+  discrete counterpart of the smoothing noise).
+
+Everything else (actions, noise, masks, state) is MADDPG's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from agilerl.algorithms.maddpg import MADDPG
+from agilerl.algorithms.registry import registered
+from agilerl.algorithms.td3 import NOISE_CLIP, POLICY_NOISE
+
+
+@registered
+class MATD3(MADDPG):
+    """MATD3 over per-agent (or per-group) observation and action spaces."""
+
+    algo = "MATD3"
+    hyperparameter_names: ClassVar[tuple[str, ...]] = (*MADDPG.hyperparameter_names,
+                                                       "policy_freq")
+    critic_roles: ClassVar[tuple[str, ...]] = ("critic_1", "critic_2")
+
+    policy_freq: int
+
+    def _target_action(self, agent: str, next_obs: Any) -> torch.Tensor:
+        output = self.unit_network("actor_target", agent)(next_obs)
+        actions = self.actions[agent]
+        if actions.discrete:
+            return actions.policy_action(output, self.torch_rng, sample=True)
+        noise = torch.randn(output.shape, generator=self.torch_rng).to(output.device)
+        return (output + (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)).clamp(-1.0, 1.0)
+
+    def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
+        q1 = self.unit_network("critic_1_target", agent)(next_obs, next_actions)
+        q2 = self.unit_network("critic_2_target", agent)(next_obs, next_actions)
+        return torch.minimum(q1, q2)
