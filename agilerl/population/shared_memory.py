@@ -151,7 +151,9 @@ def _apply(memory: ReplayBuffer, delta: ExperienceDelta, start: tuple[int, int],
     kept = len(next(iter(delta.rows.values()))) if delta.rows else 0
     first = memory.pos
     if kept:
-        memory.add(delta.rows)
+        # rows are in storage layout (one array per stored column): the plain ring write,
+        # not a subclass's add (which would re-fold n-step or re-nest multi-agent fields)
+        ReplayBuffer.add(memory, delta.rows)
     memory.counter += delta.added - kept
     if isinstance(memory, PrioritizedReplayBuffer) and delta.leaves is not None:
         own = (first + np.arange(kept)) % memory.max_size

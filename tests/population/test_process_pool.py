@@ -99,3 +99,27 @@ def test_an_env_that_cannot_reach_workers_is_refused_with_the_setting_named():
                            training=TrainingSpec(max_steps=64, evo_steps=32, pop_size=2))
     with pytest.raises(TrainingSetupError, match="training.num_workers = 2: the environment"):
         trainer.train(verbose=False, num_workers=2)
+
+
+def _other_paradigms() -> list:
+    from tests.training import test_ippo_runs, test_maddpg_runs
+
+    return [pytest.param(test_maddpg_runs._manifest("MATD3"), id="matd3-joint-memory"),
+            pytest.param(test_ippo_runs._manifest("tournament"), id="ippo")]
+
+
+@pytest.mark.parametrize("manifest", _other_paradigms())
+def test_two_workers_give_the_sequential_run_for_multi_agent_loops(manifest):
+    _, pop_one, fit_one = _train(manifest)
+    _, pop_two, fit_two = _train(manifest, num_workers=2)
+    assert fit_one == fit_two
+    assert_same_weights(pop_one, pop_two)
+
+
+def test_two_workers_give_the_sequential_run_for_bandits():
+    from tests.training.test_offline_bandit_runs import _same_members, bandit_trainer
+
+    one = bandit_trainer("NeuralUCB", seed=5).train(verbose=False)
+    two = bandit_trainer("NeuralUCB", seed=5).train(verbose=False, num_workers=2)
+    assert one[1] == two[1]
+    _same_members(one[0], two[0])
