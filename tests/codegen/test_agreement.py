@@ -60,6 +60,8 @@ VALID = {
     "dqn": lambda: copy.deepcopy(DQN),
     "grpo": lambda: copy.deepcopy(GRPO),
     "maddpg minimal": lambda: copy.deepcopy(MADDPG),
+    # an extension: the reference always steps PettingZoo envs in subprocesses
+    "pettingzoo sync": setter("environment.sync", False, MADDPG),
     "alias population_size": setter("training.population_size", 4),
     "both pop_size spellings": setter("training.metrics_interval", 500),
     "memory_size alias": setter("replay_buffer.memory_size", 500),
@@ -145,7 +147,6 @@ INVALID = {
     "grpo missing group_size": deleter("algorithm.group_size", GRPO),
     "lora unknown key": setter("network.lora_config.rank", 4, GRPO),
     "lora_r zero": setter("network.lora_config.lora_r", 0, GRPO),
-    "gym sync on pettingzoo": setter("environment.sync", True, MADDPG),
     "wrapper triple": setter("environment.wrappers", [["a:B", {}, {}]]),
     "cispo clip string": lambda: {**copy.deepcopy(GRPO), "algorithm": {
         "name": "CISPO", "group_size": 2, "clip_coef": "0.2"}},
