@@ -20,7 +20,7 @@ import copy
 import os
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from agilerl.algorithms.core.evaluation import evaluate_greedy
+from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
 from agilerl.algorithms.core.spaces import ObsEncoder
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
@@ -38,7 +39,7 @@ from agilerl.networks.optim import Adam, carry_state, make_optimizer, state_by_n
 STATE_FORMAT = 1
 
 
-class RLAlgorithm(ABC):
+class RLAlgorithm(SpecHyperparameters, ABC):
     """Base class of single-agent RL algorithms (DQN, PPO, ...).
 
     Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``hyperparameter_names``
@@ -51,12 +52,6 @@ class RLAlgorithm(ABC):
     ``self.optimizer_networks`` maps an optimizer name to the network names it trains.
     """
 
-    algo: ClassVar[str]
-    hyperparameter_names: ClassVar[tuple[str, ...]]
-    lr_names: ClassVar[tuple[str, ...]] = ("lr",)
-    #: Hyperparameters read by the maths that mutation must not change (flags, sizes
-    #: fixed by the environment or the architecture).
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
     #: Networks that mirror another network's architecture (e.g. a DQN target network):
     #: name -> source name. Architecture mutations are applied to both identically.
     mirrored_networks: ClassVar[dict[str, str]] = {}
@@ -112,13 +107,6 @@ class RLAlgorithm(ABC):
 
     # ------------------------------------------------------------------ spec plumbing
     @classmethod
-    def spec_class(cls) -> Any:
-        """The public spec class registered under ``algo`` (e.g. ``DQNSpec``)."""
-        from agilerl.models import ALGO_REGISTRY
-
-        return ALGO_REGISTRY[cls.algo]
-
-    @classmethod
     def network_spec_name(cls) -> str:
         """Name of the network spec class that fills ``net_config`` defaults: the spec
         class's ``network_spec`` (from the generated registry), else ``NetworkSpec``."""
@@ -133,60 +121,13 @@ class RLAlgorithm(ABC):
         """What ``to_tensor`` uses (multi-agent algorithms keep one per network unit)."""
         return ObsEncoder(observation_space)
 
-    @classmethod
-    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
-        """Validate ``hyperparameters`` with the spec class; defaults and bounds come from it."""
-        spec_cls = cls.spec_class()
-        known = set(spec_cls.model_fields)
-        for field in spec_cls.model_fields.values():
-            if isinstance(field.validation_alias, str):
-                known.add(field.validation_alias)
-        unknown = sorted(set(hyperparameters) - known)
-        if unknown:
-            raise TypeError(
-                f"{cls.algo} got unexpected hyperparameter(s): {', '.join(map(repr, unknown))}"
-            )
-        return spec_cls.model_validate(dict(hyperparameters))
-
-    @classmethod
-    def mutable_hyperparameters(cls) -> tuple[str, ...]:
-        """Hyperparameters ``rl_hp_selection`` may name (numeric, read by the maths)."""
-        return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)
-
-    def _check_hp_config(self) -> None:
-        allowed = self.mutable_hyperparameters()
-        unknown = sorted(n for n in self.hp_config if n not in allowed)
-        if unknown:
-            raise ValueError(
-                f"rl_hp_selection names {', '.join(map(repr, unknown))}, which "
-                f"{self.algo} cannot mutate; mutable hyperparameters: {', '.join(allowed)}"
-            )
-
-    @property
-    def hyperparameters(self) -> dict[str, Any]:
-        """Current values of the hyperparameters the maths reads (mutation may change them)."""
-        return {name: getattr(self, name) for name in self.hyperparameter_names}
-
-    def set_hyperparameter(self, name: str, value: Any) -> None:
-        """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
-        if name not in self.hyperparameter_names:
-            raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
-        current = getattr(self, name)
-        if isinstance(current, bool):
-            value = bool(value)
-        elif isinstance(current, int):
-            value = int(round(value))
-        else:
-            value = float(value)
-        setattr(self, name, value)
-        if name in self.lr_names:
-            for opt_name in self._optimizers_for_lr(name):
-                for group in self.optimizers[opt_name].param_groups:
-                    group["lr"] = value
-
     def _optimizers_for_lr(self, lr_name: str) -> list[str]:
         """Optimizers driven by the learning rate ``lr_name`` (single optimizer: all)."""
         return list(self.optimizers)
+
+    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
+        for name in self._optimizers_for_lr(lr_name):
+            yield from self.optimizers[name].param_groups
 
     # ------------------------------------------------------------------ maths hooks
     @abstractmethod
@@ -262,30 +203,6 @@ class RLAlgorithm(ABC):
             hidden[name] = state * keep.view(-1, *([1] * (state.dim() - 1))).to(state.dtype)
 
     # ------------------------------------------------------------------ settings
-    #: Spec fields this implementation does not read yet: field -> what is missing. A value
-    #: other than the schema default is refused when a trainer is built.
-    unsupported_settings: ClassVar[dict[str, str]] = {}
-    #: Spec fields that change nothing in this implementation as configured (e.g. settings
-    #: of a refused mode): field -> why. A value other than the default gets a warning.
-    inert_settings: ClassVar[dict[str, str]] = {}
-
-    @classmethod
-    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """``(refused, ignored)``: the ``(field, reason)`` pairs of ``spec`` set to a
-        non-default value in :attr:`unsupported_settings` / :attr:`inert_settings`."""
-        fields = type(spec).model_fields
-
-        def changed(name: str) -> bool:
-            if name not in fields:
-                return False
-            value = getattr(spec, name, None)
-            default = fields[name].get_default(call_default_factory=True)
-            return value is not None and value != default
-
-        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
-        ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
-        return refused, ignored
-
     # ------------------------------------------------------------------ evaluation
     def test(
         self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None

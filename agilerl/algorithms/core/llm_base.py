@@ -27,13 +27,14 @@ import os
 import tempfile
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
+from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
 from agilerl.hpo.ranges import plain_hp_config
 
 STATE_FORMAT = 1
@@ -75,17 +76,13 @@ class Rollout:
         return int(self.completion_mask.sum())
 
 
-class LLMAlgorithm(ABC):
+class LLMAlgorithm(SpecHyperparameters, ABC):
     """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
 
     Subclasses set ``algo``, ``hyperparameter_names`` (mutable spec fields the maths
     reads), ``lr_names`` and implement ``learn``.
     """
 
-    algo: ClassVar[str]
-    hyperparameter_names: ClassVar[tuple[str, ...]]
-    lr_names: ClassVar[tuple[str, ...]] = ("lr",)
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
     unsupported_settings: ClassVar[dict[str, str]] = {
         "cosine_lr_schedule_config": "a cosine learning-rate schedule is not implemented "
                                      "for LLM algorithms yet; remove it for a constant rate",
@@ -132,73 +129,8 @@ class LLMAlgorithm(ABC):
         self.optimizer = self._make_optimizer()
 
     # ------------------------------------------------------------------ spec plumbing
-    @classmethod
-    def spec_class(cls) -> Any:
-        from agilerl.models import ALGO_REGISTRY
-
-        return ALGO_REGISTRY[cls.algo]
-
-    @classmethod
-    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
-        spec_cls = cls.spec_class()
-        unknown = sorted(set(hyperparameters) - set(spec_cls.model_fields))
-        if unknown:
-            raise TypeError(
-                f"{cls.algo} got unexpected hyperparameter(s): {', '.join(map(repr, unknown))}"
-            )
-        return spec_cls.model_validate(dict(hyperparameters))
-
-    @classmethod
-    def mutable_hyperparameters(cls) -> tuple[str, ...]:
-        return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)
-
-    def _check_hp_config(self) -> None:
-        allowed = self.mutable_hyperparameters()
-        unknown = sorted(n for n in self.hp_config if n not in allowed)
-        if unknown:
-            raise ValueError(
-                f"rl_hp_selection names {', '.join(map(repr, unknown))}, which "
-                f"{self.algo} cannot mutate; mutable hyperparameters: {', '.join(allowed)}"
-            )
-
-    @classmethod
-    def settings_not_honoured(
-        cls, spec: Any
-    ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """``(refused, ignored)`` settings of ``spec`` (see ``RLAlgorithm``)."""
-        fields = type(spec).model_fields
-
-        def changed(name: str) -> bool:
-            if name not in fields:
-                return False
-            value = getattr(spec, name, None)
-            default = fields[name].get_default(call_default_factory=True)
-            return value is not None and value != default
-
-        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
-        ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
-        return refused, ignored
-
-    @property
-    def hyperparameters(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.hyperparameter_names}
-
-    def set_hyperparameter(self, name: str, value: Any) -> None:
-        """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
-        if name not in self.hyperparameter_names:
-            raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
-        current = getattr(self, name)
-        if isinstance(current, bool):
-            value = bool(value)
-        elif isinstance(current, int):
-            value = int(round(value))
-        else:
-            value = float(value)
-        setattr(self, name, value)
-        if name in self.lr_names:
-            for group in self.optimizer.param_groups:
-                if group.get("lr_name") == name:
-                    group["lr"] = value
+    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
+        return (g for g in self.optimizer.param_groups if g.get("lr_name") == lr_name)
 
     # ------------------------------------------------------------------ model
     def base_key(self) -> Any:

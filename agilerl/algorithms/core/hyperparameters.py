@@ -1,0 +1,110 @@
+"""Hyperparameters backed by an algorithm's generated spec class.
+
+Shared by every algorithm base (:class:`~agilerl.algorithms.core.base.RLAlgorithm`,
+:class:`~agilerl.algorithms.core.llm_base.LLMAlgorithm`): validation against the spec
+(defaults and bounds live in ``schemas/`` only), the subset mutation may change, setting
+one value (learning rates reach the optimizer groups they drive) and the settings an
+implementation refuses or ignores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+
+class SpecHyperparameters:
+    """Mixin: ``algo``'s spec fields named in ``hyperparameter_names`` live as attributes."""
+
+    algo: ClassVar[str]
+    hyperparameter_names: ClassVar[tuple[str, ...]]
+    lr_names: ClassVar[tuple[str, ...]] = ("lr",)
+    #: Hyperparameters read by the maths that mutation must not change (flags, sizes
+    #: fixed by the environment or the architecture).
+    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    #: Spec fields this implementation does not read yet: field -> what is missing. A value
+    #: other than the schema default is refused when a trainer is built.
+    unsupported_settings: ClassVar[dict[str, str]] = {}
+    #: Spec fields that change nothing in this implementation as configured (e.g. settings
+    #: of a refused mode): field -> why. A value other than the default gets a warning.
+    inert_settings: ClassVar[dict[str, str]] = {}
+
+    hp_config: dict[str, dict[str, float]]
+
+    @classmethod
+    def spec_class(cls) -> Any:
+        """The public spec class registered under ``algo`` (e.g. ``DQNSpec``)."""
+        from agilerl.models import ALGO_REGISTRY
+
+        return ALGO_REGISTRY[cls.algo]
+
+    @classmethod
+    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
+        """Validate ``hyperparameters`` with the spec class; defaults and bounds come from it."""
+        spec_cls = cls.spec_class()
+        known = set(spec_cls.model_fields)
+        for field in spec_cls.model_fields.values():
+            if isinstance(field.validation_alias, str):
+                known.add(field.validation_alias)
+        unknown = sorted(set(hyperparameters) - known)
+        if unknown:
+            raise TypeError(
+                f"{cls.algo} got unexpected hyperparameter(s): {', '.join(map(repr, unknown))}"
+            )
+        return spec_cls.model_validate(dict(hyperparameters))
+
+    @classmethod
+    def mutable_hyperparameters(cls) -> tuple[str, ...]:
+        """Hyperparameters ``rl_hp_selection`` may name (numeric, read by the maths)."""
+        return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)
+
+    def _check_hp_config(self) -> None:
+        allowed = self.mutable_hyperparameters()
+        unknown = sorted(n for n in self.hp_config if n not in allowed)
+        if unknown:
+            raise ValueError(
+                f"rl_hp_selection names {', '.join(map(repr, unknown))}, which "
+                f"{self.algo} cannot mutate; mutable hyperparameters: {', '.join(allowed)}"
+            )
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """Current values of the hyperparameters the maths reads (mutation may change them)."""
+        return {name: getattr(self, name) for name in self.hyperparameter_names}
+
+    def set_hyperparameter(self, name: str, value: Any) -> None:
+        """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
+        if name not in self.hyperparameter_names:
+            raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
+        current = getattr(self, name)
+        if isinstance(current, bool):
+            value = bool(value)
+        elif isinstance(current, int):
+            value = int(round(value))
+        else:
+            value = float(value)
+        setattr(self, name, value)
+        if name in self.lr_names:
+            for group in self._lr_param_groups(name):
+                group["lr"] = value
+
+    def _lr_param_groups(self, lr_name: str) -> Iterable[dict[str, Any]]:
+        """The optimizer parameter groups the learning rate ``lr_name`` drives."""
+        raise NotImplementedError
+
+    @classmethod
+    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """``(refused, ignored)``: the ``(field, reason)`` pairs of ``spec`` set to a
+        non-default value in :attr:`unsupported_settings` / :attr:`inert_settings`."""
+        fields = type(spec).model_fields
+
+        def changed(name: str) -> bool:
+            if name not in fields:
+                return False
+            value = getattr(spec, name, None)
+            default = fields[name].get_default(call_default_factory=True)
+            return value is not None and value != default
+
+        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
+        ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
+        return refused, ignored
