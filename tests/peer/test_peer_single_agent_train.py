@@ -9,17 +9,13 @@ environment. Manifests that need a large environment (Atari, MuJoCo) are ``slow`
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-PEER = REPO.parent / "shared" / "peer-manifests"
+from tests.peer.cli_run import manifest_params, needs_peer, train_with_budget
 
 #: Single-agent online RL peer manifests. Budget per agent: small, but past learning delays.
 #: Entries marked slow build environments that take long to step or to install (Atari,
@@ -53,37 +49,11 @@ MANIFESTS: dict[str, dict[str, object]] = {
 BUDGET = 2_048
 
 
-def _params() -> list[object]:
-    marks = []
-    for name, options in MANIFESTS.items():
-        extra = [pytest.mark.slow] if options.get("slow") else []
-        marks.append(pytest.param(name, marks=extra, id=name.replace("/", "-")))
-    return marks
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    return env
-
-
-@pytest.mark.skipif(not PEER.is_dir(), reason="shared/peer-manifests is not beside this checkout")
-@pytest.mark.parametrize("name", _params())
+@needs_peer
+@pytest.mark.parametrize("name", manifest_params(MANIFESTS))
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
-    manifest = PEER / name
-    run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "agilerl.train", str(manifest), "--no-verbose", "--seed", "3",
-         "--run-dir", str(run_dir), "--save-elite", "--checkpoint-steps", str(BUDGET),
-         f"training.max_steps={BUDGET}", f"training.evo_steps={BUDGET // 2}",
-         *MANIFESTS[name].get("overrides", [])],  # type: ignore[misc]
-        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Traceback" not in done.stderr
-    checkpoints = [p for p in (run_dir / "checkpoints").iterdir() if (p / "index.json").is_file()]
-    assert checkpoints, "no checkpoint was written"
-    _elite_acts(run_dir)
+    overrides = list(MANIFESTS[name].get("overrides", []))  # type: ignore[call-overload]
+    _elite_acts(train_with_budget(name, tmp_path, BUDGET, overrides, timeout=600))
 
 
 def _elite_acts(run_dir: Path) -> None:
