@@ -30,13 +30,13 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def train_with_budget(name: str, tmp_path: Path, budget: int, overrides: list[str],
+def train_with_budget(manifest: Path, tmp_path: Path, budget: int, overrides: list[str],
                       timeout: int) -> Path:
-    """Train ``shared/peer-manifests/<name>`` with ``budget`` env steps per member (half of
-    it per generation); assert exit 0, no traceback and a checkpoint; the run folder."""
+    """Train ``manifest`` with ``budget`` env steps per member (half of it per generation);
+    assert exit 0, no traceback and a checkpoint; the run folder."""
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "agilerl.train", str(PEER / name), "--no-verbose", "--seed", "3",
+        [sys.executable, "-m", "agilerl.train", str(manifest), "--no-verbose", "--seed", "3",
          "--run-dir", str(run_dir), "--save-elite", "--checkpoint-steps", str(budget),
          f"training.max_steps={budget}", f"training.evo_steps={budget // 2}", *overrides],
         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=timeout,

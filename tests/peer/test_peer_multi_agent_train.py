@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.peer.cli_run import manifest_params, needs_peer, train_with_budget
+from tests.peer.cli_run import PEER, manifest_params, needs_peer, train_with_budget
 
 #: Multi-agent peer manifests -> options (``slow``, extra ``overrides``).
 MANIFESTS: dict[str, dict[str, object]] = {
@@ -46,7 +46,7 @@ BUDGET = 2_048
 @pytest.mark.timeout(1800)
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
     overrides = list(MANIFESTS[name].get("overrides", []))  # type: ignore[call-overload]
-    _elite_acts(train_with_budget(name, tmp_path, BUDGET, overrides, timeout=1700))
+    _elite_acts(train_with_budget(PEER / name, tmp_path, BUDGET, overrides, timeout=1700))
 
 
 def _elite_acts(run_dir: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.peer.cli_run import manifest_params, needs_peer, train_with_budget
+from tests.peer.cli_run import PEER, manifest_params, needs_peer, train_with_budget
 
 #: Single-agent online RL peer manifests. Budget per agent: small, but past learning delays.
 #: Entries marked slow build environments that take long to step or to install (Atari,
@@ -53,7 +53,7 @@ BUDGET = 2_048
 @pytest.mark.parametrize("name", manifest_params(MANIFESTS))
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
     overrides = list(MANIFESTS[name].get("overrides", []))  # type: ignore[call-overload]
-    _elite_acts(train_with_budget(name, tmp_path, BUDGET, overrides, timeout=600))
+    _elite_acts(train_with_budget(PEER / name, tmp_path, BUDGET, overrides, timeout=600))
 
 
 def _elite_acts(run_dir: Path) -> None:
