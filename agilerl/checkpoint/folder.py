@@ -55,7 +55,7 @@ __all__ = [
     "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
     "VERSION", "Checkpoint", "CheckpointError", "CheckpointFallbackWarning",
     "ResumeMismatchError", "find_checkpoint", "list_checkpoints", "prune_checkpoints",
-    "read_checkpoint", "remove_torn_writes", "write_checkpoint",
+    "read_checkpoint", "remove_torn_writes", "save_torch_atomically", "write_checkpoint",
 ]
 
 
@@ -105,6 +105,14 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
         tmp.unlink(missing_ok=True)
         raise
     return {"size": path.stat().st_size, "sha256": _digest(path)}
+
+
+def save_torch_atomically(obj: Any, path: str | os.PathLike[str]) -> None:
+    """``torch.save(obj)`` to ``path`` through a temp file and a rename (folders made as
+    needed): a crash leaves the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, _torch_writer(obj))
 
 
 def _digest(path: Path) -> str:

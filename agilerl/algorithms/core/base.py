@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -318,16 +317,10 @@ class RLAlgorithm(SpecHyperparameters, ABC):
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Write ``get_state()`` to ``path`` atomically (temporary file, then rename)."""
+        from agilerl.checkpoint.folder import save_torch_atomically
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save(self.get_state(), tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        save_torch_atomically(self.get_state(), path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -410,16 +409,10 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         """Write ``get_state()`` to ``path`` atomically, and the adapter as a peft folder
         beside it (``<stem>_adapter/``: loads onto the base model with
         ``PeftModel.from_pretrained``)."""
+        from agilerl.checkpoint.folder import save_torch_atomically
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save(self.get_state(), tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        save_torch_atomically(self.get_state(), path)
         self.save_adapter(path.parent / f"{path.stem}_adapter")
 
     def save_adapter(self, folder: str | os.PathLike[str]) -> Path:
