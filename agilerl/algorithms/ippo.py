@@ -25,6 +25,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
+from agilerl.algorithms.ppo import clipped_surrogate_loss
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
@@ -224,17 +225,10 @@ class IPPO(MultiAgentRLAlgorithm):
         log_prob, entropy = dist.log_prob(batch["actions"]), dist.entropy()
         if self.continuous[unit]:
             log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
-        log_ratio = log_prob - batch["log_probs"]
-        ratio = log_ratio.exp()
-        adv = batch["advantages"]
-        if adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(
-            -adv * ratio, -adv * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
-        ).mean()
-        value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
-        entropy_mean = entropy.mean()
-        loss = pg_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+        terms = clipped_surrogate_loss(self, log_prob, entropy, value, batch)
+        loss, pg_loss, value_loss, entropy_mean = \
+            terms.loss, terms.policy_loss, terms.value_loss, terms.entropy
+        log_ratio, ratio = terms.log_ratio, terms.ratio
         optimizer = self.optimizers[self.network_name("optimizer", unit)]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

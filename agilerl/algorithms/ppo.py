@@ -14,7 +14,8 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -283,19 +284,11 @@ class PPO(RLAlgorithm):
         if mask is not None:
             log_prob, entropy, value = log_prob[mask], entropy[mask], value[mask]
             batch = {k: v[mask] for k, v in batch.items()}
-        log_ratio = log_prob - batch["log_probs"]
-        ratio = log_ratio.exp()
-
         # --- clipped surrogate objective on normalised advantages ---
-        adv = batch["advantages"]
-        if adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(
-            -adv * ratio, -adv * ratio.clamp(1 - self.clip_coef, 1 + self.clip_coef)
-        ).mean()
-        value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
-        entropy_mean = entropy.mean()
-        loss = pg_loss + self.vf_coef * value_loss - self.ent_coef * entropy_mean
+        terms = clipped_surrogate_loss(self, log_prob, entropy, value, batch)
+        loss, pg_loss, value_loss, entropy_mean = \
+            terms.loss, terms.policy_loss, terms.value_loss, terms.entropy
+        log_ratio, ratio = terms.log_ratio, terms.ratio
 
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
@@ -313,6 +306,37 @@ class PPO(RLAlgorithm):
         )  # fmt: skip
         # --- early stop when the policy moved too far from the rollout policy ---
         return self.target_kl is not None and approx_kl > self.target_kl
+
+
+class SurrogateTerms(NamedTuple):
+    """The terms of one clipped-surrogate minibatch loss (tensors, ``loss`` with grad)."""
+
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    log_ratio: torch.Tensor
+    ratio: torch.Tensor
+
+
+def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
+                           value: torch.Tensor, batch: Mapping[str, torch.Tensor]
+                           ) -> SurrogateTerms:
+    """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
+    squared value error and the entropy bonus, weighted by ``hp``'s ``clip_coef``,
+    ``vf_coef`` and ``ent_coef`` (PPO, and each IPPO unit)."""
+    log_ratio = log_prob - batch["log_probs"]
+    ratio = log_ratio.exp()
+    adv = batch["advantages"]
+    if adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg_loss = torch.max(
+        -adv * ratio, -adv * ratio.clamp(1 - hp.clip_coef, 1 + hp.clip_coef)
+    ).mean()
+    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
+    entropy_mean = entropy.mean()
+    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
+    return SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, log_ratio, ratio)
 
 
 class _Stats:
