@@ -21,13 +21,12 @@ carry over to the command and whatever it starts:
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import signal
 import sys
 from pathlib import Path
 
-from agilerl.arena.server.sandbox import SandboxError, confine
+from agilerl.arena.server.sandbox import confine_and_exec
 
 
 def _limit(kind: int, value: int | None, hard_extra: int = 0) -> None:
@@ -61,17 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.wall_seconds:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(args.wall_seconds)
-    if args.landlock:
-        try:
-            confine(args.hide, args.write, args.read)
-        except SandboxError as exc:
-            print(f"arena sandbox: {exc}", file=sys.stderr)
-            return 126
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        print(f"arena sandbox: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
-        return 127
+    return confine_and_exec("arena sandbox", args.hide, args.write, args.read, command,
+                            landlock=args.landlock)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import ctypes
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
@@ -170,16 +171,24 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command to run")
-    try:
-        confine(args.hide, args.write, args.read)
-    except SandboxError as exc:
-        print(f"arena job sandbox: {exc}", file=sys.stderr)
-        return 126
+    return confine_and_exec("arena job sandbox", args.hide, args.write, args.read, command)
+
+
+def confine_and_exec(label: str, hide: Any, write: Any, read: Any, command: list[str],
+                     *, landlock: bool = True) -> int:
+    """Confine this process (unless ``landlock`` is False), then replace it with ``command``;
+    returns only on failure: 126 when confinement fails, 127 when ``command`` cannot run."""
+    if landlock:
+        try:
+            confine(hide, write, read)
+        except SandboxError as exc:
+            print(f"{label}: {exc}", file=sys.stderr)
+            return 126
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        print(f"arena job sandbox: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
-        return 127
+        print(f"{label}: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+    return 127
 
 
 if __name__ == "__main__":
