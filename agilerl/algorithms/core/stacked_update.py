@@ -1,0 +1,219 @@
+"""One gradient step for several members whose networks have the same architecture.
+
+The members' parameters are stacked along a new leading dimension and every member's loss
+is computed in one pass of grouped matrix products (``torch.baddbmm`` over the stacked
+layers): a population of small MLPs costs one batched forward and backward instead of one
+per member. Grouped matmuls rather than ``torch.func.vmap(functional_call(...))``: the
+MLPs call ``F.linear`` on cached parameter references (their fast acting path), which
+``functional_call`` cannot swap, and one ``baddbmm`` per layer has less dispatch overhead.
+Each member then steps its *own* optimizer on its slice of the stacked gradient and moves
+its own target network, so learning rates, Adam moments and step counts stay per member
+(they differ after hyperparameter mutation) and checkpoints, cloning and mutation see
+ordinary agents. The result equals one ``agent.learn(batch)`` per member up to float
+rounding (batched products sum in another order).
+
+Members may sample batches of different sizes (``batch_size`` is mutable): the batches are
+padded to the largest and each member's loss is the mean over its own rows.
+
+Supported: :class:`~agilerl.algorithms.dqn.DQN` (plain and double) with MLP encoder and
+head. :func:`group_key` is None for anything else; the caller then uses ``agent.learn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agilerl.algorithms.dqn import DQN
+from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
+from agilerl.networks.q_network import QNetwork
+
+Batch = Mapping[str, Any]
+
+
+def group_key(agent: Any) -> Hashable | None:
+    """Members with equal keys can take one stacked step; None when this agent cannot.
+
+    The key holds the algorithm, the fixed hyperparameters that change the loss's form,
+    the device and the network's architecture (its module tree and parameter shapes).
+    """
+    if type(agent) not in STACKED_LOSSES or agent.obs_encoder.composite:
+        return None
+    net = agent.actor
+    if not _stackable(net):
+        return None
+    shapes = tuple((name, tuple(p.shape), p.dtype) for name, p in net.named_parameters())
+    return (type(agent), bool(agent.double), str(agent.device), repr(net), shapes)
+
+
+def _stackable(net: Any) -> bool:
+    """A Q-network of an MLP encoder and an MLP head whose parameters are all in their
+    linear layers and layer norms (a parametrised activation would not be stacked)."""
+    if type(net) is not QNetwork or set(net.encoders) != {"encoder"} or set(net.heads) != {"q"}:
+        return False
+    if type(net.encoder("encoder")) is not MLPEncoder or type(net.head("q")) is not EvolvableMLP:
+        return False
+    if any(True for _ in net.buffers()):
+        return False
+    return len(_member_params(net)) == len(list(net.parameters()))
+
+
+def learn_together(agents: Sequence[Any], batches: Sequence[Batch]) -> list[dict[str, float]]:
+    """One learning update of every agent on its batch; the agents share a
+    :func:`group_key`. Returns each agent's metrics (what its ``learn`` would return)."""
+    return StackedGroup(agents).learn(range(len(agents)), batches)
+
+
+class _Layer(NamedTuple):
+    """What a linear layer of the group's architecture does besides its matrix product."""
+
+    norm: tuple[tuple[int, ...], float] | None  # layer norm after it: (shape, eps)
+    act: Any
+
+
+def _mlp_layers(net: Any) -> list[tuple[nn.Linear, nn.LayerNorm | None, Any]]:
+    """(linear, layer norm or None, activation) of the Q-network's encoder then head."""
+    layers: list[tuple[nn.Linear, nn.LayerNorm | None, Any]] = []
+    for mlp in (net.encoder("encoder"), net.head("q")):
+        hidden = len(mlp.linears) - 1
+        for i in range(hidden + 1):
+            norm = mlp.norms[i] if i < hidden else None
+            layers.append((mlp.linear(i), norm if isinstance(norm, nn.LayerNorm) else None,
+                           mlp.acts[i] if i < hidden else mlp.out_act))
+    return layers
+
+
+def _member_params(net: Any) -> list[torch.Tensor]:
+    """The network's parameters in layer order: weight, bias[, norm weight, norm bias]."""
+    params: list[torch.Tensor] = []
+    for linear, norm, _ in _mlp_layers(net):
+        params += [linear.weight, linear.bias]
+        if norm is not None:
+            params += [norm.weight, norm.bias]
+    return params
+
+
+class StackedGroup:
+    """Members with one :func:`group_key` (fixed while it lives: build a new group after a
+    mutation). :meth:`learn` updates any subset of them at once."""
+
+    def __init__(self, agents: Sequence[Any]) -> None:
+        self.agents = list(agents)
+        self.loss = STACKED_LOSSES[type(self.agents[0])]
+        self.layers = [_Layer((tuple(norm.normalized_shape), float(norm.eps))
+                              if norm is not None else None, act)
+                       for _, norm, act in _mlp_layers(self.agents[0].actor)]
+        self.online = [_member_params(a.actor) for a in self.agents]
+        self.target = [_member_params(a.actor_target) for a in self.agents]
+
+    def learn(self, members: Sequence[int], batches: Sequence[Batch]) -> list[dict[str, float]]:
+        """One update of ``self.agents[m]`` on ``batches[i]`` for the i-th ``m`` in
+        ``members``; each member's metrics, in that order."""
+        members = list(members)
+        agents = [self.agents[m] for m in members]
+        if len(members) == 1:
+            return [dict(agents[0].learn(batches[0]))]
+        online = [torch.stack([self.online[m][i].detach() for m in members]).requires_grad_()
+                  for i in range(len(self.online[0]))]
+        with torch.no_grad():
+            target = [torch.stack([self.target[m][i] for m in members])
+                      for i in range(len(self.target[0]))]
+        losses = self.loss(agents, batches, partial(self.forward, online),
+                           partial(self.forward, target))
+        losses.sum().backward()
+        for g, m in enumerate(members):
+            # the member's own optimizer and target update, as in its ``learn``
+            agent, params = self.agents[m], self.online[m]
+            for param, stacked in zip(params, online, strict=True):
+                param.grad = stacked.grad[g] if stacked.grad is not None else None
+            optimizer = agent.optimizers["optimizer"]
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            agent.soft_update()
+        return [{"loss": value} for value in losses.detach().tolist()]
+
+    def forward(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """The stacked networks ``params`` (member-stacked, in :func:`_member_params`
+        order) on ``x`` of shape (members, rows, in)."""
+        i = 0
+        for layer in self.layers:
+            weight, bias = params[i], params[i + 1]
+            x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            i += 2
+            if layer.norm is not None:
+                shape, eps = layer.norm
+                x = (F.layer_norm(x, shape, None, None, eps) * params[i].unsqueeze(1)
+                     + params[i + 1].unsqueeze(1))
+                i += 2
+            x = layer.act(x)
+        return x
+
+
+def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray:
+    """``batches[g][name]`` stacked to ``(members, rows, ...)``, short batches zero-padded."""
+    values = [np.asarray(b[name]) for b in batches]
+    out = np.zeros((len(values), rows, *values[0].shape[1:]), dtype=values[0].dtype)
+    for g, value in enumerate(values):
+        out[g, : len(value)] = value
+    return out
+
+
+def _obs(agent: Any, stacked: np.ndarray) -> torch.Tensor:
+    members, rows = stacked.shape[:2]
+    tensor = agent.to_tensor(stacked.reshape(members * rows, *stacked.shape[2:]))
+    return tensor.reshape(members, rows, *tensor.shape[1:])  # type: ignore[no-any-return]
+
+
+Forward = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _dqn_losses(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
+                target_net: Forward) -> torch.Tensor:
+    """Per-member DQN loss (mean squared TD error over the member's rows), as
+    :meth:`DQN.td_terms` + ``mse_loss`` computes it for one member."""
+    base = agents[0]
+    sizes = [len(np.asarray(b["reward"]).reshape(-1)) for b in batches]
+    rows = max(sizes)
+    device = base.device
+    obs = _obs(base, _stacked_field(batches, "obs", rows))
+    next_obs = _obs(base, _stacked_field(batches, "next_obs", rows))
+    action = torch.as_tensor(_stacked_field(batches, "action", rows), device=device)
+    action = action.to(torch.long).reshape(len(agents), rows, 1)
+    reward = torch.as_tensor(_stacked_field(batches, "reward", rows), dtype=torch.float32,
+                             device=device).reshape(len(agents), rows)
+    done = torch.as_tensor(_stacked_field(batches, "done", rows), dtype=torch.float32,
+                           device=device).reshape(len(agents), rows)
+    gamma = torch.tensor([[float(a.gamma)] for a in agents], dtype=torch.float32, device=device)
+
+    if base.double:
+        q_both = online(torch.cat([obs, next_obs], dim=1))
+        q_online, q_next_online = q_both[:, :rows], q_both[:, rows:].detach()
+    else:
+        q_online = online(obs)
+    with torch.no_grad():
+        q_next_target = target_net(next_obs)
+        if base.double:
+            best = q_next_online.argmax(dim=-1, keepdim=True)
+            q_next = q_next_target.gather(2, best).squeeze(2)
+        else:
+            q_next = q_next_target.amax(dim=-1)
+        target = reward + gamma * (1.0 - done) * q_next
+    error = (q_online.gather(2, action).squeeze(2) - target).square()
+    if len(set(sizes)) == 1:
+        return error.mean(dim=1)
+    counts = torch.tensor(sizes, device=device)
+    mask = torch.arange(rows, device=device)[None, :] < counts[:, None]
+    return (error * mask).sum(dim=1) / counts
+
+
+#: Algorithm class -> its stacked per-member loss (exact classes: a subclass changes the loss).
+STACKED_LOSSES: dict[type, Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
+                                     torch.Tensor]] = {
+    DQN: _dqn_losses,
+}

@@ -1,0 +1,75 @@
+"""Stacked updates of same-architecture DQN members equal one ``learn`` per member."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agilerl.algorithms.core.stacked_update import group_key, learn_together
+from agilerl.algorithms.cqn import CQN
+from agilerl.algorithms.dqn import DQN
+from agilerl.envs.probe import make_probe_vector_env
+
+NET = {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
+       "head_config": {"hidden_size": [16]}}
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def _members(double: bool) -> list[DQN]:
+    env = make_probe_vector_env("ObsPolicyEnv", 2)
+    lrs, sizes, taus = (1e-3, 3e-3, 5e-4, 1e-2), (16, 24, 16, 8), (0.01, 0.05, 0.01, 0.1)
+    return [DQN(env.single_observation_space, env.single_action_space, net_config=NET, seed=i,
+                batch_size=b, lr=lr, tau=tau, gamma=0.9 + 0.02 * i, double=double)
+            for i, (lr, b, tau) in enumerate(zip(lrs, sizes, taus, strict=True))]
+
+
+def _batch(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
+    return {"obs": rng.integers(0, 2, size=(rows, 1)).astype(np.float32),
+            "action": rng.integers(0, 2, size=rows),
+            "reward": rng.normal(size=rows).astype(np.float32),
+            "next_obs": rng.integers(0, 2, size=(rows, 1)).astype(np.float32),
+            "done": rng.random(rows) < 0.2}
+
+
+def _assert_close(a: DQN, b: DQN) -> None:
+    for name in ("actor", "actor_target"):
+        for (key, pa), pb in zip(a.networks[name].state_dict().items(),
+                                 b.networks[name].state_dict().values(), strict=True):
+            torch.testing.assert_close(pa, pb, **TOL, msg=f"{name}.{key}")
+    sa, sb = a.optimizers["optimizer"].state_dict(), b.optimizers["optimizer"].state_dict()
+    assert sa["param_groups"] == sb["param_groups"]
+    for index, entry in sa["state"].items():
+        for key, value in entry.items():
+            torch.testing.assert_close(value, sb["state"][index][key], **TOL)
+
+
+@pytest.mark.parametrize("double", [False, True], ids=["dqn", "double"])
+def test_stacked_step_of_four_members_equals_four_learn_calls(double):
+    alone, together = _members(double), _members(double)
+    assert len({group_key(a) for a in together}) == 1
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        batches = [_batch(rng, a.batch_size) for a in alone]
+        expected = [a.learn(b) for a, b in zip(alone, batches, strict=True)]
+        got = learn_together(together, batches)
+        for e, g in zip(expected, got, strict=True):
+            assert g["loss"] == pytest.approx(e["loss"], rel=1e-5)
+    for a, b in zip(alone, together, strict=True):
+        _assert_close(a, b)
+        assert all(p.grad is None for p in b.actor.parameters())
+    # the members really learned different things (lr, tau, gamma and batches differ)
+    first = [next(a.actor.parameters()) for a in together]
+    assert not torch.allclose(first[0], first[1])
+
+
+def test_group_key_separates_architectures_and_algorithms():
+    members = _members(double=False)
+    env = make_probe_vector_env("ObsPolicyEnv", 2)
+    wider = DQN(env.single_observation_space, env.single_action_space, seed=0,
+                net_config={**NET, "latent_dim": 32})
+    assert group_key(members[0]) == group_key(members[3])  # hyperparameters differ: same group
+    assert group_key(wider) not in (None, group_key(members[0]))
+    assert group_key(_members(double=True)[0]) != group_key(members[0])
+    cqn = CQN(env.single_observation_space, env.single_action_space, net_config=NET, seed=0)
+    assert group_key(cqn) is None  # a subclass changes the loss: no stacked update for it
