@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -78,6 +78,17 @@ def _finish(
     }
 
 
+class LearnPoint(NamedTuple):
+    """Where :func:`off_policy_member_run` wants one learning update: sample a batch of
+    ``agent.batch_size`` from ``memory`` with ``rng`` and learn from it (``done_steps``,
+    ``max_steps``: the progress a prioritized memory's beta follows)."""
+
+    memory: ReplayBuffer
+    rng: np.random.Generator
+    done_steps: int
+    max_steps: int | None
+
+
 def train_off_policy_member(
     agent: Any,
     env: Any,
@@ -106,6 +117,31 @@ def train_off_policy_member(
     member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
     ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
+    run = off_policy_member_run(agent, env, memory, steps, learning_delay=learning_delay,
+                                exploration=exploration, seed=seed, max_steps=max_steps)
+    try:
+        point = next(run)
+        while True:
+            point = run.send(_learn_once(agent, *point))
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+
+
+def off_policy_member_run(
+    agent: Any,
+    env: Any,
+    memory: ReplayBuffer,
+    steps: int,
+    *,
+    learning_delay: int = 0,
+    exploration: Any = None,
+    seed: int | None = None,
+    max_steps: int | None = None,
+) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+    """:func:`train_off_policy_member` as a generator that yields a :class:`LearnPoint` at
+    every learning update and is sent the update's metrics; it returns the call's result.
+    The driver decides how the update is made (one agent's ``learn``, or several members'
+    updates batched together, :mod:`agilerl.population.lockstep`)."""
     start = time.perf_counter()
     stepper = Autoreset(env)
     num_envs = stepper.num_envs
@@ -140,7 +176,7 @@ def train_off_policy_member(
             if (first + i) % every == 0:
                 done_steps = agent.steps[-1] + (i + 1) * num_envs
                 for _ in range(per_step):
-                    learn.append(_learn_once(agent, memory, sample_rng, done_steps, max_steps))
+                    learn.append((yield LearnPoint(memory, sample_rng, done_steps, max_steps)))
     # The next call resets the env (and the memory is shared by the population): episodes
     # end here for the memory, so no n-step return spans two calls.
     memory.end_streams()

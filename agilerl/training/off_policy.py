@@ -8,10 +8,15 @@ business (``explore_action``; the DQN family reads ``training.eps_*``), see
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from agilerl.population.backend import TrainReport
-from agilerl.training.experience import train_off_policy_member
+from agilerl.training.experience import (
+    LearnPoint,
+    off_policy_member_run,
+    train_off_policy_member,
+)
 
 
 class OffPolicyMemberTrainer:
@@ -30,5 +35,21 @@ class OffPolicyMemberTrainer:
             exploration=type(agent).exploration_settings(self.training), seed=seed,
             max_steps=self.max_steps,
         )
+        return self.report(result)
+
+    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
+            memory: Any = None) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+        """The same call as a generator that yields at every learning update (see
+        :func:`off_policy_member_run`), on ``env`` and ``memory`` (default: the trainer's)."""
+        return off_policy_member_run(
+            agent, self.env if env is None else env, self.memory if memory is None else memory,
+            steps, learning_delay=self.learning_delay,
+            exploration=type(agent).exploration_settings(self.training), seed=seed,
+            max_steps=self.max_steps,
+        )
+
+    @staticmethod
+    def report(result: dict[str, Any]) -> TrainReport:
+        """The :class:`TrainReport` of a member call's result."""
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))
