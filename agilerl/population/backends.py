@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agilerl.population.backend import MemberTrainer, PopulationBackend
-from agilerl.training.errors import MissingExtraError, TrainingSetupError
+from agilerl.training.errors import (
+    MissingExtraError,
+    TrainingSetupError,
+    UnsupportedSettingError,
+)
 
 BACKENDS = ("local", "ray")
 """The names ``training.backend`` accepts (the schema's enum)."""
@@ -92,6 +96,8 @@ class BackendSettings:
     num_workers: int = 1
     """Local backend: 1 in this process, N > 1 worker processes, 0 one per core."""
     ray_address: str | None = None
+    batched_updates: bool = False
+    """Same-architecture members take their gradient steps together (local, one process)."""
 
     @classmethod
     def from_training(cls, training: Any, *, backend: str | None = None,
@@ -104,7 +110,8 @@ class BackendSettings:
                                                                       None)
         return cls(backend=str(chosen or "local"), num_workers=int(1 if workers is None
                                                                    else workers),
-                   ray_address=address)
+                   ray_address=address,
+                   batched_updates=bool(getattr(training, "batched_updates", False)))
 
     def workers_for(self, members: int) -> int:
         """Worker processes for ``members`` members (1: train in this process)."""
@@ -129,6 +136,11 @@ def _local(setup: PopulationSetup, settings: BackendSettings) -> PopulationBacke
     from agilerl.population.local import LocalPopulation
 
     workers = settings.workers_for(len(setup.agents))
+    if settings.batched_updates:
+        from agilerl.population.lockstep import LockstepPopulation, refuse_unbatchable
+
+        refuse_unbatchable(setup, workers)
+        return LockstepPopulation.from_setup(setup)
     if workers > 1:
         from agilerl.population.pool import ProcessPopulation
 
@@ -149,6 +161,10 @@ def make_backend(setup: PopulationSetup, settings: BackendSettings) -> Populatio
     if name not in BACKENDS:
         raise TrainingSetupError(f"training.backend = {name!r}: unknown backend (choose "
                                  f"{' or '.join(BACKENDS)})")
+    if settings.batched_updates and name != "local":
+        raise UnsupportedSettingError(
+            f"training.batched_updates needs the local backend (members in one process), "
+            f"not training.backend = {name!r}: set one of them differently")
     if name not in _REGISTRY and name in _PLUGINS:
         _load_plugin(name)
     if name not in _REGISTRY:

@@ -1,0 +1,189 @@
+"""Members in this process that train side by side, so that members with the same
+architecture take their gradient steps together (``training.batched_updates``).
+
+Each member's training call runs as a generator (:func:`~agilerl.training.experience.
+off_policy_member_run`) that stops at every learning update. The generation's members are
+advanced in lockstep: every member runs until its next update, then the members waiting
+for an update learn at once, one stacked step per architecture
+(:mod:`agilerl.algorithms.core.stacked_update`). A member still collects exactly the
+experience and samples exactly the batches it would alone, because it keeps everything a
+sequential call has to itself:
+
+- its own env (the first member uses the driver's; the others, envs from the setup's
+  factory, built once);
+- its own view of the shared replay memory: the memory as the phase began plus its own
+  rows (the generation rule of :mod:`.shared_memory`), a copy of the memory for every
+  member after the first, whose additions become the member's delta as in a sequential run;
+- its own process-wide random generators (python, numpy, torch), seeded as
+  :class:`~agilerl.population.local.LocalPopulation` seeds them and swapped in whenever the
+  member runs.
+
+So a batched run equals the sequential one up to the float rounding of the stacked update.
+Members of an algorithm without a stacked update, or a prioritized memory, train one after
+another as in :class:`~agilerl.population.local.LocalPopulation`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agilerl.algorithms.core.stacked_update import StackedGroup, group_key
+from agilerl.checkpoint.rng import capture_rng_state, restore_rng_state, seed_everything
+from agilerl.components.replay_buffer import PrioritizedReplayBuffer
+from agilerl.population.backend import MemberTrainer, TrainJob, TrainReport
+from agilerl.population.local import LocalPopulation
+from agilerl.population.shared_memory import SharedReplay
+from agilerl.training.errors import UnsupportedSettingError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.population.backends import PopulationSetup
+
+
+class LockstepPopulation(LocalPopulation):
+    """:class:`LocalPopulation` whose training phase advances the members together."""
+
+    def __init__(self, agents: Sequence[Any], env: Any, train_member: MemberTrainer, *,
+                 env_factory: Callable[[], Any], **kwargs: Any) -> None:
+        super().__init__(agents, env, train_member, **kwargs)
+        self.env_factory = env_factory
+        self._envs: list[Any] = []  # envs of the 2nd, 3rd, ... member of a phase
+
+    @classmethod
+    def from_setup(cls, setup: PopulationSetup) -> LockstepPopulation:
+        return cls(setup.agents, setup.env, setup.member_trainer_factory(setup.context()),
+                   env_factory=setup.env_factory, eval_steps=setup.eval_steps,
+                   eval_loop=setup.eval_loop, memory=setup.memory,
+                   pending=setup.pending_experience)
+
+    def batches_updates(self) -> bool:
+        """Whether this phase's members can learn together (else they train in turn)."""
+        return (self.shared is not None and hasattr(self.train_member, "run")
+                and not isinstance(self.memory, PrioritizedReplayBuffer)
+                and all(group_key(agent) is not None for agent in self.agents))
+
+    def train_members(
+        self, jobs: Sequence[TrainJob], *, stop: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, TrainReport]]:
+        running = [job for job in jobs if job.steps]
+        if len(running) < 2 or not self.batches_updates():
+            yield from super().train_members(jobs, stop=stop)
+            return
+        if stop is not None and stop():
+            return
+        reports = dict(zip((job.member for job in running), self._lockstep(running),
+                           strict=True))
+        for job in jobs:
+            yield job.member, reports.get(job.member, TrainReport(steps=0))
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        self._envs = []
+
+    # ------------------------------------------------------------------ the phase
+    def _lockstep(self, jobs: Sequence[TrainJob]) -> list[TrainReport]:
+        start = time.perf_counter()
+        assert self.shared is not None
+        while len(self._envs) < len(jobs) - 1:
+            self._envs.append(self.env_factory())
+        # the 2nd, 3rd, ... member's memory: a copy of the memory as the phase begins
+        recorders = [self.shared] + [SharedReplay(copy.deepcopy(self.memory))
+                                     for _ in jobs[1:]]
+        envs = [self.env, *self._envs]
+        members = [_Member(self, job, env, recorder)
+                   for job, env, recorder in zip(jobs, envs, recorders, strict=True)]
+        learners = _learners([m.agent for m in members])
+        waiting = members
+        while waiting:
+            for member in waiting:
+                member.advance()
+            waiting = [m for m in members if m.point is not None]
+            for group, chosen in _by_group(learners, waiting):
+                batches = [m.point.memory.sample(m.agent.batch_size, m.point.rng)  # type: ignore[union-attr]
+                           for m in chosen]
+                metrics = group.learn([learners[id(m.agent)][1] for m in chosen], batches)
+                for member, result in zip(chosen, metrics, strict=True):
+                    member.metrics = result
+        for member in members:  # merged at the phase's end in member order, as sequentially
+            delta = member.recorder.end_member()
+            if member.recorder is not self.shared:
+                self.shared.pending.append(delta)
+        seconds = (time.perf_counter() - start) / len(members)
+        reports = []
+        for member in members:
+            report = self.train_member.report(member.result)  # type: ignore[attr-defined]
+            report.seconds = seconds
+            reports.append(report)
+        return reports
+
+
+class _Member:
+    """One member's training call, suspended between learning updates."""
+
+    def __init__(self, population: LockstepPopulation, job: TrainJob, env: Any,
+                 recorder: SharedReplay) -> None:
+        self.agent = population.agents[job.member]
+        self.recorder = recorder
+        seed_everything(job.seed)
+        self.rng = capture_rng_state()
+        recorder.begin_member()
+        self.run = population.train_member.run(  # type: ignore[attr-defined]
+            self.agent, job.steps, seed=job.seed, env=env, memory=recorder.memory)
+        self.point: Any = None
+        self.metrics: dict[str, float] | None = None
+        self.result: dict[str, Any] = {}
+
+    def advance(self) -> None:
+        """Run to the next learning update (``point``), or to the end (``result``)."""
+        restore_rng_state(self.rng)
+        try:
+            self.point = self.run.send(self.metrics)
+        except StopIteration as finished:
+            self.point, self.result = None, finished.value
+        self.rng = capture_rng_state()
+        self.metrics = None
+
+
+def _learners(agents: Sequence[Any]) -> dict[int, tuple[StackedGroup, int]]:
+    """id(agent) -> (its architecture's group, its index there)."""
+    keyed: dict[Any, list[Any]] = {}
+    for agent in agents:
+        keyed.setdefault(group_key(agent), []).append(agent)
+    out: dict[int, tuple[StackedGroup, int]] = {}
+    for members in keyed.values():
+        group = StackedGroup(members)
+        for index, agent in enumerate(members):
+            out[id(agent)] = (group, index)
+    return out
+
+
+def _by_group(learners: dict[int, tuple[StackedGroup, int]],
+              members: Sequence[_Member]) -> list[tuple[StackedGroup, list[_Member]]]:
+    groups: dict[int, tuple[StackedGroup, list[_Member]]] = {}
+    for member in members:
+        group = learners[id(member.agent)][0]
+        groups.setdefault(id(group), (group, []))[1].append(member)
+    return list(groups.values())
+
+
+def refuse_unbatchable(setup: PopulationSetup, workers: int) -> None:
+    """Raise :class:`UnsupportedSettingError` (naming ``training.batched_updates``) when the
+    run cannot batch its members' updates."""
+    field = "training.batched_updates"
+    if workers > 1:
+        raise UnsupportedSettingError(
+            f"{field} trains the members side by side in one process; it cannot be combined "
+            f"with {workers} worker processes (training.num_workers / --workers): use one")
+    unsupported = sorted({type(agent).__name__ for agent in setup.agents
+                          if group_key(agent) is None})
+    if setup.paradigm != "off_policy" or unsupported:
+        what = ", ".join(unsupported) or f"the {setup.paradigm!r} training loop"
+        raise UnsupportedSettingError(
+            f"{field}: {what} has no batched update in this version (supported: DQN, "
+            "plain or double, with an mlp encoder on vector observations); set it to false")
+    if isinstance(setup.memory, PrioritizedReplayBuffer):
+        raise UnsupportedSettingError(
+            f"{field} does not support a prioritized replay memory; set it to false")

@@ -1,0 +1,120 @@
+"""training.batched_updates: members learn together, with the results of a sequential run."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from agilerl.population import lockstep
+from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
+from agilerl.training.errors import UnsupportedSettingError
+from agilerl.training.trainer import LocalTrainer
+from tests.training.conftest import TINY_DQN, TINY_PPO, assert_same_weights, weights
+
+#: Four same-architecture members whose lr and batch size mutate (the groups stay whole).
+SAME_ARCH = copy.deepcopy(TINY_DQN)
+SAME_ARCH["mutation"]["probabilities"] = {"no_mut": 0.2, "arch_mut": 0.0, "new_layer": 0.0,
+                                          "params_mut": 0.0, "act_mut": 0.0, "rl_hp_mut": 0.8}
+SAME_ARCH["training"]["pop_size"] = 4
+
+#: Architecture mutations split the population into groups that change every generation.
+MUTATING = copy.deepcopy(TINY_DQN)
+MUTATING["training"]["pop_size"] = 4
+
+
+def _train(manifest: dict, batched: bool, **options) -> tuple[list, list[float]]:
+    manifest = copy.deepcopy(manifest)
+    manifest["training"]["batched_updates"] = batched
+    trainer = LocalTrainer.from_manifest(manifest=manifest, seed=11)
+    return trainer.train(verbose=False, **options)
+
+
+def _assert_close(a: list, b: list) -> None:
+    for wa, wb in zip(weights(a), weights(b), strict=True):
+        for net in wa:
+            for key in wa[net]:
+                torch.testing.assert_close(wa[net][key], wb[net][key], rtol=1e-4, atol=1e-5,
+                                           msg=f"{net}.{key}")
+
+
+@pytest.fixture
+def phase_groups(monkeypatch) -> list[list[int]]:
+    """The group sizes of every batched training phase, recorded as the run goes."""
+    seen: list[list[int]] = []
+    build = lockstep._learners
+
+    def recording(agents):
+        learners = build(agents)
+        groups = {id(g): g for g, _ in learners.values()}.values()
+        seen.append(sorted(len(g.agents) for g in groups))
+        return learners
+
+    monkeypatch.setattr(lockstep, "_learners", recording)
+    return seen
+
+
+def test_batched_run_equals_the_sequential_run(phase_groups):
+    pop_seq, fit_seq = _train(SAME_ARCH, batched=False)
+    pop_bat, fit_bat = _train(SAME_ARCH, batched=True)
+    assert phase_groups == [[4]] * 3  # every phase learned as one group of four
+    assert {a.hyperparameters["batch_size"] for a in pop_bat} != {32}  # batch sizes mutated
+    assert fit_bat == pytest.approx(fit_seq)
+    assert [a.hyperparameters for a in pop_seq] == [a.hyperparameters for a in pop_bat]
+    assert [a.steps for a in pop_seq] == [a.steps for a in pop_bat]
+    _assert_close(pop_seq, pop_bat)
+
+
+def test_architecture_mutations_regroup_the_members(phase_groups):
+    pop_seq, fit_seq = _train(MUTATING, batched=False)
+    pop_bat, fit_bat = _train(MUTATING, batched=True)
+    assert len(phase_groups) == 3 and len({tuple(g) for g in phase_groups}) > 1
+    assert any(max(groups) > 1 for groups in phase_groups)
+    assert fit_bat == pytest.approx(fit_seq)
+    assert [a.mut for a in pop_seq] == [a.mut for a in pop_bat]
+    _assert_close(pop_seq, pop_bat)
+
+
+def test_a_batched_run_resumes_exactly(tmp_path):
+    full_pop, full_fit = _train(SAME_ARCH, batched=True, checkpoint_steps=200,
+                                checkpoint_path=tmp_path / "ck")
+    first = sorted((tmp_path / "ck").iterdir())[0]
+    manifest = copy.deepcopy(SAME_ARCH)
+    manifest["training"]["batched_updates"] = True
+    resumed = LocalTrainer.from_manifest(manifest=manifest, seed=11,
+                                         resume_from_checkpoint=first)
+    res_pop, res_fit = resumed.train(verbose=False)
+    assert res_fit == full_fit
+    assert_same_weights(full_pop, res_pop)
+
+
+def _setup(manifest: dict) -> PopulationSetup:
+    manifest = copy.deepcopy(manifest)
+    manifest["training"]["batched_updates"] = True
+    trainer = LocalTrainer.from_manifest(manifest=manifest, seed=0)
+    from agilerl.training.paradigms import MemberTrainerFactory
+
+    return PopulationSetup(agents=trainer.population, env=trainer.env,
+                           env_factory=trainer.env_builder(),
+                           member_trainer_factory=MemberTrainerFactory(trainer.paradigm),
+                           training_spec=trainer.training_spec, paradigm=trainer.paradigm,
+                           memory=trainer.memory)
+
+
+@pytest.mark.parametrize(("manifest", "settings", "named"), [
+    (TINY_DQN, BackendSettings(num_workers=2, batched_updates=True), "worker processes"),
+    (TINY_DQN, BackendSettings(backend="ray", batched_updates=True), "backend = 'ray'"),
+    (TINY_PPO, BackendSettings(batched_updates=True), "PPO has no batched update"),
+], ids=["workers", "ray", "ppo"])
+def test_unbatchable_runs_are_refused_naming_the_field(manifest, settings, named):
+    with pytest.raises(UnsupportedSettingError, match="training.batched_updates") as error:
+        make_backend(_setup(manifest), settings)
+    assert named in str(error.value)
+
+
+def test_the_field_reaches_the_backend():
+    settings = BackendSettings.from_training(_setup(TINY_DQN).training_spec)
+    assert settings.batched_updates is True
+    backend = make_backend(_setup(TINY_DQN), settings)
+    assert isinstance(backend, lockstep.LockstepPopulation) and backend.batches_updates()
