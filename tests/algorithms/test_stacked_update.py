@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from agilerl.algorithms.core.stacked_update import group_key, learn_together
+from agilerl.algorithms.core.stacked_update import StackedGroup, group_key, learn_together
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.dqn import DQN
 from agilerl.envs.probe import make_probe_vector_env
@@ -49,12 +49,16 @@ def test_stacked_step_of_four_members_equals_four_learn_calls(double):
     alone, together = _members(double), _members(double)
     assert len({group_key(a) for a in together}) == 1
     rng = np.random.default_rng(0)
-    for _ in range(5):
-        batches = [_batch(rng, a.batch_size) for a in alone]
-        expected = [a.learn(b) for a, b in zip(alone, batches, strict=True)]
-        got = learn_together(together, batches)
+    group = StackedGroup(together)
+    # every member, then a subset (members that reached a learning update), then all again
+    for members in ([0, 1, 2, 3], [0, 1, 2, 3], [0, 2], [1, 2, 3], [0, 1, 2, 3]):
+        batches = [_batch(rng, alone[m].batch_size) for m in members]
+        expected = [alone[m].learn(b) for m, b in zip(members, batches, strict=True)]
+        got = group.learn(members, batches)
         for e, g in zip(expected, got, strict=True):
             assert g["loss"] == pytest.approx(e["loss"], rel=1e-5)
+    assert learn_together(together[:2], batches[:2])[0]["loss"] > 0
+    alone[0].learn(batches[0]), alone[1].learn(batches[1])
     for a, b in zip(alone, together, strict=True):
         _assert_close(a, b)
         assert all(p.grad is None for p in b.actor.parameters())

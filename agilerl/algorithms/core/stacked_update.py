@@ -111,6 +111,16 @@ class StackedGroup:
                        for _, norm, act in _mlp_layers(self.agents[0].actor)]
         self.online = [_member_params(a.actor) for a in self.agents]
         self.target = [_member_params(a.actor_target) for a in self.agents]
+        # Stacks of the whole group, refreshed in place by two foreach copies when every
+        # member learns (the usual case) instead of one stack per parameter tensor.
+        count = len(self.online[0])
+        self._leaves = [torch.stack([p[i].detach() for p in self.online]).requires_grad_()
+                        for i in range(count)]
+        self._targets = [torch.stack([p[i].detach() for p in self.target]) for i in range(count)]
+        rows = range(len(self.agents))
+        self._sources = [p for params in (*self.online, *self.target) for p in params]
+        self._slots = ([leaf.detach()[g] for g in rows for leaf in self._leaves]
+                       + [stack[g] for g in rows for stack in self._targets])
 
     def learn(self, members: Sequence[int], batches: Sequence[Batch]) -> list[dict[str, float]]:
         """One update of ``self.agents[m]`` on ``batches[i]`` for the i-th ``m`` in
@@ -119,11 +129,7 @@ class StackedGroup:
         agents = [self.agents[m] for m in members]
         if len(members) == 1:
             return [dict(agents[0].learn(batches[0]))]
-        online = [torch.stack([self.online[m][i].detach() for m in members]).requires_grad_()
-                  for i in range(len(self.online[0]))]
-        with torch.no_grad():
-            target = [torch.stack([self.target[m][i] for m in members])
-                      for i in range(len(self.target[0]))]
+        online, target = self._stacks(members)
         losses = self.loss(agents, batches, partial(self.forward, online),
                            partial(self.forward, target))
         losses.sum().backward()
@@ -137,6 +143,20 @@ class StackedGroup:
             optimizer.zero_grad(set_to_none=True)
             agent.soft_update()
         return [{"loss": value} for value in losses.detach().tolist()]
+
+    def _stacks(self, members: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The stacked online parameters (leaves with gradients) and target parameters of
+        ``members``, holding the members' current values."""
+        with torch.no_grad():
+            if members == list(range(len(self.agents))):
+                torch._foreach_copy_(self._slots, self._sources)
+                for leaf in self._leaves:
+                    leaf.grad = None
+                return self._leaves, self._targets
+            count = range(len(self.online[0]))
+            online = [torch.stack([self.online[m][i] for m in members]) for i in count]
+            target = [torch.stack([self.target[m][i] for m in members]) for i in count]
+        return [p.requires_grad_() for p in online], target
 
     def forward(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The stacked networks ``params`` (member-stacked, in :func:`_member_params`
