@@ -1,0 +1,125 @@
+"""Batched population updates (``training.batched_updates``): update rate and train speed.
+
+    python bench/batched_updates.py [--pop 4] [--updates 300] [--manifest dqn_cartpole]
+                                    [--max-steps 20000] [--repeat 1] [--skip-train]
+
+1. Learning updates per second of ``--pop`` same-architecture DQN members (the network and
+   batch size of the manifest), one ``agent.learn`` per member against one stacked update
+   (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
+   one torch thread, as a member trains.
+2. Train env steps/s of the manifest without and with ``training.batched_updates`` (each a
+   fresh process, measured as ``bench/peer.py`` measures ours: training time only).
+
+Prints the load average with every figure: on a shared machine the figures are only as good
+as it is quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peer  # noqa: E402  (bench/peer.py, run as a script beside this one)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _members(manifest: dict, pop: int) -> list:
+    """The manifest's initial population of ``pop`` members (no mutation yet)."""
+    import copy
+
+    from agilerl.training.trainer import LocalTrainer
+
+    manifest = copy.deepcopy(manifest)
+    manifest["training"]["pop_size"] = pop
+    return list(LocalTrainer.from_manifest(manifest=manifest, seed=0).population)
+
+
+def _batch(rng: np.random.Generator, agent, rows: int) -> dict[str, np.ndarray]:
+    shape = agent.observation_space.shape
+    return {"obs": rng.normal(size=(rows, *shape)).astype(np.float32),
+            "action": rng.integers(0, agent.num_actions, size=rows),
+            "reward": rng.normal(size=rows).astype(np.float32),
+            "next_obs": rng.normal(size=(rows, *shape)).astype(np.float32),
+            "done": rng.random(rows) < 0.05}
+
+
+def update_rates(manifest: dict, pop: int, updates: int) -> None:
+    import torch
+
+    from agilerl.algorithms.core.stacked_update import StackedGroup
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    agents = _members(manifest, pop)
+    batches = [_batch(rng, a, a.batch_size) for a in agents]
+    group = StackedGroup(agents)
+    members = list(range(pop))
+    ways = {
+        "unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
+        "batched": lambda: group.learn(members, batches),
+    }
+    print(f"updates/s of {pop} same-architecture DQN members "
+          f"(batch {agents[0].batch_size}, 1 torch thread)")
+    rates = {}
+    for name, step in ways.items():
+        for _ in range(20):
+            step()
+        start = time.perf_counter()
+        for _ in range(updates):
+            step()
+        rates[name] = updates * pop / (time.perf_counter() - start)
+        print(f"  {name:>10} {rates[name]:8.0f} member updates/s  "
+              f"({rates[name] / pop:.0f} population updates/s)  load {_load()}")
+    print(f"  speed-up {rates['batched'] / rates['unbatched']:.2f}x")
+
+
+def train_rates(manifest_path: Path, max_steps: int | None, repeat: int) -> None:
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": str(peer.REPO)}
+    print(f"train env steps/s of {manifest_path.name}"
+          + (f", max_steps={max_steps}" if max_steps else ""))
+    for attempt in range(repeat):
+        for batched in (False, True):
+            result = peer._measure(sys.executable, manifest_path, max_steps, env,
+                                   [f"training.batched_updates={str(batched).lower()}"])
+            label = "batched" if batched else "unbatched"
+            if "error" in result:
+                print(f"  {label:>10} FAILED: {result['error']}")
+                continue
+            print(f"  {label:>10} {peer._fmt(result['train_steps_per_second'], '8.0f')} "
+                  f"steps/s  best {result.get('best_fitness')}  "
+                  f"wall {peer._fmt(result['wall_seconds'], '.1f')} s  load {_load()}")
+        if attempt + 1 < repeat:
+            print("  --")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", default="dqn_cartpole")
+    parser.add_argument("--pop", type=int, default=4)
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--max-steps", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--skip-train", action="store_true")
+    args = parser.parse_args(argv)
+    path = peer._manifest_path(args.manifest)
+    update_rates(yaml.safe_load(path.read_text()), args.pop, args.updates)
+    if not args.skip_train:
+        train_rates(path, args.max_steps, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
