@@ -32,6 +32,7 @@ from torch import nn
 
 from agilerl.algorithms.dqn import DQN
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
+from agilerl.networks.optim import Adam
 from agilerl.networks.q_network import QNetwork
 
 Batch = Mapping[str, Any]
@@ -133,16 +134,55 @@ class StackedGroup:
         losses = self.loss(agents, batches, partial(self.forward, online),
                            partial(self.forward, target))
         losses.sum().backward()
+        self._step(members, online)
+        return [{"loss": value} for value in losses.detach().tolist()]
+
+    @torch.no_grad()
+    def _step(self, members: list[int], online: list[torch.Tensor]) -> None:
+        """Every member's Adam step on its slice of the stacked gradient, then its soft
+        target update: the maths of its ``learn``, bit for bit (the same fused kernels),
+        with one kernel call per distinct (lr, betas, eps) and per distinct tau."""
+        slices = [leaf.grad.unbind(0) if leaf.grad is not None else None for leaf in online]
+        adam: dict[tuple[Any, ...], list[tuple[Any, list[torch.Tensor], list[torch.Tensor]]]] = {}
         for g, m in enumerate(members):
-            # the member's own optimizer and target update, as in its ``learn``
             agent, params = self.agents[m], self.online[m]
-            for param, stacked in zip(params, online, strict=True):
-                param.grad = stacked.grad[g] if stacked.grad is not None else None
+            grads = [s[g] if s is not None else None for s in slices]
             optimizer = agent.optimizers["optimizer"]
+            if _adam_ready(optimizer, params, grads):
+                group = optimizer.param_groups[0]
+                adam.setdefault((group["lr"], group["betas"], group["eps"]), []).append(
+                    (optimizer, params, grads))  # type: ignore[arg-type]
+                continue
+            for param, grad in zip(params, grads, strict=True):  # its own step (first one)
+                param.grad = grad
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            agent.soft_update()
-        return [{"loss": value} for value in losses.detach().tolist()]
+        for (lr, (beta1, beta2), eps), entries in adam.items():
+            lists: tuple[list[torch.Tensor], ...] = ([], [], [], [], [])
+            counters: dict[int, torch.Tensor] = {}
+            for member_adam, member_params, member_grads in entries:
+                for param, grad in zip(member_params, member_grads, strict=True):
+                    state = member_adam.state[param]
+                    for out, value in zip(lists, (param, grad, state["exp_avg"],
+                                                  state["exp_avg_sq"], state["step"]),
+                                          strict=True):
+                        out.append(value)
+                    counters[id(state["step"])] = state["step"]
+            for counter in counters.values():
+                counter.add_(1.0)
+            params_, grads_, avgs, sqs, steps = lists
+            torch._fused_adam_(params_, grads_, avgs, sqs, [], steps, lr=lr, beta1=beta1,
+                               beta2=beta2, weight_decay=0.0, eps=eps, amsgrad=False,
+                               maximize=False)
+        lerps: dict[float, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        for m in members:
+            agent = self.agents[m]
+            targets, sources = agent._param_pairs()
+            pair = lerps.setdefault(float(agent.tau), ([], []))
+            pair[0].extend(targets)
+            pair[1].extend(sources)
+        for tau, (targets, sources) in lerps.items():
+            torch._foreach_lerp_(targets, sources, tau)
 
     def _stacks(self, members: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The stacked online parameters (leaves with gradients) and target parameters of
@@ -173,6 +213,19 @@ class StackedGroup:
                 i += 2
             x = layer.act(x)
         return x
+
+
+def _adam_ready(optimizer: Any, params: Sequence[torch.Tensor],
+                grads: Sequence[torch.Tensor | None]) -> bool:
+    """Whether one fused Adam call may step ``params`` for ``optimizer`` (an
+    :class:`~agilerl.networks.optim.Adam` over exactly them, with state for each, and a
+    gradient for each): what its ``step`` would do then is that one kernel."""
+    if not isinstance(optimizer, Adam) or len(optimizer.param_groups) != 1:
+        return False
+    if len(optimizer.param_groups[0]["params"]) != len(params):
+        return False
+    state = optimizer.state
+    return all(g is not None for g in grads) and all(state.get(p) for p in params)
 
 
 def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray:
