@@ -118,3 +118,23 @@ def test_the_field_reaches_the_backend():
     assert settings.batched_updates is True
     backend = make_backend(_setup(TINY_DQN), settings)
     assert isinstance(backend, lockstep.LockstepPopulation) and backend.batches_updates()
+
+
+def test_members_keep_their_own_torch_random_stream(monkeypatch, phase_groups):
+    """Exploration drawing from torch's process-wide generator (as a noisy policy would):
+    lockstep members interleave, so each needs its own stream to match the sequential run."""
+    from agilerl.algorithms.dqn import DQN
+
+    greedy = DQN.explore_action
+
+    def torch_noisy(self, obs, vector_step, settings=None):
+        actions = greedy(self, obs, vector_step, settings)
+        flip = torch.rand(len(actions)).numpy() < 0.3
+        return (actions + flip) % self.num_actions
+
+    monkeypatch.setattr(DQN, "explore_action", torch_noisy)
+    pop_seq, fit_seq = _train(SAME_ARCH, batched=False)
+    pop_bat, fit_bat = _train(SAME_ARCH, batched=True)
+    assert phase_groups == [[4]] * 3
+    assert fit_bat == pytest.approx(fit_seq)
+    _assert_close(pop_seq, pop_bat)
