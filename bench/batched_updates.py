@@ -2,14 +2,17 @@
 
     python bench/batched_updates.py [--pop 4] [--updates 300] [--manifest dqn_cartpole]
                                     [--hidden H] [--batch-size B] [--max-steps 20000]
-                                    [--repeat 1] [--skip-train]
+                                    [--repeat 1] [--seed 1] [--same-arch]
+                                    [--skip-train] [--skip-updates]
 
 1. Learning updates per second of ``--pop`` same-architecture DQN members (the network and
    batch size of the manifest), one ``agent.learn`` per member against one stacked update
    (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
    one torch thread, as a member trains.
 2. Train env steps/s of the manifest without and with ``training.batched_updates`` (each a
-   fresh process, measured as ``bench/peer.py`` measures ours: training time only).
+   fresh process with the same ``--seed``; evaluation time excluded), with the group sizes
+   of every generation; ``--same-arch`` mutates hyperparameters only, so the members keep
+   one architecture.
 
 Prints the load average with every figure: on a shared machine the figures are only as good
 as it is quiet.
@@ -18,7 +21,9 @@ as it is quiet.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,22 +95,75 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
     print(f"  speed-up {best['batched'] / best['unbatched']:.2f}x")
 
 
-def train_rates(manifest_path: Path, max_steps: int | None, repeat: int) -> None:
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": str(peer.REPO)}
-    print(f"train env steps/s of {manifest_path.name}"
-          + (f", max_steps={max_steps}" if max_steps else ""))
+def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
+            same_arch: bool) -> None:
+    """One training run (in a fresh process): prints a JSON line with its figures."""
+    import yaml
+
+    from agilerl.population import lockstep
+    from agilerl.training.trainer import LocalTrainer
+
+    data = yaml.safe_load(Path(manifest_path).read_text())
+    data["training"]["batched_updates"] = batched
+    if max_steps:
+        data["training"]["max_steps"] = max_steps
+        data["training"]["evo_steps"] = min(data["training"]["evo_steps"], max_steps)
+    if same_arch:  # mutate hyperparameters only: the members keep one architecture
+        data["mutation"]["probabilities"] = {"no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0,
+                                             "params_mut": 0.0, "act_mut": 0.0,
+                                             "rl_hp_mut": 0.5}
+    groups: list[list[int]] = []
+    build = lockstep._learners
+
+    def recording(agents):  # type: ignore[no-untyped-def]
+        learners = build(agents)
+        found = {id(g): g for g, _ in learners.values()}.values()
+        groups.append(sorted((len(g.agents) for g in found), reverse=True))
+        return learners
+
+    lockstep._learners = recording
+    trainer = LocalTrainer.from_manifest(manifest=data, seed=seed)
+    evaluating = [0.0]
+    for cls in {type(agent) for agent in trainer.population}:
+        original = cls.test
+
+        def test(self, *args, _original=original, **kwargs):  # type: ignore[no-untyped-def]
+            start = time.perf_counter()
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                evaluating[0] += time.perf_counter() - start
+
+        cls.test = test
+    start = time.perf_counter()
+    population, fitnesses = trainer.train(verbose=False)
+    seconds = time.perf_counter() - start - evaluating[0]
+    steps = sum(int(agent.steps[-1]) for agent in population)
+    print(json.dumps({"steps_per_second": steps / seconds, "best": max(fitnesses),
+                      "groups": groups, "train_seconds": seconds}))
+
+
+def train_rates(manifest_path: Path, max_steps: int | None, repeat: int, seed: int,
+                same_arch: bool) -> None:
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
+    print(f"train env steps/s of {manifest_path.name} (seed {seed}"
+          + (f", max_steps={max_steps}" if max_steps else "")
+          + (", hyperparameter mutation only" if same_arch else "") + "; evaluation excluded)")
     for attempt in range(repeat):
         for batched in (False, True):
-            result = peer._measure(sys.executable, manifest_path, max_steps, env,
-                                   [f"training.batched_updates={str(batched).lower()}"])
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--driver", str(manifest_path),
+                   "--seed", str(seed), "--max-steps", str(max_steps or 0)]
+            cmd += ["--batched"] if batched else []
+            cmd += ["--same-arch"] if same_arch else []
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             label = "batched" if batched else "unbatched"
-            if "error" in result:
-                print(f"  {label:>10} FAILED: {result['error']}")
+            if proc.returncode != 0:
+                print(f"  {label:>10} FAILED: {proc.stderr.strip()[-800:]}")
                 continue
-            print(f"  {label:>10} {peer._fmt(result['train_steps_per_second'], '8.0f')} "
-                  f"steps/s  best {result.get('best_fitness')}  "
-                  f"wall {peer._fmt(result['wall_seconds'], '.1f')} s  load {_load()}")
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            print(f"  {label:>10} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
+                  f"  train {r['train_seconds']:.1f} s  load {_load()}"
+                  + (f"  groups per generation {r['groups']}" if batched else ""))
         if attempt + 1 < repeat:
             print("  --")
 
@@ -123,7 +181,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="update rates only: this width for every hidden layer and latent")
     parser.add_argument("--batch-size", type=int, default=None, help="update rates only")
     parser.add_argument("--skip-train", action="store_true")
+    parser.add_argument("--skip-updates", action="store_true")
+    parser.add_argument("--same-arch", action="store_true",
+                        help="train with hyperparameter mutation only (one architecture)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--driver", help=argparse.SUPPRESS)
+    parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.driver:
+        _driver(args.driver, args.batched, args.seed, args.max_steps or None, args.same_arch)
+        return 0
     path = peer._manifest_path(args.manifest)
     manifest = yaml.safe_load(path.read_text())
     if args.hidden:
@@ -132,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                                "head_config": {"hidden_size": [args.hidden]}}
     if args.batch_size:
         manifest["algorithm"]["batch_size"] = args.batch_size
-    update_rates(manifest, args.pop, args.updates)
+    if not args.skip_updates:
+        update_rates(manifest, args.pop, args.updates)
     if not args.skip_train:
-        train_rates(path, args.max_steps, args.repeat)
+        train_rates(path, args.max_steps, args.repeat, args.seed, args.same_arch)
     return 0
 
 
