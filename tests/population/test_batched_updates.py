@@ -138,3 +138,17 @@ def test_members_keep_their_own_torch_random_stream(monkeypatch, phase_groups):
     assert phase_groups == [[4]] * 3
     assert fit_bat == pytest.approx(fit_seq)
     _assert_close(pop_seq, pop_bat)
+
+
+def test_the_cli_refuses_batched_updates_with_workers(tmp_path):
+    import yaml
+
+    from tests.cli.test_cli import agilerl, assert_no_traceback
+
+    manifest = tmp_path / "tiny_dqn.yaml"
+    manifest.write_text(yaml.safe_dump(TINY_DQN, sort_keys=False))
+    result = agilerl("train", str(manifest), "training.batched_updates=true",
+                     "--workers", "2", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "training.batched_updates" in result.stdout + result.stderr
+    assert_no_traceback(result)
