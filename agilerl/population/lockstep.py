@@ -24,7 +24,9 @@ sequential call has to itself:
   from them itself would make a batched run differ from the sequential one (it would still
   be reproducible).
 
-So a batched run equals the sequential one up to the float rounding of the stacked update.
+So every update of a batched run equals the sequential one's up to the float rounding of
+the stacked update; a run long enough for a rounding difference to flip a greedy action then
+goes its own way (as a run with another torch thread count does), and repeats exactly.
 Members of an algorithm without a stacked update, or a prioritized memory, train one after
 another as in :class:`~agilerl.population.local.LocalPopulation`.
 """
