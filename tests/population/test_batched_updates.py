@@ -87,6 +87,13 @@ def test_a_batched_run_resumes_exactly(tmp_path):
     res_pop, res_fit = resumed.train(verbose=False)
     assert res_fit == full_fit
     assert_same_weights(full_pop, res_pop)
+    # the checkpoint is an ordinary one: it resumes unbatched too
+    manifest["training"]["batched_updates"] = False
+    unbatched = LocalTrainer.from_manifest(manifest=manifest, seed=11,
+                                           resume_from_checkpoint=first)
+    un_pop, un_fit = unbatched.train(verbose=False)
+    assert un_fit == pytest.approx(full_fit)
+    _assert_close(full_pop, un_pop)
 
 
 def _setup(manifest: dict) -> PopulationSetup:
