@@ -42,7 +42,7 @@ import torch
 
 from agilerl.algorithms.core.stacked_update import StackedGroup, group_key
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.components.replay_buffer import PrioritizedReplayBuffer
+from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.population.backend import MemberTrainer, TrainJob, TrainReport
 from agilerl.population.local import LocalPopulation
 from agilerl.population.shared_memory import SharedReplay
@@ -70,7 +70,10 @@ class LockstepPopulation(LocalPopulation):
 
     def batches_updates(self) -> bool:
         """Whether this phase's members can learn together (else they train in turn)."""
-        return (self.shared is not None and hasattr(self.train_member, "run")
+        # a replay memory the members write must be shared (so that it can be split per
+        # member); a read-only dataset (offline) is sampled by every member as it is
+        memory_ok = self.shared is not None or not isinstance(self.memory, ReplayBuffer)
+        return (memory_ok and hasattr(self.train_member, "run")
                 and not isinstance(self.memory, PrioritizedReplayBuffer)
                 and all(group_key(agent) is not None for agent in self.agents))
 
@@ -96,13 +99,16 @@ class LockstepPopulation(LocalPopulation):
     # ------------------------------------------------------------------ the phase
     def _lockstep(self, jobs: Sequence[TrainJob]) -> list[TrainReport]:
         start = time.perf_counter()
-        assert self.shared is not None
-        while len(self._envs) < len(jobs) - 1:
-            self._envs.append(self.env_factory())
-        # the 2nd, 3rd, ... member's memory: a copy of the memory as the phase begins
-        recorders = [self.shared] + [SharedReplay(copy.deepcopy(self.memory))
-                                     for _ in jobs[1:]]
-        envs = [self.env, *self._envs]
+        envs: list[Any] = [None] * len(jobs)
+        if getattr(self.train_member, "uses_env", True):
+            while len(self._envs) < len(jobs) - 1:
+                self._envs.append(self.env_factory())
+            envs = [self.env, *self._envs[:len(jobs) - 1]]
+        recorders: list[SharedReplay | None] = [None] * len(jobs)
+        if self.shared is not None:
+            # the 2nd, 3rd, ... member's memory: a copy of the memory as the phase begins
+            recorders = [self.shared, *(SharedReplay(copy.deepcopy(self.memory))
+                                        for _ in jobs[1:])]
         members = [_Member(self, job, env, recorder)
                    for job, env, recorder in zip(jobs, envs, recorders, strict=True)]
         learners = _learners([m.agent for m in members])
@@ -118,9 +124,10 @@ class LockstepPopulation(LocalPopulation):
                 for member, result in zip(chosen, metrics, strict=True):
                     member.metrics = result
         for member in members:  # merged at the phase's end in member order, as sequentially
-            delta = member.recorder.end_member()
-            if member.recorder is not self.shared:
-                self.shared.pending.append(delta)
+            if member.recorder is not None and self.shared is not None:
+                delta = member.recorder.end_member()
+                if member.recorder is not self.shared:
+                    self.shared.pending.append(delta)
         seconds = (time.perf_counter() - start) / len(members)
         reports = []
         for member in members:
@@ -134,14 +141,16 @@ class _Member:
     """One member's training call, suspended between learning updates."""
 
     def __init__(self, population: LockstepPopulation, job: TrainJob, env: Any,
-                 recorder: SharedReplay) -> None:
+                 recorder: SharedReplay | None) -> None:
         self.agent = population.agents[job.member]
         self.recorder = recorder
         seed_everything(job.seed)
         self.torch_rng = torch.get_rng_state()
-        recorder.begin_member()
+        if recorder is not None:
+            recorder.begin_member()
         self.run = population.train_member.run(  # type: ignore[attr-defined]
-            self.agent, job.steps, seed=job.seed, env=env, memory=recorder.memory)
+            self.agent, job.steps, seed=job.seed, env=env,
+            memory=recorder.memory if recorder is not None else None)
         self.point: Any = None
         self.metrics: dict[str, float] | None = None
         self.result: dict[str, Any] = {}
@@ -189,11 +198,12 @@ def refuse_unbatchable(setup: PopulationSetup, workers: int) -> None:
             f"with {workers} worker processes (training.num_workers / --workers): use one")
     unsupported = sorted({type(agent).__name__ for agent in setup.agents
                           if group_key(agent) is None})
-    if setup.paradigm != "off_policy" or unsupported:
+    if setup.paradigm not in ("off_policy", "offline") or unsupported:
         what = ", ".join(unsupported) or f"the {setup.paradigm!r} training loop"
         raise UnsupportedSettingError(
             f"{field}: {what} has no batched update in this version (supported: DQN, "
-            "plain or double, with an mlp encoder on vector observations); set it to false")
+            "plain or double, and CQN, with an mlp encoder on vector observations); set it "
+            "to false")
     if isinstance(setup.memory, PrioritizedReplayBuffer):
         raise UnsupportedSettingError(
             f"{field} does not support a prioritized replay memory; set it to false")

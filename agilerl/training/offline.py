@@ -12,12 +12,14 @@ so a checkpoint records only which dataset it was (an exact resume needs nothing
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 
 from agilerl.population.backend import TrainReport
 from agilerl.training.arguments import explained
+from agilerl.training.experience import LearnPoint
 
 
 def load_dataset(trainer: Any) -> Any:
@@ -48,15 +50,36 @@ class OfflineMemberTrainer:
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
 
+    #: Lockstep members need no env of their own (see agilerl.population.lockstep).
+    uses_env = False
+
     def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
         start = time.perf_counter()
+        run = self.run(agent, steps, seed=seed)
+        try:
+            point = next(run)
+            while True:
+                point = run.send(agent.learn(point.memory.sample(agent.batch_size, point.rng)))
+        except StopIteration as finished:
+            report = self.report(finished.value)
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
+            memory: Any = None) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+        """The call as a generator that yields a :class:`LearnPoint` (sample a batch of the
+        dataset with its ``rng``) before every update and is sent the update's metrics."""
         rng = np.random.default_rng(seed)
+        dataset = self.dataset if memory is None else memory
         metrics: list[dict[str, float]] = []
         for _ in range(int(steps)):
-            metrics.append(agent.learn(self.dataset.sample(agent.batch_size, rng)))
+            metrics.append((yield LearnPoint(dataset, rng, 0, None)))
         agent.steps[-1] += int(steps)
-        return TrainReport(steps=int(steps), metrics=_mean(metrics),
-                           seconds=time.perf_counter() - start)
+        return {"steps": int(steps), "metrics": _mean(metrics)}
+
+    @staticmethod
+    def report(result: dict[str, Any]) -> TrainReport:
+        return TrainReport(steps=int(result["steps"]), metrics=dict(result["metrics"]))
 
 
 def _mean(metrics: list[dict[str, float]]) -> dict[str, float]:

@@ -159,3 +159,19 @@ def test_the_cli_refuses_batched_updates_with_workers(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "training.batched_updates" in result.stdout + result.stderr
     assert_no_traceback(result)
+
+
+def test_offline_cqn_members_learn_together(tmp_path, phase_groups):
+    pytest.importorskip("h5py")
+    from tests.training.test_offline_bandit_runs import cqn_manifest, write_cartpole_hdf5
+
+    manifest = cqn_manifest(write_cartpole_hdf5(tmp_path / "cartpole.h5"))
+    manifest["mutation"]["probabilities"] = SAME_ARCH["mutation"]["probabilities"]
+    manifest["training"]["pop_size"] = 4
+    pop_seq, fit_seq = _train(manifest, batched=False)
+    pop_bat, fit_bat = _train(manifest, batched=True)
+    assert phase_groups == [[4]] * 3
+    assert len({a.hyperparameters["cql_alpha"] for a in pop_bat}) > 1  # mutated per member
+    assert fit_bat == pytest.approx(fit_seq)
+    assert [a.steps for a in pop_seq] == [a.steps for a in pop_bat]
+    _assert_close(pop_seq, pop_bat)

@@ -15,8 +15,9 @@ rounding (batched products sum in another order).
 Members may sample batches of different sizes (``batch_size`` is mutable): the batches are
 padded to the largest and each member's loss is the mean over its own rows.
 
-Supported: :class:`~agilerl.algorithms.dqn.DQN` (plain and double) with MLP encoder and
-head. :func:`group_key` is None for anything else; the caller then uses ``agent.learn``.
+Supported: :class:`~agilerl.algorithms.dqn.DQN` (plain and double) and
+:class:`~agilerl.algorithms.cqn.CQN` (its CQL term and per-member gradient clipping), with
+an MLP encoder and head. :func:`group_key` is None for anything else; the caller then uses ``agent.learn``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from agilerl.algorithms.cqn import CQN
+from agilerl.algorithms.cqn import MAX_GRAD_NORM as CQN_MAX_GRAD_NORM
 from agilerl.algorithms.dqn import DQN
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.optim import Adam
@@ -131,11 +134,15 @@ class StackedGroup:
         if len(members) == 1:
             return [dict(agents[0].learn(batches[0]))]
         online, target = self._stacks(members)
-        losses = self.loss(agents, batches, partial(self.forward, online),
-                           partial(self.forward, target))
-        losses.sum().backward()
+        losses = self.loss.losses(agents, batches, partial(self.forward, online),
+                                  partial(self.forward, target))
+        losses["loss"].sum().backward()
+        if self.loss.max_grad_norm is not None:
+            _clip_member_grads(online, self.loss.max_grad_norm)
         self._step(members, online)
-        return [{"loss": value} for value in losses.detach().tolist()]
+        values = {name: value.detach().tolist() for name, value in losses.items()}
+        return [{name: column[g] for name, column in values.items()}
+                for g in range(len(members))]
 
     @torch.no_grad()
     def _step(self, members: list[int], online: list[torch.Tensor]) -> None:
@@ -215,6 +222,20 @@ class StackedGroup:
         return x
 
 
+@torch.no_grad()
+def _clip_member_grads(leaves: Sequence[torch.Tensor], max_norm: float) -> None:
+    """Scale each member's slice of the stacked gradients so that its joint L2 norm is at
+    most ``max_norm`` (:func:`~agilerl.algorithms.core.target.clip_grad_norm` per member)."""
+    grads = [leaf.grad for leaf in leaves if leaf.grad is not None]
+    if not grads:
+        return
+    norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
+    total = torch.linalg.vector_norm(norms, dim=0)
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for grad in grads:
+        grad.mul_(scale.reshape(-1, *([1] * (grad.dim() - 1))))
+
+
 def _adam_ready(optimizer: Any, params: Sequence[torch.Tensor],
                 grads: Sequence[torch.Tensor | None]) -> bool:
     """Whether one fused Adam call may step ``params`` for ``optimizer`` (an
@@ -246,10 +267,10 @@ def _obs(agent: Any, stacked: np.ndarray) -> torch.Tensor:
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _dqn_losses(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
-                target_net: Forward) -> torch.Tensor:
-    """Per-member DQN loss (mean squared TD error over the member's rows), as
-    :meth:`DQN.td_terms` + ``mse_loss`` computes it for one member."""
+def _td_terms(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
+              target_net: Forward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """``(Q(s, .), Q(s, a), target, rows per member)`` of every member's batch, stacked
+    (members, rows, ...), as :meth:`DQN.td_terms` computes them for one member."""
     base = agents[0]
     sizes = [len(np.asarray(b["reward"]).reshape(-1)) for b in batches]
     rows = max(sizes)
@@ -277,16 +298,47 @@ def _dqn_losses(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward
         else:
             q_next = q_next_target.amax(dim=-1)
         target = reward + gamma * (1.0 - done) * q_next
-    error = (q_online.gather(2, action).squeeze(2) - target).square()
+    return q_online, q_online.gather(2, action).squeeze(2), target, sizes
+
+
+def _row_mean(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """Mean over each member's own rows of (members, rows) ``values`` (padding excluded)."""
     if len(set(sizes)) == 1:
-        return error.mean(dim=1)
-    counts = torch.tensor(sizes, device=device)
-    mask = torch.arange(rows, device=device)[None, :] < counts[:, None]
-    return (error * mask).sum(dim=1) / counts
+        return values.mean(dim=1)
+    counts = torch.tensor(sizes, device=values.device)
+    mask = torch.arange(values.shape[1], device=values.device)[None, :] < counts[:, None]
+    return (values * mask).sum(dim=1) / counts
 
 
-#: Algorithm class -> its stacked per-member loss (exact classes: a subclass changes the loss).
-STACKED_LOSSES: dict[type, Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
-                                     torch.Tensor]] = {
-    DQN: _dqn_losses,
+def _dqn_losses(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
+                target_net: Forward) -> dict[str, torch.Tensor]:
+    """Per-member DQN loss: mean squared TD error over the member's rows."""
+    _, q, target, sizes = _td_terms(agents, batches, online, target_net)
+    return {"loss": _row_mean((q - target).square(), sizes)}
+
+
+def _cqn_losses(agents: Sequence[CQN], batches: Sequence[Batch], online: Forward,
+                target_net: Forward) -> dict[str, torch.Tensor]:
+    """Per-member CQN loss, as :meth:`CQN.learn`: ``0.5 * td + cql_alpha * cql``."""
+    q_all, q, target, sizes = _td_terms(agents, batches, online, target_net)
+    td_loss = _row_mean((q - target).square(), sizes)
+    cql = _row_mean(torch.logsumexp(q_all, dim=-1) - q, sizes)
+    alpha = torch.tensor([float(a.cql_alpha) for a in agents], dtype=torch.float32,
+                         device=q.device)
+    return {"loss": 0.5 * td_loss + alpha * cql, "td_loss": td_loss, "cql_loss": cql}
+
+
+class StackedLoss(NamedTuple):
+    """An algorithm's per-member losses (``"loss"`` is minimised; every entry is reported
+    as a metric) and the gradient-norm clip of its update (None: no clipping)."""
+
+    losses: Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
+                     dict[str, torch.Tensor]]
+    max_grad_norm: float | None = None
+
+
+#: Algorithm class -> its stacked update (exact classes: a subclass changes the loss).
+STACKED_LOSSES: dict[type, StackedLoss] = {
+    DQN: StackedLoss(_dqn_losses),
+    CQN: StackedLoss(_cqn_losses, CQN_MAX_GRAD_NORM),
 }
