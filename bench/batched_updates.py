@@ -2,7 +2,7 @@
 
     python bench/batched_updates.py [--pop 4] [--updates 300] [--manifest dqn_cartpole]
                                     [--hidden H] [--batch-size B] [--max-steps 20000]
-                                    [--repeat 1] [--seed 1] [--same-arch]
+                                    [--repeat 1] [--seed 1] [--same-arch] [--train-pop N]
                                     [--skip-train] [--skip-updates]
 
 1. Learning updates per second of ``--pop`` same-architecture DQN members (the network and
@@ -10,7 +10,8 @@
    (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
    one torch thread, as a member trains.
 2. Train env steps/s of the manifest without and with ``training.batched_updates`` (each a
-   fresh process with the same ``--seed``; evaluation time excluded), with the group sizes
+   fresh process with the same ``--seed``; evaluation time excluded; an offline manifest's
+   steps are gradient updates), with the group sizes
    of every generation; ``--same-arch`` mutates hyperparameters only, so the members keep
    one architecture.
 
@@ -76,7 +77,7 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
         "unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
         "batched": lambda: group.learn(members, batches),
     }
-    print(f"updates/s of {pop} same-architecture DQN members (hidden "
+    print(f"updates/s of {pop} same-architecture {type(agents[0]).__name__} members (hidden "
           f"{manifest['network']['encoder_config']['hidden_size']}, batch "
           f"{agents[0].batch_size}, 1 torch thread; best of {ROUNDS} alternating rounds)")
     best = dict.fromkeys(ways, 0.0)
@@ -96,7 +97,7 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
 
 
 def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
-            same_arch: bool) -> None:
+            same_arch: bool, pop: int | None) -> None:
     """One training run (in a fresh process): prints a JSON line with its figures."""
     import yaml
 
@@ -104,12 +105,15 @@ def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
     from agilerl.training.trainer import LocalTrainer
 
     data = yaml.safe_load(Path(manifest_path).read_text())
+    peer._resolve_data_files(data, Path(manifest_path).parent)
     data["training"]["batched_updates"] = batched
+    if pop:
+        data["training"]["pop_size"] = pop
     if max_steps:
         data["training"]["max_steps"] = max_steps
         data["training"]["evo_steps"] = min(data["training"]["evo_steps"], max_steps)
     if same_arch:  # mutate hyperparameters only: the members keep one architecture
-        data["mutation"]["probabilities"] = {"no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0,
+        data.setdefault("mutation", {})["probabilities"] = {"no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0,
                                              "params_mut": 0.0, "act_mut": 0.0,
                                              "rl_hp_mut": 0.5}
     groups: list[list[int]] = []
@@ -144,9 +148,10 @@ def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
 
 
 def train_rates(manifest_path: Path, max_steps: int | None, repeat: int, seed: int,
-                same_arch: bool) -> None:
+                same_arch: bool, pop: int | None) -> None:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
-    print(f"train env steps/s of {manifest_path.name} (seed {seed}"
+    print(f"train steps/s of {manifest_path.name} (seed {seed}"
+          + (f", pop_size={pop}" if pop else "")
           + (f", max_steps={max_steps}" if max_steps else "")
           + (", hyperparameter mutation only" if same_arch else "") + "; evaluation excluded)")
     for attempt in range(repeat):
@@ -155,6 +160,7 @@ def train_rates(manifest_path: Path, max_steps: int | None, repeat: int, seed: i
                    "--seed", str(seed), "--max-steps", str(max_steps or 0)]
             cmd += ["--batched"] if batched else []
             cmd += ["--same-arch"] if same_arch else []
+            cmd += ["--train-pop", str(pop)] if pop else []
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             label = "batched" if batched else "unbatched"
             if proc.returncode != 0:
@@ -185,14 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--same-arch", action="store_true",
                         help="train with hyperparameter mutation only (one architecture)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-pop", type=int, default=None,
+                        help="training runs: this pop_size instead of the manifest's")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
-        _driver(args.driver, args.batched, args.seed, args.max_steps or None, args.same_arch)
+        _driver(args.driver, args.batched, args.seed, args.max_steps or None, args.same_arch,
+                args.train_pop)
         return 0
     path = peer._manifest_path(args.manifest)
     manifest = yaml.safe_load(path.read_text())
+    peer._resolve_data_files(manifest, path.parent)
     if args.hidden:
         manifest["network"] = {"latent_dim": args.hidden,
                                "encoder_config": {"hidden_size": [args.hidden]},
@@ -202,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_updates:
         update_rates(manifest, args.pop, args.updates)
     if not args.skip_train:
-        train_rates(path, args.max_steps, args.repeat, args.seed, args.same_arch)
+        train_rates(path, args.max_steps, args.repeat, args.seed, args.same_arch,
+                    args.train_pop)
     return 0
 
 
