@@ -96,26 +96,37 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
     print(f"  speed-up {best['batched'] / best['unbatched']:.2f}x")
 
 
-def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
-            same_arch: bool, pop: int | None) -> None:
-    """One training run (in a fresh process): prints a JSON line with its figures."""
+def _manifest(args: argparse.Namespace, path: Path) -> dict:
+    """The manifest at ``path`` with the size options of ``args`` applied."""
     import yaml
 
+    data = yaml.safe_load(path.read_text())
+    peer._resolve_data_files(data, path.parent)
+    if args.hidden:
+        data["network"] = {"latent_dim": args.hidden,
+                           "encoder_config": {"hidden_size": [args.hidden]},
+                           "head_config": {"hidden_size": [args.hidden]}}
+    if args.batch_size:
+        data["algorithm"]["batch_size"] = args.batch_size
+    return data
+
+
+def _driver(args: argparse.Namespace) -> None:
+    """One training run (in a fresh process): prints a JSON line with its figures."""
     from agilerl.population import lockstep
     from agilerl.training.trainer import LocalTrainer
 
-    data = yaml.safe_load(Path(manifest_path).read_text())
-    peer._resolve_data_files(data, Path(manifest_path).parent)
-    data["training"]["batched_updates"] = batched
-    if pop:
-        data["training"]["pop_size"] = pop
-    if max_steps:
-        data["training"]["max_steps"] = max_steps
-        data["training"]["evo_steps"] = min(data["training"]["evo_steps"], max_steps)
-    if same_arch:  # mutate hyperparameters only: the members keep one architecture
-        data.setdefault("mutation", {})["probabilities"] = {"no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0,
-                                             "params_mut": 0.0, "act_mut": 0.0,
-                                             "rl_hp_mut": 0.5}
+    data = _manifest(args, Path(args.driver))
+    data["training"]["batched_updates"] = args.batched
+    if args.train_pop:
+        data["training"]["pop_size"] = args.train_pop
+    if args.max_steps:
+        data["training"]["max_steps"] = args.max_steps
+        data["training"]["evo_steps"] = min(data["training"]["evo_steps"], args.max_steps)
+    if args.same_arch:  # mutate hyperparameters only: the members keep one architecture
+        data.setdefault("mutation", {})["probabilities"] = {
+            "no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0, "params_mut": 0.0,
+            "act_mut": 0.0, "rl_hp_mut": 0.5}
     groups: list[list[int]] = []
     build = lockstep._learners
 
@@ -126,7 +137,7 @@ def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
         return learners
 
     lockstep._learners = recording
-    trainer = LocalTrainer.from_manifest(manifest=data, seed=seed)
+    trainer = LocalTrainer.from_manifest(manifest=data, seed=args.seed)
     evaluating = [0.0]
     for cls in {type(agent) for agent in trainer.population}:
         original = cls.test
@@ -147,20 +158,19 @@ def _driver(manifest_path: str, batched: bool, seed: int, max_steps: int | None,
                       "groups": groups, "train_seconds": seconds}))
 
 
-def train_rates(manifest_path: Path, max_steps: int | None, repeat: int, seed: int,
-                same_arch: bool, pop: int | None) -> None:
+def train_rates(path: Path, args: argparse.Namespace, argv: list[str]) -> None:
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
-    print(f"train steps/s of {manifest_path.name} (seed {seed}"
-          + (f", pop_size={pop}" if pop else "")
-          + (f", max_steps={max_steps}" if max_steps else "")
-          + (", hyperparameter mutation only" if same_arch else "") + "; evaluation excluded)")
-    for attempt in range(repeat):
+    print(f"train steps/s of {path.name} (seed {args.seed}"
+          + (f", pop_size={args.train_pop}" if args.train_pop else "")
+          + (f", hidden {args.hidden}" if args.hidden else "")
+          + (f", batch {args.batch_size}" if args.batch_size else "")
+          + (f", max_steps={args.max_steps}" if args.max_steps else "")
+          + (", hyperparameter mutation only" if args.same_arch else "")
+          + "; evaluation excluded)")
+    for attempt in range(args.repeat):
         for batched in (False, True):
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--driver", str(manifest_path),
-                   "--seed", str(seed), "--max-steps", str(max_steps or 0)]
+            cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--driver", str(path)]
             cmd += ["--batched"] if batched else []
-            cmd += ["--same-arch"] if same_arch else []
-            cmd += ["--train-pop", str(pop)] if pop else []
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
             label = "batched" if batched else "unbatched"
             if proc.returncode != 0:
@@ -170,13 +180,11 @@ def train_rates(manifest_path: Path, max_steps: int | None, repeat: int, seed: i
             print(f"  {label:>10} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
                   f"  train {r['train_seconds']:.1f} s  load {_load()}"
                   + (f"  groups per generation {r['groups']}" if batched else ""))
-        if attempt + 1 < repeat:
+        if attempt + 1 < args.repeat:
             print("  --")
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default="dqn_cartpole")
     parser.add_argument("--pop", type=int, default=4)
@@ -184,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--hidden", type=int, default=None,
-                        help="update rates only: this width for every hidden layer and latent")
-    parser.add_argument("--batch-size", type=int, default=None, help="update rates only")
+                        help="this width for every hidden layer and the latent")
+    parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--skip-updates", action="store_true")
     parser.add_argument("--same-arch", action="store_true",
@@ -197,23 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
-        _driver(args.driver, args.batched, args.seed, args.max_steps or None, args.same_arch,
-                args.train_pop)
+        _driver(args)
         return 0
     path = peer._manifest_path(args.manifest)
-    manifest = yaml.safe_load(path.read_text())
-    peer._resolve_data_files(manifest, path.parent)
-    if args.hidden:
-        manifest["network"] = {"latent_dim": args.hidden,
-                               "encoder_config": {"hidden_size": [args.hidden]},
-                               "head_config": {"hidden_size": [args.hidden]}}
-    if args.batch_size:
-        manifest["algorithm"]["batch_size"] = args.batch_size
     if not args.skip_updates:
-        update_rates(manifest, args.pop, args.updates)
+        update_rates(_manifest(args, path), args.pop, args.updates)
     if not args.skip_train:
-        train_rates(path, args.max_steps, args.repeat, args.seed, args.same_arch,
-                    args.train_pop)
+        train_rates(path, args, list(sys.argv[1:] if argv is None else argv))
     return 0
 
 
