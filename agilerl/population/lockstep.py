@@ -1,19 +1,21 @@
 """Members in this process that train side by side, so that members with the same
 architecture take their gradient steps together (``training.batched_updates``).
 
-Each member's training call runs as a generator (:func:`~agilerl.training.experience.
-off_policy_member_run`) that stops at every learning update. The generation's members are
+Each member's training call runs as a generator (the member trainer's ``run``: the
+off-policy loop's :func:`~agilerl.training.experience.off_policy_member_run`, or the offline
+loop's updates on its read-only dataset) that stops at every learning update. The members are
 advanced in lockstep: every member runs until its next update, then the members waiting
 for an update learn at once, one stacked step per architecture
 (:mod:`agilerl.algorithms.core.stacked_update`). A member still collects exactly the
 experience and samples exactly the batches it would alone, because it keeps everything a
 sequential call has to itself:
 
-- its own env (the first member uses the driver's; the others, envs from the setup's
-  factory, built once);
-- its own view of the shared replay memory: the memory as the phase began plus its own
-  rows (the generation rule of :mod:`.shared_memory`), a copy of the memory for every
-  member after the first, whose additions become the member's delta as in a sequential run;
+- (off-policy) its own env (the first member uses the driver's; the others, envs from the
+  setup's factory, built once);
+- (off-policy) its own view of the shared replay memory: the memory as the phase began plus
+  its own rows (the generation rule of :mod:`.shared_memory`), a copy of the memory for
+  every member after the first, whose additions become the member's delta as in a
+  sequential run;
 - its own random streams: the env's generators (reset from the member's seed), the agent's
   exploration generator, the batch sampler's generator (seeded from the member's seed), and
   torch's process-wide generator, seeded as
