@@ -85,7 +85,7 @@ def train_multi_agent_off_policy_member(
                 learn.append(agent.learn(memory.sample(agent.batch_size, sample_rng)))
     env_steps = vector_steps * num_envs
     agent.steps[-1] += env_steps
-    score = returns.mean_total()
+    score = returns.score(agent.sum_scores)
     if returns.completed:
         agent.scores.append(score)
     per_agent = {f"return/{a}": r for a, r in returns.mean_per_agent().items()}
