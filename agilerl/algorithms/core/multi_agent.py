@@ -57,6 +57,8 @@ from agilerl.networks.optim import carry_state, make_optimizer, state_by_name
 
 MASK_KEY = "action_mask"
 OBS_KEY = "observation"
+#: Replay field of the action masks at the next observation (masked agents only).
+NEXT_MASK = "next_action_mask"
 
 
 # ---------------------------------------------------------------------- agents and groups
