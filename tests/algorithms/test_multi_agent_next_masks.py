@@ -72,3 +72,23 @@ def test_target_actions_are_legal_under_the_next_mask(cls) -> None:
     for seeker in SEEKERS:
         assert torch.all(seen[seeker][:, 2] == 0), seeker
         assert torch.allclose(seen[seeker].sum(-1), torch.ones(64))
+
+
+def test_ippo_update_uses_the_masks_in_force_when_acting() -> None:
+    """Before any gradient step, the update's log-probabilities equal the stored ones
+    (approximate KL 0) only when the masks of the observations acted in are applied:
+    without them, or with the next step's masks, the masked-out logits count again."""
+    from agilerl.algorithms import IPPO
+    from agilerl.training.multi_agent_on_policy import train_multi_agent_on_policy_member
+
+    env = PettingZooVectorEnv([lambda: multi_agent_probe.parallel_env(action_masks=True)] * 4)
+    obs, act = agent_spaces(env)
+    agent = IPPO(obs, act, net_config=NET, seed=0, learn_step=64, batch_size=10**3,
+                 update_epochs=1, action_std_init=0.5)
+    # Logits far apart, so that a wrongly applied mask changes the log-probabilities.
+    head = agent.unit_network("actor_critic", "seeker").heads["policy"].linears[-1]
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor([0.0, 2.0, 4.0]))
+    result = train_multi_agent_on_policy_member(agent, env, 64, seed=0)
+    assert result["learn_updates"] == 1
+    assert abs(result["metrics"]["approx_kl"]) < 1e-6
