@@ -24,7 +24,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
 from agilerl.algorithms.ppo import clipped_surrogate_loss
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
@@ -97,10 +97,15 @@ class IPPO(MultiAgentRLAlgorithm):
     def _policy(self, unit: str, obs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (masked logits, or Gaussian mean) and values of the unit's agents."""
         policy_out, value = self._net(unit)(self.unit_tensor(unit, obs))
+        return self._mask_policy(unit, obs, policy_out), value
+
+    def _mask_policy(
+        self, unit: str, obs: Mapping[str, Any], policy_out: torch.Tensor
+    ) -> torch.Tensor:
         mask = self.unit_action_mask(unit, obs)
-        if mask is not None:
-            policy_out = _masked(policy_out, torch.as_tensor(mask, device=policy_out.device))
-        return policy_out, value
+        if mask is None:
+            return policy_out
+        return _masked(policy_out, torch.as_tensor(mask, device=policy_out.device))
 
     @torch.inference_mode()
     def get_action(self, obs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], ...]:
@@ -132,7 +137,9 @@ class IPPO(MultiAgentRLAlgorithm):
         """The policy's mode for every agent (argmax legal logit, or the Gaussian mean)."""
         out: dict[str, np.ndarray] = {}
         for unit in self.units:
-            policy_out, _ = self._policy(unit, obs)
+            # The actor alone: evaluation needs no values (half the work with two encoders).
+            policy_out = self._net(unit).policy(self.unit_tensor(unit, obs))
+            policy_out = self._mask_policy(unit, obs, policy_out)
             if self.continuous[unit]:
                 rows = self._env_action(unit, policy_out.cpu().numpy())
             else:
@@ -178,17 +185,20 @@ class IPPO(MultiAgentRLAlgorithm):
             unit_masks = None
             if masks is not None and all(masks.get(a) is not None for a in agents):
                 unit_masks = np.concatenate([_flat_mask(rollouts[a], masks[a]) for a in agents])
-            per_unit.append(self._learn_unit(unit, merged, unit_masks))
+            per_unit.append(self._learn_unit(unit, _ValidRows(buffers), merged, unit_masks))
         if not per_unit:
             return {}
         return {k: float(np.mean([m[k] for m in per_unit])) for k in per_unit[0]}
 
     def _learn_unit(
-        self, unit: str, data: dict[str, np.ndarray], masks: np.ndarray | None
+        self, unit: str, obs: _ValidRows, data: dict[str, np.ndarray], masks: np.ndarray | None
     ) -> dict[str, float]:
+        """PPO epochs over the unit's valid rows. Observations are read from the rollouts
+        a minibatch at a time (image rollouts stay in their stored dtype; only a
+        minibatch is ever converted for the network)."""
         net, continuous = self._net(unit), self.continuous[unit]
         n = len(data["advantages"])
-        obs = self.obs_encoders[unit](data["obs"], self.device)
+        encoder = self.obs_encoders[unit]
         dtype = torch.float32 if continuous else torch.long
         batch = {
             "actions": torch.as_tensor(data["actions"], dtype=dtype, device=self.device),
@@ -201,11 +211,12 @@ class IPPO(MultiAgentRLAlgorithm):
         stats: dict[str, list[float]] = {}
         batch_size = max(1, min(int(self.batch_size), n))
         for _epoch in range(int(self.update_epochs)):
-            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
+            order = torch.randperm(n, generator=self.torch_rng)
             for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
+                rows = order[start : start + batch_size]
+                idx = rows.to(self.device)
                 minibatch = {k: v[idx] for k, v in batch.items()}
-                policy_out, value = net(obs_index(obs, idx))
+                policy_out, value = net(encoder(obs.take(rows.numpy()), self.device))
                 if "masks" in minibatch:
                     policy_out = _masked(policy_out, minibatch["masks"])
                 step = self._update(unit, policy_out, value, minibatch)
@@ -251,7 +262,28 @@ def _masked(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
 
 
-_LEARN_KEYS = ("obs", "actions", "log_probs", "advantages", "returns")
+_LEARN_KEYS = ("actions", "log_probs", "advantages", "returns")
+
+
+class _ValidRows:
+    """The valid observation rows of several agents' rollouts, one agent after the other
+    (the order of :func:`_gather`), read by row number without copying the rollouts."""
+
+    def __init__(self, buffers: list[RolloutBuffer]) -> None:
+        self.parts = [b.obs[: b.pos].reshape(-1, *b.obs.shape[2:]) for b in buffers]
+        self.rows = [np.flatnonzero(b.valid[: b.pos].reshape(-1)) for b in buffers]
+        self.starts = np.cumsum([0, *(len(r) for r in self.rows)])
+
+    def take(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` (positions among all valid rows) as one new array."""
+        first = self.parts[0]
+        out = np.empty((len(index), *first.shape[1:]), dtype=first.dtype)
+        part_of = np.searchsorted(self.starts, index, side="right") - 1
+        for k, (part, rows) in enumerate(zip(self.parts, self.rows, strict=True)):
+            where = np.flatnonzero(part_of == k)
+            if len(where):
+                out[where] = part[rows[index[where] - self.starts[k]]]
+        return out
 
 
 def _gather(buffers: list[RolloutBuffer], key: str) -> np.ndarray:

@@ -19,7 +19,9 @@ output logits, explore by sampling (Gumbel-max), and learn through a straight-th
 Gumbel-softmax sample, with a small penalty on the logits' size (as in the original
 implementation) so they stay in the range where the softmax has gradients. Critics read
 one-hot discrete actions; the target action of a discrete agent is its target policy's
-argmax. Action masks (PettingZoo classic) restrict acting to legal actions.
+argmax. Action masks (PettingZoo classic) restrict acting to legal actions, and the
+target actions at ``o'`` to the actions legal there (the loop stores the next
+observation's masks with each transition, field ``next_action_mask``).
 
 Rows of agents that were not live at the observation (they left the episode early) are
 masked out of that agent's own losses; their (zero) observations and actions still feed
@@ -37,7 +39,7 @@ import torch
 
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.agent_actions import AgentActions
-from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentRLAlgorithm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
@@ -168,6 +170,11 @@ class MADDPG(MultiAgentRLAlgorithm):
         """What replay memory keeps of a batch of joint observations (agent id -> rows)."""
         return {a: self.agent_obs_numpy(a, obs) for a in self.agent_ids}
 
+    def storable_masks(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The action masks of a batch of joint observations, for the agents that have
+        them (agent id -> bool rows; empty when no agent is masked)."""
+        return {a: m for a, m in self.action_masks(obs).items() if m is not None}
+
     # ------------------------------------------------------------------ learning
     def _batch(self, experiences: Mapping[str, Any]) -> dict[str, Any]:
         device = self.device
@@ -185,12 +192,18 @@ class MADDPG(MultiAgentRLAlgorithm):
             "reward": {a: tensor(experiences["reward"][a]).reshape(-1) for a in agents},
             "done": {a: tensor(experiences["done"][a]).reshape(-1) for a in agents},
             "active": {a: tensor(experiences["active"][a]).reshape(-1) for a in agents},
+            "next_mask": {a: tensor(mask, torch.bool)
+                          for a, mask in experiences.get(NEXT_MASK, {}).items()},
         }
 
-    def _target_action(self, agent: str, next_obs: Any) -> torch.Tensor:
-        """Agent's target-policy critic action at ``o'`` (MATD3 smooths it)."""
+    def _target_action(
+        self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Agent's target-policy critic action at ``o'``, legal under ``o'``'s action
+        mask when it has one (MATD3 smooths it)."""
         output = self.unit_network("actor_target", agent)(next_obs)
-        return self.actions[agent].policy_action(output, self.torch_rng, sample=False)
+        return self.actions[agent].policy_action(output, self.torch_rng, sample=False,
+                                                 mask=next_mask)
 
     def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
         return self.unit_network("critic_target", agent)(next_obs, next_actions)
@@ -204,7 +217,9 @@ class MADDPG(MultiAgentRLAlgorithm):
         batch = self._batch(experiences)
         agents = self.agent_ids
         with torch.no_grad():
-            next_actions = {a: self._target_action(a, batch["next_obs"][a]) for a in agents}
+            next_actions = {a: self._target_action(a, batch["next_obs"][a],
+                                                   batch["next_mask"].get(a))
+                            for a in agents}
             targets = {
                 a: batch["reward"][a] + self.gamma * (1.0 - batch["done"][a])
                 * self._next_value(a, batch["next_obs"], next_actions)

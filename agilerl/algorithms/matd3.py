@@ -35,11 +35,13 @@ class MATD3(MADDPG):
 
     policy_freq: int
 
-    def _target_action(self, agent: str, next_obs: Any) -> torch.Tensor:
+    def _target_action(
+        self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         output = self.unit_network("actor_target", agent)(next_obs)
         actions = self.actions[agent]
         if actions.discrete:
-            return actions.policy_action(output, self.torch_rng, sample=True)
+            return actions.policy_action(output, self.torch_rng, sample=True, mask=next_mask)
         noise = torch.randn(output.shape, generator=self.torch_rng).to(output.device)
         return (output + (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)).clamp(-1.0, 1.0)
 

@@ -149,7 +149,7 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         trainer.algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
-    return [
+    population = [
         build_algorithm(
             spec, obs_space, action_space, index=i, net_config=net_config,
             hp_config=hp_config, device=trainer.device,
@@ -157,6 +157,11 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         )
         for i in range(pop_size)
     ]
+    sum_scores = getattr(trainer.training_spec, "sum_scores", None)
+    for agent in population:
+        if hasattr(agent, "sum_scores") and sum_scores is not None:
+            agent.sum_scores = bool(sum_scores)  # multi-agent scoring (per agent or summed)
+    return population
 
 
 def make_memory(trainer: LocalTrainer) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
+from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.population.backend import TrainReport
 from agilerl.training.experience import _learn_schedule, _mean_metrics
@@ -48,7 +48,8 @@ def train_multi_agent_off_policy_member(
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
 
     The agent provides ``agent_ids``, ``explore_action(obs) -> {agent: env actions}``,
-    ``storable(obs) -> {agent: rows}``, ``on_episode_end(mask)``, ``learn(batch)``,
+    ``storable(obs) -> {agent: rows}``, ``storable_masks(obs) -> {agent: masks}``,
+    ``on_episode_end(mask)``, ``learn(batch)``,
     ``batch_size``, ``learn_step`` and ``steps``. Returns ``{steps, score, episodes,
     learn_updates, metrics, seconds}`` (score: mean summed return of the episodes
     completed during the call, NaN if none).
@@ -69,11 +70,13 @@ def train_multi_agent_off_policy_member(
         next_obs, reward, terminated, _, acted, ended, _ = stepper.step(action)
         # A sub-env whose step was real has at least one agent that acted in it.
         valid = np.any([acted[a] for a in agents], axis=0)
+        # Masked agents: the next observation's masks, which limit the target actions.
+        next_masks = agent.storable_masks(next_obs)
         memory.add(
             obs=agent.storable(obs), action=action, next_obs=agent.storable(next_obs),
             reward={a: np.asarray(reward[a], dtype=np.float32) for a in agents},
             done={a: np.asarray(terminated[a], dtype=bool) for a in agents},
-            active=acted, valid=valid,
+            active=acted, valid=valid, **({NEXT_MASK: next_masks} if next_masks else {}),
         )
         returns.update(reward, acted, ended)
         if ended.any():
@@ -85,7 +88,7 @@ def train_multi_agent_off_policy_member(
                 learn.append(agent.learn(memory.sample(agent.batch_size, sample_rng)))
     env_steps = vector_steps * num_envs
     agent.steps[-1] += env_steps
-    score = returns.mean_total()
+    score = returns.score(agent.sum_scores)
     if returns.completed:
         agent.scores.append(score)
     per_agent = {f"return/{a}": r for a, r in returns.mean_per_agent().items()}

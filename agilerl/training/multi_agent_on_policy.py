@@ -90,7 +90,7 @@ def train_multi_agent_on_policy_member(
         learned.append(agent.learn(buffers, masks or None))
     env_steps = rollouts * horizon * num_envs
     agent.steps[-1] += env_steps
-    score = returns.mean_total()
+    score = returns.score(agent.sum_scores)
     if returns.completed:
         agent.scores.append(score)
     metrics = _mean_metrics(learned)

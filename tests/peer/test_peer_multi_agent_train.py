@@ -2,11 +2,11 @@
 
 Each of the ten multi-agent manifests under ``shared/peer-manifests`` runs as
 ``python -m agilerl.train MANIFEST`` with only a small budget override
-(``training.max_steps``, ``training.evo_steps`` so that a generation ends, and for the
-image manifests a cap on evaluation steps), and must exit 0, write a checkpoint and save
-an elite that loads by itself and acts for every agent of the manifest's environment.
-Manifests with large populations or image observations (cooperative pong, 280x480 RGB
-per agent) are ``slow``.
+(``training.max_steps``, ``training.evo_steps`` so that a generation ends; for the
+image manifests a smaller ``learn_step`` and a cap on evaluation steps), and must exit 0,
+write a checkpoint and save an elite that loads by itself and acts for every agent of the
+manifest's environment. Manifests with large populations or image observations
+(cooperative pong, 280x480 RGB per agent, through the manifests' CNN) are ``slow``.
 """
 
 from __future__ import annotations
@@ -19,14 +19,26 @@ import yaml
 
 from tests.peer.cli_run import PEER, manifest_params, needs_peer, train_with_budget
 
-#: Multi-agent peer manifests -> options (``slow``, extra ``overrides``).
+#: Budget overrides of the cooperative pong manifests (see their rows).
+PONG = ["algorithm.learn_step=16", "training.eval_steps=11"]
+#: ippo_pong mutates learn_step within [256, 8192]: its lower bound follows the budget, or
+#: the pre-training mutation would restore a rollout of 256+ frames per agent.
+PONG_MUTATED = [*PONG, "mutation.rl_hp_selection.learn_step.min=16"]
+
+#: Multi-agent peer manifests -> options (``slow``, ``budget`` when not :data:`BUDGET`,
+#: extra ``overrides``).
 MANIFESTS: dict[str, dict[str, object]] = {
     "configs/multi_agent/ippo.yaml": {},
     "configs/multi_agent/ippo_mfpbt.yaml": {"slow": True},  # pop_size 16
-    # Cooperative pong: an evaluation episode lasts up to 900 steps of CNN inference.
-    "configs/multi_agent/ippo_pong.yaml": {"slow": True, "overrides": ["training.eval_steps=50"]},
+    # Cooperative pong (slow): every 280x480 frame costs each of the manifests' two CNN
+    # encoders about 0.4 G multiply-adds, so the smallest honest budget is used: one
+    # generation of one rollout of one vector step (16 env steps per member: learn_step
+    # 16), one learning update, then one evaluation capped at 11 vector steps (eval_steps
+    # must exceed the default evaluation_interval, 10).
+    "configs/multi_agent/ippo_pong.yaml": {"slow": True, "budget": 16,
+                                           "overrides": PONG_MUTATED},
     "tests/ippo.yaml": {},
-    "tests/ippo_cnn.yaml": {"slow": True, "overrides": ["training.eval_steps=50"]},
+    "tests/ippo_cnn.yaml": {"slow": True, "budget": 16, "overrides": PONG},
     # The MADDPG/MATD3 rows below are made to pass by engineer ma-ddpg (MADDPG, MATD3 and
     # the off-policy multi-agent loop); only these rows are theirs to edit.
     "configs/multi_agent/maddpg.yaml": {},
@@ -45,8 +57,10 @@ BUDGET = 2_048
 @pytest.mark.parametrize("name", manifest_params(MANIFESTS))
 @pytest.mark.timeout(1800)
 def test_peer_manifest_trains_checkpoints_and_elite_acts(name: str, tmp_path: Path) -> None:
-    overrides = list(MANIFESTS[name].get("overrides", []))  # type: ignore[call-overload]
-    _elite_acts(train_with_budget(PEER / name, tmp_path, BUDGET, overrides, timeout=1700))
+    options = MANIFESTS[name]
+    overrides = list(options.get("overrides", []))  # type: ignore[call-overload]
+    budget = int(options.get("budget", BUDGET))  # type: ignore[call-overload]
+    _elite_acts(train_with_budget(PEER / name, tmp_path, budget, overrides, timeout=1700))
 
 
 def _elite_acts(run_dir: Path) -> None:

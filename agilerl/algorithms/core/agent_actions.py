@@ -88,12 +88,19 @@ class AgentActions:
         return ((flat - self.low_t) / self.half_range_t - 1.0).clamp(-1.0, 1.0)
 
     def policy_action(
-        self, output: torch.Tensor, generator: torch.Generator | None, *, sample: bool
+        self, output: torch.Tensor, generator: torch.Generator | None, *, sample: bool,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Critic actions of actor outputs. Continuous: the output. Discrete: a one-hot
-        straight-through Gumbel-softmax sample when ``sample``, else the argmax one-hot."""
+        straight-through Gumbel-softmax sample when ``sample``, else the argmax one-hot;
+        with ``mask`` (bool rows of legal actions) only legal actions are chosen (a row
+        without any legal action is left as it is)."""
         if not self.discrete:
             return output
+        if mask is not None:
+            legal = mask.to(torch.bool)
+            legal = legal | ~legal.any(dim=-1, keepdim=True)
+            output = output.masked_fill(~legal, torch.finfo(output.dtype).min)
         if not sample:
             return F.one_hot(output.argmax(-1), self.dim).to(output.dtype)
         uniform = torch.rand(output.shape, generator=generator).to(output.device)

@@ -26,13 +26,20 @@ Action masks. An agent whose observation space is a Dict of ``observation`` and
 ``action_mask`` (PettingZoo classic) gets networks over ``observation``;
 ``action_masks(obs)`` gives the masks, which acting must honour.
 
-Fitness and returns. An episode's return is the sum over agents of their rewards
-(as in the reference library); ``test`` appends to ``fitness`` the mean of that sum over
-greedy episodes. ``MultiAgentReturns`` keeps per-agent and summed training returns.
+Fitness and returns. With ``sum_scores`` (the manifest's ``training.sum_scores``, default
+true, as in the reference library) an episode's score is the sum over agents of their
+returns, and ``test`` appends to ``fitness`` the mean of that sum over greedy episodes.
+With ``sum_scores`` false the scores are kept per agent: ``test`` records each agent's
+mean return in ``agent_fitness`` (one row agent id -> return per evaluation), and the
+number selection, early stopping and the ``fitness`` list use is the mean of that row
+over agents (the reference ranks per-agent rows by their mean too); training scores are
+likewise the per-episode mean over agents. ``MultiAgentReturns`` keeps per-agent and
+summed training returns.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -50,6 +57,8 @@ from agilerl.networks.optim import carry_state, make_optimizer, state_by_name
 
 MASK_KEY = "action_mask"
 OBS_KEY = "observation"
+#: Replay field of the action masks at the next observation (masked agents only).
+NEXT_MASK = "next_action_mask"
 
 
 # ---------------------------------------------------------------------- agents and groups
@@ -342,20 +351,43 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         not; the vector env ignores actions of absent agents)."""
 
     # ------------------------------------------------------------------ evaluation
+    #: Score episodes by the sum over agents (True) or per agent (see the module docstring).
+    sum_scores: bool = True
+
     def test(
         self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
     ) -> float:
-        """Greedy evaluation on a multi-agent vector env (``evaluate_multi_agent``):
-        the mean over episodes of the summed-over-agents return; appended to ``fitness``."""
-        fitness = evaluate_multi_agent(self, env, max_steps=max_steps, loop=loop, seed=seed)
+        """Greedy evaluation on a multi-agent vector env (``greedy_returns``): the mean
+        over episodes of the summed-over-agents return, or with ``sum_scores`` false the
+        mean over agents of their mean returns (each recorded in ``agent_fitness``);
+        appended to ``fitness``."""
+        returns = greedy_returns(self, env, max_steps=max_steps, loop=loop, seed=seed)
+        per_agent = {a: float(np.mean(r)) for a, r in returns.items()}
+        self.agent_fitness.append(per_agent)
+        if self.sum_scores:
+            fitness = float(np.mean(np.sum(list(returns.values()), axis=0)))
+        else:
+            fitness = float(np.mean(list(per_agent.values())))
         self.fitness.append(fitness)
         return fitness
+
+    @property
+    def agent_fitness(self) -> list[dict[str, float]]:
+        """Per evaluation, agent id -> its mean greedy return."""
+        return cast(list[dict[str, float]], self.__dict__.setdefault("_agent_fitness", []))
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
         state = super().get_state()
         state["network_mirrors"] = dict(self.network_mirrors)
+        state["sum_scores"] = bool(self.sum_scores)
+        state["agent_fitness"] = copy.deepcopy(self.agent_fitness)
         return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        super().set_state(state)
+        self.sum_scores = bool(state.get("sum_scores", True))
+        self.__dict__["_agent_fitness"] = copy.deepcopy(list(state.get("agent_fitness", [])))
 
 
 def _per_group_config(net_config: Any, groups: Mapping[str, list[str]]) -> dict[str, Any] | None:
@@ -451,6 +483,13 @@ class MultiAgentReturns:
             return float("nan")
         return float(np.mean([sum(ep.values()) for ep in self.completed]))
 
+    def score(self, sum_scores: bool = True) -> float:
+        """The training score: :meth:`mean_total`, or with ``sum_scores`` false the mean
+        over episodes of the agents' mean return (NaN if no episode completed)."""
+        if sum_scores or not self.completed:
+            return self.mean_total()
+        return float(np.mean([np.mean(list(ep.values())) for ep in self.completed]))
+
     def mean_per_agent(self) -> dict[str, float]:
         """Agent id -> its mean return over the completed episodes (empty if none)."""
         if not self.completed:
@@ -461,14 +500,23 @@ class MultiAgentReturns:
 def evaluate_multi_agent(
     agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
 ) -> float:
-    """Mean summed-over-agents return of ``loop`` rounds of one greedy episode per sub-env.
+    """Mean summed-over-agents return of ``loop`` rounds of one greedy episode per sub-env
+    (:func:`greedy_returns`)."""
+    returns = greedy_returns(agent, env, max_steps=max_steps, loop=loop, seed=seed)
+    return float(np.mean(np.sum(list(returns.values()), axis=0)))
+
+
+def greedy_returns(
+    agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+) -> dict[str, np.ndarray]:
+    """Agent id -> its returns in ``loop`` rounds of one greedy episode per sub-env.
 
     As ``evaluate_greedy`` for single agents: each round resets the env (the first with
     ``seed``); a sub-env stops counting once its first episode ends (every agent done);
     ``max_steps`` caps a round's vector steps (unfinished episodes count partially).
     """
     stepper = MultiAgentStepper(env)
-    totals: list[float] = []
+    rounds: dict[str, list[np.ndarray]] = {a: [] for a in stepper.agent_ids}
     for round_index in range(max(1, int(loop))):
         obs = stepper.reset(seed=seed if round_index == 0 else None)
         returns = MultiAgentReturns(stepper.agent_ids, stepper.num_envs)
@@ -479,6 +527,6 @@ def evaluate_multi_agent(
             returns.update(rewards, {a: acted[a] & running for a in acted}, np.zeros_like(ended))
             running &= ~ended
             steps += 1
-        summed = np.sum([returns.running[a] for a in stepper.agent_ids], axis=0)
-        totals.extend(np.asarray(summed, dtype=np.float64).tolist())
-    return float(np.mean(totals))
+        for a in stepper.agent_ids:
+            rounds[a].append(returns.running[a].copy())
+    return {a: np.concatenate(r) for a, r in rounds.items()}
