@@ -229,6 +229,15 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": new,
                                   "pad_token_id": self.tokenizer.pad_token_id,
                                   "eos_token_id": self.tokenizer.eos_token_id}
+        if self.shares_prompts:
+            # Rows of one prompt are prefilled once (all but the last prompt token, which
+            # generation itself runs), with the positions generation gives them.
+            from agilerl.llm.prefix import cache_argument, shared_prefix_cache
+
+            positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
+            cache = shared_prefix_cache(model, ids, mask, ids.shape[1] - 1, positions)
+            if cache is not None:
+                kwargs[cache_argument(model)] = cache
         if not greedy:
             temperature = float(getattr(self, "temperature", 1.0))
             kwargs.update(temperature=temperature or 1e-6, top_k=0, top_p=1.0)
@@ -271,6 +280,12 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
                        completion_mask, texts)
 
     # ------------------------------------------------------------------ log-probabilities
+    @property
+    def shares_prompts(self) -> bool:
+        """Whether rows holding the same prompt run it once (:mod:`agilerl.llm.prefix`).
+        Not with gradient checkpointing, which runs without a key/value cache."""
+        return not self.base.key.gradient_checkpointing
+
     def chunk_size(self, rows: int) -> int:
         """Rows per forward pass: 1 with ``reduce_memory_peak``, else ``chunk_rows`` or
         ``micro_batch_size_per_gpu``, else all."""
@@ -284,19 +299,33 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-token log-probabilities of the completion part of ``ids`` (and, with
         ``hidden``, the last hidden states at those positions), at the sampling temperature."""
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention}
-        if self.spec.calc_position_embeddings:
-            kwargs["position_ids"] = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0) \
+            if self.spec.calc_position_embeddings else None
         # Only the positions that predict completion tokens go through the LM head (with a
         # large vocabulary that head is most of a forward pass's memory).
         keep = ids.shape[1] - prompt_len + 1
-        out = model(**kwargs, output_hidden_states=hidden, use_cache=False, logits_to_keep=keep)
+        split = prompt_len - 1  # the last prompt token predicts the first completion token
+        cache = None
+        if self.shares_prompts:
+            from agilerl.llm.prefix import cache_argument, shared_prefix_cache
+
+            cache = shared_prefix_cache(model, ids, attention, split, positions)
+        if cache is not None:  # rows of one prompt: the prompt ran once, the rest per row
+            kwargs: dict[str, Any] = {"input_ids": ids[:, split:], "attention_mask": attention,
+                                      cache_argument(model): cache, "use_cache": True}
+            if positions is not None:
+                kwargs["position_ids"] = positions[:, split:]
+        else:
+            kwargs = {"input_ids": ids, "attention_mask": attention, "use_cache": False}
+            if positions is not None:
+                kwargs["position_ids"] = positions
+        out = model(**kwargs, output_hidden_states=hidden, logits_to_keep=keep)
         logits = out.logits[:, -keep:-1].float()
         temperature = float(getattr(self, "temperature", 1.0) or 1.0)
         logp = torch.log_softmax(logits / temperature, dim=-1)
         targets = ids[:, prompt_len:]
         token_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        states = out.hidden_states[-1][:, prompt_len - 1:-1] if hidden else None
+        states = out.hidden_states[-1][:, -keep:-1] if hidden else None
         return token_logp, states
 
     @torch.no_grad()
