@@ -13,7 +13,9 @@ they use of any member:
 * ``get_state``/``set_state``/``from_state``/``clone`` (adapter weights, optimizer state,
   hyperparameters: never the base), ``save_checkpoint`` (also writes the adapter as a peft
   folder that loads onto the base model) and ``load``;
-* hyperparameter mutation (``set_hyperparameter``: learning rates reach the optimizer).
+* hyperparameter mutation (``set_hyperparameter``: learning rates reach the optimizer);
+* the optimizer step (``optimizer_step``: gradient clipping, ``cosine_lr_schedule_config``
+  by :mod:`agilerl.llm.lr_schedule`, counted in ``optimizer_steps``).
   Architecture mutation does not apply to LLM members (``mutable_networks`` is empty).
 
 Importing this module needs torch only; the ``[llm]`` packages are imported when a member
@@ -82,10 +84,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     reads), ``lr_names`` and implement ``learn``.
     """
 
-    unsupported_settings: ClassVar[dict[str, str]] = {
-        "cosine_lr_schedule_config": "a cosine learning-rate schedule is not implemented "
-                                     "for LLM algorithms yet; remove it for a constant rate",
-    }
+    unsupported_settings: ClassVar[dict[str, str]] = {}
     inert_settings: ClassVar[dict[str, str]] = dict(_SPEED_ONLY)
     #: LLM members evolve hyperparameters only.
     mirrored_networks: ClassVar[dict[str, str]] = {}
@@ -122,6 +121,9 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         self.mut: str = "None"
         #: ``steps // evaluation_interval`` at the last evaluation (see the LLM envs).
         self.evaluated_at: int | None = None
+        self.lr_schedule = self._lr_schedule(self.spec)
+        #: Optimizer steps taken (the position in ``cosine_lr_schedule_config``).
+        self.optimizer_steps = 0
         self._attach_base()
         self.extra_modules: dict[str, torch.nn.Module] = {}
         self._build_extra()
@@ -130,6 +132,42 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     # ------------------------------------------------------------------ spec plumbing
     def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
         return (g for g in self.optimizer.param_groups if g.get("lr_name") == lr_name)
+
+    @staticmethod
+    def _lr_schedule(spec: Any) -> Any:
+        from agilerl.llm.errors import LLMSettingError
+        from agilerl.llm.lr_schedule import CosineSchedule
+
+        try:
+            return CosineSchedule.from_setting(getattr(spec, "cosine_lr_schedule_config", None))
+        except ValueError as exc:
+            raise LLMSettingError(str(exc)) from None
+
+    @classmethod
+    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]],
+                                                       list[tuple[str, str]]]:
+        refused, ignored = super().settings_not_honoured(spec)
+        try:
+            cls._lr_schedule(spec)
+        except ValueError as exc:
+            refused.append(("cosine_lr_schedule_config", str(exc)))
+        return refused, ignored
+
+    def optimizer_step(self) -> None:
+        """Clip the gradients to ``max_grad_norm`` and step the optimizer, at the learning
+        rates of ``cosine_lr_schedule_config`` for this step when it is set."""
+        groups = self.optimizer.param_groups
+        torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]],
+                                       float(self.max_grad_norm))
+        if self.lr_schedule is not None:
+            for group in groups:
+                # a group whose own rate is unset (LLMPPO's lr_critic: null) runs at the first
+                base = getattr(self, group["lr_name"], None)
+                if base is None:
+                    base = getattr(self, self.lr_names[0])
+                group["lr"] = self.lr_schedule.lr(float(base), self.optimizer_steps)
+        self.optimizer.step()
+        self.optimizer_steps += 1
 
     # ------------------------------------------------------------------ model
     def base_key(self) -> Any:
@@ -399,6 +437,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
             "fitness": list(self.fitness),
             "mut": self.mut,
             "evaluated_at": self.evaluated_at,
+            "optimizer_steps": self.optimizer_steps,
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -420,6 +459,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         self.fitness = list(state["fitness"])
         self.mut = state["mut"]
         self.evaluated_at = state.get("evaluated_at")
+        self.optimizer_steps = int(state.get("optimizer_steps", 0))
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
