@@ -244,6 +244,12 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         when unset).
         """
         rows = [p for p in prompts for _ in range(group_size)]
+        engine = self._vllm()
+        if engine is not None:  # vLLM samples; log-probabilities stay with this model
+            new = max_new_tokens or self.max_new_tokens(max(len(p) for p in rows))
+            completions = engine.generate(self, prompts, group_size=group_size, greedy=greedy,
+                                          max_new_tokens=new)
+            return self.rollout_from_pairs(rows, completions)
         ids, mask = self.encode_prompts(rows)
         prompt_len = ids.shape[1]
         new = max_new_tokens or self.max_new_tokens(prompt_len)
@@ -261,6 +267,19 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         out = torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1]), value=pad)
                          for p in pieces])
         return self._rollout(out, mask, prompt_len)
+
+    def _vllm(self) -> Any:
+        """The vLLM engine of this member's base when ``use_vllm`` is set and vLLM can run
+        here (:mod:`agilerl.llm.vllm_generation`), else None (transformers generates)."""
+        if not getattr(self.spec, "use_vllm", False):
+            return None
+        from agilerl.llm.vllm_generation import vllm_unavailable
+
+        if vllm_unavailable(str(self.device)) is not None:
+            return None
+        return self.base.start_vllm(getattr(self.spec, "vllm_config", None),
+                                    max_model_len=self.context_limit,
+                                    lora_rank=int(self.lora_config.r), seed=self.seed)
 
     def _generate_rows(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, new: int,
                        greedy: bool) -> torch.Tensor:
