@@ -11,6 +11,7 @@ adapters switched off (:meth:`SharedBase.reference`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import threading
@@ -127,6 +128,12 @@ class SharedBase:
     @property
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
+
+    @functools.cached_property
+    def macs_per_token(self) -> float:
+        """Multiply-adds of one token through the model (its parameters outside the
+        embeddings): what running a token once instead of again saves."""
+        return float(self.model.num_parameters(exclude_embeddings=True))
 
     # ------------------------------------------------------------------ adapters
     def add_adapter(self, config: Any, prefix: str = "member", scope: str | None = None) -> str:

@@ -14,6 +14,12 @@ LORA = {"lora_r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"],
         "lora_dropout": 0.0}
 
 
+@pytest.fixture(autouse=True)
+def _always_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test model is too small for sharing to pay (MIN_SAVED_MACS): share anyway."""
+    monkeypatch.setattr("agilerl.llm.prefix.MIN_SAVED_MACS", 0.0)
+
+
 def _agent(tiny_model: Path, name: str = "GRPO", **extra: Any) -> Any:
     from agilerl.algorithms import algorithm_class
 
@@ -103,3 +109,16 @@ def test_distinct_prompts_run_whole(tiny_model: Path) -> None:
     assert first.tolist() == [0, 1] and inverse.tolist() == [0, 1, 0]
     agent = _agent(tiny_model, gradient_checkpointing=True)
     assert not agent.shares_prompts
+
+
+def test_sharing_that_saves_too_little_is_skipped(tiny_model: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from agilerl.llm.prefix import shared_prefix_cache
+
+    agent = _agent(tiny_model)
+    ids, mask = agent.encode_prompts([[5, 6, 7]] * 4)
+    with agent.base.use(agent.adapter) as model:
+        assert shared_prefix_cache(model, ids, mask, 2, macs_per_token=1.0) is not None
+        monkeypatch.setattr("agilerl.llm.prefix.MIN_SAVED_MACS", 7.0)  # 3 rows x 2 tokens saved
+        assert shared_prefix_cache(model, ids, mask, 2, macs_per_token=1.0) is None
+        assert shared_prefix_cache(model, ids, mask, 2, macs_per_token=2.0) is not None

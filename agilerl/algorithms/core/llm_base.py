@@ -292,7 +292,8 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
             from agilerl.llm.prefix import cache_argument, shared_prefix_cache
 
             positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
-            cache = shared_prefix_cache(model, ids, mask, ids.shape[1] - 1, positions)
+            cache = shared_prefix_cache(model, ids, mask, ids.shape[1] - 1, positions,
+                                        macs_per_token=self.base.macs_per_token)
             if cache is not None:
                 kwargs[cache_argument(model)] = cache
         if not greedy:
@@ -366,7 +367,8 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         if self.shares_prompts:
             from agilerl.llm.prefix import cache_argument, shared_prefix_cache
 
-            cache = shared_prefix_cache(model, ids, attention, split, positions)
+            cache = shared_prefix_cache(model, ids, attention, split, positions,
+                                        macs_per_token=self.base.macs_per_token)
         if cache is not None:  # rows of one prompt: the prompt ran once, the rest per row
             kwargs: dict[str, Any] = {"input_ids": ids[:, split:], "attention_mask": attention,
                                       cache_argument(model): cache, "use_cache": True}
