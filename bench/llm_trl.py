@@ -8,7 +8,9 @@ built locally. Each configuration runs in a fresh process: TRL ``GRPOTrainer`` w
 LoRA model, agilerl GRPO with a population of 1 and of 4 LoRA adapters over one shared base.
 Same LoRA config, prompts per step, group size, completion length, temperature, beta and
 learning rate. After one warm-up step, ``--steps`` optimizer steps are timed (per member)
-and reported as generated tokens/s and optimizer steps/s; peak RSS is the process's
+and reported as generated tokens/s and optimizer steps/s, and as tokens per CPU-second of
+the process (both sides run one torch thread, so on a shared machine this is the steadier
+figure); ``--repeat`` interleaves whole sets and compares medians; peak RSS is the process's
 maximum resident memory, and ``over base`` subtracts the resident memory measured after
 importing the libraries (before the model is loaded). Targets: agilerl pop 1 >= TRL throughput; agilerl
 pop 4 peak memory <= 1.5x pop 1. Needs the ``[llm]`` extra and ``trl`` (not a dependency of
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,13 +54,13 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _ours(model: Path, task: Path, pop: int, steps: int) -> dict[str, Any]:
+def _ours(model: Path, task: Path, pop: int, steps: int, beta: float) -> dict[str, Any]:
     from agilerl.training.paradigms import paradigm
     from agilerl.training.trainer import LocalTrainer
 
     manifest = {
         "algorithm": {"name": "GRPO", "batch_size": PROMPTS_PER_STEP, "group_size": GROUP,
-                      "lr": LR, "beta": 0.0, "max_output_tokens": COMPLETION,
+                      "lr": LR, "beta": beta, "max_output_tokens": COMPLETION,
                       "temperature": 1.0, "gradient_checkpointing": False},
         "environment": {"env_type": "reasoning", "dataset": str(task),
                         "reward_file_path": str(task.parent / "reward.py"),
@@ -69,18 +72,19 @@ def _ours(model: Path, task: Path, pop: int, steps: int) -> dict[str, Any]:
     }
     trainer = LocalTrainer.from_manifest(manifest, seed=0)
     train = paradigm(trainer.paradigm).member_trainer(trainer)
-    tokens = seconds = 0.0
+    tokens = seconds = cpu = 0.0
     for agent in trainer.population:
         train(agent, 1, seed=0)  # warm-up
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         report = train(agent, steps, seed=1)
         seconds += time.perf_counter() - start
+        cpu += time.process_time() - start_cpu
         tokens += report.metrics["completion_length"] * PROMPTS_PER_STEP * GROUP * steps
     return {"tokens_per_s": tokens / seconds, "steps_per_s": pop * steps / seconds,
-            "reward": report.metrics["reward"]}
+            "tokens_per_cpu_s": tokens / cpu, "reward": report.metrics["reward"]}
 
 
-def _trl(model: Path, task: Path, steps: int) -> dict[str, Any]:
+def _trl(model: Path, task: Path, steps: int, beta: float) -> dict[str, Any]:
     from datasets import load_dataset
     from peft import LoraConfig
     from transformers import AutoTokenizer, TrainerCallback
@@ -94,19 +98,19 @@ def _trl(model: Path, task: Path, steps: int) -> dict[str, Any]:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [sum(ch == a for ch in t[:8]) / 8.0 for t, a in zip(texts, answer, strict=True)]
 
-    marks: list[tuple[float, dict[str, float]]] = []
+    marks: list[tuple[float, float, dict[str, float]]] = []
 
     class Clock(TrainerCallback):  # type: ignore[misc]
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None,
                    **kwargs: Any) -> None:
             if logs and "completions/mean_length" in logs:
-                marks.append((time.perf_counter(), dict(logs)))
+                marks.append((time.perf_counter(), time.process_time(), dict(logs)))
 
     rows = PROMPTS_PER_STEP * GROUP
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(), per_device_train_batch_size=rows,
         num_generations=GROUP, generation_batch_size=rows, max_completion_length=COMPLETION,
-        max_steps=steps + 1, learning_rate=LR, beta=0.0, temperature=1.0, top_k=0, top_p=1.0,
+        max_steps=steps + 1, learning_rate=LR, beta=beta, temperature=1.0, top_k=0, top_p=1.0,
         use_cpu=True, report_to=[], logging_steps=1, save_strategy="no", seed=0,
         gradient_checkpointing=False, bf16=False, disable_dropout=True, lr_scheduler_type="constant",
     )
@@ -117,11 +121,12 @@ def _trl(model: Path, task: Path, steps: int) -> dict[str, Any]:
                                                  task_type="CAUSAL_LM"),
                           callbacks=[Clock()])
     trainer.train()
-    (first, _), (last, _) = marks[0], marks[-1]
+    (first, first_cpu, _), (last, last_cpu, _) = marks[0], marks[-1]
     timed = marks[1:]
-    tokens = sum(logs["completions/mean_length"] * rows for _, logs in timed)
+    tokens = sum(logs["completions/mean_length"] * rows for _, _, logs in timed)
     return {"tokens_per_s": tokens / (last - first), "steps_per_s": len(timed) / (last - first),
-            "reward": timed[-1][1].get("reward", float("nan"))}
+            "tokens_per_cpu_s": tokens / (last_cpu - first_cpu),
+            "reward": timed[-1][2].get("reward", float("nan"))}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -137,18 +142,19 @@ def child(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     base_rss = _rss_mb()
     model, task = Path(args.model), Path(args.task)
-    result = _trl(model, task, args.steps) if args.child == "trl" else \
-        _ours(model, task, args.pop, args.steps)
+    result = _trl(model, task, args.steps, args.beta) if args.child == "trl" else \
+        _ours(model, task, args.pop, args.steps, args.beta)
     result.update(peak_mb=_peak_mb(), base_mb=base_rss)
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def _run(kind: str, pop: int, model: Path, task: Path, steps: int) -> dict[str, Any]:
+def _run(kind: str, pop: int, model: Path, task: Path, steps: int,
+         beta: float) -> dict[str, Any]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled", "TQDM_DISABLE": "1"}
     done = subprocess.run(
         [sys.executable, __file__, "--child", kind, "--pop", str(pop), "--model", str(model),
-         "--task", str(task), "--steps", str(steps)],
+         "--task", str(task), "--steps", str(steps), "--beta", str(beta)],
         env=env, capture_output=True, text=True, timeout=3600)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -156,11 +162,25 @@ def _run(kind: str, pop: int, model: Path, task: Path, steps: int) -> dict[str, 
     raise RuntimeError(f"{kind} pop {pop} failed:\n{done.stderr[-3000:]}")
 
 
+def _row(label: str, r: dict[str, Any]) -> str:
+    return (f"  {label:<18} {r['tokens_per_s']:>9.1f} {r['steps_per_s']:>8.3f} "
+            f"{r['tokens_per_cpu_s']:>9.1f} {r['peak_mb']:>8.0f} "
+            f"{r['peak_mb'] - r['base_mb']:>9.0f}")
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--beta", type=float, default=0.0,
+                        help="KL coefficient on both sides (> 0 adds the reference pass)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the whole set this many times, interleaved; ratios of medians")
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--child", choices=["ours", "trl"])
     parser.add_argument("--pop", type=int, default=1)
@@ -180,26 +200,30 @@ def main(argv: list[str] | None = None) -> int:
                  .load_file(str(model / "model.safetensors")).values())
     print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers); "
           f"{PROMPTS_PER_STEP} prompts x {GROUP} completions x {COMPLETION} tokens per step; "
-          f"load: {os.getloadavg()[0]:.2f}")
-    print(f"  {'run':<18} {'tokens/s':>9} {'steps/s':>8} {'peak MB':>8} {'over base':>9}")
+          f"beta {args.beta:g}; load: {os.getloadavg()[0]:.2f}")
+    print(f"  {'run':<18} {'tokens/s':>9} {'steps/s':>8} {'tok/CPU-s':>9} {'peak MB':>8} "
+          f"{'over base':>9}")
     rows = [("agilerl pop 1", "ours", 1), ("agilerl pop 4", "ours", 4)]
     if not args.skip_trl:
         rows.insert(0, ("TRL GRPOTrainer", "trl", 1))
-    results = {}
-    for label, kind, pop in rows:
-        r = _run(kind, pop, model, task, args.steps)
-        results[label] = r
-        print(f"  {label:<18} {r['tokens_per_s']:>9.1f} {r['steps_per_s']:>8.3f} "
-              f"{r['peak_mb']:>8.0f} {r['peak_mb'] - r['base_mb']:>9.0f}", flush=True)
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in rows}
+    for _ in range(max(args.repeat, 1)):
+        for label, kind, pop in rows:
+            r = _run(kind, pop, model, task, args.steps, args.beta)
+            results[label].append(r)
+            print(_row(label, r), f"(load {os.getloadavg()[0]:.1f})", flush=True)
     one, four = results["agilerl pop 1"], results["agilerl pop 4"]
-    print(f"pop 4 / pop 1 peak memory: {four['peak_mb'] / one['peak_mb']:.2f}x "
-          f"(over base {(four['peak_mb'] - four['base_mb']) / (one['peak_mb'] - one['base_mb']):.2f}x)"
-          f"; load after: {os.getloadavg()[0]:.2f}")
+    over = [(f["peak_mb"] - f["base_mb"]) / (o["peak_mb"] - o["base_mb"])
+            for o, f in zip(one, four, strict=True)]
+    print(f"pop 4 / pop 1 peak memory: {_median(four, 'peak_mb') / _median(one, 'peak_mb'):.2f}x "
+          f"(over base {statistics.median(over):.2f}x); load after: {os.getloadavg()[0]:.2f}")
     if "TRL GRPOTrainer" in results:
         trl = results["TRL GRPOTrainer"]
-        print(f"agilerl / TRL throughput (pop 1): tokens "
-              f"{one['tokens_per_s'] / trl['tokens_per_s']:.2f}x, steps "
-              f"{one['steps_per_s'] / trl['steps_per_s']:.2f}x")
+        ratio = {key: _median(one, key) / _median(trl, key)
+                 for key in ("tokens_per_s", "steps_per_s", "tokens_per_cpu_s")}
+        print(f"agilerl / TRL throughput (pop 1, medians of {len(trl)}): tokens "
+              f"{ratio['tokens_per_s']:.2f}x, steps {ratio['steps_per_s']:.2f}x, tokens per "
+              f"CPU-second {ratio['tokens_per_cpu_s']:.2f}x")
     return 0
 
 

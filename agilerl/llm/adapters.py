@@ -11,6 +11,7 @@ adapters switched off (:meth:`SharedBase.reference`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import threading
@@ -96,6 +97,29 @@ class SharedBase:
         self.peft: Any = None
         self._names = itertools.count()
         self.lora_configs: dict[str, Any] = {}
+        #: The vLLM engine sampling for this base's members (``use_vllm``), once started.
+        self.vllm: Any = None
+        self._vllm_failed = False
+
+    def start_vllm(self, vllm_config: Any, *, max_model_len: int, lora_rank: int,
+                   seed: int) -> Any:
+        """The vLLM engine over this base (:mod:`agilerl.llm.vllm_generation`), started on
+        first use; None, after a one-line notice, when vLLM cannot start for this model
+        (members then generate with transformers)."""
+        if self.vllm is None and not self._vllm_failed:
+            from agilerl.llm.model import notice
+            from agilerl.llm.vllm_generation import VLLMGenerator
+
+            try:
+                self.vllm = VLLMGenerator(self.key.source, vllm_config,
+                                          max_model_len=max_model_len, lora_rank=lora_rank,
+                                          seed=seed)
+            except Exception as exc:  # vLLM's own errors (memory, architecture, kernels)
+                self._vllm_failed = True
+                notice(f"algorithm.use_vllm = true: vLLM could not start for "
+                       f"{self.key.source!r} ({type(exc).__name__}: {exc}); generating "
+                       "with transformers")
+        return self.vllm
 
     @property
     def device(self) -> torch.device:
@@ -104,6 +128,12 @@ class SharedBase:
     @property
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
+
+    @functools.cached_property
+    def macs_per_token(self) -> float:
+        """Multiply-adds of one token through the model (its parameters outside the
+        embeddings): what running a token once instead of again saves."""
+        return float(self.model.num_parameters(exclude_embeddings=True))
 
     # ------------------------------------------------------------------ adapters
     def add_adapter(self, config: Any, prefix: str = "member", scope: str | None = None) -> str:

@@ -123,19 +123,15 @@ def quantization_config(quantization: Any, device: str) -> Any:
 
 
 def generation_notice(use_vllm: bool, device: str) -> None:
-    """The one-line notice of ``use_vllm: true``: generation runs with transformers (vLLM
-    absent, no GPU, or a population of LoRA adapters, which vLLM does not serve here)."""
+    """The one-line notice of ``use_vllm: true`` where vLLM cannot generate (not installed,
+    or no CUDA GPU): generation runs with transformers."""
     if not use_vllm:
         return
-    import importlib.util
+    from agilerl.llm.vllm_generation import vllm_unavailable
 
-    if importlib.util.find_spec("vllm") is None:
-        why = "vLLM is not installed"
-    elif not str(device).startswith("cuda"):
-        why = f"vLLM needs a CUDA GPU and this run is on {device!r}"
-    else:
-        why = "this version serves a population's LoRA adapters with transformers only"
-    notice(f"algorithm.use_vllm = true: {why}; generating with transformers")
+    why = vllm_unavailable(device)
+    if why is not None:
+        notice(f"algorithm.use_vllm = true: {why}; generating with transformers")
 
 
 def _attention(attn_implementation: str | None, device: str) -> str | None:

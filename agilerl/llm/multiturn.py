@@ -208,7 +208,12 @@ class MultiTurnMemberTrainer:
         sums: dict[str, float] = {}
         returns: list[float] = []
         tokens, seconds = 0, 0.0
+        from agilerl.training.loop import wall_budget_spent
+
+        done = 0
         for _ in range(int(steps)):
+            if wall_budget_spent():  # training.max_wall_seconds: no new batch of episodes
+                break
             group = int(getattr(agent, "group_size", 1) or 1)
             prompts = self.env.episode_seeds(agent.steps[-1], int(agent.batch_size))
             seeds = [s for s in prompts for _ in range(group)]
@@ -230,10 +235,11 @@ class MultiTurnMemberTrainer:
             returns.extend(episode_returns.tolist())
             agent.steps[-1] += 1
             agent.scores.append(float(np.mean(episode_returns)))
-        report = {name: value / max(int(steps), 1) for name, value in sums.items()}
+            done += 1
+        report = {name: value / max(done, 1) for name, value in sums.items()}
         report["tokens_per_second"] = tokens / seconds if seconds > 0 else math.nan
         report["reward"] = float(np.mean(returns)) if returns else math.nan
-        return TrainReport(steps=int(steps), score=report["reward"], metrics=report)
+        return TrainReport(steps=done, score=report["reward"], metrics=report)
 
 
 def _text(observation: Any, info: Any) -> str:

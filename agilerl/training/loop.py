@@ -12,6 +12,12 @@ One generation:
 5. selection + mutation, only when BOTH operators exist (spec §1);
 6. checkpoint check (every ``checkpoint_steps`` of the most-trained member).
 
+With a wall-clock budget (``max_wall_seconds``, multi-turn LLM runs) no member starts
+training once it is spent (member trainers may also stop between their own steps:
+:func:`wall_budget_spent`); the generation in progress is evaluated, a checkpoint is written
+when checkpoints are on, and the run returns without having finished its steps, so a
+resumed or continued run goes on to ``max_steps``.
+
 Before the first generation, a population with a mutation operator is mutated once (the
 spec's "pre-training mutation", which diversifies the initial population); without selection
 it never evolves afterwards. The loop runs while every
@@ -27,6 +33,7 @@ a generation (an interrupted run stops between two members).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -97,6 +104,8 @@ class LoopSettings:
     seed: int
     target_score: float | None = None
     checkpoint_steps: int | None = None
+    max_wall_seconds: float | None = None
+    """Wall-clock budget of one ``run_generations`` call (None: no limit)."""
 
 
 @dataclass
@@ -111,6 +120,8 @@ class LoopState:
     fitnesses: list[float] = field(default_factory=list)
     finished: bool = False
     stopped_early: bool = False
+    out_of_time: bool = False
+    """The last run stopped because its wall-clock budget was spent."""
     elite: int | None = None
     train_seconds: float = 0.0
     early_stop: EarlyStopping = field(default_factory=lambda: EarlyStopping(None))
@@ -125,6 +136,7 @@ class LoopState:
             "fitnesses": list(self.fitnesses),
             "finished": self.finished,
             "stopped_early": self.stopped_early,
+            "out_of_time": self.out_of_time,
             "elite": self.elite,
             "train_seconds": self.train_seconds,
             "early_stop": self.early_stop.state_dict(),
@@ -139,6 +151,7 @@ class LoopState:
         self.fitnesses = [float(f) for f in state["fitnesses"]]
         self.finished = bool(state["finished"])
         self.stopped_early = bool(state["stopped_early"])
+        self.out_of_time = bool(state.get("out_of_time", False))
         self.elite = state["elite"]
         self.train_seconds = float(state["train_seconds"])
         self.early_stop.load_state_dict(state["early_stop"])
@@ -146,6 +159,17 @@ class LoopState:
 
 def _budget_left(backend: PopulationBackend, max_steps: int) -> bool:
     return all(backend.steps(m) < max_steps for m in range(len(backend)))
+
+
+#: ``time.monotonic()`` at which the run in progress in this process spends its wall-clock
+#: budget (None: no run, or no budget).
+_deadline: float | None = None
+
+
+def wall_budget_spent() -> bool:
+    """Whether the run in progress in this process has spent its ``max_wall_seconds``
+    (member trainers whose steps are long check it between steps)."""
+    return _deadline is not None and time.monotonic() >= _deadline
 
 
 def run_generations(
@@ -160,12 +184,18 @@ def run_generations(
     Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
     turns true; the run can then be resumed from that checkpoint.
     """
+    global _deadline
+    budget = settings.max_wall_seconds
+    _deadline = time.monotonic() + float(budget) if budget is not None else None
+    state.out_of_time = False
     try:
         return _run(backend, settings, state, hooks, evolution)
     except MemberFailure as failure:
         if failure.generation is None:
             failure.generation = state.generation
         raise
+    finally:
+        _deadline = None
 
 
 def _run(
@@ -199,6 +229,11 @@ def _run(
         state.reports = []
         state.finished = state.stopped_early or not _budget_left(backend, settings.max_steps)
         _maybe_checkpoint(backend, settings, state, hooks)
+        if wall_budget_spent() and not state.finished:
+            state.out_of_time = True
+            if settings.checkpoint_steps:
+                hooks.checkpoint(state, reason="max_wall_seconds")
+            return list(state.fitnesses)
         if hooks.interrupt_requested() and not state.finished:
             hooks.checkpoint(state, reason="interrupted")
             raise Interrupted
@@ -217,14 +252,18 @@ def _train_members(
                  derive_seed(settings.seed, state.generation, member, PHASE_TRAIN))
         for member in range(state.members_done, len(backend))
     ]
-    for member, report in backend.train_members(jobs, stop=hooks.interrupt_requested):
+    def stop() -> bool:
+        return hooks.interrupt_requested() or wall_budget_spent()
+
+    for member, report in backend.train_members(jobs, stop=stop):
         state.train_seconds += report.seconds
         state.reports.append(report)
         state.members_done = member + 1
         hooks.on_member_trained(state, member, report)
-    if state.members_done < len(backend):
+    if state.members_done < len(backend) and hooks.interrupt_requested():
         hooks.checkpoint(state, reason="interrupted")
         raise Interrupted
+    # Out of time: the members not trained keep their steps; the generation is evaluated.
 
 
 def _maybe_checkpoint(

@@ -80,6 +80,8 @@ class TrainSession:
             seed=trainer.seed,
             target_score=training.target_score,
             checkpoint_steps=training.checkpoint_steps,
+            max_wall_seconds=getattr(training, "max_wall_seconds", None)
+            if trainer.multiturn else None,
         )
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
@@ -411,6 +413,9 @@ class TrainSession:
         finite = [f for f in fitnesses if math.isfinite(f)]
         extra = [("budget", self.progress.state.budget),
                  ("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
+        if self.state.out_of_time:
+            extra.append(("stopped", f"training.max_wall_seconds "
+                                     f"({self.settings.max_wall_seconds:g} s) spent"))
         if self._run_dir is not None:
             extra.append(("run folder", str(self._run_dir.resolve())))
         render_summary(

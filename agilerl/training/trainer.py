@@ -300,6 +300,12 @@ class LocalTrainer(Trainer):
             env.close()
 
     # ------------------------------------------------------------------ construction
+    @property
+    def multiturn(self) -> bool:
+        """Whether this trainer plays a multi-turn LLM environment (``env_type: multiturn``)."""
+        env_type = getattr(self.env_spec, "env_type", None)
+        return getattr(env_type, "value", env_type) == "multiturn"
+
     def _env_label(self) -> str:
         spec = self.env_spec
         return repr(str(getattr(spec, "name", None) or getattr(spec, "entrypoint", None)
@@ -411,7 +417,7 @@ class LocalTrainer(Trainer):
         if elite_path is not None and not save_elite:
             warnings.warn("elite_path is set without save_elite: no elite will be saved",
                           UserWarning, stacklevel=2)
-        if getattr(training, "max_wall_seconds", None) is not None:
+        if getattr(training, "max_wall_seconds", None) is not None and not self.multiturn:
             warnings.warn("training.max_wall_seconds applies to multi-turn LLM training only; "
                           "it is ignored here", UserWarning, stacklevel=2)
         if self.env is None:  # closed after an earlier train(): build it again

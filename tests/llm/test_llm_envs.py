@@ -16,17 +16,22 @@ from agilerl.llm.reward import load_reward_function, reward_caller
 from agilerl.training.trainer import LocalTrainer
 
 GAME = '''
-class SayGame:
-    """Say the digit; two tries. Reward 1 when the reply contains it, else -0.1."""
+import time
 
-    def __init__(self, digit="7", tries=2):
-        self.digit, self.tries = digit, tries
+
+class SayGame:
+    """Say the digit; two tries. Reward 1 when the reply contains it, else -0.1. Each turn
+    takes ``pause`` seconds (a slow game)."""
+
+    def __init__(self, digit="7", tries=2, pause=0.0):
+        self.digit, self.tries, self.pause = digit, tries, pause
 
     def reset(self, seed=None):
         self.turn = 0
         return f"Say {self.digit}", {}
 
     def step(self, text):
+        time.sleep(self.pause)
         self.turn += 1
         won = self.digit in text
         return "Again", (1.0 if won else -0.1), won, self.turn >= self.tries, {}
@@ -120,6 +125,35 @@ def test_a_custom_multiturn_game_trains(name: str, tiny_model: Path, tmp_path: P
     assert all(-0.3 <= f <= 1.0 for f in fitnesses)
     for agent in population:
         assert agent.optimizer.state_dict()["state"]
+
+
+def test_max_wall_seconds_stops_a_multiturn_run_between_steps_and_it_continues(
+        tiny_model: Path, tmp_path: Path) -> None:
+    import time
+    import warnings
+
+    game = tmp_path / "say_game.py"
+    game.write_text(GAME)
+    manifest = _multiturn_manifest(tiny_model, game)
+    manifest["environment"]["env_config"]["pause"] = 0.1  # type: ignore[index]
+    manifest["training"].update(max_steps=3, evo_steps=3,  # type: ignore[attr-defined]
+                                max_wall_seconds=0.3)
+    trainer = LocalTrainer.from_manifest(manifest, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        started = time.monotonic()
+        population, _ = trainer.train(verbose=False, checkpoint_steps=100,
+                                      checkpoint_path=tmp_path / "checkpoints")
+    assert not [w for w in caught if "max_wall_seconds" in str(w.message)]
+    # Member 0 spent the budget in its first step (4 games x 0.1 s a turn); member 1 never
+    # started; the generation was evaluated and a checkpoint written.
+    assert [a.steps[-1] for a in population] == [1, 0]
+    assert time.monotonic() - started < 30
+    assert trainer.last_checkpoint is not None and "max_wall_seconds" in str(
+        (trainer.last_checkpoint / "index.json").read_text())
+    trainer.training_spec.max_wall_seconds = None  # the run continues to max_steps
+    population, _ = trainer.train(verbose=False)
+    assert [a.steps[-1] for a in population] == [3, 3]
 
 
 def test_multiturn_turns_are_credited_with_their_return_to_go(tiny_model: Path,

@@ -114,8 +114,8 @@ def test_unsupported_and_speed_only_settings_are_named(tiny_model: Path) -> None
     from agilerl.training.paradigms import check_settings
 
     spec = ALGO_REGISTRY["GRPO"].model_validate(
-        {"group_size": 2, "cosine_lr_schedule_config": {"num_epochs": 2}})
-    with pytest.raises(UnsupportedAlgorithmError, match="cosine_lr_schedule_config"):
+        {"group_size": 2, "use_separate_reference_adapter": True})
+    with pytest.raises(UnsupportedAlgorithmError, match="use_separate_reference_adapter"):
         check_settings(algorithm_class("GRPO"), spec)
     spec = ALGO_REGISTRY["GRPO"].model_validate({"group_size": 2, "use_liger_loss": True})
     with pytest.warns(UserWarning, match="use_liger_loss"):

@@ -13,7 +13,9 @@ they use of any member:
 * ``get_state``/``set_state``/``from_state``/``clone`` (adapter weights, optimizer state,
   hyperparameters: never the base), ``save_checkpoint`` (also writes the adapter as a peft
   folder that loads onto the base model) and ``load``;
-* hyperparameter mutation (``set_hyperparameter``: learning rates reach the optimizer).
+* hyperparameter mutation (``set_hyperparameter``: learning rates reach the optimizer);
+* the optimizer step (``optimizer_step``: gradient clipping, ``cosine_lr_schedule_config``
+  by :mod:`agilerl.llm.lr_schedule`, counted in ``optimizer_steps``).
   Architecture mutation does not apply to LLM members (``mutable_networks`` is empty).
 
 Importing this module needs torch only; the ``[llm]`` packages are imported when a member
@@ -82,10 +84,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     reads), ``lr_names`` and implement ``learn``.
     """
 
-    unsupported_settings: ClassVar[dict[str, str]] = {
-        "cosine_lr_schedule_config": "a cosine learning-rate schedule is not implemented "
-                                     "for LLM algorithms yet; remove it for a constant rate",
-    }
+    unsupported_settings: ClassVar[dict[str, str]] = {}
     inert_settings: ClassVar[dict[str, str]] = dict(_SPEED_ONLY)
     #: LLM members evolve hyperparameters only.
     mirrored_networks: ClassVar[dict[str, str]] = {}
@@ -122,6 +121,9 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         self.mut: str = "None"
         #: ``steps // evaluation_interval`` at the last evaluation (see the LLM envs).
         self.evaluated_at: int | None = None
+        self.lr_schedule = self._lr_schedule(self.spec)
+        #: Optimizer steps taken (the position in ``cosine_lr_schedule_config``).
+        self.optimizer_steps = 0
         self._attach_base()
         self.extra_modules: dict[str, torch.nn.Module] = {}
         self._build_extra()
@@ -130,6 +132,42 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     # ------------------------------------------------------------------ spec plumbing
     def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
         return (g for g in self.optimizer.param_groups if g.get("lr_name") == lr_name)
+
+    @staticmethod
+    def _lr_schedule(spec: Any) -> Any:
+        from agilerl.llm.errors import LLMSettingError
+        from agilerl.llm.lr_schedule import CosineSchedule
+
+        try:
+            return CosineSchedule.from_setting(getattr(spec, "cosine_lr_schedule_config", None))
+        except ValueError as exc:
+            raise LLMSettingError(str(exc)) from None
+
+    @classmethod
+    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]],
+                                                       list[tuple[str, str]]]:
+        refused, ignored = super().settings_not_honoured(spec)
+        try:
+            cls._lr_schedule(spec)
+        except ValueError as exc:
+            refused.append(("cosine_lr_schedule_config", str(exc)))
+        return refused, ignored
+
+    def optimizer_step(self) -> None:
+        """Clip the gradients to ``max_grad_norm`` and step the optimizer, at the learning
+        rates of ``cosine_lr_schedule_config`` for this step when it is set."""
+        groups = self.optimizer.param_groups
+        torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]],
+                                       float(self.max_grad_norm))
+        if self.lr_schedule is not None:
+            for group in groups:
+                # a group whose own rate is unset (LLMPPO's lr_critic: null) runs at the first
+                base = getattr(self, group["lr_name"], None)
+                if base is None:
+                    base = getattr(self, self.lr_names[0])
+                group["lr"] = self.lr_schedule.lr(float(base), self.optimizer_steps)
+        self.optimizer.step()
+        self.optimizer_steps += 1
 
     # ------------------------------------------------------------------ model
     def base_key(self) -> Any:
@@ -206,6 +244,12 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         when unset).
         """
         rows = [p for p in prompts for _ in range(group_size)]
+        engine = self._vllm()
+        if engine is not None:  # vLLM samples; log-probabilities stay with this model
+            new = max_new_tokens or self.max_new_tokens(max(len(p) for p in rows))
+            completions = engine.generate(self, prompts, group_size=group_size, greedy=greedy,
+                                          max_new_tokens=new)
+            return self.rollout_from_pairs(rows, completions)
         ids, mask = self.encode_prompts(rows)
         prompt_len = ids.shape[1]
         new = max_new_tokens or self.max_new_tokens(prompt_len)
@@ -224,11 +268,34 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
                          for p in pieces])
         return self._rollout(out, mask, prompt_len)
 
+    def _vllm(self) -> Any:
+        """The vLLM engine of this member's base when ``use_vllm`` is set and vLLM can run
+        here (:mod:`agilerl.llm.vllm_generation`), else None (transformers generates)."""
+        if not getattr(self.spec, "use_vllm", False):
+            return None
+        from agilerl.llm.vllm_generation import vllm_unavailable
+
+        if vllm_unavailable(str(self.device)) is not None:
+            return None
+        return self.base.start_vllm(getattr(self.spec, "vllm_config", None),
+                                    max_model_len=self.context_limit,
+                                    lora_rank=int(self.lora_config.r), seed=self.seed)
+
     def _generate_rows(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, new: int,
                        greedy: bool) -> torch.Tensor:
         kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": new,
                                   "pad_token_id": self.tokenizer.pad_token_id,
                                   "eos_token_id": self.tokenizer.eos_token_id}
+        if self.shares_prompts:
+            # Rows of one prompt are prefilled once (all but the last prompt token, which
+            # generation itself runs), with the positions generation gives them.
+            from agilerl.llm.prefix import cache_argument, shared_prefix_cache
+
+            positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
+            cache = shared_prefix_cache(model, ids, mask, ids.shape[1] - 1, positions,
+                                        macs_per_token=self.base.macs_per_token)
+            if cache is not None:
+                kwargs[cache_argument(model)] = cache
         if not greedy:
             temperature = float(getattr(self, "temperature", 1.0))
             kwargs.update(temperature=temperature or 1e-6, top_k=0, top_p=1.0)
@@ -271,6 +338,12 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
                        completion_mask, texts)
 
     # ------------------------------------------------------------------ log-probabilities
+    @property
+    def shares_prompts(self) -> bool:
+        """Whether rows holding the same prompt run it once (:mod:`agilerl.llm.prefix`).
+        Not with gradient checkpointing, which runs without a key/value cache."""
+        return not self.base.key.gradient_checkpointing
+
     def chunk_size(self, rows: int) -> int:
         """Rows per forward pass: 1 with ``reduce_memory_peak``, else ``chunk_rows`` or
         ``micro_batch_size_per_gpu``, else all."""
@@ -284,19 +357,34 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-token log-probabilities of the completion part of ``ids`` (and, with
         ``hidden``, the last hidden states at those positions), at the sampling temperature."""
-        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": attention}
-        if self.spec.calc_position_embeddings:
-            kwargs["position_ids"] = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0) \
+            if self.spec.calc_position_embeddings else None
         # Only the positions that predict completion tokens go through the LM head (with a
         # large vocabulary that head is most of a forward pass's memory).
         keep = ids.shape[1] - prompt_len + 1
-        out = model(**kwargs, output_hidden_states=hidden, use_cache=False, logits_to_keep=keep)
+        split = prompt_len - 1  # the last prompt token predicts the first completion token
+        cache = None
+        if self.shares_prompts:
+            from agilerl.llm.prefix import cache_argument, shared_prefix_cache
+
+            cache = shared_prefix_cache(model, ids, attention, split, positions,
+                                        macs_per_token=self.base.macs_per_token)
+        if cache is not None:  # rows of one prompt: the prompt ran once, the rest per row
+            kwargs: dict[str, Any] = {"input_ids": ids[:, split:], "attention_mask": attention,
+                                      cache_argument(model): cache, "use_cache": True}
+            if positions is not None:
+                kwargs["position_ids"] = positions[:, split:]
+        else:
+            kwargs = {"input_ids": ids, "attention_mask": attention, "use_cache": False}
+            if positions is not None:
+                kwargs["position_ids"] = positions
+        out = model(**kwargs, output_hidden_states=hidden, logits_to_keep=keep)
         logits = out.logits[:, -keep:-1].float()
         temperature = float(getattr(self, "temperature", 1.0) or 1.0)
         logp = torch.log_softmax(logits / temperature, dim=-1)
         targets = ids[:, prompt_len:]
         token_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        states = out.hidden_states[-1][:, prompt_len - 1:-1] if hidden else None
+        states = out.hidden_states[-1][:, -keep:-1] if hidden else None
         return token_logp, states
 
     @torch.no_grad()
@@ -370,6 +458,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
             "fitness": list(self.fitness),
             "mut": self.mut,
             "evaluated_at": self.evaluated_at,
+            "optimizer_steps": self.optimizer_steps,
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -391,6 +480,7 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         self.fitness = list(state["fitness"])
         self.mut = state["mut"]
         self.evaluated_at = state.get("evaluated_at")
+        self.optimizer_steps = int(state.get("optimizer_steps", 0))
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):

@@ -83,9 +83,7 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                         loss.backward()
                         for name, value in metrics.items():
                             totals[name] = totals.get(name, 0.0) + float(value)
-                params = [p for group in self.optimizer.param_groups for p in group["params"]]
-                torch.nn.utils.clip_grad_norm_(params, float(self.max_grad_norm))
-                self.optimizer.step()
+                self.optimizer_step()
                 steps += 1
         return {name: value / max(steps, 1) for name, value in totals.items()}
 

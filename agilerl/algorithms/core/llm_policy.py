@@ -177,7 +177,10 @@ class PolicyGradientLLM(LLMAlgorithm):
                 for name in totals:
                     totals[name] += stats[name]
                 updates += 1
-        return {name: value / max(updates, 1) for name, value in totals.items()}
+        metrics = {name: value / max(updates, 1) for name, value in totals.items()}
+        if self.lr_schedule is not None:  # the rate of the last update
+            metrics["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        return metrics
 
     def needs_old_logprobs(self) -> bool:
         return False
@@ -210,9 +213,7 @@ class PolicyGradientLLM(LLMAlgorithm):
                 loss_sum += float(loss.detach())
                 kl_sum += kl * len(part) / len(rows)
                 clip_sum += clip * len(part) / len(rows)
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        torch.nn.utils.clip_grad_norm_(params, float(self.max_grad_norm))
-        self.optimizer.step()
+        self.optimizer_step()
         return {"loss": loss_sum, "kl": kl_sum, "clip_fraction": clip_sum}
 
     def _chunk_loss(self, model: Any, batch: UpdateBatch, part: torch.Tensor, rows: int,
