@@ -94,6 +94,9 @@ class ProcessPopulation:
             eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
             device=setup.device,
         )
+        # Built here once as well, so what it warns about reaches the caller as in a
+        # sequential run (the workers build theirs quietly).
+        setup.member_trainer_factory(setup.context())
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         self._start(workers, init)
 
@@ -287,6 +290,8 @@ class ProcessPopulation:
         return self.shared.state_dict() if self.shared is not None else None
 
     def agents_here(self) -> list[Any]:
+        if self._closed:  # after a worker failed: what the driver holds (a member that was
+            return self.agents  # training in a worker is as it was sent there)
         for member in range(len(self.agents)):
             self._bring_back(member)
         return self.agents

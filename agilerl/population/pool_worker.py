@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -88,7 +89,9 @@ class _Worker:
         context = MemberContext(env=self.env, memory=self.memory,
                                 training_spec=init.training_spec,
                                 algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
-        self.train_member = init.member_trainer_factory(context)
+        with warnings.catch_warnings():  # the driver has shown them (ProcessPopulation)
+            warnings.simplefilter("ignore")
+            self.train_member = init.member_trainer_factory(context)
         self.agents: dict[int, Any] = {}
 
     def load(self, member: int, state: Any) -> Any:
