@@ -79,7 +79,7 @@ class ProcessPopulation:
         self.agents: list[Any] = list(setup.agents)
         self.memory = setup.memory
         self.shared = (SharedReplay(setup.memory, setup.pending_experience)
-                       if setup.memory is not None else None)
+                       if shareable(setup.memory) else None)
         self._holder: list[int | None] = [None] * len(self.agents)  # worker with a copy
         self._current: list[bool] = [True] * len(self.agents)  # driver copy up to date
         self._steps = [int(a.steps[-1]) for a in self.agents]
@@ -89,7 +89,7 @@ class ProcessPopulation:
             env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
             training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
             paradigm=setup.paradigm,
-            memory=self.memory,
+            memory=_for_workers(self.memory),
             agent_class=type(self.agents[0]), eval_steps=setup.eval_steps,
             eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
             device=setup.device,
@@ -287,7 +287,9 @@ class ProcessPopulation:
         return fitnesses
 
     def memory_state(self) -> dict[str, Any] | None:
-        return self.shared.state_dict() if self.shared is not None else None
+        if self.shared is not None:
+            return self.shared.state_dict()
+        return self.memory.state_dict() if self.memory is not None else None
 
     def agents_here(self) -> list[Any]:
         if self._closed:  # after a worker failed: what the driver holds (a member that was
@@ -405,6 +407,14 @@ def _can_fork_here(device: str) -> bool:
     if torch is not None and torch.cuda.is_initialized():
         return False
     return threading.active_count() == 1
+
+
+def _for_workers(memory: Any) -> Any:
+    """What workers get of the driver's memory: a copy of a replay buffer (each applies the
+    shared-memory rule to its own), or the handle of a read-only memory that opens the
+    same data in each worker (an offline dataset's memory-mapped files)."""
+    handle = getattr(memory, "worker_handle", None)
+    return handle() if callable(handle) else memory
 
 
 def _kill(workers: list[_Worker]) -> None:

@@ -12,6 +12,7 @@ notices that its parent changed.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import pickle
 import signal
@@ -38,7 +39,8 @@ class WorkerInit:
     algorithm_spec: Any
     paradigm: str
     memory: Any
-    """A copy of the driver's committed shared memory (None without one)."""
+    """A copy of the driver's committed shared memory, the handle of a read-only memory
+    (``open_here()`` opens it in the worker), or None."""
     agent_class: Any
     eval_steps: int | None
     eval_loop: int
@@ -84,7 +86,8 @@ class _Worker:
 
         self.init = init
         self.env = init.env_factory()
-        self.memory = init.memory
+        opened = getattr(init.memory, "open_here", None)  # a read-only memory's handle
+        self.memory = opened() if callable(opened) else init.memory
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
         context = MemberContext(env=self.env, memory=self.memory,
                                 training_spec=init.training_spec,
@@ -146,6 +149,9 @@ def serve(conn: Connection) -> None:
     if hasattr(signal, "pthread_sigmask"):  # blocked by the driver around the start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _die_with_parent()
+    # Started as a daemon (never joined at the driver's exit), yet a member's env may step
+    # its sub-envs in processes of its own, which daemons may not start.
+    multiprocessing.current_process().daemon = False
     worker: _Worker | None = None
     member: int | None = None
     try:

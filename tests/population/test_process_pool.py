@@ -157,3 +157,30 @@ def test_workers_fork_from_the_driver_unless_another_thread_runs():
     finally:
         release.set()
         other.join()
+
+
+@pytest.mark.parametrize("in_memory_rows", [5000, 100], ids=["in-memory", "memory-mapped"])
+def test_an_offline_dataset_reaches_workers_by_its_files(tmp_path, in_memory_rows):
+    import pickle
+
+    from agilerl.population.pool import _for_workers
+    from tests.training.test_offline_bandit_runs import (
+        _same_members,
+        cqn_manifest,
+        write_cartpole_hdf5,
+    )
+
+    manifest = cqn_manifest(write_cartpole_hdf5(tmp_path / "cartpole.h5"))
+    manifest["replay_buffer"]["max_size"] = in_memory_rows  # above: kept in RAM; below: files
+    one, pop_one, fit_one = _train(manifest, num_workers=1)
+    two, pop_two, fit_two = _train(manifest, num_workers=2)
+    assert fit_one == fit_two
+    _same_members(pop_one, pop_two)
+    handle = _for_workers(two.memory)  # what each worker was sent
+    assert len(pickle.dumps(handle)) < 1000 < len(pickle.dumps(one.memory))
+    assert two.memory.state_dict() == one.memory.state_dict()  # the checkpoint's record
+    reopened = handle.open_here()
+    assert not reopened._obs.flags.writeable
+    ours, theirs = (m.sample(64, np.random.default_rng(0)) for m in (reopened, one.memory))
+    for name, rows in theirs.items():
+        np.testing.assert_array_equal(ours[name], rows)
