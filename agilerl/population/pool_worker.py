@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -74,6 +75,21 @@ def _die_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="agilerl-parent-watch", daemon=True).start()
+
+
+def _malloc_trim() -> Callable[[], Any]:
+    """glibc's ``malloc_trim(0)``: hand the heap's free pages back to the system. A worker
+    frees most of what a request allocated (pickled states, batches, the generation's
+    rollouts), and without this those pages stay resident, fragmented, until the next
+    request grows past them; with it the worker's memory is what it holds (a no-op where
+    the C library has no ``malloc_trim``)."""
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return lambda: None
+    return lambda: trim(0)
 
 
 class _Worker:
@@ -154,8 +170,10 @@ def serve(conn: Connection) -> None:
     multiprocessing.current_process().daemon = False
     worker: _Worker | None = None
     member: int | None = None
+    release_freed_memory = _malloc_trim()
     try:
         while True:
+            release_freed_memory()
             try:
                 request = receive(conn)
             except (EOFError, OSError):
