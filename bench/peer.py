@@ -127,7 +127,10 @@ def _count_in_workers(record: dict, launched: float) -> None:
     > 1): envs step there, where the wrappers above do not count for this process, so count
     train steps from the members' reports and time the evaluation phases (every member
     evaluated concurrently) in this process instead."""
-    from agilerl.population.pool import ProcessPopulation
+    try:
+        from agilerl.population.pool import ProcessPopulation
+    except ImportError:  # the reference library: members never leave its process
+        return
 
     train_members, evaluate_members = ProcessPopulation.train_members, \
         ProcessPopulation.evaluate_members
