@@ -101,8 +101,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         wrap_test(cls)
         _wrap_count(cls, "learn", "updates", record)
         _wrap_count(cls, "get_action", "actions", record)
-    if data["training"].get("num_workers", 1) != 1:
-        _count_in_workers(record, launched)
+    _count_in_workers(record, launched)  # counts only if members train in worker processes
     start = time.time()
     _, fitnesses = trainer.train(verbose=False)
     end = time.time()
@@ -124,10 +123,14 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
 
 
 def _count_in_workers(record: dict, launched: float) -> None:
-    """Ours with ``training.num_workers`` > 1: envs step in worker processes, where the
-    wrappers above never run, so count train steps from the members' reports and time the
-    evaluation phases (every member evaluated concurrently) in this process instead."""
-    from agilerl.population.pool import ProcessPopulation
+    """Ours with members in worker processes (``training.num_workers`` 0, the default, or
+    > 1): envs step there, where the wrappers above do not count for this process, so count
+    train steps from the members' reports and time the evaluation phases (every member
+    evaluated concurrently) in this process instead."""
+    try:
+        from agilerl.population.pool import ProcessPopulation
+    except ImportError:  # the reference library: members never leave its process
+        return
 
     train_members, evaluate_members = ProcessPopulation.train_members, \
         ProcessPopulation.evaluate_members

@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CHUNK_ROWS", "DatasetError", "OfflineDataset", "load_offline_dataset"]
+__all__ = ["CHUNK_ROWS", "DatasetError", "DatasetFiles", "OfflineDataset",
+           "load_offline_dataset"]
 
 #: Rows read from the file at a time (bounded memory while loading).
 CHUNK_ROWS = 65_536
@@ -65,12 +66,21 @@ class _Chunk:
     next_rows: np.ndarray
 
 
+#: Storage file (in the dataset's folder, ``NAME.npy``) -> attribute holding its array.
+_STORES = {"observations": "_obs", "obs_rows": "_obs_row", "next_rows": "_next_row",
+           "actions": "_action", "rewards": "_reward", "dones": "_done"}
+
+
 class OfflineDataset:
     """Transitions ``{obs, action, reward, next_obs, done}`` sampled uniformly.
 
     Build it with :func:`load_offline_dataset`; ``done`` is the terminal flag (targets
     bootstrap through time limits).
     """
+
+    read_only = True
+    """Training never writes to it: worker processes share it as it is (see
+    :meth:`worker_handle`), with no per-member journal."""
 
     def __init__(self, source: str, observation_rows: int, transitions: int,
                  observation_shape: tuple[int, ...], in_memory: bool) -> None:
@@ -147,6 +157,24 @@ class OfflineDataset:
                              f"{state['transitions']} transitions) than {self.source} "
                              f"({self.size} transitions)")
 
+    def worker_handle(self) -> DatasetFiles:
+        """A small picklable reference that opens this dataset read-only, memory-mapped, in
+        another process on this machine, so nothing large crosses the process boundary
+        and every process reads the same page cache. An in-memory dataset is moved to
+        files first (this process then reads them too); the files live as long as this
+        dataset."""
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="agilerl-offline-")
+            weakref.finalize(self, shutil.rmtree, self._folder, True)
+            self.in_memory = False
+        for name, attribute in _STORES.items():
+            path = os.path.join(self._folder, f"{name}.npy")
+            if not os.path.exists(path):  # in memory until now (or an empty store)
+                np.save(path, getattr(self, attribute))
+                setattr(self, attribute, np.load(path, mmap_mode="r"))
+        return DatasetFiles(source=self.source, folder=self._folder, size=self.size,
+                            observations=self._obs_filled)
+
     def close(self) -> None:
         """Drop the memory-mapped files (if any)."""
         folder, self._folder = self._folder, None
@@ -154,6 +182,27 @@ class OfflineDataset:
             self._obs = self._obs_row = self._next_row = np.empty(0)
             self._action = self._reward = self._done = np.empty(0)
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class DatasetFiles:
+    """The files of an :class:`OfflineDataset` (:meth:`OfflineDataset.worker_handle`)."""
+
+    source: str
+    folder: str
+    size: int
+    observations: int
+
+    def open_here(self) -> OfflineDataset:
+        """The dataset, its stores memory-mapped read-only (this process does not own the
+        files: the dataset that wrote them removes them)."""
+        dataset = OfflineDataset.__new__(OfflineDataset)
+        dataset.source, dataset.in_memory, dataset._folder = self.source, False, None
+        for name, attribute in _STORES.items():
+            setattr(dataset, attribute,
+                    np.load(os.path.join(self.folder, f"{name}.npy"), mmap_mode="r"))
+        dataset.size, dataset._obs_filled = self.size, self.observations
+        return dataset
 
 
 # ---------------------------------------------------------------------------- loading

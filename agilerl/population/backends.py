@@ -80,6 +80,9 @@ class PopulationSetup:
     torch_threads: int | None = 1
     """Torch intra-op threads per member while it trains (each worker's setting)."""
     device: str = "cpu"
+    worker_processes: bool = True
+    """The paradigm's members can train in worker processes (False: LLM adapters over one
+    shared base model, which every worker would have to load again)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def context(self) -> MemberContext:
@@ -93,8 +96,9 @@ class BackendSettings:
     """Where members live: ``training.backend``, ``num_workers``, ``ray_address``."""
 
     backend: str = "local"
-    num_workers: int = 1
-    """Local backend: 1 in this process, N > 1 worker processes, 0 one per core."""
+    num_workers: int = 0
+    """Local backend: 1 in this process, N > 1 worker processes, :data:`AUTO_WORKERS` (0,
+    the schema's default) one per usable core, in this process where workers cannot help."""
     ray_address: str | None = None
     batched_updates: bool = False
     """Same-architecture members take their gradient steps together (local, one process)."""
@@ -105,18 +109,34 @@ class BackendSettings:
                       ray_address: str | None = None) -> BackendSettings:
         """The manifest's ``training`` settings, each overridden by a given argument."""
         chosen = backend if backend is not None else getattr(training, "backend", None)
-        workers = num_workers if num_workers is not None else getattr(training, "num_workers", 1)
+        workers = num_workers if num_workers is not None else getattr(training, "num_workers",
+                                                                      None)
         address = ray_address if ray_address is not None else getattr(training, "ray_address",
                                                                       None)
-        return cls(backend=str(chosen or "local"), num_workers=int(1 if workers is None
-                                                                   else workers),
+        return cls(backend=str(chosen or "local"),
+                   num_workers=int(AUTO_WORKERS if workers is None else workers),
                    ray_address=address,
                    batched_updates=bool(getattr(training, "batched_updates", False)))
 
-    def workers_for(self, members: int) -> int:
-        """Worker processes for ``members`` members (1: train in this process)."""
-        wanted = self.num_workers if self.num_workers > 0 else (os.cpu_count() or 1)
+    def workers_for(self, members: int, threads_per_worker: int = 1) -> int:
+        """Worker processes for ``members`` members, each running ``threads_per_worker``
+        torch threads (1: train in this process). Automatic: one per usable core, as many
+        as the cores hold at that many threads each, at most one per member."""
+        wanted = self.num_workers if self.num_workers != AUTO_WORKERS else \
+            usable_cores() // max(1, int(threads_per_worker))
         return max(1, min(int(wanted), int(members)))
+
+
+AUTO_WORKERS = 0
+"""``training.num_workers`` (and ``--workers``) value for one worker per usable core."""
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, e.g. a container's or
+    ``taskset``'s share, rather than every core of the machine)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1  # pragma: no cover - macOS, Windows
 
 
 BackendFactory = Callable[[PopulationSetup, BackendSettings], PopulationBackend]
@@ -135,17 +155,33 @@ def register_backend(name: str, factory: BackendFactory) -> None:
 def _local(setup: PopulationSetup, settings: BackendSettings) -> PopulationBackend:
     from agilerl.population.local import LocalPopulation
 
-    workers = settings.workers_for(len(setup.agents))
+    automatic = settings.num_workers == AUTO_WORKERS
+    workers = settings.workers_for(len(setup.agents), int(setup.torch_threads or 1))
+    if automatic and (settings.batched_updates or not setup.worker_processes
+                      or _runs_processes()):
+        workers = 1
     if settings.batched_updates:
         from agilerl.population.lockstep import LockstepPopulation, refuse_unbatchable
 
         refuse_unbatchable(setup, workers)
         return LockstepPopulation.from_setup(setup)
     if workers > 1:
-        from agilerl.population.pool import ProcessPopulation
+        from agilerl.population.pool import ProcessPopulation, WorkersUnavailable
 
-        return ProcessPopulation(setup, workers)
+        try:
+            return ProcessPopulation(setup, workers)
+        except WorkersUnavailable:
+            if not automatic:  # asked for by number: say why it cannot be done
+                raise
     return LocalPopulation.from_setup(setup)
+
+
+def _runs_processes() -> bool:
+    """This process already has worker processes (the env's sub-env workers): they use
+    the cores, and a member worker cannot start its own."""
+    import multiprocessing
+
+    return bool(multiprocessing.active_children())
 
 
 register_backend("local", _local)

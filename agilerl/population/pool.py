@@ -19,9 +19,12 @@ members in flight, checkpoints and stops them) and die with the driver.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing as mp
 import pickle
 import signal
+import sys
+import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +42,11 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class MemberWorkerError(MemberFailure):
     """A worker process died or raised while it held a member; the run cannot continue."""
+
+
+class WorkersUnavailable(TrainingSetupError):
+    """This run's env, memory or agents cannot be sent to worker processes (found before
+    any worker starts, so ``training.num_workers: 0`` can train in this process instead)."""
 
 
 class _Worker:
@@ -63,14 +71,15 @@ class ProcessPopulation:
     """The population seam over ``workers`` worker processes (see the module docstring)."""
 
     def __init__(self, setup: PopulationSetup, workers: int) -> None:
-        if setup.memory is not None and not shareable(setup.memory):
-            raise TypeError(
+        if setup.memory is not None and not (shareable(setup.memory) or
+                                             getattr(setup.memory, "read_only", False)):
+            raise WorkersUnavailable(
                 f"training.num_workers = {workers}: a {type(setup.memory).__name__} memory "
                 "cannot be shared by worker processes; use training.num_workers: 1")
         self.agents: list[Any] = list(setup.agents)
         self.memory = setup.memory
         self.shared = (SharedReplay(setup.memory, setup.pending_experience)
-                       if setup.memory is not None else None)
+                       if shareable(setup.memory) else None)
         self._holder: list[int | None] = [None] * len(self.agents)  # worker with a copy
         self._current: list[bool] = [True] * len(self.agents)  # driver copy up to date
         self._steps = [int(a.steps[-1]) for a in self.agents]
@@ -80,38 +89,39 @@ class ProcessPopulation:
             env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
             training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
             paradigm=setup.paradigm,
-            memory=self.memory,
+            memory=_for_workers(self.memory),
             agent_class=type(self.agents[0]), eval_steps=setup.eval_steps,
             eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
             device=setup.device,
         )
+        # Built here once as well, so what it warns about reaches the caller as in a
+        # sequential run (the workers build theirs quietly).
+        setup.member_trainer_factory(setup.context())
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         self._start(workers, init)
 
     # ------------------------------------------------------------------ processes
     def _start(self, count: int, init: WorkerInit) -> None:
-        ctx = _context(type(self.agents[0]).__module__)
-        for index in range(count):
-            parent_conn, child_conn = ctx.Pipe()
-            process = ctx.Process(target=serve, args=(child_conn,),
-                                  name=f"agilerl-member-worker-{index}", daemon=True)
-            blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-                       if hasattr(signal, "pthread_sigmask") else None)
-            try:  # the child unblocks them once it ignores them
-                process.start()
-            finally:
-                if blocked is not None:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            child_conn.close()
-            self._workers.append(_Worker(index, process, parent_conn))
         try:
             message = pickle.dumps(("init", init), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # a custom env, memory or agent class that cannot travel
-            self.close()
-            raise TrainingSetupError(
+            raise WorkersUnavailable(
                 f"training.num_workers = {count}: the environment, replay memory or agents "
                 f"cannot be sent to worker processes ({type(exc).__name__}: {exc}); use "
                 "training.num_workers: 1") from None
+        ctx, here = _context(type(self.agents[0]).__module__, init.device)
+        # Forked from this process, workers share its pages until they write to them; with
+        # everything so far in the collector's permanent generation, their collections do not
+        # write to (and so copy) the pages of the objects they inherited.
+        freeze = here and gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
+        try:
+            for index in range(count):
+                self._workers.append(self._spawn(ctx, index))
+        finally:
+            if freeze:
+                gc.unfreeze()
         for worker in self._workers:
             try:
                 worker.conn.send_bytes(message)
@@ -121,6 +131,21 @@ class ProcessPopulation:
             worker.busy = ("init", -1)
         for worker in self._workers:
             self._reply(worker)
+
+    @staticmethod
+    def _spawn(ctx: Any, index: int) -> _Worker:
+        parent_conn, child_conn = ctx.Pipe()
+        process = ctx.Process(target=serve, args=(child_conn,),
+                              name=f"agilerl-member-worker-{index}", daemon=True)
+        blocked = (signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+                   if hasattr(signal, "pthread_sigmask") else None)
+        try:  # the child unblocks them once it ignores them
+            process.start()
+        finally:
+            if blocked is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        child_conn.close()
+        return _Worker(index, process, parent_conn)
 
     def _send(self, worker: _Worker, message: Any, member: int | None = None) -> None:
         try:
@@ -262,9 +287,13 @@ class ProcessPopulation:
         return fitnesses
 
     def memory_state(self) -> dict[str, Any] | None:
-        return self.shared.state_dict() if self.shared is not None else None
+        if self.shared is not None:
+            return self.shared.state_dict()
+        return self.memory.state_dict() if self.memory is not None else None
 
     def agents_here(self) -> list[Any]:
+        if self._closed:  # after a worker failed: what the driver holds (a member that was
+            return self.agents  # training in a worker is as it was sent there)
         for member in range(len(self.agents)):
             self._bring_back(member)
         return self.agents
@@ -348,16 +377,44 @@ class ProcessPopulation:
         self._steps[member] = int(self.agents[member].steps[-1])
 
 
-def _context(agent_module: str) -> Any:
-    """Where workers come from: a fork server that imported torch, the agent's module and
-    the envs once, so workers start in a fraction of a second and share those pages with
-    each other (copy-on-write) instead of each importing its own copy; spawned fresh
-    interpreters where there is no fork server (not POSIX)."""
+def _context(agent_module: str, device: str) -> tuple[Any, bool]:
+    """Where workers come from, and whether that is this process.
+
+    Forked from this process where that is safe (:func:`_can_fork_here`): they start in
+    milliseconds and share torch, the envs' modules and everything built so far with this
+    process (copy-on-write), so each worker costs only the pages it writes. Otherwise from a
+    fork server that imported torch, the agent's module and the envs once (workers share
+    those pages with each other); spawned fresh interpreters where there is no fork server
+    (not POSIX).
+    """
+    if _can_fork_here(device):
+        return mp.get_context("fork"), True
     if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
-        return mp.get_context("spawn")
+        return mp.get_context("spawn"), False
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload([agent_module, "agilerl.population.fork_preload"])
-    return ctx
+    return ctx, False
+
+
+def _can_fork_here(device: str) -> bool:
+    """Forking this process is safe: POSIX, members on the CPU and CUDA never initialised
+    here, and no other Python thread (one holding a lock at the fork would leave it locked
+    in the worker). Torch's and BLAS's own thread pools are fork-aware, and workers run one
+    torch thread."""
+    if "fork" not in mp.get_all_start_methods() or not str(device).startswith("cpu"):
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return False
+    return threading.active_count() == 1
+
+
+def _for_workers(memory: Any) -> Any:
+    """What workers get of the driver's memory: a copy of a replay buffer (each applies the
+    shared-memory rule to its own), or the handle of a read-only memory that opens the
+    same data in each worker (an offline dataset's memory-mapped files)."""
+    handle = getattr(memory, "worker_handle", None)
+    return handle() if callable(handle) else memory
 
 
 def _kill(workers: list[_Worker]) -> None:

@@ -12,6 +12,7 @@ notices that its parent changed.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import pickle
 import signal
@@ -19,6 +20,8 @@ import sys
 import threading
 import time
 import traceback
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -37,7 +40,8 @@ class WorkerInit:
     algorithm_spec: Any
     paradigm: str
     memory: Any
-    """A copy of the driver's committed shared memory (None without one)."""
+    """A copy of the driver's committed shared memory, the handle of a read-only memory
+    (``open_here()`` opens it in the worker), or None."""
     agent_class: Any
     eval_steps: int | None
     eval_loop: int
@@ -73,6 +77,21 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, name="agilerl-parent-watch", daemon=True).start()
 
 
+def _malloc_trim() -> Callable[[], Any]:
+    """glibc's ``malloc_trim(0)``: hand the heap's free pages back to the system. A worker
+    frees most of what a request allocated (pickled states, batches, the generation's
+    rollouts), and without this those pages stay resident, fragmented, until the next
+    request grows past them; with it the worker's memory is what it holds (a no-op where
+    the C library has no ``malloc_trim``)."""
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return lambda: None
+    return lambda: trim(0)
+
+
 class _Worker:
     def __init__(self, init: WorkerInit) -> None:
         import torch
@@ -83,12 +102,15 @@ class _Worker:
 
         self.init = init
         self.env = init.env_factory()
-        self.memory = init.memory
+        opened = getattr(init.memory, "open_here", None)  # a read-only memory's handle
+        self.memory = opened() if callable(opened) else init.memory
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
         context = MemberContext(env=self.env, memory=self.memory,
                                 training_spec=init.training_spec,
                                 algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
-        self.train_member = init.member_trainer_factory(context)
+        with warnings.catch_warnings():  # the driver has shown them (ProcessPopulation)
+            warnings.simplefilter("ignore")
+            self.train_member = init.member_trainer_factory(context)
         self.agents: dict[int, Any] = {}
 
     def load(self, member: int, state: Any) -> Any:
@@ -143,10 +165,15 @@ def serve(conn: Connection) -> None:
     if hasattr(signal, "pthread_sigmask"):  # blocked by the driver around the start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _die_with_parent()
+    # Started as a daemon (never joined at the driver's exit), yet a member's env may step
+    # its sub-envs in processes of its own, which daemons may not start.
+    multiprocessing.current_process().daemon = False
     worker: _Worker | None = None
     member: int | None = None
+    release_freed_memory = _malloc_trim()
     try:
         while True:
+            release_freed_memory()
             try:
                 request = receive(conn)
             except (EOFError, OSError):

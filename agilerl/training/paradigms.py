@@ -37,6 +37,13 @@ class Paradigm:
     joint_memory: bool = False
     """The replay memory stores joint multi-agent transitions (``MultiAgentReplayBuffer``)."""
 
+    @property
+    def runs_in_workers(self) -> bool:
+        """Members can usefully train in worker processes: not when the loop builds its own
+        env and members (LLM adapters over one shared base model, which every worker would
+        load again), so ``training.num_workers: 0`` keeps those in this process."""
+        return self.make_env is None and self.make_population is None
+
 
 def _off_policy(trainer: Any) -> Any:
     from agilerl.training.off_policy import OffPolicyMemberTrainer

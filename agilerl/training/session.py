@@ -26,7 +26,7 @@ from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
-from agilerl.training.paradigms import MemberTrainerFactory
+from agilerl.training.paradigms import MemberTrainerFactory, paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -110,6 +110,7 @@ class TrainSession:
             pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
             eval_loop=int(training.eval_loop), seed=trainer.seed,
             torch_threads=options.torch_threads, device=trainer.device,
+            worker_processes=paradigm(trainer.paradigm).runs_in_workers,
             extra={"verbose": options.verbose},
         )
         settings = BackendSettings.from_training(

@@ -387,7 +387,8 @@ class LocalTrainer(Trainer):
         ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
         for these small networks; None leaves torch's setting alone); restored afterwards.
         ``num_workers``, ``backend``, ``ray_address``: where members train, overriding
-        ``training.num_workers`` (worker processes on this machine; 0 one per core),
+        ``training.num_workers`` (worker processes on this machine: 0, the default, one
+        per usable core where workers can help; 1 this process),
         ``training.backend`` (``"local"`` or ``"ray"``) and ``training.ray_address``. The
         result is the same wherever members train.
 

@@ -29,11 +29,16 @@ def test_training_section_holds_the_backend_fields():
     spec = TrainingSpec(num_workers=2, backend="ray", ray_address="auto")
     assert (spec.num_workers, spec.backend, spec.ray_address) == (2, "ray", "auto")
     default = TrainingSpec()
-    assert (default.num_workers, default.backend, default.ray_address) == (1, "local", None)
+    assert (default.num_workers, default.backend, default.ray_address) == (0, "local", None)
     with pytest.raises(ValueError, match="backend"):
         TrainingSpec(backend="dask")
     with pytest.raises(ValueError, match="num_workers"):
         TrainingSpec(num_workers=-1)
+
+
+def test_the_manifest_default_and_an_unset_field_both_mean_automatic():
+    assert BackendSettings.from_training(TrainingSpec()).num_workers == 0
+    assert BackendSettings.from_training(SimpleNamespace()).num_workers == 0
 
 
 def test_arguments_override_the_manifest_settings():
@@ -44,10 +49,54 @@ def test_arguments_override_the_manifest_settings():
     assert chosen == BackendSettings("ray", 1, "ray://head:10001")
 
 
-def test_worker_count_is_capped_by_the_population_and_zero_means_one_per_core():
+def test_worker_count_is_capped_by_the_population_and_zero_means_one_per_core(monkeypatch):
     assert BackendSettings(num_workers=8).workers_for(3) == 3
-    assert BackendSettings(num_workers=0).workers_for(1000) == (os.cpu_count() or 1)
+    assert BackendSettings(num_workers=0).workers_for(1000) == len(os.sched_getaffinity(0))
     assert BackendSettings(num_workers=1).workers_for(5) == 1
+    assert BackendSettings().num_workers == backends.AUTO_WORKERS == 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert BackendSettings().workers_for(8) == 4
+    assert BackendSettings().workers_for(8, threads_per_worker=2) == 2
+    assert BackendSettings().workers_for(1) == 1  # one member: in this process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert BackendSettings().workers_for(8) == 1  # one core: in this process
+
+
+def test_the_default_falls_back_to_this_process_where_workers_cannot_run(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    llm_like = _setup()
+    llm_like.worker_processes = False
+    assert isinstance(make_backend(llm_like, BackendSettings()), LocalPopulation)
+    unpicklable = _setup()
+    unpicklable.agents = [SimpleNamespace(steps=[0]) for _ in range(2)]
+    unpicklable.env_factory = lambda: None  # a lambda cannot be sent to a worker
+    assert isinstance(make_backend(unpicklable, BackendSettings()), LocalPopulation)
+    import multiprocessing
+    import time
+
+    picklable = _setup()
+    picklable.agents = unpicklable.agents
+    picklable.env_factory = time.time  # builds nothing, but reaches a worker
+    picklable.member_trainer_factory = bool
+    from agilerl.population.pool import ProcessPopulation
+
+    pool = make_backend(picklable, BackendSettings())
+    try:
+        assert isinstance(pool, ProcessPopulation) and len(pool._workers) == 2
+    finally:
+        pool.close()
+    envs_in_processes = multiprocessing.get_context("fork").Process(target=time.sleep,
+                                                                     args=(60,), daemon=True)
+    envs_in_processes.start()  # as an async vector env's sub-env workers would be
+    try:
+        assert isinstance(make_backend(picklable, BackendSettings()), LocalPopulation)
+    finally:
+        envs_in_processes.kill()
+        envs_in_processes.join()
+    from agilerl.population.pool import WorkersUnavailable
+
+    with pytest.raises(WorkersUnavailable, match="training.num_workers = 2: the environment"):
+        make_backend(unpicklable, BackendSettings(num_workers=2))
 
 
 def test_one_worker_trains_in_this_process():

@@ -67,16 +67,18 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _member_workers(pid: int) -> list[int]:
-    """The processes that train members: the children of the fork server (itself a child
-    of the driver, as is multiprocessing's resource tracker)."""
+    """The processes that train members: forks of the driver (its own command line), or
+    the children of a fork server (itself a child of the driver, as is multiprocessing's
+    resource tracker)."""
     found = []
+    driver = Path(f"/proc/{pid}/cmdline").read_bytes()
     for child in _descendants(pid):
         try:
             command = Path(f"/proc/{child}/cmdline").read_bytes()
             parent = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if b"forkserver" in command and parent != pid:
+        if command == driver or (b"forkserver" in command and parent != pid):
             found.append(child)
     return found
 

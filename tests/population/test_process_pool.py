@@ -24,7 +24,7 @@ def _train(manifest: dict, **options) -> tuple[LocalTrainer, list, list[float]]:
 
 @pytest.mark.parametrize("manifest", [TINY_DQN, TINY_PPO], ids=["dqn", "ppo"])
 def test_two_workers_give_the_sequential_run_bit_for_bit(manifest):
-    one, pop_one, fit_one = _train(manifest)
+    one, pop_one, fit_one = _train(manifest, num_workers=1)
     two, pop_two, fit_two = _train(manifest, num_workers=2)
     assert fit_one == fit_two
     assert_same_weights(pop_one, pop_two)
@@ -41,7 +41,7 @@ def test_two_workers_give_the_sequential_run_bit_for_bit(manifest):
 
 @pytest.mark.slow
 def test_prioritized_n_step_memory_is_shared_identically():
-    one, pop_one, fit_one = _train(PER_DQN)
+    one, pop_one, fit_one = _train(PER_DQN, num_workers=1)
     two, pop_two, fit_two = _train(PER_DQN, num_workers=2)
     assert fit_one == fit_two
     assert_same_weights(pop_one, pop_two)
@@ -55,7 +55,7 @@ def test_resume_across_backends(tmp_path):
     first = sorted((tmp_path / "ck").iterdir())[0]
     resumed = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=11,
                                          resume_from_checkpoint=first)
-    res_pop, res_fit = resumed.train(verbose=False)
+    res_pop, res_fit = resumed.train(verbose=False, num_workers=1)
     assert res_fit == full_fit
     assert_same_weights(full_pop, res_pop)
 
@@ -110,7 +110,7 @@ def _other_paradigms() -> list:
 
 @pytest.mark.parametrize("manifest", _other_paradigms())
 def test_two_workers_give_the_sequential_run_for_multi_agent_loops(manifest):
-    _, pop_one, fit_one = _train(manifest)
+    _, pop_one, fit_one = _train(manifest, num_workers=1)
     _, pop_two, fit_two = _train(manifest, num_workers=2)
     assert fit_one == fit_two
     assert_same_weights(pop_one, pop_two)
@@ -119,7 +119,68 @@ def test_two_workers_give_the_sequential_run_for_multi_agent_loops(manifest):
 def test_two_workers_give_the_sequential_run_for_bandits():
     from tests.training.test_offline_bandit_runs import _same_members, bandit_trainer
 
-    one = bandit_trainer("NeuralUCB", seed=5).train(verbose=False)
+    one = bandit_trainer("NeuralUCB", seed=5).train(verbose=False, num_workers=1)
     two = bandit_trainer("NeuralUCB", seed=5).train(verbose=False, num_workers=2)
     assert one[1] == two[1]
     _same_members(one[0], two[0])
+
+
+def test_workers_fork_from_the_driver_unless_another_thread_runs():
+    import os
+    import threading
+
+    from agilerl.population import pool
+
+    if threading.active_count() != 1:
+        pytest.skip("the test runner itself runs other threads")
+    assert pool._can_fork_here("cpu") and not pool._can_fork_here("cuda:0")
+    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3)
+    parents = []
+    original = ProcessPopulation._spawn
+
+    def spy(ctx, index):
+        worker = original(ctx, index)
+        with open(f"/proc/{worker.process.pid}/stat") as fh:
+            parents.append(int(fh.read().rsplit(")", 1)[1].split()[1]))
+        return worker
+
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patch:
+        patch.setattr(ProcessPopulation, "_spawn", staticmethod(spy))
+        trainer.train(verbose=False, num_workers=2)
+    assert parents == [os.getpid()] * 2
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not pool._can_fork_here("cpu")  # a fork server then, as before
+    finally:
+        release.set()
+        other.join()
+
+
+@pytest.mark.parametrize("in_memory_rows", [5000, 100], ids=["in-memory", "memory-mapped"])
+def test_an_offline_dataset_reaches_workers_by_its_files(tmp_path, in_memory_rows):
+    import pickle
+
+    from agilerl.population.pool import _for_workers
+    from tests.training.test_offline_bandit_runs import (
+        _same_members,
+        cqn_manifest,
+        write_cartpole_hdf5,
+    )
+
+    manifest = cqn_manifest(write_cartpole_hdf5(tmp_path / "cartpole.h5"))
+    manifest["replay_buffer"]["max_size"] = in_memory_rows  # above: kept in RAM; below: files
+    one, pop_one, fit_one = _train(manifest, num_workers=1)
+    two, pop_two, fit_two = _train(manifest, num_workers=2)
+    assert fit_one == fit_two
+    _same_members(pop_one, pop_two)
+    handle = _for_workers(two.memory)  # what each worker was sent
+    assert len(pickle.dumps(handle)) < 1000 < len(pickle.dumps(one.memory))
+    assert two.memory.state_dict() == one.memory.state_dict()  # the checkpoint's record
+    reopened = handle.open_here()
+    assert not reopened._obs.flags.writeable
+    ours, theirs = (m.sample(64, np.random.default_rng(0)) for m in (reopened, one.memory))
+    for name, rows in theirs.items():
+        np.testing.assert_array_equal(ours[name], rows)

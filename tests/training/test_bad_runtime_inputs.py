@@ -508,7 +508,7 @@ def test_environment_code_failing_while_training_is_not_an_internal_error(
     path.write_text(yaml.safe_dump(manifest, sort_keys=False))
     code, err = _train(capsys, path, "--no-verbose", "--run-dir", tmp_path / "r",
                        "--checkpoint-steps", "200", "training.pop_size=2",
-                       "training.max_steps=2000")
+                       "training.max_steps=2000", "--workers", "1")
     assert code == 4, err
     assert "sensor disconnected" in err
     assert ("flaky.py:" in err) if sync else ("'Flaky'" in err)

@@ -1670,11 +1670,11 @@ class TrainingSpec(SpecModel):
     num_workers: Annotated[
         Integer,
         Field(
-            description="Processes that train and evaluate population members in parallel on this machine (local backend): 1 trains members one after another in this process; N > 1 starts N worker processes with one torch thread each; 0 starts one per CPU core, at most one per member. Results are identical for every value. With the ray backend: members per Ray actor group is decided by Ray, and this is ignored.",
+            description="Processes that train and evaluate population members in parallel on this machine (local backend). 0 (the default): one worker process per usable CPU core (the cores this process may run on, divided by the torch threads per member), at most one per member; members train in this process instead when that makes one worker, or when the run cannot use workers (LLM adapters over one shared base model; an env, memory or agent that cannot be sent to another process). 1: members train one after another in this process. N > 1: exactly N worker processes (min N and pop_size), with one torch thread each; a run that cannot use workers is refused. Results are identical for every value. With the ray backend: N > 1 is the number of Ray actors; 0 or 1 lets the cluster's CPUs decide.",
             ge=0,
             le=4096,
         ),
-    ] = 1
+    ] = 0
     batched_updates: Annotated[
         bool,
         Field(
