@@ -23,6 +23,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
+from agilerl.algorithms.core.target import clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
@@ -276,11 +277,7 @@ class PPO(RLAlgorithm):
         padding of BPTT sequences). True when the KL early stop ends the update."""
         net = self.actor_critic
         # --- evaluate the stored actions under the current policy ---
-        dist = net.distribution(policy_out)
-        log_prob = dist.log_prob(batch["actions"])
-        entropy = dist.entropy()
-        if self.continuous:
-            log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
+        log_prob, entropy = net.log_prob_entropy(policy_out, batch["actions"])
         if mask is not None:
             log_prob, entropy, value = log_prob[mask], entropy[mask], value[mask]
             batch = {k: v[mask] for k, v in batch.items()}
@@ -293,7 +290,9 @@ class PPO(RLAlgorithm):
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
+        # The optimizer's parameter list is the network's, in the same order (rebuilt with
+        # it after a mutation): cheaper than walking the modules with ``net.parameters()``.
+        clip_grad_norm(optimizer.param_groups[0]["params"], self.max_grad_norm)
         optimizer.step()
 
         with torch.no_grad():
