@@ -1,5 +1,5 @@
 """The closed-form gradient of an MLP chain equals autograd's, and only covered networks
-get one; CQN's closed-form update equals its autograd update."""
+get one; the closed-form updates of CQN and the neural bandits equal their autograd updates."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms import CQN
+from agilerl.algorithms import CQN, NeuralTS, NeuralUCB
 from agilerl.networks.config import normalise_net_config
 from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.q_network import QNetwork
@@ -77,4 +77,29 @@ def test_cqn_closed_form_update_equals_the_autograd_update(double, monkeypatch) 
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     for a, b in zip(agents[0].actor_target.parameters(), agents[1].actor_target.parameters(),
                     strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("algo", [NeuralUCB, NeuralTS])
+def test_bandit_closed_form_update_equals_the_autograd_update(algo, monkeypatch) -> None:
+    net = {"latent_dim": 8, "encoder_config": {"hidden_size": [8]},
+           "head_config": {"hidden_size": [8]}}
+    context = spaces.Box(0, 10, (12,), np.float32)
+    agents = [algo(context, spaces.Discrete(3), net_config=net, seed=0, lr=1e-2, reg=0.3)
+              for _ in range(2)]
+    for agent in agents:  # a drift from theta_0 for the regulariser to act on
+        with torch.no_grad():
+            agent._output_layer().weight.add_(0.5)
+    losses = []
+    for i, agent in enumerate(agents):
+        if i == 1:  # the same updates through autograd
+            monkeypatch.setattr("agilerl.algorithms.core.bandit.cached_chain",
+                                lambda *_: None)
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            metrics = agent.learn({"obs": rng.uniform(0, 5, (16, 12)).astype(np.float32),
+                                   "reward": (rng.random(16) < 0.5).astype(np.float32)})
+        losses.append(metrics["loss"])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+    for a, b in zip(agents[0].actor.parameters(), agents[1].actor.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
