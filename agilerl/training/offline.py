@@ -51,12 +51,15 @@ class OfflineMemberTrainer:
     def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
         start = time.perf_counter()
         rng = np.random.default_rng(seed)
-        dataset, learn = self.dataset, agent.learn
-        totals: dict[str, float] = {}
+        metrics: list[dict[str, float]] = []
         for _ in range(int(steps)):
-            for key, value in learn(dataset.sample(agent.batch_size, rng)).items():
-                totals[key] = totals.get(key, 0.0) + value
+            metrics.append(agent.learn(self.dataset.sample(agent.batch_size, rng)))
         agent.steps[-1] += int(steps)
-        metrics = {key: total / int(steps) for key, total in totals.items()}
-        return TrainReport(steps=int(steps), metrics=metrics,
+        return TrainReport(steps=int(steps), metrics=_mean(metrics),
                            seconds=time.perf_counter() - start)
+
+
+def _mean(metrics: list[dict[str, float]]) -> dict[str, float]:
+    if not metrics:
+        return {}
+    return {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
