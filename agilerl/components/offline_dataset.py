@@ -156,6 +156,11 @@ class OfflineDataset:
             self._tensor_views, self._views_size = views, self.size
         return views
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The tensor views share the arrays' memory; a copy rebuilds them on first use
+        # rather than carrying the data twice.
+        return {**self.__dict__, "_tensor_views": None, "_views_size": -1}
+
     def fingerprint(self) -> str:
         """A short digest of the stored transitions (to check a resumed run's dataset)."""
         digest = hashlib.sha256()
