@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
+from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
@@ -114,34 +114,37 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         self, experiences: Mapping[str, Any]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(Q(s, .), Q(s, a), target)`` of a batch; the target carries no gradient."""
+        obs, action, target = self.td_target(experiences)
+        # --- online Q-values: only the batch's own rows carry gradients ---
+        q_online = self.actor(obs)
+        return q_online, q_online.gather(1, action).squeeze(1), target
+
+    def td_target(
+        self, experiences: Mapping[str, Any]
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """``(obs, action, target)`` of a batch: the network input at s, the actions as a
+        ``(batch, 1)`` index, and the TD target, which carries no gradient."""
         obs = self.to_tensor(experiences["obs"])
         next_obs = self.to_tensor(experiences["next_obs"])
         action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1, 1)
         reward = batch_tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
         done = batch_tensor(experiences["done"], self.device, torch.float32).reshape(-1)
 
-        # --- online Q-values; double DQN also needs them at s' (one batched pass) ---
-        if self.double:
-            q_both = self.actor(obs_cat([obs, next_obs]))
-            rows = len(action)
-            q_online, q_next_online = q_both[:rows], q_both[rows:].detach()
-        else:
-            q_online = self.actor(obs)
-
         # --- TD target: r + gamma * (1 - done) * Q_target(s', a*) ---
-        # The target network's pass needs no autograd bookkeeping at all (inference mode
-        # is cheaper than no_grad); the target itself is built outside it, because the
-        # loss saves it for the backward pass.
+        # The passes at s' stay out of the autograd graph (so the backward pass covers only
+        # the batch's own rows) and need no bookkeeping at all: inference mode is cheaper
+        # than no_grad. The target itself is built outside it, because the loss saves it
+        # for the backward pass.
         with torch.inference_mode():
             q_next_target = self.actor_target(next_obs)
             if self.double:  # a* chosen by the online network, valued by the target
-                best = q_next_online.argmax(dim=-1, keepdim=True)
+                best = self.actor(next_obs).argmax(dim=-1, keepdim=True)
                 q_next = q_next_target.gather(1, best).squeeze(1)
             else:
                 q_next = q_next_target.amax(dim=-1)
         with torch.no_grad():
             target = reward + self.gamma * (1.0 - done) * q_next
-        return q_online, q_online.gather(1, action).squeeze(1), target
+        return obs, action, target
 
     def _online_parameters(self) -> list[torch.Tensor]:
         """The online network's parameters, cached until the network is replaced."""
@@ -151,13 +154,16 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return self._online_params
 
     def step_optimizer(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
-        """Backpropagate ``loss``, step the optimizer (clipping the gradient norm to
-        ``max_grad_norm`` when given), then move the target network by ``tau``."""
-        optimizer = self.optimizers["optimizer"]
-        optimizer.zero_grad(set_to_none=True)
+        """Backpropagate ``loss``, then :meth:`apply_gradients`."""
+        self.optimizers["optimizer"].zero_grad(set_to_none=True)
         loss.backward()
+        self.apply_gradients(max_grad_norm)
+
+    def apply_gradients(self, max_grad_norm: float | None = None) -> None:
+        """Step the optimizer on the online network's gradients (clipping their norm to
+        ``max_grad_norm`` when given), then move the target network by ``tau``."""
         if max_grad_norm is not None:
             clip_grad_norm(self._online_parameters(), max_grad_norm)
-        optimizer.step()
+        self.optimizers["optimizer"].step()
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()

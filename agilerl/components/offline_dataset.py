@@ -32,6 +32,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium import spaces
 
 __all__ = ["CHUNK_ROWS", "DatasetError", "DatasetFiles", "OfflineDataset",
@@ -99,6 +101,8 @@ class OfflineDataset:
         self._done = self._array("dones", (transitions,), np.float32)
         self.size = 0
         self._obs_filled = 0
+        self._tensor_views: dict[str, torch.Tensor] | None = None
+        self._views_size = -1
 
     def _array(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         if self._folder is None:
@@ -124,16 +128,48 @@ class OfflineDataset:
     def __len__(self) -> int:
         return self.size
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """``batch_size`` transitions drawn uniformly with replacement with ``rng``."""
-        index = rng.integers(0, self.size, size=int(batch_size))
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        """``batch_size`` transitions drawn uniformly with replacement with ``rng``, as CPU
+        tensors (one index draw, then one gather per field and one for both observations)."""
+        return self.rows(torch.from_numpy(rng.integers(0, self.size, size=int(batch_size))))
+
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The transitions at ``index`` (an int64 tensor): ``{obs, action, reward, next_obs,
+        done}``, gathered from tensor views of the storage (no copy of the dataset)."""
+        views = self._views()
+        rows = len(index)
+        both = torch.cat([views["obs_rows"].index_select(0, index),
+                          views["next_rows"].index_select(0, index)])
+        obs = views["observations"].index_select(0, both)
         return {
-            "obs": self._obs[self._obs_row[index]],
-            "action": self._action[index],
-            "reward": self._reward[index],
-            "next_obs": self._obs[self._next_row[index]],
-            "done": self._done[index],
+            "obs": obs[:rows],
+            "action": views["actions"].index_select(0, index),
+            "reward": views["rewards"].index_select(0, index),
+            "next_obs": obs[rows:],
+            "done": views["dones"].index_select(0, index),
         }
+
+    def _views(self) -> dict[str, torch.Tensor]:
+        """Tensors sharing the arrays' memory (RAM or the memory-mapped files), made once
+        the dataset is loaded."""
+        views = self._tensor_views
+        if views is None or self._views_size != self.size:
+            arrays = {"observations": self._obs[: self._obs_filled],
+                      "obs_rows": self._obs_row[: self.size],
+                      "next_rows": self._next_row[: self.size],
+                      "actions": self._action[: self.size],
+                      "rewards": self._reward[: self.size],
+                      "dones": self._done[: self.size]}
+            with warnings.catch_warnings():  # a read-only memory map: never written through
+                warnings.simplefilter("ignore", UserWarning)
+                views = {k: torch.from_numpy(v) for k, v in arrays.items()}
+            self._tensor_views, self._views_size = views, self.size
+        return views
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The tensor views share the arrays' memory; a copy rebuilds them on first use
+        # rather than carrying the data twice.
+        return {**self.__dict__, "_tensor_views": None, "_views_size": -1}
 
     def fingerprint(self) -> str:
         """A short digest of the stored transitions (to check a resumed run's dataset)."""
@@ -179,6 +215,7 @@ class OfflineDataset:
         """Drop the memory-mapped files (if any)."""
         folder, self._folder = self._folder, None
         if folder is not None:
+            self._tensor_views = None
             self._obs = self._obs_row = self._next_row = np.empty(0)
             self._action = self._reward = self._done = np.empty(0)
             shutil.rmtree(folder, ignore_errors=True)

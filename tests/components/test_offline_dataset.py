@@ -172,3 +172,17 @@ def test_the_cli_reports_a_bad_dataset_with_exit_2_and_no_traceback(tmp_path: Pa
     assert done.returncode == 2, done.stderr
     assert "missing key 'terminals'" in done.stderr and str(bad) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_samples_are_tensor_gathers_and_a_pickled_copy_samples_the_same(tmp_path: Path) -> None:
+    import pickle
+
+    import torch
+
+    dataset = load(write_h5(tmp_path / "d.h5"))
+    first = dataset.sample(6, np.random.default_rng(3))
+    assert all(isinstance(v, torch.Tensor) for v in first.values())
+    copy = pickle.loads(pickle.dumps(dataset))
+    again = copy.sample(6, np.random.default_rng(3))
+    for key, value in first.items():
+        torch.testing.assert_close(again[key], value)

@@ -18,7 +18,7 @@ restarted). Regret counts ``1 - reward`` per pull (best reward 1, as the bandit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.networks.config import NetworkConfig
+from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
 
@@ -62,13 +63,19 @@ class NeuralBandit(RLAlgorithm):
 
     # ------------------------------------------------------------------ exploration state
     def _output_layer(self) -> torch.nn.Linear:
+        """The network's output layer (cached until the network is replaced)."""
+        cached = self.__dict__.get("_output_cache")
+        if cached is not None and cached[0] is self.actor:
+            return cast(torch.nn.Linear, cached[1])
         head = self.actor.head("q")
         if head.arch["output_activation"] not in (None, "Identity"):
             raise ValueError(
                 f"{self.algo} reads its confidence from a linear output layer: "
                 f"network.head_config.output_activation must be unset, got "
                 f"{head.arch['output_activation']!r}")
-        return head.linear(len(head.linears) - 1)
+        layer = head.linear(len(head.linears) - 1)
+        self.__dict__["_output_cache"] = (self.actor, layer)
+        return layer
 
     def _restart_exploration(self) -> None:
         """``Z = lamb * I`` and ``theta_0`` = the current output layer."""
@@ -125,10 +132,13 @@ class NeuralBandit(RLAlgorithm):
         return arm
 
     def _add_to_design(self, g: np.ndarray) -> None:
-        """Sherman-Morrison: ``(Z + g g^T)^-1`` from ``Z^-1``."""
-        zg = self.design_inv @ g
-        self.design_inv -= np.outer(zg, zg) / (1.0 + g @ zg)
-        self.gram += np.outer(g, g)
+        """Sherman-Morrison: ``(Z + g g^T)^-1`` from ``Z^-1``, both rank-one updates done
+        in place (on tensor views of the arrays)."""
+        g_t = torch.from_numpy(np.ascontiguousarray(g))
+        inverse = torch.from_numpy(self.design_inv)
+        zg = inverse @ g_t
+        inverse.addr_(zg, zg, alpha=-1.0 / (1.0 + float(g_t @ zg)))
+        torch.from_numpy(self.gram).addr_(g_t, g_t)
 
     def greedy_action(self, context: Any) -> Any:
         """The arm with the highest predicted reward (no exploration, design unchanged)."""
@@ -146,16 +156,37 @@ class NeuralBandit(RLAlgorithm):
                               device=self.device)
         reward = torch.as_tensor(np.asarray(experiences["reward"], dtype=np.float32),
                                  device=self.device).reshape(-1)
-        predicted = self.actor(obs).reshape(-1)
-        layer = self._output_layer()
-        drift = sum(((p - p0) ** 2).sum()
-                    for p, p0 in zip((layer.weight, layer.bias), self.theta_0, strict=True))
-        loss = F.mse_loss(predicted, reward) + self.reg * drift
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        chain = cached_chain(self, self.actor)
+        if chain is None:
+            predicted = self.actor(obs).reshape(-1)
+            layer = self._output_layer()
+            drift = sum(((p - p0) ** 2).sum()
+                        for p, p0 in zip((layer.weight, layer.bias), self.theta_0, strict=True))
+            loss = F.mse_loss(predicted, reward) + self.reg * drift
+            loss.backward()
+        else:
+            loss = self._closed_form_gradients(chain, obs, reward)
         optimizer.step()
-        return {"loss": float(loss.detach())}
+        return {"loss": loss.item()}
+
+    @torch.no_grad()
+    def _closed_form_gradients(self, chain: MLPChain, obs: torch.Tensor,
+                               reward: torch.Tensor) -> torch.Tensor:
+        """The loss, with the gradients set in closed form: ``2 (f(x) - r) / N`` at the
+        output, carried back by :class:`MLPChain`, plus ``2 reg (theta - theta_0)`` on the
+        output layer."""
+        tape: Tape = []
+        error = chain.forward(obs, tape).reshape(-1) - reward
+        layer = self._output_layer()
+        offsets = torch._foreach_sub([layer.weight, layer.bias], self.theta_0)
+        drift = torch.stack(torch._foreach_norm(offsets)).square().sum()
+        loss = error.square().mean() + self.reg * drift
+        chain.backward(tape, (error * (2.0 / len(error))).unsqueeze(1))
+        grads = [p.grad for p in (layer.weight, layer.bias) if p.grad is not None]
+        torch._foreach_add_(grads, offsets, alpha=2.0 * self.reg)
+        return loss
 
     # ------------------------------------------------------------------ evaluation
     def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
