@@ -23,6 +23,7 @@ from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
+from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
 
@@ -104,11 +105,33 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     # ------------------------------------------------------------------ learning
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
+        chain = cached_chain(self, self.actor)
+        if chain is not None:  # an MLP network: the gradient in closed form, no autograd
+            loss = self._closed_form_step(chain, experiences)
+            self.apply_gradients()
+            return {"loss": float(loss)}
         _, q, target = self.td_terms(experiences)
         # --- regression of Q(s, a) onto the target ---
         loss = F.mse_loss(q, target)
         self.step_optimizer(loss)
         return {"loss": float(loss.detach())}
+
+    @torch.no_grad()
+    def _closed_form_step(self, chain: MLPChain, experiences: Mapping[str, Any]) -> torch.Tensor:
+        """The TD loss, with the online network's gradients set in closed form.
+
+        With ``N`` rows and ``delta = Q(s, a) - y``, the gradient of ``mean(delta^2)`` with
+        respect to ``Q(s, .)`` is ``2 * delta / N`` in the taken action's column and zero
+        elsewhere; :class:`MLPChain` carries it back through the network.
+        """
+        obs, action, target = self.td_target(experiences)
+        tape: Tape = []
+        q_all = chain.forward(obs, tape)
+        delta = q_all.gather(1, action).squeeze(1) - target
+        grad = torch.zeros_like(q_all).scatter_(1, action, delta.mul(2.0 / len(delta)).unsqueeze(1))
+        self.optimizers["optimizer"].zero_grad(set_to_none=True)
+        chain.backward(tape, grad)
+        return delta.square().mean()
 
     def td_terms(
         self, experiences: Mapping[str, Any]

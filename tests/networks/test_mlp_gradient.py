@@ -8,9 +8,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms import CQN, NeuralTS, NeuralUCB
+from agilerl.algorithms import CQN, DQN, NeuralTS, NeuralUCB
 from agilerl.networks.config import normalise_net_config
-from agilerl.networks.mlp_gradient import MLPChain
+from agilerl.networks.mlp_gradient import MLPChain, cached_chain
 from agilerl.networks.q_network import QNetwork
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
@@ -52,17 +52,23 @@ def test_networks_the_chain_does_not_cover_get_none() -> None:
     assert MLPChain.of(torch.nn.Linear(3, 2)) is None
 
 
+@pytest.mark.parametrize("algo", ["CQN", "DQN"])
 @pytest.mark.parametrize("double", [True, False])
-def test_cqn_closed_form_update_equals_the_autograd_update(double, monkeypatch) -> None:
+def test_q_learning_closed_form_update_equals_the_autograd_update(algo, double,
+                                                                  monkeypatch) -> None:
     net = {"latent_dim": 8, "encoder_config": {"hidden_size": [8]},
            "head_config": {"hidden_size": [8]}}
-    agents = [CQN(OBS, spaces.Discrete(3), net_config=net, seed=0, cql_alpha=0.7,
-                  double=double, lr=1e-2) for _ in range(2)]
+    extra = {"cql_alpha": 0.7} if algo == "CQN" else {}
+    cls = CQN if algo == "CQN" else DQN
+    agents = [cls(OBS, spaces.Discrete(3), net_config=net, seed=0, double=double, lr=1e-2,
+                  **extra) for _ in range(2)]
+    assert cached_chain(agents[0], agents[0].actor) is not None  # the closed form is used
     rng = np.random.default_rng(0)
     losses = []
     for i, agent in enumerate(agents):
         if i == 1:  # the same updates through autograd
-            monkeypatch.setattr("agilerl.algorithms.cqn.cached_chain", lambda *_: None)
+            monkeypatch.setattr(f"agilerl.algorithms.{algo.lower()}.cached_chain",
+                                lambda *_: None)
         rng = np.random.default_rng(0)
         for _ in range(5):
             data = {"obs": rng.uniform(-1, 1, (16, 5)).astype(np.float32),
