@@ -107,7 +107,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
         chain = cached_chain(self, self.actor)
         if chain is not None:  # an MLP network: the gradient in closed form, no autograd
-            loss = self._closed_form_step(chain, experiences)
+            loss = self._closed_form_td_step(chain, experiences)
             self.apply_gradients()
             return {"loss": float(loss)}
         _, q, target = self.td_terms(experiences)
@@ -117,7 +117,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return {"loss": float(loss.detach())}
 
     @torch.no_grad()
-    def _closed_form_step(self, chain: MLPChain, experiences: Mapping[str, Any]) -> torch.Tensor:
+    def _closed_form_td_step(self, chain: MLPChain, experiences: Mapping[str, Any]
+                             ) -> torch.Tensor:
         """The TD loss, with the online network's gradients set in closed form.
 
         With ``N`` rows and ``delta = Q(s, a) - y``, the gradient of ``mean(delta^2)`` with
