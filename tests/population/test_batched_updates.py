@@ -27,6 +27,9 @@ MUTATING["training"]["pop_size"] = 4
 def _train(manifest: dict, batched: bool, **options) -> tuple[list, list[float]]:
     manifest = copy.deepcopy(manifest)
     manifest["training"]["batched_updates"] = batched
+    # The unbatched side trains members one after the other in this process (the default
+    # would start worker processes, which do not see a monkeypatched method).
+    manifest["training"].setdefault("num_workers", 1)
     trainer = LocalTrainer.from_manifest(manifest=manifest, seed=11)
     return trainer.train(verbose=False, **options)
 
