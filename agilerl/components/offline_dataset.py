@@ -239,6 +239,7 @@ class DatasetFiles:
             setattr(dataset, attribute,
                     np.load(os.path.join(self.folder, f"{name}.npy"), mmap_mode="r"))
         dataset.size, dataset._obs_filled = self.size, self.observations
+        dataset._tensor_views, dataset._views_size = None, -1  # made on first sample
         return dataset
 
 
