@@ -54,7 +54,8 @@ def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
     return 1, max(1, learn_step // num_envs)
 
 
-def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
+def mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of every metric over the updates that report it."""
     if not metrics:
         return {}
     keys = dict.fromkeys(k for m in metrics for k in m)  # some updates report more (TD3's actor)
@@ -73,7 +74,7 @@ def _finish(
         "score": score,
         "episodes": len(episodes.completed),
         "learn_updates": len(learn),
-        "metrics": _mean_metrics(learn),
+        "metrics": mean_metrics(learn),
         "seconds": time.perf_counter() - start,
     }
 
@@ -117,8 +118,17 @@ def train_off_policy_member(
     member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
     ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
-    run = off_policy_member_run(agent, env, memory, steps, learning_delay=learning_delay,
-                                exploration=exploration, seed=seed, max_steps=max_steps)
+    return drive_member_run(agent, off_policy_member_run(
+        agent, env, memory, steps, learning_delay=learning_delay, exploration=exploration,
+        seed=seed, max_steps=max_steps))
+
+
+def drive_member_run(
+    agent: Any, run: Generator[LearnPoint, dict[str, float], dict[str, Any]]
+) -> dict[str, Any]:
+    """Run a member call written as a generator (:func:`off_policy_member_run`, the offline
+    loop's) to its end, answering every :class:`LearnPoint` with one ``agent.learn`` on a
+    batch sampled there; its result."""
     try:
         point = next(run)
         while True:

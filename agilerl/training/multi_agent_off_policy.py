@@ -33,7 +33,7 @@ import numpy as np
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.population.backend import TrainReport
-from agilerl.training.experience import _learn_schedule, _mean_metrics
+from agilerl.training.experience import _learn_schedule, mean_metrics
 
 
 def train_multi_agent_off_policy_member(
@@ -97,7 +97,7 @@ def train_multi_agent_off_policy_member(
         "score": score,
         "episodes": len(returns.completed),
         "learn_updates": len(learn),
-        "metrics": {**_mean_metrics(learn), **per_agent},
+        "metrics": {**mean_metrics(learn), **per_agent},
         "seconds": time.perf_counter() - start,
     }
 

@@ -24,6 +24,7 @@ import numpy as np
 from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.population.backend import TrainReport
+from agilerl.training.experience import mean_metrics
 
 
 class MultiAgentOnPolicyMemberTrainer:
@@ -93,7 +94,7 @@ def train_multi_agent_on_policy_member(
     score = returns.score(agent.sum_scores)
     if returns.completed:
         agent.scores.append(score)
-    metrics = _mean_metrics(learned)
+    metrics = mean_metrics(learned)
     metrics.update({f"return/{a}": r for a, r in returns.mean_per_agent().items()})
     return {
         "steps": env_steps, "score": score, "episodes": len(returns.completed),
@@ -112,8 +113,3 @@ def _truncation_bootstrap(
     values = agent.get_value(next_obs)
     return {a: np.where(c, agent.gamma * values[a], 0.0).astype(np.float32)
             for a, c in cut.items() if c.any()}
-
-
-def _mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
-    keys = dict.fromkeys(k for m in metrics for k in m)
-    return {k: float(np.mean([m[k] for m in metrics if k in m])) for k in keys}

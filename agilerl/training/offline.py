@@ -19,7 +19,7 @@ import numpy as np
 
 from agilerl.population.backend import TrainReport
 from agilerl.training.arguments import explained
-from agilerl.training.experience import LearnPoint
+from agilerl.training.experience import LearnPoint, drive_member_run, mean_metrics
 
 
 def load_dataset(trainer: Any) -> Any:
@@ -55,13 +55,7 @@ class OfflineMemberTrainer:
 
     def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
         start = time.perf_counter()
-        run = self.run(agent, steps, seed=seed)
-        try:
-            point = next(run)
-            while True:
-                point = run.send(agent.learn(point.memory.sample(agent.batch_size, point.rng)))
-        except StopIteration as finished:
-            report = self.report(finished.value)
+        report = self.report(drive_member_run(agent, self.run(agent, steps, seed=seed)))
         report.seconds = time.perf_counter() - start
         return report
 
@@ -75,14 +69,9 @@ class OfflineMemberTrainer:
         for _ in range(int(steps)):
             metrics.append((yield LearnPoint(dataset, rng, 0, None)))
         agent.steps[-1] += int(steps)
-        return {"steps": int(steps), "metrics": _mean(metrics)}
+        return {"steps": int(steps), "metrics": mean_metrics(metrics)}
 
     @staticmethod
     def report(result: dict[str, Any]) -> TrainReport:
         return TrainReport(steps=int(result["steps"]), metrics=dict(result["metrics"]))
 
-
-def _mean(metrics: list[dict[str, float]]) -> dict[str, float]:
-    if not metrics:
-        return {}
-    return {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0]}
