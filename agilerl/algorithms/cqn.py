@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from agilerl.algorithms.dqn import DQN
 from agilerl.algorithms.registry import registered
-from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
+from agilerl.networks.mlp_gradient import cached_chain
 
 #: Gradient-norm clip of every update (as the reference).
 MAX_GRAD_NORM = 1.0
@@ -47,22 +47,19 @@ class CQN(DQN):
             loss = 0.5 * td_loss + self.cql_alpha * cql
             self.step_optimizer(loss, MAX_GRAD_NORM)
         else:
-            loss, td_loss, cql = self._closed_form_step(chain, experiences)
+            loss, td_loss, cql = self.closed_form_backward(chain, experiences,
+                                                           self._loss_and_grad)
             self.apply_gradients(MAX_GRAD_NORM)
         return {"loss": loss.item(), "td_loss": td_loss.item(), "cql_loss": cql.item()}
 
-    @torch.no_grad()
-    def _closed_form_step(self, chain: MLPChain, experiences: Mapping[str, Any]
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The loss terms, with the online network's gradients set in closed form.
+    def _loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+                       ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The loss terms ``(loss, td_loss, cql)`` and the loss's gradient with respect to
+        ``Q(s, .)``.
 
-        With ``N`` rows, ``p = softmax(Q(s, .))`` and ``delta = Q(s, a) - y``, the loss's
-        gradient with respect to ``Q(s, .)`` is ``(cql_alpha * p + onehot(a) * (delta -
-        cql_alpha)) / N``; :class:`MLPChain` carries it back through the network.
+        With ``N`` rows, ``p = softmax(Q(s, .))`` and ``delta = Q(s, a) - y``, that gradient
+        is ``(cql_alpha * p + onehot(a) * (delta - cql_alpha)) / N``.
         """
-        obs, action, target = self.td_target(experiences)
-        tape: Tape = []
-        q_all = chain.forward(obs, tape)
         q = q_all.gather(1, action).squeeze(1)
         logsumexp = torch.logsumexp(q_all, dim=-1)
         delta = q - target
@@ -72,6 +69,4 @@ class CQN(DQN):
         rows, alpha = len(delta), float(self.cql_alpha)
         grad = torch.exp(q_all - logsumexp.unsqueeze(1)).mul_(alpha / rows)
         grad.scatter_add_(1, action, ((delta - alpha) / rows).unsqueeze(1))
-        self.optimizers["optimizer"].zero_grad(set_to_none=True)
-        chain.backward(tape, grad)
-        return loss, td_loss, cql
+        return (loss, td_loss, cql), grad

@@ -9,7 +9,7 @@ the *terminated* flag). Exploration is epsilon-greedy, on the schedule of the ru
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -107,7 +107,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
         chain = cached_chain(self, self.actor)
         if chain is not None:  # an MLP network: the gradient in closed form, no autograd
-            loss = self._closed_form_td_step(chain, experiences)
+            loss = self.closed_form_backward(chain, experiences, _td_loss_and_grad)
             self.apply_gradients()
             return {"loss": float(loss)}
         _, q, target = self.td_terms(experiences)
@@ -117,22 +117,22 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return {"loss": float(loss.detach())}
 
     @torch.no_grad()
-    def _closed_form_td_step(self, chain: MLPChain, experiences: Mapping[str, Any]
-                             ) -> torch.Tensor:
-        """The TD loss, with the online network's gradients set in closed form.
+    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any],
+                             loss_and_grad: Callable[..., tuple[Any, torch.Tensor]]) -> Any:
+        """Set the online network's gradients in closed form, without autograd.
 
-        With ``N`` rows and ``delta = Q(s, a) - y``, the gradient of ``mean(delta^2)`` with
-        respect to ``Q(s, .)`` is ``2 * delta / N`` in the taken action's column and zero
-        elsewhere; :class:`MLPChain` carries it back through the network.
+        ``loss_and_grad(q_all, action, target)`` (``Q(s, .)``, the ``(N, 1)`` actions and
+        the TD target) gives the loss terms and the loss's gradient with respect to
+        ``Q(s, .)``; :class:`MLPChain` carries that back through the network. Returns the
+        loss terms.
         """
         obs, action, target = self.td_target(experiences)
         tape: Tape = []
         q_all = chain.forward(obs, tape)
-        delta = q_all.gather(1, action).squeeze(1) - target
-        grad = torch.zeros_like(q_all).scatter_(1, action, delta.mul(2.0 / len(delta)).unsqueeze(1))
+        terms, grad = loss_and_grad(q_all, action, target)
         self.optimizers["optimizer"].zero_grad(set_to_none=True)
         chain.backward(tape, grad)
-        return delta.square().mean()
+        return terms
 
     def td_terms(
         self, experiences: Mapping[str, Any]
@@ -191,3 +191,12 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         self.optimizers["optimizer"].step()
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()
+
+
+def _td_loss_and_grad(q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mean(delta^2)`` with ``delta = Q(s, a) - y``, and its gradient with respect to
+    ``Q(s, .)``: ``2 * delta / N`` in the taken action's column, zero elsewhere."""
+    delta = q_all.gather(1, action).squeeze(1) - target
+    grad = torch.zeros_like(q_all).scatter_(1, action, delta.mul(2.0 / len(delta)).unsqueeze(1))
+    return delta.square().mean(), grad
