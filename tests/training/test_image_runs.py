@@ -4,13 +4,9 @@ the uninterrupted one."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
-from agilerl.training.trainer import LocalTrainer
-
-from .conftest import assert_same_weights
+from .conftest import manifest_trainer, run_and_resume, runs_with_same_seed
 
 CNN = {"channel_size": [8], "kernel_size": [4], "stride_size": [4], "min_channel_size": 4}
 MUTATION = {"probabilities": {"no_mut": 0.2, "arch_mut": 0.4, "new_layer": 0.5,
@@ -42,24 +38,13 @@ MANIFESTS = {"ppo-cnn": PPO_CNN, "dqn-multiinput": DQN_MULTI}
 
 @pytest.mark.parametrize("name", sorted(MANIFESTS))
 def test_same_seed_same_run(name):
-    runs = [LocalTrainer.from_manifest(manifest=copy.deepcopy(MANIFESTS[name]), seed=4)
-            .train(verbose=False) for _ in range(2)]
-    assert runs[0][1] == runs[1][1]
-    assert_same_weights(runs[0][0], runs[1][0])
+    runs_with_same_seed(manifest_trainer(MANIFESTS[name], seed=4))
 
 
 @pytest.mark.parametrize("name", sorted(MANIFESTS))
 def test_resume_from_checkpoint_is_exact(name, tmp_path):
     manifest = MANIFESTS[name]
-    evo = manifest["training"]["evo_steps"]
-    full = LocalTrainer.from_manifest(manifest=copy.deepcopy(manifest), seed=5)
-    full_pop, full_fit = full.train(verbose=False, checkpoint_steps=evo,
-                                    checkpoint_path=tmp_path / "ck")
-    first = sorted((tmp_path / "ck").iterdir())[0]
-    resumed = LocalTrainer.from_manifest(manifest=copy.deepcopy(manifest), seed=5,
-                                         resume_from_checkpoint=first)
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
-    archs = {str(a.networks[n].architecture()) for a in full_pop for n in a.networks}
+    run = run_and_resume(manifest_trainer(manifest, seed=5), tmp_path,
+                         manifest["training"]["evo_steps"])
+    archs = {str(a.networks[n].architecture()) for a in run.full_pop for n in a.networks}
     assert all(("'cnn'" if name == "ppo-cnn" else "'multiinput'") in a for a in archs)

@@ -18,17 +18,20 @@ from agilerl.envs.pettingzoo_env import PettingZooVectorEnv
 from agilerl.training.multi_agent_on_policy import train_multi_agent_on_policy_member
 from agilerl.training.trainer import LocalTrainer
 
-from .conftest import assert_same_weights
-
-NET = {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
-       "head_config": {"hidden_size": [16]}}
+from .conftest import (
+    TINY_NETWORK,
+    assert_same_learning_rates,
+    manifest_trainer,
+    run_and_resume,
+    runs_with_same_seed,
+)
 
 TINY = {
     "algorithm": {"name": "IPPO", "batch_size": 32, "lr": 1e-3, "learn_step": 64,
                   "update_epochs": 2, "action_std_init": 0.5},
     "environment": {"name": "agilerl.envs.multi_agent_probe", "num_envs": 4,
                     "config": {"early_exit": True}},
-    "network": NET,
+    "network": TINY_NETWORK,
     "mutation": {
         "probabilities": {"no_mut": 0.0, "arch_mut": 0.4, "new_layer": 0.5, "params_mut": 0.2,
                           "act_mut": 0.1, "rl_hp_mut": 0.3},
@@ -54,35 +57,22 @@ def _manifest(variant: str) -> dict:
 
 
 def test_same_seed_same_run() -> None:
-    runs = [LocalTrainer.from_manifest(manifest=_manifest("tournament"), seed=7)
-            .train(verbose=False) for _ in range(2)]
-    assert runs[0][1] == runs[1][1]
-    assert_same_weights(runs[0][0], runs[1][0])
-    for a, b in zip(runs[0][0], runs[1][0], strict=True):
-        assert a.hyperparameters == b.hyperparameters and a.mut == b.mut
+    runs_with_same_seed(manifest_trainer(_manifest("tournament"), seed=7))
 
 
 @pytest.mark.parametrize("variant", ["tournament", "mfpbt"])
 def test_resume_from_checkpoint_is_exact(variant: str, tmp_path) -> None:
     manifest = _manifest(variant)
-    evo = manifest["training"]["evo_steps"]
-    full = LocalTrainer.from_manifest(manifest=manifest, seed=5)
-    full_pop, full_fit = full.train(verbose=False, checkpoint_steps=evo,
-                                    checkpoint_path=tmp_path / "ck", save_elite=True,
-                                    elite_path=tmp_path / "elite.pt")
-    checkpoints = sorted((tmp_path / "ck").iterdir())
-    assert len(checkpoints) >= 2
-    resumed = LocalTrainer.from_manifest(manifest=manifest, seed=5,
-                                         resume_from_checkpoint=checkpoints[0])
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
+    run = run_and_resume(manifest_trainer(manifest, seed=5), tmp_path,
+                         manifest["training"]["evo_steps"], save_elite=True,
+                         elite_path=tmp_path / "elite.pt")
+    assert len(run.checkpoints) >= 2
+    full_pop, res_pop = run.full_pop, run.pop
     fresh = LocalTrainer.from_manifest(manifest=manifest, seed=5).population[0]
     archs = {str(fresh.networks["actor_critic.seeker"].architecture())}
+    assert_same_learning_rates(full_pop, res_pop)
     for a, b in zip(full_pop, res_pop, strict=True):
         assert a.hyperparameters == b.hyperparameters and a.steps == b.steps
-        assert {n: o.param_groups[0]["lr"] for n, o in a.optimizers.items()} == \
-               {n: o.param_groups[0]["lr"] for n, o in b.optimizers.items()}
         archs.add(str(a.networks["actor_critic.seeker"].architecture()))
     assert len(archs) > 1  # architecture or activation mutations happened and were resumed
     # the elite acts for every agent
@@ -116,7 +106,7 @@ def test_ippo_learns_the_probe_in_seconds(config: dict, perfect: float) -> None:
     env = _probe(**config)
     random_return = evaluate_multi_agent(_Uniform(env, 0), env, seed=1, loop=4)
     obs, act = agent_spaces(env)
-    agent = IPPO(obs, act, net_config={**NET, "latent_dim": 32}, seed=0, lr=3e-3,
+    agent = IPPO(obs, act, net_config={**TINY_NETWORK, "latent_dim": 32}, seed=0, lr=3e-3,
                  learn_step=256, batch_size=64, action_std_init=0.5, ent_coef=0.0)
     for generation in range(4):
         train_multi_agent_on_policy_member(agent, env, 512, seed=generation)
@@ -128,7 +118,7 @@ def test_ippo_learns_the_probe_in_seconds(config: dict, perfect: float) -> None:
 def test_masked_actions_are_never_sampled_or_chosen() -> None:
     env = _probe(num_envs=16, action_masks=True)
     obs_spaces, act_spaces = agent_spaces(env)
-    agent = IPPO(obs_spaces, act_spaces, net_config=NET, seed=1, action_std_init=0.5)
+    agent = IPPO(obs_spaces, act_spaces, net_config=TINY_NETWORK, seed=1, action_std_init=0.5)
     obs, _ = env.reset(seed=0)
     for _ in range(20):
         sampled = agent.get_action(obs)[0]

@@ -11,23 +11,22 @@ import pytest
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
 
-from .conftest import assert_same_weights
+from .conftest import (
+    ACTOR_CRITIC_MUTATION,
+    TINY_NETWORK,
+    assert_same_learning_rates,
+    manifest_trainer,
+    run_and_resume,
+    runs_with_same_seed,
+)
 
 TINY = {
     "algorithm": {"name": "MATD3", "batch_size": 16, "lr_actor": 1e-3, "lr_critic": 1e-3,
                   "learn_step": 4, "policy_freq": 2, "O_U_noise": True},
     "environment": {"name": "agilerl.envs.multi_agent_probe", "num_envs": 2,
                     "config": {"episode_length": 5, "early_exit": True}},
-    "network": {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
-                "head_config": {"hidden_size": [16]}},
-    "mutation": {
-        "probabilities": {"no_mut": 0.1, "arch_mut": 0.3, "new_layer": 0.5, "params_mut": 0.2,
-                          "act_mut": 0.1, "rl_hp_mut": 0.3},
-        "rl_hp_selection": {"lr_actor": {"min": 1e-4, "max": 1e-2},
-                            "lr_critic": {"min": 1e-4, "max": 1e-2},
-                            "batch_size": {"min": 8, "max": 64}},
-        "rand_seed": 3,
-    },
+    "network": TINY_NETWORK,
+    "mutation": ACTOR_CRITIC_MUTATION,
     "selection_strategy": {"tournament_size": 2, "elitism": True},
     "replay_buffer": {"max_size": 5000},
     "training": {"max_steps": 240, "evo_steps": 80, "pop_size": 2, "eval_loop": 1,
@@ -44,37 +43,25 @@ def _manifest(name: str) -> dict:
 
 
 def test_same_seed_same_run() -> None:
-    runs = [LocalTrainer.from_manifest(manifest=_manifest("MADDPG"), seed=7)
-            for _ in range(2)]
-    assert isinstance(runs[0].memory, MultiAgentReplayBuffer)
-    results = [trainer.train(verbose=False) for trainer in runs]
-    assert results[0][1] == results[1][1]
-    assert_same_weights(results[0][0], results[1][0])
-    for a, b in zip(results[0][0], results[1][0], strict=True):
-        assert a.hyperparameters == b.hyperparameters and a.mut == b.mut
+    make_trainer = manifest_trainer(_manifest("MADDPG"), seed=7)
+    trainer = make_trainer()
+    assert isinstance(trainer.memory, MultiAgentReplayBuffer)
+    trainer.close()
+    runs_with_same_seed(make_trainer)
 
 
 @pytest.mark.parametrize("name", ["MADDPG", "MATD3"])
 def test_resume_from_checkpoint_is_exact(name, tmp_path) -> None:
     manifest = _manifest(name)
-    evo = manifest["training"]["evo_steps"]
-    full = LocalTrainer.from_manifest(manifest=manifest, seed=5)
-    full_pop, full_fit = full.train(verbose=False, checkpoint_steps=evo,
-                                    checkpoint_path=tmp_path / "ck")
-    checkpoints = sorted((tmp_path / "ck").iterdir())
-    assert len(checkpoints) >= 2
-    resumed = LocalTrainer.from_manifest(manifest=manifest, seed=5,
-                                         resume_from_checkpoint=checkpoints[0])
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
-    assert len(resumed.memory) == len(full.memory)
-    for a, b in zip(full_pop, res_pop, strict=True):
+    run = run_and_resume(manifest_trainer(manifest, seed=5), tmp_path,
+                         manifest["training"]["evo_steps"])
+    assert len(run.checkpoints) >= 2
+    assert len(run.resumed.memory) == len(run.full.memory)
+    assert_same_learning_rates(run.full_pop, run.pop)
+    for a, b in zip(run.full_pop, run.pop, strict=True):
         assert a.hyperparameters == b.hyperparameters
         assert a.learn_counter == b.learn_counter
         assert a.noise["pointer_0"].state.tolist() == b.noise["pointer_0"].state.tolist()
-        assert {n: o.state_dict()["param_groups"][0]["lr"] for n, o in a.optimizers.items()} == \
-               {n: o.state_dict()["param_groups"][0]["lr"] for n, o in b.optimizers.items()}
 
 
 def test_settings_it_does_not_honour_are_named() -> None:

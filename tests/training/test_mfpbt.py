@@ -18,7 +18,7 @@ from agilerl.population import LocalPopulation
 from agilerl.training.evolution import LocalEvolution
 from agilerl.training.trainer import LocalTrainer
 
-from .conftest import TINY_DQN, assert_same_weights
+from .conftest import TINY_DQN, manifest_trainer, run_and_resume, runs_with_same_seed
 from .test_train_cli import _env
 
 MF = {"strategy": "multi_frequency", "n_subpopulations": 2, "evolution_frequency_ratios": [1, 2]}
@@ -149,27 +149,17 @@ def test_mutation_touches_only_the_listed_members(tiny_mf):
 
 
 def test_mf_run_same_seed_same_result(tiny_mf):
-    runs = [LocalTrainer.from_manifest(manifest=tiny_mf, seed=2).train(verbose=False)
-            for _ in range(2)]
-    assert runs[0][1] == runs[1][1]
-    assert_same_weights(runs[0][0], runs[1][0])
+    runs = runs_with_same_seed(manifest_trainer(tiny_mf, seed=2))
     assert [a.subpopulation_id for a in runs[0][0]] == [0, 0, 0, 1, 1, 1]
 
 
 def test_resume_from_checkpoint_is_exact(tiny_mf, tmp_path):
-    full = LocalTrainer.from_manifest(manifest=tiny_mf, seed=5)
-    full_pop, full_fit = full.train(verbose=False, checkpoint_steps=100,
-                                    checkpoint_path=tmp_path / "ck")
-    checkpoints = sorted((tmp_path / "ck").iterdir())
-    assert len(checkpoints) >= 3
-    # after generation 1: subpopulation 1 (ratio 2) has not evolved yet, its counter is 1
-    resumed = LocalTrainer.from_manifest(manifest=tiny_mf, seed=5,
-                                         resume_from_checkpoint=checkpoints[0])
-    assert [a.subpopulation_id for a in resumed.population] == [0, 0, 0, 1, 1, 1]
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert resumed.selection_strategy.counters == full.selection_strategy.counters
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
+    # the first checkpoint is written after generation 1, when subpopulation 1 (ratio 2)
+    # has not evolved yet: its counter is 1
+    run = run_and_resume(manifest_trainer(tiny_mf, seed=5), tmp_path, checkpoint_steps=100)
+    assert len(run.checkpoints) >= 3
+    assert [a.subpopulation_id for a in run.pop] == [0, 0, 0, 1, 1, 1]
+    assert run.resumed.selection_strategy.counters == run.full.selection_strategy.counters
 
 
 def test_cli_trains_mf_manifest(tiny_mf, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from agilerl.training.trainer import LocalTrainer
 
-from .conftest import assert_same_weights
+from .conftest import assert_same_weights, manifest_trainer, run_and_resume
 
 h5py = pytest.importorskip("h5py")
 
@@ -115,19 +115,12 @@ def _same_members(a: list, b: list) -> None:
 
 # ---------------------------------------------------------------------------- CQN
 def test_cqn_counts_updates_and_resumes_exactly(cartpole_h5: Path, tmp_path: Path) -> None:
-    manifest = cqn_manifest(cartpole_h5)
-    full = LocalTrainer.from_manifest(manifest=copy.deepcopy(manifest), seed=5)
-    pop, fitnesses = full.train(verbose=False, checkpoint_steps=50,
-                                checkpoint_path=tmp_path / "ck")
-    assert [agent.steps[-1] for agent in pop] == [150, 150, 150]  # gradient updates
-    assert any(agent.mut != "None" for agent in pop)
-    checkpoints = sorted((tmp_path / "ck").iterdir())
-    assert len(checkpoints) == 3
-    resumed = LocalTrainer.from_manifest(manifest=copy.deepcopy(manifest), seed=5,
-                                         resume_from_checkpoint=checkpoints[0])
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == fitnesses
-    _same_members(pop, res_pop)
+    run = run_and_resume(manifest_trainer(cqn_manifest(cartpole_h5), seed=5), tmp_path,
+                         checkpoint_steps=50)
+    assert [agent.steps[-1] for agent in run.full_pop] == [150, 150, 150]  # gradient updates
+    assert any(agent.mut != "None" for agent in run.full_pop)
+    assert len(run.checkpoints) == 3
+    _same_members(run.full_pop, run.pop)
 
 
 def test_cqn_resume_refuses_a_different_dataset(cartpole_h5: Path, tmp_path: Path) -> None:
@@ -150,14 +143,10 @@ def test_cqn_resume_refuses_a_different_dataset(cartpole_h5: Path, tmp_path: Pat
 # ---------------------------------------------------------------------------- bandits
 @pytest.mark.parametrize("algo", ["NeuralUCB", "NeuralTS"])
 def test_bandit_resumes_exactly_with_lamb_and_reg_mutations(algo: str, tmp_path: Path) -> None:
-    full = bandit_trainer(algo, seed=4)
-    pop, fitnesses = full.train(verbose=False, checkpoint_steps=40,
-                                checkpoint_path=tmp_path / "ck")
-    checkpoints = sorted((tmp_path / "ck").iterdir())
-    resumed = bandit_trainer(algo, seed=4, resume_from_checkpoint=checkpoints[0])
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == fitnesses
-    _same_members(pop, res_pop)
+    run = run_and_resume(lambda **kwargs: bandit_trainer(algo, seed=4, **kwargs), tmp_path,
+                         checkpoint_steps=40)
+    pop = run.full_pop
+    _same_members(pop, run.pop)
     assert all(len(agent.regret) == 121 for agent in pop)  # one entry per pull, plus 0
     assert any((a.lamb, a.reg) != (1.0, 0.000625) for a in pop)  # lamb/reg were mutated
 

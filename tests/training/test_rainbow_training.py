@@ -15,7 +15,7 @@ from agilerl.components.replay_buffer import (
 )
 from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
 
-from .conftest import TINY_DQN, assert_same_weights
+from .conftest import TINY_DQN, manifest_trainer, run_and_resume, runs_with_same_seed
 
 TINY_RAINBOW = {
     "algorithm": {"name": "RainbowDQN", "batch_size": 32, "lr": 1e-3, "learn_step": 4,
@@ -70,24 +70,13 @@ def test_training_fills_and_reprioritizes_the_memory(tiny_rainbow):
 
 
 def test_same_seed_same_run(tiny_rainbow):
-    runs = [LocalTrainer.from_manifest(manifest=tiny_rainbow, seed=7).train(verbose=False)
-            for _ in range(2)]
-    assert runs[0][1] == runs[1][1]
-    assert_same_weights(runs[0][0], runs[1][0])
+    runs_with_same_seed(manifest_trainer(tiny_rainbow, seed=7))
 
 
 def test_resume_with_per_and_n_step_is_exact(tiny_rainbow, tmp_path):
-    evo = tiny_rainbow["training"]["evo_steps"]
-    full = LocalTrainer.from_manifest(manifest=tiny_rainbow, seed=5)
-    full_pop, full_fit = full.train(verbose=False, checkpoint_steps=evo,
-                                    checkpoint_path=tmp_path / "ck")
-    first = sorted((tmp_path / "ck").iterdir())[0]  # written after generation 1
-    resumed = LocalTrainer.from_manifest(manifest=tiny_rainbow, seed=5,
-                                         resume_from_checkpoint=first)
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
-    a, b = full.memory.state_dict(), resumed.memory.state_dict()
+    run = run_and_resume(manifest_trainer(tiny_rainbow, seed=5), tmp_path,
+                         tiny_rainbow["training"]["evo_steps"])
+    a, b = run.full.memory.state_dict(), run.resumed.memory.state_dict()
     assert np.array_equal(a["tree"], b["tree"]) and a["max_priority"] == b["max_priority"]
     for name in a["data"]:
         assert np.array_equal(a["data"][name], b["data"][name]), name
