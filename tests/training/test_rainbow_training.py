@@ -15,21 +15,20 @@ from agilerl.components.replay_buffer import (
 )
 from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
 
-from .conftest import TINY_DQN, manifest_trainer, run_and_resume, runs_with_same_seed
+from .conftest import (
+    TINY_DQN,
+    TINY_NETWORK,
+    manifest_trainer,
+    run_and_resume,
+    runs_with_same_seed,
+)
 
 TINY_RAINBOW = {
     "algorithm": {"name": "RainbowDQN", "batch_size": 32, "lr": 1e-3, "learn_step": 4,
                   "v_min": 0.0, "v_max": 100.0, "num_atoms": 21, "combined_reward": True},
     "environment": {"name": "CartPole-v1", "num_envs": 4},
-    "network": {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
-                "head_config": {"hidden_size": [16]}},
-    "mutation": {
-        "probabilities": {"no_mut": 0.2, "arch_mut": 0.2, "new_layer": 0.5, "params_mut": 0.2,
-                          "act_mut": 0.2, "rl_hp_mut": 0.2},
-        "rl_hp_selection": {"lr": {"min": 1e-4, "max": 1e-2},
-                            "batch_size": {"min": 8, "max": 64}},
-        "rand_seed": 3,
-    },
+    "network": TINY_NETWORK,
+    "mutation": TINY_DQN["mutation"],
     "selection_strategy": {"tournament_size": 2, "elitism": True},
     "replay_buffer": {"max_size": 5000, "per_buffer": True, "per_buffer_args": {"alpha": 0.6},
                       "n_step_buffer": True, "n_step_buffer_args": {"n_step": 3}},
