@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,17 +28,15 @@ import numpy as np
 import torch
 
 from agilerl.algorithms.core.evaluation import evaluate_greedy
-from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+from agilerl.algorithms.core.member_state import MemberState, cpu_copy
 from agilerl.algorithms.core.spaces import ObsEncoder
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import Adam, carry_state, make_optimizer, state_by_name
 
-STATE_FORMAT = 1
 
-
-class RLAlgorithm(SpecHyperparameters, ABC):
+class RLAlgorithm(MemberState):
     """Base class of single-agent RL algorithms (DQN, PPO, ...).
 
     Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``hyperparameter_names``
@@ -233,34 +231,18 @@ class RLAlgorithm(SpecHyperparameters, ABC):
         return self.obs_encoder(obs, self.device)
 
     # ------------------------------------------------------------------ cloning & state
-    def clone(self, index: int | None = None) -> RLAlgorithm:
-        """An independent copy (weights, optimizer state, counters, RNG state)."""
-        new = type(self).from_state(self.get_state(), device=self.device)
-        if index is not None:
-            new.index = int(index)
-        return new
-
     def get_state(self) -> dict[str, Any]:
         """Everything needed to rebuild this agent exactly; picklable by ``torch.save``."""
         return {
-            "format": STATE_FORMAT,
-            "algo": self.algo,
-            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            **self.member_state(),
             "observation_space": self.observation_space,
             "action_space": self.action_space,
-            "index": self.index,
             "seed": self.seed,
             "spec": self.spec.model_dump(mode="json", exclude_unset=False),
-            "hyperparameters": self.hyperparameters,
-            "hp_config": copy.deepcopy(self.hp_config),
             "net_config": copy.deepcopy(self.net_config),
             "architectures": {n: net.architecture() for n, net in self.networks.items()},
-            "weights": {n: _cpu_state(net.state_dict()) for n, net in self.networks.items()},
-            "optimizers": {n: _cpu_state(opt.state_dict()) for n, opt in self.optimizers.items()},
-            "steps": list(self.steps),
-            "scores": list(self.scores),
-            "fitness": list(self.fitness),
-            "mut": self.mut,
+            "weights": {n: cpu_copy(net.state_dict()) for n, net in self.networks.items()},
+            "optimizers": {n: cpu_copy(opt.state_dict()) for n, opt in self.optimizers.items()},
             "np_rng": copy.deepcopy(self.np_rng.bit_generator.state),
             "torch_rng": self.torch_rng.get_state(),
             "extra": self._extra_state(),
@@ -273,12 +255,7 @@ class RLAlgorithm(SpecHyperparameters, ABC):
         ``Adam.load_state_dict``), so one state can be loaded into several agents and
         none of them shares memory with it or with each other.
         """
-        if state["algo"] != self.algo:
-            raise ValueError(f"state is for {state['algo']}, not {self.algo}")
-        self.index = int(state["index"])
-        for name, value in state["hyperparameters"].items():
-            setattr(self, name, value)
-        self.hp_config = copy.deepcopy(dict(state["hp_config"]))
+        self.load_member_state(state)
         for name, arch in state["architectures"].items():
             net = self.networks[name]
             if net.architecture() != arch:
@@ -289,10 +266,6 @@ class RLAlgorithm(SpecHyperparameters, ABC):
         for opt_name, opt_state in state["optimizers"].items():
             self._rebuild_optimizer(opt_name)
             self.optimizers[opt_name].load_state_dict(opt_state)
-        self.steps = list(state["steps"])
-        self.scores = list(state["scores"])
-        self.fitness = list(state["fitness"])
-        self.mut = state["mut"]
         self.np_rng.bit_generator.state = copy.deepcopy(state["np_rng"])
         self.torch_rng.set_state(state["torch_rng"])
         self._load_extra_state(state.get("extra", {}))
@@ -321,12 +294,6 @@ class RLAlgorithm(SpecHyperparameters, ABC):
 
         path = Path(path)
         save_torch_atomically(self.get_state(), path)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"):
-        """Load an agent saved with ``save_checkpoint``; it can act straight away."""
-        state = torch.load(Path(path), map_location="cpu", weights_only=False)
-        return cls.from_state(state, device=device)
 
     # ------------------------------------------------------------------ mutation support
     def mutable_networks(self) -> list[str]:
@@ -387,14 +354,3 @@ def _registered(name: str) -> type[RLAlgorithm]:
     from agilerl.algorithms.registry import algorithm_class
 
     return algorithm_class(name)
-
-
-def _cpu_state(obj: Any) -> Any:
-    """Deep-copy a (nested) state dict with every tensor moved to the CPU."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: _cpu_state(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_cpu_state(v) for v in obj]
-    return copy.deepcopy(obj)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import os
 import weakref
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +35,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+from agilerl.algorithms.core.member_state import MemberState, cpu_copy
 from agilerl.hpo.ranges import plain_hp_config
-
-STATE_FORMAT = 1
 
 #: Spec fields that are constructor arguments of their own, not hyperparameters.
 _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", "name"})
@@ -77,7 +75,7 @@ class Rollout:
         return int(self.completion_mask.sum())
 
 
-class LLMAlgorithm(SpecHyperparameters, ABC):
+class LLMAlgorithm(MemberState):
     """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
 
     Subclasses set ``algo``, ``hyperparameter_names`` (mutable spec fields the maths
@@ -428,12 +426,6 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         return []
 
     # ------------------------------------------------------------------ state
-    def clone(self, index: int | None = None) -> LLMAlgorithm:
-        new = type(self).from_state(self.get_state(), device=self.device)
-        if index is not None:
-            new.index = int(index)
-        return new
-
     def _spec_state(self) -> dict[str, Any]:
         spec = self.spec.model_dump(mode="python")
         spec["lora_config"] = {k: v for k, v in self.lora_config.to_dict().items()
@@ -443,31 +435,17 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
     def get_state(self) -> dict[str, Any]:
         """Everything needed to rebuild this member exactly (never the base weights)."""
         return {
-            "format": STATE_FORMAT,
-            "algo": self.algo,
-            "class": f"{type(self).__module__}.{type(self).__qualname__}",
-            "index": self.index,
+            **self.member_state(),
             "spec": self._spec_state(),
-            "hyperparameters": self.hyperparameters,
-            "hp_config": copy.deepcopy(self.hp_config),
             "adapter": self.base.adapter_state(self.adapter),
-            "extra_modules": {n: _cpu(m.state_dict()) for n, m in self.extra_modules.items()},
-            "optimizer": _cpu(self.optimizer.state_dict()),
-            "steps": list(self.steps),
-            "scores": list(self.scores),
-            "fitness": list(self.fitness),
-            "mut": self.mut,
+            "extra_modules": {n: cpu_copy(m.state_dict()) for n, m in self.extra_modules.items()},
+            "optimizer": cpu_copy(self.optimizer.state_dict()),
             "evaluated_at": self.evaluated_at,
             "optimizer_steps": self.optimizer_steps,
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        if state["algo"] != self.algo:
-            raise ValueError(f"state is for {state['algo']}, not {self.algo}")
-        self.index = int(state["index"])
-        for name, value in state["hyperparameters"].items():
-            setattr(self, name, value)
-        self.hp_config = copy.deepcopy(dict(state["hp_config"]))
+        self.load_member_state(state)
         self.base.load_adapter_state(self.adapter, state["adapter"])
         for name, module_state in state.get("extra_modules", {}).items():
             self.extra_modules[name].load_state_dict(module_state)
@@ -475,10 +453,6 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         for group in self.optimizer.param_groups:  # mutated learning rates
             if group.get("lr_name") in self.hyperparameters:
                 group["lr"] = float(getattr(self, group["lr_name"]))
-        self.steps = list(state["steps"])
-        self.scores = list(state["scores"])
-        self.fitness = list(state["fitness"])
-        self.mut = state["mut"]
         self.evaluated_at = state.get("evaluated_at")
         self.optimizer_steps = int(state.get("optimizer_steps", 0))
 
@@ -518,22 +492,6 @@ class LLMAlgorithm(SpecHyperparameters, ABC):
         save_file(weights, str(folder / "adapter_model.safetensors"))
         return folder
 
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu"):
-        """A member saved with ``save_checkpoint`` (its base is loaded, or shared)."""
-        state = torch.load(Path(path), map_location="cpu", weights_only=False)
-        return cls.from_state(state, device=device)
-
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(index={self.index}, adapter={self.adapter!r}, "
                 f"steps={self.steps[-1]}, mut={self.mut!r})")
-
-
-def _cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: _cpu(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_cpu(v) for v in obj]
-    return copy.deepcopy(obj)

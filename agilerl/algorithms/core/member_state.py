@@ -1,0 +1,108 @@
+"""The part of a population member's state that every member has, whatever it trains.
+
+RL agents (:class:`~agilerl.algorithms.core.base.RLAlgorithm`) and LLM members
+(:class:`~agilerl.algorithms.core.llm_base.LLMAlgorithm`) differ in what their weights are
+(whole networks, or a LoRA adapter on a shared base), but both are identified, evolved and
+ranked by the same fields: this mixin writes and reads those, and gives both the same
+``clone`` and ``load``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+
+#: Version of the state dict written by ``get_state``.
+STATE_FORMAT = 1
+
+
+class MemberState(SpecHyperparameters, ABC):
+    """Identity, hyperparameters and history of a member, in and out of its state dict.
+
+    Subclasses implement ``get_state``/``set_state`` (adding their weights) on top of
+    :meth:`member_state` and :meth:`load_member_state`, and ``from_state``.
+    """
+
+    algo: ClassVar[str]
+    index: int
+    device: Any
+    hp_config: dict[str, Any]
+    steps: list[int]
+    scores: list[float]
+    fitness: list[float]
+    mut: Any
+
+    @abstractmethod
+    def get_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild this member exactly; picklable by ``torch.save``."""
+
+    @abstractmethod
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Load a state produced by ``get_state``."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None
+                   ) -> Any:
+        """A member rebuilt from ``get_state`` output."""
+
+    def member_state(self) -> dict[str, Any]:
+        """The fields of ``get_state`` every member has."""
+        return {
+            "format": STATE_FORMAT,
+            "algo": self.algo,
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "index": self.index,
+            "hyperparameters": self.hyperparameters,
+            "hp_config": copy.deepcopy(self.hp_config),
+            "steps": list(self.steps),
+            "scores": list(self.scores),
+            "fitness": list(self.fitness),
+            "mut": self.mut,
+        }
+
+    def load_member_state(self, state: Mapping[str, Any]) -> None:
+        """Load the fields :meth:`member_state` wrote (hyperparameters first, since the
+        weights and optimizers loaded after them may depend on them)."""
+        if state["algo"] != self.algo:
+            raise ValueError(f"state is for {state['algo']}, not {self.algo}")
+        self.index = int(state["index"])
+        for name, value in state["hyperparameters"].items():
+            setattr(self, name, value)
+        self.hp_config = copy.deepcopy(dict(state["hp_config"]))
+        self.steps = list(state["steps"])
+        self.scores = list(state["scores"])
+        self.fitness = list(state["fitness"])
+        self.mut = state["mut"]
+
+    def clone(self, index: int | None = None) -> Any:
+        """An independent copy (weights, optimizer state, counters, RNG state)."""
+        new = type(self).from_state(self.get_state(), device=self.device)
+        if index is not None:
+            new.index = int(index)
+        return new
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Any:
+        """A member saved with ``save_checkpoint``; it can act straight away."""
+        state = torch.load(Path(path), map_location="cpu", weights_only=False)
+        return cls.from_state(state, device=device)
+
+
+def cpu_copy(obj: Any) -> Any:
+    """Deep copy of a (nested) state dict with every tensor moved to the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [cpu_copy(v) for v in obj]
+    return copy.deepcopy(obj)
