@@ -8,6 +8,10 @@ matrix products (``baddbmm``/``bmm``) and applies the chain rule of
 kernels per activation and layer norm, so every member's gradient equals the one its own
 :class:`MLPChain` computes up to float rounding, without the autograd engine.
 
+Activations: those of :class:`MLPChain` (ReLU, Tanh, Sigmoid, none) and the others an
+architecture mutation draws (ELU, GELU), plus LeakyReLU and Softplus, each with the
+backward kernel autograd calls for it. :meth:`StackedMLPChain.of` is None for any other.
+
 A layer norm normalises all members' rows in one call (``native_layer_norm`` takes one
 affine for the whole batch: a unit one) and then scales and shifts each member's rows by its
 own weight and bias.
@@ -15,15 +19,43 @@ own weight and bias.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
+from torch import nn
 
+from agilerl.modules.mlp import _identity
 from agilerl.networks.mlp_gradient import _ACTIVATION_BACKWARD, _LAYER_NORM_BACKWARD, MLPChain
 
-#: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, output).
-StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, torch.Tensor]]
+#: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
+#: input, output).
+StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, torch.Tensor, torch.Tensor]]
+
+#: grad, activation input, activation output -> gradient at the activation's input.
+ActivationBackward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+_ATEN = torch.ops.aten
+
+
+def _activation_backward(act: Any) -> ActivationBackward | None:
+    """The backward of the activation ``act`` (as an MLP plan holds it), or None when it
+    has none here."""
+    from_output = _ACTIVATION_BACKWARD.get(act)
+    if from_output is not None:
+        return lambda grad, _, out: from_output(grad, out)
+    if type(act) is nn.GELU:
+        return lambda grad, x, _: _ATEN.gelu_backward.default(grad, x,
+                                                              approximate=act.approximate)
+    if type(act) is nn.ELU:
+        return lambda grad, x, _: _ATEN.elu_backward.default(grad, act.alpha, 1, 1, False, x)
+    if type(act) is nn.LeakyReLU:
+        return lambda grad, x, _: _ATEN.leaky_relu_backward.default(grad, x,
+                                                                    act.negative_slope, False)
+    if type(act) is nn.Softplus:
+        return lambda grad, x, _: _ATEN.softplus_backward.default(grad, x, act.beta,
+                                                                  act.threshold)
+    return None
 
 
 class _Norm(NamedTuple):
@@ -52,8 +84,17 @@ class StackedMLPChain:
     def __init__(self, chain: MLPChain) -> None:
         self.layers = [_Layer(_Norm(list(norm[0]), float(norm[3]), torch.ones_like(norm[1]),
                                     torch.zeros_like(norm[2])) if norm is not None else None,
-                              act, _ACTIVATION_BACKWARD.get(act))
+                              act, None if act is _identity else _activation_backward(act))
                        for _, _, norm, act in chain.plan]
+
+    @classmethod
+    def of(cls, chain: MLPChain) -> StackedMLPChain | None:
+        """The stacked form of ``chain``, or None when one of its activations has no
+        backward here."""
+        if any(act is not _identity and _activation_backward(act) is None
+               for _, _, _, act in chain.plan):
+            return None
+        return cls(chain)
 
     @staticmethod
     def parameters(chain: MLPChain) -> list[torch.Tensor]:
@@ -83,9 +124,9 @@ class StackedMLPChain:
                                                              norm.zeros, norm.eps)
                 out = torch.addcmul(params[i + 1].unsqueeze(1), normed, params[i].unsqueeze(1))
                 i += 2
-            out = layer.act(out)
+            act_in, out = out, layer.act(out)
             if tape is not None:
-                tape.append((x, pre, normed, mean, rstd, out))
+                tape.append((x, pre, normed, mean, rstd, act_in, out))
             x = out
         return x
 
@@ -98,9 +139,9 @@ class StackedMLPChain:
         i = len(params)
         for index in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[index]
-            x, pre, normed, mean, rstd, out = tape[index]
+            x, pre, normed, mean, rstd, act_in, out = tape[index]
             if layer.act_backward is not None:
-                grad = layer.act_backward(grad, out)
+                grad = layer.act_backward(grad, act_in, out)
             if layer.norm is not None:
                 i -= 2
                 grads[i] = (grad * normed).sum(1)

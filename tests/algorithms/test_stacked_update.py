@@ -24,7 +24,9 @@ def _net(activation: str = "ReLU", layer_norm: bool = True) -> dict:
 
 #: Networks whose gradient has a closed form (True) or goes through autograd (False).
 NETS = {"relu-norm": (_net(), True), "tanh": (_net("Tanh", layer_norm=False), True),
-        "sigmoid-norm": (_net("Sigmoid"), True), "gelu": (_net("GELU"), False)}
+        "sigmoid-norm": (_net("Sigmoid"), True), "gelu": (_net("GELU"), True),
+        "elu": (_net("ELU", layer_norm=False), True), "leaky": (_net("LeakyReLU"), True),
+        "softplus": (_net("Softplus"), True), "softmax": (_net("Softmax"), False)}
 
 
 def _members(double: bool, algo: type = DQN, net: dict = NET) -> list[DQN]:

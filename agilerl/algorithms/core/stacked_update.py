@@ -467,10 +467,9 @@ STACKED_LOSSES: dict[type, StackedLoss] = {
 def _closed_form_chain(agent: Any) -> StackedMLPChain | None:
     """The stacked closed-form chain of ``agent``'s group, or None when its Q-network's
     gradient has no closed form here (the group then learns through autograd)."""
-    chain = MLPChain.of(agent.actor)
-    if chain is None:
-        return None
+    net = agent.actor  # a Q-network of an MLP encoder and head (see _stackable)
+    chain = MLPChain([net.encoder("encoder"), net.head("q")])
     order = [id(p) for p in StackedMLPChain.parameters(chain)]
-    if order != [id(p) for p in _member_params(agent.actor)]:
+    if order != [id(p) for p in _member_params(net)]:
         return None
-    return StackedMLPChain(chain)
+    return StackedMLPChain.of(chain)
