@@ -11,11 +11,11 @@
    (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
    one torch thread, as a member trains; wall and CPU time (CPU time is steadier on a
    loaded machine).
-2. Train env steps/s of the manifest without and with ``training.batched_updates`` (each a
-   fresh process with the same ``--seed``; evaluation time excluded; an offline manifest's
-   steps are gradient updates), with the group sizes
-   of every generation; ``--same-arch`` mutates hyperparameters only, so the members keep
-   one architecture.
+2. Train env steps/s of the manifest without ``training.batched_updates`` (the default
+   worker count, and one process) and with it (always one process), each a fresh process
+   with the same ``--seed``; evaluation time excluded; an offline manifest's steps are
+   gradient updates; with the group sizes of every generation. ``--same-arch`` mutates
+   hyperparameters only, so the members keep one architecture.
 
 Prints the load average with every figure: on a shared machine the figures are only as good
 as it is quiet.
@@ -38,6 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer  # noqa: E402  (bench/peer.py, run as a script beside this one)
 
 ROUNDS = 5
+
+#: Training runs compared (driver flags): the default (one worker per core), the members in
+#: turn in one process (what batching replaces), and batched (always one process).
+RUNS = {"unbatched, default workers": [], "unbatched, 1 process": ["--one-process"],
+        "batched": ["--batched"]}
 
 
 def _load() -> str:
@@ -128,6 +133,8 @@ def _driver(args: argparse.Namespace) -> None:
 
     data = _manifest(args, Path(args.driver))
     data["training"]["batched_updates"] = args.batched
+    if args.one_process:
+        data["training"]["num_workers"] = 1
     if args.train_pop:
         data["training"]["pop_size"] = args.train_pop
     if args.max_steps:
@@ -178,16 +185,16 @@ def train_rates(path: Path, args: argparse.Namespace, argv: list[str]) -> None:
           + (", hyperparameter mutation only" if args.same_arch else "")
           + "; evaluation excluded)")
     for attempt in range(args.repeat):
-        for batched in (False, True):
+        for label, flags in RUNS.items():
             cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--driver", str(path)]
-            cmd += ["--batched"] if batched else []
+            cmd += flags
+            batched = "--batched" in flags
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            label = "batched" if batched else "unbatched"
             if proc.returncode != 0:
-                print(f"  {label:>10} FAILED: {proc.stderr.strip()[-800:]}")
+                print(f"  {label:>22} FAILED: {proc.stderr.strip()[-800:]}")
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(f"  {label:>10} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
+            print(f"  {label:>22} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
                   f"  train {r['train_seconds']:.1f} s  load {_load()}"
                   + (f"  groups per generation {r['groups']}" if batched else ""))
         if attempt + 1 < args.repeat:
@@ -213,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="training runs: this pop_size instead of the manifest's")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
         _driver(args)
