@@ -198,3 +198,35 @@ def test_offline_cqn_members_learn_together(tmp_path, phase_groups):
     assert fit_bat == pytest.approx(fit_seq)
     assert [a.steps for a in pop_seq] == [a.steps for a in pop_bat]
     _assert_close(pop_seq, pop_bat)
+
+
+def test_mutated_members_regroup_and_their_groups_equal_learn_calls():
+    """After an architecture and activation mutations, members with equal networks form a
+    group again, each group learns in closed form, and equals one learn per member."""
+    import numpy as np
+
+    from agilerl.hpo.mutation import Mutations
+    from tests.algorithms.test_stacked_update import _assert_close, _batch, _members
+
+    alone, together = _members(double=True), _members(double=True)
+    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
+    for agents in (alone, together):
+        same_draws = copy.deepcopy(mutations)
+        assert same_draws.architecture_mutate(agents[1]) != "None"
+        for agent in agents[2:]:
+            assert same_draws.activation_mutation(agent) == "act"
+    learners = lockstep._learners(together)
+    groups = list({id(g): g for g, _ in learners.values()}.values())
+    assert sorted(len(g.agents) for g in groups) == [1, 1, 2]
+    assert all(g.chain is not None for g in groups)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        batches = [_batch(rng, a.batch_size) for a in together]
+        for group in groups:
+            index = [together.index(a) for a in group.agents]
+            got = group.learn(range(len(index)), [batches[i] for i in index])
+            expected = [alone[i].learn(batches[i]) for i in index]
+            assert [m["loss"] for m in got] == pytest.approx([m["loss"] for m in expected],
+                                                            rel=1e-5)
+    for a, b in zip(alone, together, strict=True):
+        _assert_close(a, b)
