@@ -219,10 +219,15 @@ class StackedGroup:
                 adam.setdefault((group["lr"], group["betas"], group["eps"]), []).append(
                     (lists, grads))  # type: ignore[arg-type]
                 continue
-            for param, grad in zip(params, grads, strict=True):  # its own step (first one)
+            # its own step (its first one: Adam creates its state): on the stacked slices,
+            # then the parameters get their own gradient tensors back (a member may keep
+            # them as views of a buffer of its own)
+            own = [param.grad for param in params]
+            for param, grad in zip(params, grads, strict=True):
                 param.grad = grad
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            for param, grad in zip(params, own, strict=True):
+                param.grad = grad
         for (lr, (beta1, beta2), eps), entries in adam.items():
             params_: list[torch.Tensor] = []
             grads_: list[torch.Tensor] = []
