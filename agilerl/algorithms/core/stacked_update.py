@@ -344,6 +344,8 @@ class _AdamLists(NamedTuple):
 def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray:
     """``batches[g][name]`` stacked to ``(members, rows, ...)``, short batches zero-padded."""
     values = [np.asarray(b[name]) for b in batches]
+    if all(len(value) == rows for value in values):
+        return np.stack(values)
     out = np.zeros((len(values), rows, *values[0].shape[1:]), dtype=values[0].dtype)
     for g, value in enumerate(values):
         out[g, : len(value)] = value
