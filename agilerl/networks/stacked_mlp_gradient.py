@@ -30,7 +30,7 @@ from agilerl.networks.mlp_gradient import _ACTIVATION_BACKWARD, _LAYER_NORM_BACK
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
 #: input, output).
-StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, torch.Tensor, torch.Tensor]]
+StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, Any, torch.Tensor]]
 
 #: grad, activation input, activation output -> gradient at the activation's input.
 ActivationBackward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -72,6 +72,7 @@ class _Layer(NamedTuple):
     norm: _Norm | None  # a layer norm after the linear layer
     act: Any
     act_backward: Any  # None: the identity
+    keeps_input: bool  # whether the backward needs the activation's input (else its output)
 
 
 class StackedMLPChain:
@@ -84,7 +85,8 @@ class StackedMLPChain:
     def __init__(self, chain: MLPChain) -> None:
         self.layers = [_Layer(_Norm(list(norm[0]), float(norm[3]), torch.ones_like(norm[1]),
                                     torch.zeros_like(norm[2])) if norm is not None else None,
-                              act, None if act is _identity else _activation_backward(act))
+                              act, None if act is _identity else _activation_backward(act),
+                              act not in _ACTIVATION_BACKWARD and act is not _identity)
                        for _, _, norm, act in chain.plan]
 
     @classmethod
@@ -125,8 +127,9 @@ class StackedMLPChain:
                 out = torch.addcmul(params[i + 1].unsqueeze(1), normed, params[i].unsqueeze(1))
                 i += 2
             act_in, out = out, layer.act(out)
-            if tape is not None:
-                tape.append((x, pre, normed, mean, rstd, act_in, out))
+            if tape is not None:  # only what the backward reads: the rest is freed early
+                tape.append((x, pre if normed is not None else None, normed, mean, rstd,
+                             act_in if layer.keeps_input else None, out))
             x = out
         return x
 
