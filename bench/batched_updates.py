@@ -5,15 +5,17 @@
                                     [--repeat 1] [--seed 1] [--same-arch] [--train-pop N]
                                     [--skip-train] [--skip-updates]
 
-1. Learning updates per second of ``--pop`` same-architecture DQN members (the network and
-   batch size of the manifest), one ``agent.learn`` per member against one stacked update
+1. Time per update step of ``--pop`` same-architecture members (the algorithm, network and
+   batch size of the manifest): one member's ``agent.learn``, one ``agent.learn`` per
+   member, and one stacked update of them all
    (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
-   one torch thread, as a member trains.
-2. Train env steps/s of the manifest without and with ``training.batched_updates`` (each a
-   fresh process with the same ``--seed``; evaluation time excluded; an offline manifest's
-   steps are gradient updates), with the group sizes
-   of every generation; ``--same-arch`` mutates hyperparameters only, so the members keep
-   one architecture.
+   one torch thread, as a member trains; wall and CPU time (CPU time is steadier on a
+   loaded machine).
+2. Train env steps/s of the manifest without ``training.batched_updates`` (the default
+   worker count, and one process) and with it (always one process), each a fresh process
+   with the same ``--seed``; evaluation time excluded; an offline manifest's steps are
+   gradient updates; with the group sizes of every generation. ``--same-arch`` mutates
+   hyperparameters only, so the members keep one architecture.
 
 Prints the load average with every figure: on a shared machine the figures are only as good
 as it is quiet.
@@ -36,6 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer  # noqa: E402  (bench/peer.py, run as a script beside this one)
 
 ROUNDS = 5
+
+#: Training runs compared (driver flags): the default (one worker per core), the members in
+#: turn in one process (what batching replaces), and batched (always one process).
+RUNS = {"unbatched, default workers": [], "unbatched, 1 process": ["--one-process"],
+        "batched": ["--batched"]}
 
 
 def _load() -> str:
@@ -74,26 +81,34 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
     group = StackedGroup(agents)
     members = list(range(pop))
     ways = {
-        "unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
-        "batched": lambda: group.learn(members, batches),
+        "one member": lambda: agents[0].learn(batches[0]),
+        f"{pop} unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
+        f"{pop} batched": lambda: group.learn(members, batches),
     }
-    print(f"updates/s of {pop} same-architecture {type(agents[0]).__name__} members (hidden "
-          f"{manifest['network']['encoder_config']['hidden_size']}, batch "
-          f"{agents[0].batch_size}, 1 torch thread; best of {ROUNDS} alternating rounds)")
-    best = dict.fromkeys(ways, 0.0)
-    for _ in range(ROUNDS):  # alternate, so both ways see the same (shared-machine) load
+    gradient = "closed form" if group.chain is not None else "autograd"
+    print(f"time per update step of {pop} same-architecture {type(agents[0]).__name__} "
+          f"members (hidden {manifest['network']['encoder_config']['hidden_size']}, batch "
+          f"{agents[0].batch_size}, batched gradient in {gradient}, 1 torch thread; best of "
+          f"{ROUNDS} alternating rounds; CPU = this thread's CPU time)")
+    wall = dict.fromkeys(ways, float("inf"))
+    cpu = dict.fromkeys(ways, float("inf"))
+    count = max(1, updates // ROUNDS)
+    for _ in range(ROUNDS):  # alternate, so every way sees the same (shared-machine) load
         for name, step in ways.items():
             for _ in range(5):
                 step()
-            start = time.perf_counter()
-            for _ in range(max(1, updates // ROUNDS)):
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            for _ in range(count):
                 step()
-            rate = max(1, updates // ROUNDS) * pop / (time.perf_counter() - start)
-            best[name] = max(best[name], rate)
-    for name, rate in best.items():
-        print(f"  {name:>10} {rate:8.0f} member updates/s  ({rate / pop:.0f} population "
-              f"updates/s)  load {_load()}")
-    print(f"  speed-up {best['batched'] / best['unbatched']:.2f}x")
+            cpu[name] = min(cpu[name], (time.thread_time() - start_cpu) / count)
+            wall[name] = min(wall[name], (time.perf_counter() - start) / count)
+    one = cpu["one member"]
+    for name in ways:
+        print(f"  {name:>12} {wall[name] * 1e3:7.3f} ms wall  {cpu[name] * 1e3:7.3f} ms CPU"
+              f"  ({cpu[name] / one:.2f}x one member's CPU)  load {_load()}")
+    speed_up = cpu[f"{pop} unbatched"] / cpu[f"{pop} batched"]
+    print(f"  batched speed-up over {pop} unbatched updates: {speed_up:.2f}x (CPU), "
+          f"{wall[f'{pop} unbatched'] / wall[f'{pop} batched']:.2f}x (wall)")
 
 
 def _manifest(args: argparse.Namespace, path: Path) -> dict:
@@ -118,6 +133,8 @@ def _driver(args: argparse.Namespace) -> None:
 
     data = _manifest(args, Path(args.driver))
     data["training"]["batched_updates"] = args.batched
+    if args.one_process:
+        data["training"]["num_workers"] = 1
     if args.train_pop:
         data["training"]["pop_size"] = args.train_pop
     if args.max_steps:
@@ -168,16 +185,16 @@ def train_rates(path: Path, args: argparse.Namespace, argv: list[str]) -> None:
           + (", hyperparameter mutation only" if args.same_arch else "")
           + "; evaluation excluded)")
     for attempt in range(args.repeat):
-        for batched in (False, True):
+        for label, flags in RUNS.items():
             cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--driver", str(path)]
-            cmd += ["--batched"] if batched else []
+            cmd += flags
+            batched = "--batched" in flags
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            label = "batched" if batched else "unbatched"
             if proc.returncode != 0:
-                print(f"  {label:>10} FAILED: {proc.stderr.strip()[-800:]}")
+                print(f"  {label:>22} FAILED: {proc.stderr.strip()[-800:]}")
                 continue
             r = json.loads(proc.stdout.strip().splitlines()[-1])
-            print(f"  {label:>10} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
+            print(f"  {label:>22} {r['steps_per_second']:8.0f} steps/s  best {r['best']:.1f}"
                   f"  train {r['train_seconds']:.1f} s  load {_load()}"
                   + (f"  groups per generation {r['groups']}" if batched else ""))
         if attempt + 1 < args.repeat:
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="training runs: this pop_size instead of the manifest's")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
         _driver(args)

@@ -1,4 +1,5 @@
-"""Stacked updates of same-architecture DQN members equal one ``learn`` per member."""
+"""Stacked updates of same-architecture DQN members equal one ``learn`` per member, in
+closed form (the members' own gradient) and through autograd (networks outside it)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,23 @@ NET = {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
 TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 
-def _members(double: bool, algo: type = DQN) -> list[DQN]:
+def _net(activation: str = "ReLU", layer_norm: bool = True) -> dict:
+    mlp = {"hidden_size": [16], "activation": activation, "layer_norm": layer_norm}
+    return {"latent_dim": 16, "encoder_config": dict(mlp), "head_config": dict(mlp)}
+
+
+#: Networks whose gradient has a closed form (True) or goes through autograd (False).
+NETS = {"relu-norm": (_net(), True), "tanh": (_net("Tanh", layer_norm=False), True),
+        "sigmoid-norm": (_net("Sigmoid"), True), "gelu": (_net("GELU"), True),
+        "elu": (_net("ELU", layer_norm=False), True), "leaky": (_net("LeakyReLU"), True),
+        "softplus": (_net("Softplus"), True), "softmax": (_net("Softmax"), False)}
+
+
+def _members(double: bool, algo: type = DQN, net: dict = NET) -> list[DQN]:
     env = make_probe_vector_env("ObsPolicyEnv", 2)
     lrs, sizes, taus = (1e-3, 3e-3, 5e-4, 1e-2), (16, 24, 16, 8), (0.01, 0.05, 0.01, 0.1)
     extra = [{"cql_alpha": 0.5 + i} if algo is CQN else {} for i in range(4)]
-    return [algo(env.single_observation_space, env.single_action_space, net_config=NET,
+    return [algo(env.single_observation_space, env.single_action_space, net_config=net,
                  seed=i, batch_size=b, lr=lr, tau=tau, gamma=0.9 + 0.02 * i, double=double,
                  **extra[i])
             for i, (lr, b, tau) in enumerate(zip(lrs, sizes, taus, strict=True))]
@@ -46,13 +59,17 @@ def _assert_close(a: DQN, b: DQN) -> None:
             torch.testing.assert_close(value, sb["state"][index][key], **TOL)
 
 
-@pytest.mark.parametrize(("algo", "double"), [(DQN, False), (DQN, True), (CQN, True)],
-                         ids=["dqn", "double", "cqn"])
-def test_stacked_step_of_four_members_equals_four_learn_calls(algo, double):
-    alone, together = _members(double, algo), _members(double, algo)
+@pytest.mark.parametrize("net", list(NETS))
+@pytest.mark.parametrize(("algo", "double"), [(DQN, False), (DQN, True), (CQN, True),
+                                              (CQN, False)],
+                         ids=["dqn", "double", "cqn", "cqn-single"])
+def test_stacked_step_of_four_members_equals_four_learn_calls(algo, double, net):
+    config, closed_form = NETS[net]
+    alone, together = _members(double, algo, config), _members(double, algo, config)
     assert len({group_key(a) for a in together}) == 1
     rng = np.random.default_rng(0)
     group = StackedGroup(together)
+    assert (group.chain is not None) is closed_form
     # every member, then a subset (members that reached a learning update), then all again
     for members in ([0, 1, 2, 3], [0, 1, 2, 3], [0, 2], [1, 2, 3], [0, 1, 2, 3]):
         batches = [_batch(rng, alone[m].batch_size) for m in members]
@@ -82,3 +99,23 @@ def test_group_key_separates_architectures_and_algorithms():
     assert group_key(_members(double=True)[0]) != group_key(members[0])
     cqn = CQN(env.single_observation_space, env.single_action_space, net_config=NET, seed=0)
     assert group_key(cqn) not in (None, group_key(members[0]))  # a subclass's own loss
+
+
+@pytest.mark.parametrize("algo", [DQN, CQN])
+def test_the_closed_form_stacked_step_runs_without_autograd(monkeypatch, algo):
+    members = _members(double=True, algo=algo)
+    group = StackedGroup(members)
+    rng = np.random.default_rng(1)
+    batches = [_batch(rng, m.batch_size) for m in members]
+    group.learn(range(4), batches)  # first steps: each member's optimizer makes its state
+
+    def no_autograd(*args, **kwargs):
+        raise AssertionError("autograd was used")
+
+    monkeypatch.setattr(torch.autograd, "backward", no_autograd)
+    monkeypatch.setattr(torch.Tensor, "backward", no_autograd)
+    before = [p.clone() for p in members[0].actor.parameters()]
+    metrics = group.learn(range(4), batches)
+    assert all(m["loss"] > 0 for m in metrics)
+    assert not any(torch.equal(a, b) for a, b in zip(before, members[0].actor.parameters(),
+                                                      strict=True))

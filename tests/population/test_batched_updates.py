@@ -42,26 +42,41 @@ def _assert_close(a: list, b: list) -> None:
                                            msg=f"{net}.{key}")
 
 
+class PhaseGroups(list):
+    """The group sizes of every batched training phase (a list per phase), and whether
+    each group computed its gradient in closed form (``closed_form``, in the same shape)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed_form: list[list[bool]] = []
+
+
 @pytest.fixture
-def phase_groups(monkeypatch) -> list[list[int]]:
-    """The group sizes of every batched training phase, recorded as the run goes."""
-    seen: list[list[int]] = []
+def phase_groups(monkeypatch) -> PhaseGroups:
+    """The groups of every batched training phase, recorded as the run goes."""
+    seen = PhaseGroups()
     build = lockstep._learners
 
     def recording(agents):
         learners = build(agents)
-        groups = {id(g): g for g, _ in learners.values()}.values()
-        seen.append(sorted(len(g.agents) for g in groups))
+        groups = sorted({id(g): g for g, _ in learners.values()}.values(),
+                        key=lambda g: len(g.agents))
+        seen.append([len(g.agents) for g in groups])
+        seen.closed_form.append([g.chain is not None for g in groups])
         return learners
 
     monkeypatch.setattr(lockstep, "_learners", recording)
     return seen
 
 
-def test_batched_run_equals_the_sequential_run(phase_groups):
-    pop_seq, fit_seq = _train(SAME_ARCH, batched=False)
-    pop_bat, fit_bat = _train(SAME_ARCH, batched=True)
+@pytest.mark.parametrize("double", [True, False], ids=["double", "dqn"])
+def test_batched_run_equals_the_sequential_run(phase_groups, double):
+    manifest = copy.deepcopy(SAME_ARCH)
+    manifest["algorithm"]["double"] = double
+    pop_seq, fit_seq = _train(manifest, batched=False)
+    pop_bat, fit_bat = _train(manifest, batched=True)
     assert phase_groups == [[4]] * 3  # every phase learned as one group of four
+    assert phase_groups.closed_form == [[True]] * 3
     assert {a.hyperparameters["batch_size"] for a in pop_bat} != {32}  # batch sizes mutated
     assert fit_bat == pytest.approx(fit_seq)
     assert [a.hyperparameters for a in pop_seq] == [a.hyperparameters for a in pop_bat]
@@ -74,6 +89,10 @@ def test_architecture_mutations_regroup_the_members(phase_groups):
     pop_bat, fit_bat = _train(MUTATING, batched=True)
     assert len(phase_groups) == 3 and len({tuple(g) for g in phase_groups}) > 1
     assert any(max(groups) > 1 for groups in phase_groups)
+    # a group of several members learned in closed form
+    assert any(size > 1 and closed
+               for sizes, flags in zip(phase_groups, phase_groups.closed_form, strict=True)
+               for size, closed in zip(sizes, flags, strict=True))
     assert fit_bat == pytest.approx(fit_seq)
     assert [a.mut for a in pop_seq] == [a.mut for a in pop_bat]
     _assert_close(pop_seq, pop_bat)
@@ -174,7 +193,40 @@ def test_offline_cqn_members_learn_together(tmp_path, phase_groups):
     pop_seq, fit_seq = _train(manifest, batched=False)
     pop_bat, fit_bat = _train(manifest, batched=True)
     assert phase_groups == [[4]] * 3
+    assert phase_groups.closed_form == [[True]] * 3
     assert len({a.hyperparameters["cql_alpha"] for a in pop_bat}) > 1  # mutated per member
     assert fit_bat == pytest.approx(fit_seq)
     assert [a.steps for a in pop_seq] == [a.steps for a in pop_bat]
     _assert_close(pop_seq, pop_bat)
+
+
+def test_mutated_members_regroup_and_their_groups_equal_learn_calls():
+    """After an architecture and activation mutations, members with equal networks form a
+    group again, each group learns in closed form, and equals one learn per member."""
+    import numpy as np
+
+    from agilerl.hpo.mutation import Mutations
+    from tests.algorithms.test_stacked_update import _assert_close, _batch, _members
+
+    alone, together = _members(double=True), _members(double=True)
+    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
+    for agents in (alone, together):
+        same_draws = copy.deepcopy(mutations)
+        assert same_draws.architecture_mutate(agents[1]) != "None"
+        for agent in agents[2:]:
+            assert same_draws.activation_mutation(agent) == "act"
+    learners = lockstep._learners(together)
+    groups = list({id(g): g for g, _ in learners.values()}.values())
+    assert sorted(len(g.agents) for g in groups) == [1, 1, 2]
+    assert all(g.chain is not None for g in groups)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        batches = [_batch(rng, a.batch_size) for a in together]
+        for group in groups:
+            index = [together.index(a) for a in group.agents]
+            got = group.learn(range(len(index)), [batches[i] for i in index])
+            expected = [alone[i].learn(batches[i]) for i in index]
+            assert [m["loss"] for m in got] == pytest.approx([m["loss"] for m in expected],
+                                                            rel=1e-5)
+    for a, b in zip(alone, together, strict=True):
+        _assert_close(a, b)

@@ -1,23 +1,34 @@
 """One gradient step for several members whose networks have the same architecture.
 
 The members' parameters are stacked along a new leading dimension and every member's loss
-is computed in one pass of grouped matrix products (``torch.baddbmm`` over the stacked
-layers): a population of small MLPs costs one batched forward and backward instead of one
-per member. Grouped matmuls rather than ``torch.func.vmap(functional_call(...))``: the
-MLPs call ``F.linear`` on cached parameter references (their fast acting path), which
+is computed in one pass of grouped matrix products (``torch.baddbmm``/``torch.bmm`` over the
+stacked layers): a population of small MLPs costs one batched forward and backward instead
+of one per member. Grouped matmuls rather than ``torch.func.vmap(functional_call(...))``:
+the MLPs call ``F.linear`` on cached parameter references (their fast acting path), which
 ``functional_call`` cannot swap, and one ``baddbmm`` per layer has less dispatch overhead.
-Each member then steps its *own* optimizer on its slice of the stacked gradient and moves
-its own target network, so learning rates, Adam moments and step counts stay per member
-(they differ after hyperparameter mutation) and checkpoints, cloning and mutation see
-ordinary agents. The result equals one ``agent.learn(batch)`` per member up to float
-rounding (batched products sum in another order).
+
+The gradient is computed in closed form when the members' own update is
+(:class:`~agilerl.networks.stacked_mlp_gradient.StackedMLPChain`, the stacked form of
+:class:`~agilerl.networks.mlp_gradient.MLPChain`): each member's own loss-and-gradient
+function (the one its ``learn`` uses) is called on its rows of the stacked Q-values, and
+the chain rule runs on the stacks without the autograd engine. Networks outside the closed
+form (an activation it has no backward for) take the stacked forward through autograd.
+
+Each member then steps its *own* optimizer on its slice of the stacked gradient (clipped
+to its own norm where the algorithm clips) and moves its own target network, so learning
+rates, Adam moments and step counts stay per member (they differ after hyperparameter
+mutation) and checkpoints, cloning and mutation see ordinary agents. The result equals one
+``agent.learn(batch)`` per member up to float rounding (batched products sum in another
+order).
 
 Members may sample batches of different sizes (``batch_size`` is mutable): the batches are
-padded to the largest and each member's loss is the mean over its own rows.
+padded to the largest and each member's loss is the mean over its own rows (padding rows
+get a zero gradient).
 
 Supported: :class:`~agilerl.algorithms.dqn.DQN` (plain and double) and
 :class:`~agilerl.algorithms.cqn.CQN` (its CQL term and per-member gradient clipping), with
-an MLP encoder and head. :func:`group_key` is None for anything else; the caller then uses ``agent.learn``.
+an MLP encoder and head. :func:`group_key` is None for anything else; the caller then uses
+``agent.learn``.
 """
 
 from __future__ import annotations
@@ -33,10 +44,12 @@ from torch import nn
 
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.cqn import MAX_GRAD_NORM as CQN_MAX_GRAD_NORM
-from agilerl.algorithms.dqn import DQN
+from agilerl.algorithms.dqn import DQN, _td_loss_and_grad
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
+from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.optim import Adam
 from agilerl.networks.q_network import QNetwork
+from agilerl.networks.stacked_mlp_gradient import StackedMLPChain, StackedTape
 
 Batch = Mapping[str, Any]
 
@@ -115,14 +128,16 @@ class StackedGroup:
                        for _, norm, act in _mlp_layers(self.agents[0].actor)]
         self.online = [_member_params(a.actor) for a in self.agents]
         self.target = [_member_params(a.actor_target) for a in self.agents]
+        self.chain = _closed_form_chain(self.agents[0])
         # Stacks of the whole group, refreshed in place by two foreach copies when every
         # member learns (the usual case) instead of one stack per parameter tensor.
         count = len(self.online[0])
-        self._leaves = [torch.stack([p[i].detach() for p in self.online]).requires_grad_()
-                        for i in range(count)]
+        self._leaves = [torch.stack([p[i].detach() for p in self.online])
+                        .requires_grad_(self.chain is None) for i in range(count)]
         self._targets = [torch.stack([p[i].detach() for p in self.target]) for i in range(count)]
         rows = range(len(self.agents))
         self._sources = [p for params in (*self.online, *self.target) for p in params]
+        self._adam: dict[int, _AdamLists] = {}
         self._slots = ([leaf.detach()[g] for g in rows for leaf in self._leaves]
                        + [stack[g] for g in rows for stack in self._targets])
 
@@ -134,62 +149,126 @@ class StackedGroup:
         if len(members) == 1:
             return [dict(agents[0].learn(batches[0]))]
         online, target = self._stacks(members)
+        if self.chain is not None:
+            metrics, grads = self._closed_form(agents, batches, online, target)
+        else:
+            metrics, grads = self._autograd(agents, batches, online, target)
+        if self.loss.max_grad_norm is not None:
+            _clip_member_grads(grads, self.loss.max_grad_norm)
+        self._step(members, grads)
+        return metrics
+
+    def _autograd(self, agents: list[Any], batches: Sequence[Batch],
+                  online: list[torch.Tensor], target: list[torch.Tensor]
+                  ) -> tuple[list[dict[str, float]], list[torch.Tensor | None]]:
+        """Every member's metrics and the stacked gradients, through autograd."""
         losses = self.loss.losses(agents, batches, partial(self.forward, online),
                                   partial(self.forward, target))
         losses["loss"].sum().backward()
-        if self.loss.max_grad_norm is not None:
-            _clip_member_grads(online, self.loss.max_grad_norm)
-        self._step(members, online)
         values = {name: value.detach().tolist() for name, value in losses.items()}
-        return [{name: column[g] for name, column in values.items()}
-                for g in range(len(members))]
+        return ([{name: column[g] for name, column in values.items()}
+                 for g in range(len(agents))], [leaf.grad for leaf in online])
 
     @torch.no_grad()
-    def _step(self, members: list[int], online: list[torch.Tensor]) -> None:
-        """Every member's Adam step on its slice of the stacked gradient, then its soft
+    def _closed_form(self, agents: list[Any], batches: Sequence[Batch],
+                     online: list[torch.Tensor], target: list[torch.Tensor]
+                     ) -> tuple[list[dict[str, float]], list[torch.Tensor | None]]:
+        """Every member's metrics and the stacked gradients in closed form: the stacked
+        chain's forward and backward around each member's own loss-and-gradient function
+        (called on its rows of the stacked Q-values)."""
+        chain = self.chain
+        assert chain is not None
+        batch = _stacked_batch(agents, batches)
+        y = _td_target(agents[0].double, batch, partial(chain.forward, online),
+                       partial(chain.forward, target))
+        tape: StackedTape = []
+        q_all = chain.forward(online, batch.obs, tape)
+        terms: list[torch.Tensor] = []
+        member_grads: list[torch.Tensor] = []
+        for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True)):
+            loss, grad = self.loss.loss_and_grad(agent)(q_all[g, :rows], batch.action[g, :rows],
+                                                        y[g, :rows])
+            terms.append(torch.stack(loss) if isinstance(loss, tuple) else loss.reshape(1))
+            member_grads.append(grad)
+        if len(set(batch.sizes)) == 1:
+            grad_q = torch.stack(member_grads)
+        else:  # padding rows take no part in the loss: a zero gradient
+            grad_q = torch.zeros_like(q_all)
+            for g, grad in enumerate(member_grads):
+                grad_q[g, : len(grad)] = grad
+        grads = chain.backward(online, tape, grad_q)
+        names = self.loss.metric_names
+        return ([dict(zip(names, row, strict=True)) for row in torch.stack(terms).tolist()],
+                list(grads))
+
+    @torch.no_grad()
+    def _step(self, members: list[int], stacked: Sequence[torch.Tensor | None]) -> None:
+        """Every member's Adam step on its slice of the ``stacked`` gradients, then its soft
         target update: the maths of its ``learn``, bit for bit (the same fused kernels),
         with one kernel call per distinct (lr, betas, eps) and per distinct tau."""
-        slices = [leaf.grad.unbind(0) if leaf.grad is not None else None for leaf in online]
-        adam: dict[tuple[Any, ...], list[tuple[Any, list[torch.Tensor], list[torch.Tensor]]]] = {}
+        slices = [grad.unbind(0) if grad is not None else None for grad in stacked]
+        adam: dict[tuple[Any, ...], list[tuple[_AdamLists, list[torch.Tensor]]]] = {}
         for g, m in enumerate(members):
             agent, params = self.agents[m], self.online[m]
             grads = [s[g] if s is not None else None for s in slices]
             optimizer = agent.optimizers["optimizer"]
-            if _adam_ready(optimizer, params, grads):
+            ready = all(grad is not None for grad in grads)
+            lists = self._adam_lists(m, optimizer) if ready else None
+            if lists is not None:
                 group = optimizer.param_groups[0]
                 adam.setdefault((group["lr"], group["betas"], group["eps"]), []).append(
-                    (optimizer, params, grads))  # type: ignore[arg-type]
+                    (lists, grads))  # type: ignore[arg-type]
                 continue
-            for param, grad in zip(params, grads, strict=True):  # its own step (first one)
+            # its own step (its first one: Adam creates its state): on the stacked slices,
+            # then the parameters get their own gradient tensors back (a member may keep
+            # them as views of a buffer of its own)
+            own = [param.grad for param in params]
+            for param, grad in zip(params, grads, strict=True):
                 param.grad = grad
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            for param, grad in zip(params, own, strict=True):
+                param.grad = grad
         for (lr, (beta1, beta2), eps), entries in adam.items():
-            lists: tuple[list[torch.Tensor], ...] = ([], [], [], [], [])
-            counters: dict[int, torch.Tensor] = {}
-            for member_adam, member_params, member_grads in entries:
-                for param, grad in zip(member_params, member_grads, strict=True):
-                    state = member_adam.state[param]
-                    for out, value in zip(lists, (param, grad, state["exp_avg"],
-                                                  state["exp_avg_sq"], state["step"]),
-                                          strict=True):
-                        out.append(value)
-                    counters[id(state["step"])] = state["step"]
-            for counter in counters.values():
-                counter.add_(1.0)
-            params_, grads_, avgs, sqs, steps = lists
+            params_: list[torch.Tensor] = []
+            grads_: list[torch.Tensor] = []
+            avgs: list[torch.Tensor] = []
+            sqs: list[torch.Tensor] = []
+            steps: list[torch.Tensor] = []
+            for lists, member_grads in entries:
+                for counter in lists.counters:
+                    counter.add_(1.0)
+                params_ += lists.params
+                grads_ += member_grads
+                avgs += lists.avgs
+                sqs += lists.sqs
+                steps += lists.steps
             torch._fused_adam_(params_, grads_, avgs, sqs, [], steps, lr=lr, beta1=beta1,
                                beta2=beta2, weight_decay=0.0, eps=eps, amsgrad=False,
                                maximize=False)
         lerps: dict[float, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         for m in members:
-            agent = self.agents[m]
-            targets, sources = agent._param_pairs()
-            pair = lerps.setdefault(float(agent.tau), ([], []))
-            pair[0].extend(targets)
-            pair[1].extend(sources)
+            pair = lerps.setdefault(float(self.agents[m].tau), ([], []))
+            pair[0].extend(self.target[m])
+            pair[1].extend(self.online[m])
         for tau, (targets, sources) in lerps.items():
             torch._foreach_lerp_(targets, sources, tau)
+
+    def _adam_lists(self, m: int, optimizer: Any) -> _AdamLists | None:
+        """Member ``m``'s Adam tensors for one fused step, or None when its ``step`` must
+        run instead (another optimizer, or state not yet created: its first step)."""
+        cached = self._adam.get(m)
+        if cached is not None and cached.state is optimizer.state:
+            return cached
+        params = self.online[m]
+        if not _adam_ready(optimizer, params):
+            return None
+        states = [optimizer.state[p] for p in params]
+        steps = [state["step"] for state in states]
+        lists = _AdamLists(optimizer.state, params, [state["exp_avg"] for state in states],
+                           [state["exp_avg_sq"] for state in states], steps,
+                           list({id(step): step for step in steps}.values()))
+        self._adam[m] = lists
+        return lists
 
     def _stacks(self, members: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The stacked online parameters (leaves with gradients) and target parameters of
@@ -203,7 +282,7 @@ class StackedGroup:
             count = range(len(self.online[0]))
             online = [torch.stack([self.online[m][i] for m in members]) for i in count]
             target = [torch.stack([self.target[m][i] for m in members]) for i in count]
-        return [p.requires_grad_() for p in online], target
+        return [p.requires_grad_(self.chain is None) for p in online], target
 
     def forward(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The stacked networks ``params`` (member-stacked, in :func:`_member_params`
@@ -223,10 +302,11 @@ class StackedGroup:
 
 
 @torch.no_grad()
-def _clip_member_grads(leaves: Sequence[torch.Tensor], max_norm: float) -> None:
-    """Scale each member's slice of the stacked gradients so that its joint L2 norm is at
-    most ``max_norm`` (:func:`~agilerl.algorithms.core.target.clip_grad_norm` per member)."""
-    grads = [leaf.grad for leaf in leaves if leaf.grad is not None]
+def _clip_member_grads(stacked: Sequence[torch.Tensor | None], max_norm: float) -> None:
+    """Scale each member's slice of the ``stacked`` gradients so that its joint L2 norm is
+    at most ``max_norm`` (:func:`~agilerl.algorithms.core.target.clip_grad_norm` per
+    member)."""
+    grads = [grad for grad in stacked if grad is not None]
     if not grads:
         return
     norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])
@@ -236,22 +316,36 @@ def _clip_member_grads(leaves: Sequence[torch.Tensor], max_norm: float) -> None:
         grad.mul_(scale.reshape(-1, *([1] * (grad.dim() - 1))))
 
 
-def _adam_ready(optimizer: Any, params: Sequence[torch.Tensor],
-                grads: Sequence[torch.Tensor | None]) -> bool:
+def _adam_ready(optimizer: Any, params: Sequence[torch.Tensor]) -> bool:
     """Whether one fused Adam call may step ``params`` for ``optimizer`` (an
-    :class:`~agilerl.networks.optim.Adam` over exactly them, with state for each, and a
-    gradient for each): what its ``step`` would do then is that one kernel."""
+    :class:`~agilerl.networks.optim.Adam` over exactly them, with state for each): what
+    its ``step`` would do then is that one kernel."""
     if not isinstance(optimizer, Adam) or len(optimizer.param_groups) != 1:
         return False
     if len(optimizer.param_groups[0]["params"]) != len(params):
         return False
     state = optimizer.state
-    return all(g is not None for g in grads) and all(state.get(p) for p in params)
+    return all(state.get(p) for p in params)
+
+
+class _AdamLists(NamedTuple):
+    """A member's Adam tensors in parameter order, as one fused step takes them. Valid
+    while the optimizer keeps its ``state`` dict: its entries, once created, are updated
+    in place (a load or a rebuilt optimizer brings a new dict)."""
+
+    state: dict[torch.Tensor, dict[str, torch.Tensor]]
+    params: list[torch.Tensor]
+    avgs: list[torch.Tensor]
+    sqs: list[torch.Tensor]
+    steps: list[torch.Tensor]
+    counters: list[torch.Tensor]  # the distinct step counters (parameters share them)
 
 
 def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray:
     """``batches[g][name]`` stacked to ``(members, rows, ...)``, short batches zero-padded."""
     values = [np.asarray(b[name]) for b in batches]
+    if all(len(value) == rows for value in values):
+        return np.stack(values)
     out = np.zeros((len(values), rows, *values[0].shape[1:]), dtype=values[0].dtype)
     for g, value in enumerate(values):
         out[g, : len(value)] = value
@@ -267,38 +361,58 @@ def _obs(agent: Any, stacked: np.ndarray) -> torch.Tensor:
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _td_terms(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
-              target_net: Forward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-    """``(Q(s, .), Q(s, a), target, rows per member)`` of every member's batch, stacked
-    (members, rows, ...), as :meth:`DQN.td_terms` computes them for one member."""
+class _StackedBatch(NamedTuple):
+    """Every member's batch as (members, rows, ...) tensors, short batches zero-padded."""
+
+    obs: torch.Tensor
+    next_obs: torch.Tensor
+    action: torch.Tensor  # (members, rows, 1), long
+    reward: torch.Tensor  # (members, rows)
+    done: torch.Tensor  # (members, rows)
+    gamma: torch.Tensor  # (members, 1)
+    sizes: list[int]  # each member's own rows
+
+
+def _stacked_batch(agents: Sequence[DQN], batches: Sequence[Batch]) -> _StackedBatch:
     base = agents[0]
     sizes = [len(np.asarray(b["reward"]).reshape(-1)) for b in batches]
     rows = max(sizes)
     device = base.device
-    obs = _obs(base, _stacked_field(batches, "obs", rows))
-    next_obs = _obs(base, _stacked_field(batches, "next_obs", rows))
     action = torch.as_tensor(_stacked_field(batches, "action", rows), device=device)
-    action = action.to(torch.long).reshape(len(agents), rows, 1)
-    reward = torch.as_tensor(_stacked_field(batches, "reward", rows), dtype=torch.float32,
-                             device=device).reshape(len(agents), rows)
-    done = torch.as_tensor(_stacked_field(batches, "done", rows), dtype=torch.float32,
-                           device=device).reshape(len(agents), rows)
-    gamma = torch.tensor([[float(a.gamma)] for a in agents], dtype=torch.float32, device=device)
+    return _StackedBatch(
+        _obs(base, _stacked_field(batches, "obs", rows)),
+        _obs(base, _stacked_field(batches, "next_obs", rows)),
+        action.to(torch.long).reshape(len(agents), rows, 1),
+        torch.as_tensor(_stacked_field(batches, "reward", rows), dtype=torch.float32,
+                        device=device).reshape(len(agents), rows),
+        torch.as_tensor(_stacked_field(batches, "done", rows), dtype=torch.float32,
+                        device=device).reshape(len(agents), rows),
+        torch.tensor([[float(a.gamma)] for a in agents], dtype=torch.float32, device=device),
+        sizes)
 
-    if base.double:
-        q_both = online(torch.cat([obs, next_obs], dim=1))
-        q_online, q_next_online = q_both[:, :rows], q_both[:, rows:].detach()
+
+@torch.no_grad()
+def _td_target(double: bool, batch: _StackedBatch, online: Forward,
+               target_net: Forward) -> torch.Tensor:
+    """Every member's TD target ``r + gamma * (1 - done) * Q_target(s', a*)`` (members,
+    rows), as :meth:`DQN.td_target` computes it for one member."""
+    q_next_target = target_net(batch.next_obs)
+    if double:  # a* chosen by the online network, valued by the target
+        best = online(batch.next_obs).argmax(dim=-1, keepdim=True)
+        q_next = q_next_target.gather(2, best).squeeze(2)
     else:
-        q_online = online(obs)
-    with torch.no_grad():
-        q_next_target = target_net(next_obs)
-        if base.double:
-            best = q_next_online.argmax(dim=-1, keepdim=True)
-            q_next = q_next_target.gather(2, best).squeeze(2)
-        else:
-            q_next = q_next_target.amax(dim=-1)
-        target = reward + gamma * (1.0 - done) * q_next
-    return q_online, q_online.gather(2, action).squeeze(2), target, sizes
+        q_next = q_next_target.amax(dim=-1)
+    return batch.reward + batch.gamma * (1.0 - batch.done) * q_next
+
+
+def _td_terms(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
+              target_net: Forward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+    """``(Q(s, .), Q(s, a), target, rows per member)`` of every member's batch, stacked
+    (members, rows, ...), as :meth:`DQN.td_terms` computes them for one member."""
+    batch = _stacked_batch(agents, batches)
+    target = _td_target(agents[0].double, batch, online, target_net)
+    q_online = online(batch.obs)
+    return q_online, q_online.gather(2, batch.action).squeeze(2), target, batch.sizes
 
 
 def _row_mean(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
@@ -328,17 +442,41 @@ def _cqn_losses(agents: Sequence[CQN], batches: Sequence[Batch], online: Forward
     return {"loss": 0.5 * td_loss + alpha * cql, "td_loss": td_loss, "cql_loss": cql}
 
 
+#: ``(Q(s, .), actions (N, 1), TD target) -> (loss terms, d loss / d Q(s, .))`` of one member.
+LossAndGrad = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[Any, torch.Tensor]]
+
+
 class StackedLoss(NamedTuple):
-    """An algorithm's per-member losses (``"loss"`` is minimised; every entry is reported
-    as a metric) and the gradient-norm clip of its update (None: no clipping)."""
+    """How an algorithm's members learn together.
+
+    ``losses``: the per-member losses through autograd (``"loss"`` is minimised; every
+    entry is reported as a metric). ``loss_and_grad``: a member's own closed-form loss
+    terms and gradient (what its ``learn`` passes to :meth:`DQN.closed_form_backward`),
+    its terms reported as ``metric_names``. ``max_grad_norm``: the gradient-norm clip of
+    its update (None: no clipping).
+    """
 
     losses: Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
                      dict[str, torch.Tensor]]
+    loss_and_grad: Callable[[Any], LossAndGrad]
+    metric_names: tuple[str, ...]
     max_grad_norm: float | None = None
 
 
 #: Algorithm class -> its stacked update (exact classes: a subclass changes the loss).
 STACKED_LOSSES: dict[type, StackedLoss] = {
-    DQN: StackedLoss(_dqn_losses),
-    CQN: StackedLoss(_cqn_losses, CQN_MAX_GRAD_NORM),
+    DQN: StackedLoss(_dqn_losses, lambda agent: _td_loss_and_grad, ("loss",)),
+    CQN: StackedLoss(_cqn_losses, lambda agent: agent._loss_and_grad,
+                     ("loss", "td_loss", "cql_loss"), CQN_MAX_GRAD_NORM),
 }
+
+
+def _closed_form_chain(agent: Any) -> StackedMLPChain | None:
+    """The stacked closed-form chain of ``agent``'s group, or None when its Q-network's
+    gradient has no closed form here (the group then learns through autograd)."""
+    net = agent.actor  # a Q-network of an MLP encoder and head (see _stackable)
+    chain = MLPChain([net.encoder("encoder"), net.head("q")])
+    order = [id(p) for p in StackedMLPChain.parameters(chain)]
+    if order != [id(p) for p in _member_params(net)]:
+        return None
+    return StackedMLPChain.of(chain)
