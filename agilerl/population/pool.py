@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainReport
+from agilerl.population.backend import (
+    Deadline,
+    EvalJob,
+    MemberFailure,
+    TrainJob,
+    TrainReport,
+)
 from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve
 from agilerl.population.shared_memory import SharedReplay, shareable
@@ -219,9 +225,10 @@ class ProcessPopulation:
     def __len__(self) -> int:
         return len(self.agents)
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
         """One member's training call (in a worker); see :meth:`train_members`."""
-        for _, report in self.train_members([TrainJob(member, steps, seed)]):
+        for _, report in self.train_members([TrainJob(member, steps, seed, deadline)]):
             return report
         raise RuntimeError(f"member {member} was not trained")  # pragma: no cover
 
@@ -236,7 +243,7 @@ class ProcessPopulation:
 
         def request(job: TrainJob) -> Callable[[_Worker], Any]:
             return lambda w: ("train", job.member, job.steps, job.seed,
-                              self._state_for(job.member, w))
+                              self._state_for(job.member, w), job.deadline)
 
         def place(member: int, free: list[_Worker]) -> _Worker:
             holder = self._holder[member]
