@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.max_steps} steps per member, {os.cpu_count()} cores")
     print(f"  {'backend':<16} {'wall s':>8} {'steps/s':>9} {'x local':>8} {'load 1/5m':>10}"
           "  fitnesses")
-    wall, steps, fit = _run(manifest, backend="local")
+    wall, steps, fit = _run(manifest, backend="local", num_workers=1)
     base = steps / wall
     print(f"  {'local (1 proc)':<16} {wall:8.1f} {base:9.0f} {1.0:8.2f} {_load():>10}  {fit}",
           flush=True)

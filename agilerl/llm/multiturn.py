@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.errors import MissingExtraError
 
 #: Turns per episode when neither the manifest nor the environment says.
@@ -204,16 +204,15 @@ class MultiTurnMemberTrainer:
         return Experience(rollout, np.array(credit), groups=np.array(groups),
                           episode_start=np.array(starts), returns=np.array(returns))
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         sums: dict[str, float] = {}
         returns: list[float] = []
         tokens, seconds = 0, 0.0
-        from agilerl.training.loop import wall_budget_spent
-
         done = 0
         for _ in range(int(steps)):
-            if wall_budget_spent():  # training.max_wall_seconds: no new batch of episodes
-                break
+            if deadline is not None and deadline.spent():  # training.max_wall_seconds:
+                break  # no new batch of episodes
             group = int(getattr(agent, "group_size", 1) or 1)
             prompts = self.env.episode_seeds(agent.steps[-1], int(agent.batch_size))
             seeds = [s for s in prompts for _ in range(group)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -45,12 +46,41 @@ class MemberFailure(RuntimeError):
         return f"{' of '.join(where) or 'the population'}: {self.what}"
 
 
+class Deadline:
+    """The moment a run's wall-clock budget (``training.max_wall_seconds``) is spent.
+
+    Each run makes its own, and it travels with the run's training jobs to wherever a member
+    trains: pickled, it is the seconds left, so it means the same moment in a worker process
+    or on another machine of a Ray cluster, whatever their clocks say.
+    """
+
+    __slots__ = ("_at",)
+
+    def __init__(self, seconds: float) -> None:
+        self._at = time.monotonic() + float(seconds)
+
+    def seconds_left(self) -> float:
+        return self._at - time.monotonic()
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self._at
+
+    def __reduce__(self) -> tuple[Any, tuple[float]]:
+        return Deadline, (self.seconds_left(),)
+
+    def __repr__(self) -> str:
+        return f"Deadline(seconds_left={self.seconds_left():.3f})"
+
+
 class TrainJob(NamedTuple):
     """One member's share of a generation's training phase."""
 
     member: int
     steps: int
     seed: int
+    deadline: Deadline | None = None
+    """The run's wall-clock budget: the member trainer may stop between its own steps once
+    it is spent (None: no budget)."""
 
 
 class EvalJob(NamedTuple):
@@ -63,7 +93,11 @@ class EvalJob(NamedTuple):
 class MemberTrainer(Protocol):
     """Collects experience for one member and lets it learn: the paradigm-specific half."""
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport: ...
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
+        """Train ``agent`` for about ``steps`` steps from ``seed``; a trainer whose steps
+        are long may return early, between two steps, once ``deadline`` is spent."""
+        ...
 
 
 @runtime_checkable
@@ -72,8 +106,10 @@ class PopulationBackend(Protocol):
 
     def __len__(self) -> int: ...
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
-        """Train ``member`` for about ``steps`` env steps; the env is reset from ``seed``."""
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
+        """Train ``member`` for about ``steps`` env steps; the env is reset from ``seed``
+        (``deadline``: as :attr:`TrainJob.deadline`)."""
         ...
 
     def evaluate(self, member: int, *, seed: int) -> float:
@@ -147,7 +183,8 @@ class SequentialCalls:
     """The batch calls of :class:`PopulationBackend` as one ``train``/``evaluate`` call after
     another, for backends whose members live in this process (no shared-memory merging)."""
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
         raise NotImplementedError
 
     def evaluate(self, member: int, *, seed: int) -> float:
@@ -159,7 +196,8 @@ class SequentialCalls:
         for job in jobs:
             if stop is not None and stop():
                 return
-            yield job.member, (self.train(job.member, job.steps, seed=job.seed) if job.steps
+            yield job.member, (self.train(job.member, job.steps, seed=job.seed,
+                                          deadline=job.deadline) if job.steps
                                else TrainReport(steps=0))
 
     def end_training_phase(self) -> None:

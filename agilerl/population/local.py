@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.population.backend import MemberTrainer, SequentialCalls, TrainReport
+from agilerl.population.backend import Deadline, MemberTrainer, SequentialCalls, TrainReport
 from agilerl.population.shared_memory import SharedReplay, shareable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,12 +56,13 @@ class LocalPopulation(SequentialCalls):
     def __len__(self) -> int:
         return len(self.agents)
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
         seed_everything(seed)
         start = time.perf_counter()
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.train_member(self.agents[member], steps, seed=seed)
+        report = self.train_member(self.agents[member], steps, seed=seed, deadline=deadline)
         if self.shared is not None:
             self.shared.end_member()
         report.seconds = time.perf_counter() - start

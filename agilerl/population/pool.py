@@ -31,9 +31,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainReport
+from agilerl.population.backend import (
+    Deadline,
+    EvalJob,
+    MemberFailure,
+    TrainJob,
+    TrainReport,
+)
 from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve
+from agilerl.population.resident_pages import release_library_pages
 from agilerl.population.shared_memory import SharedReplay, shareable
 from agilerl.training.errors import TrainingSetupError
 
@@ -85,6 +92,7 @@ class ProcessPopulation:
         self._steps = [int(a.steps[-1]) for a in self.agents]
         self._workers: list[_Worker] = []
         self._closed = False
+        self._unfreeze = False  # this object froze the collector's generations (see _start)
         init = WorkerInit(
             env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
             training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
@@ -110,18 +118,23 @@ class ProcessPopulation:
                 f"cannot be sent to worker processes ({type(exc).__name__}: {exc}); use "
                 "training.num_workers: 1") from None
         ctx, here = _context(type(self.agents[0]).__module__, init.device)
-        # Forked from this process, workers share its pages until they write to them; with
-        # everything so far in the collector's permanent generation, their collections do not
-        # write to (and so copy) the pages of the objects they inherited.
-        freeze = here and gc.get_freeze_count() == 0
-        if freeze:
-            gc.freeze()
+        if here:
+            # Forked from this process, workers share its pages until either side writes to
+            # them. Everything so far goes into the collector's permanent generation until
+            # the workers stop: no collection, here or in a worker, then writes to (and so
+            # copies) the pages of those objects; a full collection here would otherwise
+            # copy most of the Python heap once more. The load-time pages of the shared
+            # libraries are handed back first: workers map only the pages they use.
+            release_library_pages()
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                self._unfreeze = True
         try:
             for index in range(count):
                 self._workers.append(self._spawn(ctx, index))
-        finally:
-            if freeze:
-                gc.unfreeze()
+        except BaseException:
+            self._thaw()
+            raise
         for worker in self._workers:
             try:
                 worker.conn.send_bytes(message)
@@ -219,9 +232,10 @@ class ProcessPopulation:
     def __len__(self) -> int:
         return len(self.agents)
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
         """One member's training call (in a worker); see :meth:`train_members`."""
-        for _, report in self.train_members([TrainJob(member, steps, seed)]):
+        for _, report in self.train_members([TrainJob(member, steps, seed, deadline)]):
             return report
         raise RuntimeError(f"member {member} was not trained")  # pragma: no cover
 
@@ -236,7 +250,7 @@ class ProcessPopulation:
 
         def request(job: TrainJob) -> Callable[[_Worker], Any]:
             return lambda w: ("train", job.member, job.steps, job.seed,
-                              self._state_for(job.member, w))
+                              self._state_for(job.member, w), job.deadline)
 
         def place(member: int, free: list[_Worker]) -> _Worker:
             holder = self._holder[member]
@@ -350,6 +364,13 @@ class ProcessPopulation:
         for worker in self._workers:
             worker.process.join(timeout=5)
         _kill(self._workers)
+        self._thaw()
+
+    def _thaw(self) -> None:
+        """Give the objects frozen before the workers forked back to the collector."""
+        if self._unfreeze:
+            self._unfreeze = False
+            gc.unfreeze()
 
     # ------------------------------------------------------------------ bookkeeping
     def _bring_back(self, member: int) -> None:

@@ -24,7 +24,10 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.population.backend import Deadline
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1
@@ -118,7 +121,8 @@ class _Worker:
             self.agents[member] = self.init.agent_class.from_state(state, device=self.init.device)
         return self.agents[member]
 
-    def train(self, member: int, steps: int, seed: int, state: Any) -> tuple[Any, ...]:
+    def train(self, member: int, steps: int, seed: int, state: Any,
+              deadline: Deadline | None) -> tuple[Any, ...]:
         from agilerl.checkpoint.rng import seed_everything
 
         agent = self.load(member, state)
@@ -126,7 +130,7 @@ class _Worker:
         start = time.perf_counter()
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.train_member(agent, steps, seed=seed)
+        report = self.train_member(agent, steps, seed=seed, deadline=deadline)
         delta = self.shared.end_member() if self.shared is not None else None
         report.seconds = time.perf_counter() - start
         return report, delta, int(agent.steps[-1])
@@ -154,8 +158,8 @@ class _Worker:
 def serve(conn: Connection) -> None:
     """The worker's main loop. Requests and replies:
 
-    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None)``
-    -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
+    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None,
+    deadline|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
     state|None)`` -> ``("evaluated", member, fitness, state)``; ``("get", member)`` ->
     ``("state", member, state)``; ``("merge", deltas)`` -> no reply; ``("stop",)`` -> exit.
     Any failure -> ``("error", member, summary, traceback)``, then the worker exits.

@@ -40,7 +40,13 @@ from typing import Any
 
 import ray
 
-from agilerl.population.backend import EvalJob, MemberFailure, TrainJob, TrainReport
+from agilerl.population.backend import (
+    Deadline,
+    EvalJob,
+    MemberFailure,
+    TrainJob,
+    TrainReport,
+)
 from agilerl.population.backends import (
     BackendSettings,
     MemberContext,
@@ -100,12 +106,12 @@ class MemberHost:
         self.members.agents[member] = self.agent_class.from_state(own, device=self.device)
         return self._result(member)
 
-    def train(self, member: int, steps: int,
-              seed: int) -> tuple[TrainReport, Any, dict[str, Any], dict[str, Any]]:
+    def train(self, member: int, steps: int, seed: int, deadline: Deadline | None = None
+              ) -> tuple[TrainReport, Any, dict[str, Any], dict[str, Any]]:
         """Train one member; also returns what it added to the shared memory (or None)."""
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.members.train(member, steps, seed=seed)
+        report = self.members.train(member, steps, seed=seed, deadline=deadline)
         delta = self.shared.end_member() if self.shared is not None else None
         return (report, delta, *self._result(member))
 
@@ -305,8 +311,9 @@ class RayPopulation:
     def __len__(self) -> int:
         return self.size
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
-        return next(iter(self.train_members([TrainJob(member, steps, seed)])))[1]
+    def train(self, member: int, steps: int, *, seed: int,
+              deadline: Deadline | None = None) -> TrainReport:
+        return next(iter(self.train_members([TrainJob(member, steps, seed, deadline)])))[1]
 
     def evaluate(self, member: int, *, seed: int) -> float:
         return self.evaluate_members([EvalJob(member, seed)])[0]
@@ -332,7 +339,8 @@ class RayPopulation:
                 k = job.member % len(self._actors)
                 if k in running:
                     break
-                refs = self._submit(job.member, "train", job.member, job.steps, job.seed)
+                refs = self._submit(job.member, "train", job.member, job.steps, job.seed,
+                                    job.deadline)
                 running[k] = (job, refs, time.perf_counter())
                 pending.pop(0)
             if not running and order[yielded] not in done:
@@ -356,7 +364,8 @@ class RayPopulation:
             report = self._finish(job.member, refs)
         except ray.exceptions.RayActorError as exc:
             self._recover(job.member, exc, 0)
-            report = self._call(job.member, "train", job.member, job.steps, job.seed)
+            report = self._call(job.member, "train", job.member, job.steps, job.seed,
+                                job.deadline)
         done[job.member] = report
 
     def end_training_phase(self) -> None:

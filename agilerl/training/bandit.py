@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 
 
 class BanditMemberTrainer:
@@ -31,7 +31,8 @@ class BanditMemberTrainer:
         self.env = env
         self.memory = memory
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         start = time.perf_counter()
         env, memory = self.env, self.memory
         rng = np.random.default_rng(seed)

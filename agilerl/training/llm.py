@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -139,7 +139,8 @@ class ReasoningMemberTrainer:
     def __init__(self, env: Any) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         from agilerl.algorithms.core.llm_policy import Experience
 
         rewards_seen: list[float] = []

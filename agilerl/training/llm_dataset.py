@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -59,7 +59,8 @@ class DatasetMemberTrainer:
     def __init__(self, env: Any) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         sums: dict[str, float] = {}
         tokens, seconds = 0, 0.0
         batch_size = int(agent.batch_size)

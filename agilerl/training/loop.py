@@ -13,9 +13,10 @@ One generation:
 6. checkpoint check (every ``checkpoint_steps`` of the most-trained member).
 
 With a wall-clock budget (``max_wall_seconds``, multi-turn LLM runs) no member starts
-training once it is spent (member trainers may also stop between their own steps:
-:func:`wall_budget_spent`); the generation in progress is evaluated, a checkpoint is written
-when checkpoints are on, and the run returns without having finished its steps, so a
+training once it is spent (member trainers may also stop between their own steps: every
+training job carries the run's own :class:`~agilerl.population.backend.Deadline`, so runs
+sharing a process do not share a budget); the generation in progress is evaluated, a
+checkpoint is written when checkpoints are on, and the run returns without having finished its steps, so a
 resumed or continued run goes on to ``max_steps``.
 
 Before the first generation, a population with a mutation operator is mutated once (the
@@ -33,13 +34,13 @@ a generation (an interrupted run stops between two members).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.population.backend import (
+    Deadline,
     EvalJob,
     MemberFailure,
     PopulationBackend,
@@ -161,17 +162,6 @@ def _budget_left(backend: PopulationBackend, max_steps: int) -> bool:
     return all(backend.steps(m) < max_steps for m in range(len(backend)))
 
 
-#: ``time.monotonic()`` at which the run in progress in this process spends its wall-clock
-#: budget (None: no run, or no budget).
-_deadline: float | None = None
-
-
-def wall_budget_spent() -> bool:
-    """Whether the run in progress in this process has spent its ``max_wall_seconds``
-    (member trainers whose steps are long check it between steps)."""
-    return _deadline is not None and time.monotonic() >= _deadline
-
-
 def run_generations(
     backend: PopulationBackend,
     settings: LoopSettings,
@@ -184,18 +174,15 @@ def run_generations(
     Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
     turns true; the run can then be resumed from that checkpoint.
     """
-    global _deadline
     budget = settings.max_wall_seconds
-    _deadline = time.monotonic() + float(budget) if budget is not None else None
+    deadline = Deadline(budget) if budget is not None else None
     state.out_of_time = False
     try:
-        return _run(backend, settings, state, hooks, evolution)
+        return _run(backend, settings, state, hooks, evolution, deadline)
     except MemberFailure as failure:
         if failure.generation is None:
             failure.generation = state.generation
         raise
-    finally:
-        _deadline = None
 
 
 def _run(
@@ -204,13 +191,14 @@ def _run(
     state: LoopState,
     hooks: LoopHooks,
     evolution: Evolution | None,
+    deadline: Deadline | None,
 ) -> list[float]:
     state.early_stop.target_score = settings.target_score
     if evolution is not None and evolution.mutates_before_training and not state.pre_mutation_done:
         evolution.pre_training(backend)
         state.pre_mutation_done = True
     while not state.finished and (state.members_done or _budget_left(backend, settings.max_steps)):
-        _train_members(backend, settings, state, hooks)
+        _train_members(backend, settings, state, hooks, deadline)
         backend.end_training_phase()
         fitnesses = backend.evaluate_members([
             EvalJob(m, derive_seed(settings.seed, state.generation, m, PHASE_EVAL))
@@ -229,7 +217,7 @@ def _run(
         state.reports = []
         state.finished = state.stopped_early or not _budget_left(backend, settings.max_steps)
         _maybe_checkpoint(backend, settings, state, hooks)
-        if wall_budget_spent() and not state.finished:
+        if deadline is not None and deadline.spent() and not state.finished:
             state.out_of_time = True
             if settings.checkpoint_steps:
                 hooks.checkpoint(state, reason="max_wall_seconds")
@@ -242,18 +230,19 @@ def _run(
 
 
 def _train_members(
-    backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks
+    backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks,
+    deadline: Deadline | None,
 ) -> None:
     """Train the members not yet trained this generation (the backend may run them
     concurrently); an interrupt lets members already started finish, then checkpoints."""
     jobs = [
         TrainJob(member,
                  min(settings.evo_steps, max(settings.max_steps - backend.steps(member), 0)),
-                 derive_seed(settings.seed, state.generation, member, PHASE_TRAIN))
+                 derive_seed(settings.seed, state.generation, member, PHASE_TRAIN), deadline)
         for member in range(state.members_done, len(backend))
     ]
     def stop() -> bool:
-        return hooks.interrupt_requested() or wall_budget_spent()
+        return hooks.interrupt_requested() or (deadline is not None and deadline.spent())
 
     for member, report in backend.train_members(jobs, stop=stop):
         state.train_seconds += report.seconds

@@ -32,7 +32,7 @@ import numpy as np
 
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.experience import _learn_schedule, mean_metrics
 
 
@@ -110,7 +110,8 @@ class MultiAgentOffPolicyMemberTrainer:
         self.memory = memory
         self.learning_delay = int(training.learning_delay)
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         result = train_multi_agent_off_policy_member(
             agent, self.env, self.memory, steps, learning_delay=self.learning_delay, seed=seed,
         )

@@ -23,7 +23,7 @@ import numpy as np
 
 from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.experience import mean_metrics
 
 
@@ -33,7 +33,8 @@ class MultiAgentOnPolicyMemberTrainer:
     def __init__(self, env: Any) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         result = train_multi_agent_on_policy_member(agent, self.env, steps, seed=seed)
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.experience import (
     LearnPoint,
     off_policy_member_run,
@@ -29,7 +29,8 @@ class OffPolicyMemberTrainer:
         self.learning_delay = int(training.learning_delay)
         self.max_steps = int(training.max_steps)
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         result = train_off_policy_member(
             agent, self.env, self.memory, steps, learning_delay=self.learning_delay,
             exploration=type(agent).exploration_settings(self.training), seed=seed,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.arguments import explained
 from agilerl.training.experience import LearnPoint, drive_member_run, mean_metrics
 
@@ -53,7 +53,8 @@ class OfflineMemberTrainer:
     #: Lockstep members need no env of their own (see agilerl.population.lockstep).
     uses_env = False
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         start = time.perf_counter()
         report = self.report(drive_member_run(agent, self.run(agent, steps, seed=seed)))
         report.seconds = time.perf_counter() - start

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agilerl.population.backend import TrainReport
+from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.experience import train_on_policy_member
 
 
@@ -14,7 +14,8 @@ class OnPolicyMemberTrainer:
     def __init__(self, env: Any) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int) -> TrainReport:
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
         result = train_on_policy_member(agent, self.env, steps, seed=seed)
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

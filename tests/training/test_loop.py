@@ -28,7 +28,7 @@ class FakeBackend(SequentialCalls):
     def __len__(self) -> int:
         return len(self.members)
 
-    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int, deadline=None) -> TrainReport:
         random.seed(seed)
         self.members[member]["w"] += random.random()
         self.members[member]["steps"] += steps
