@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from agilerl.modules.mlp import EvolvableMLP
 
@@ -32,6 +31,10 @@ _ACTIVATION_BACKWARD: dict[Any, Any] = {
     torch.tanh: torch.ops.aten.tanh_backward.default,
     torch.sigmoid: torch.ops.aten.sigmoid_backward.default,
 }
+
+#: Activation -> the same activation applied in place (identity: None).
+_IN_PLACE: dict[Any, Any] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
+                             torch.sigmoid: torch.sigmoid_}
 
 #: Per layer: (input, pre-norm value, norm mean, norm rstd, activation output).
 Tape = list[tuple[torch.Tensor, Any, Any, Any, Any]]
@@ -71,42 +74,87 @@ class MLPChain:
     def forward(self, x: torch.Tensor, tape: Tape | None = None) -> torch.Tensor:
         """The chain's output for the 2-D batch ``x``; with ``tape`` (a list), what
         :meth:`backward` needs is appended to it."""
-        for weight, bias, norm, act in self.plan:
-            pre = F.linear(x, weight, bias)
+        return self.run(x, tape)
+
+    def run(self, x: torch.Tensor, tape: Tape | None = None) -> torch.Tensor:
+        """:meth:`forward` for a caller already under ``torch.no_grad()``."""
+        for weight_t, bias, norm, act in self._layers():
+            pre = torch.addmm(bias, x, weight_t)  # what F.linear computes, one kernel
             if norm is not None:
                 out, mean, rstd = torch.native_layer_norm(pre, *norm)
             else:
                 out, mean, rstd = pre, None, None
-            out = act(out)
+            if act is not None:  # in place: ``out`` is this layer's own new tensor
+                act(out)
             if tape is not None:
                 tape.append((x, pre if norm is not None else None, mean, rstd, out))
             x = out
         return x
 
+    def _layers(self) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
+        """Per layer: (transposed weight, bias, layer-norm args, in-place activation),
+        rebuilt when a parameter's storage was replaced (see ``flat_params``)."""
+        key = self.plan[0][0].data_ptr()
+        if self.__dict__.get("_layers_key") != key:
+            self._layers_key = key
+            self._layers_cache = [
+                (weight.detach().t(), bias.detach(), norm, _IN_PLACE.get(act))
+                for weight, bias, norm, act in self.plan]
+        return self._layers_cache
+
     @torch.no_grad()
-    def backward(self, tape: Tape, grad: torch.Tensor) -> None:
+    def backward(self, tape: Tape, grad: torch.Tensor,
+                 into: list[tuple[Any, ...]] | None = None, rows: int | None = None) -> None:
         """Set ``.grad`` of every parameter to the gradient of ``sum(grad * output)``,
-        the output being the one :meth:`forward` recorded in ``tape``."""
+        the output being the one :meth:`forward` recorded in ``tape``.
+
+        ``into`` (per layer of :attr:`plan`: the weight's, bias's, norm weight's and norm
+        bias's gradient tensors) receives the gradients in place instead, and ``rows``
+        says that only the first ``rows`` rows of the recorded batch carry ``grad`` (the
+        rest were a pass through the same network that needs no gradient).
+        """
         for i in range(len(self.plan) - 1, -1, -1):
             weight, bias, norm, act = self.plan[i]
             x, pre, mean, rstd, out = tape[i]
+            if rows is not None and len(x) != rows:
+                x, out = x[:rows], out[:rows]
+                if pre is not None:
+                    pre, mean, rstd = pre[:rows], mean[:rows], rstd[:rows]
             activation_backward = _ACTIVATION_BACKWARD.get(act)
             if activation_backward is not None:
                 grad = activation_backward(grad, out)
-            if norm is not None:
-                grad, norm[1].grad, norm[2].grad = _LAYER_NORM_BACKWARD(
-                    grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
-            weight.grad = torch.mm(grad.t(), x)
-            bias.grad = grad.sum(0)
+            if into is None:
+                if norm is not None:
+                    grad, norm[1].grad, norm[2].grad = _LAYER_NORM_BACKWARD(
+                        grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
+                weight.grad = torch.mm(grad.t(), x)
+                bias.grad = grad.sum(0)
+            else:
+                weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
+                if norm is not None:
+                    grad, norm_weight, norm_bias = _LAYER_NORM_BACKWARD(
+                        grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
+                    norm_weight_grad.copy_(norm_weight)
+                    norm_bias_grad.copy_(norm_bias)
+                torch.mm(grad.t(), x, out=weight_grad)
+                torch.sum(grad, 0, out=bias_grad)
             if i:
                 grad = torch.mm(grad, weight)
 
+    def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
+        """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
+        tensor)."""
+        return [(grads[id(weight)], grads[id(bias)],
+                 grads[id(norm[1])] if norm is not None else None,
+                 grads[id(norm[2])] if norm is not None else None)
+                for weight, bias, norm, _ in self.plan]
 
-def cached_chain(owner: Any, network: Any) -> MLPChain | None:
-    """``MLPChain.of(network)``, cached on ``owner`` until ``network`` is replaced (a
-    mutation or a load builds new modules)."""
-    cache = owner.__dict__.get("_mlp_chain")
+
+def cached_chain(owner: Any, network: Any, key: str = "_mlp_chain") -> MLPChain | None:
+    """``MLPChain.of(network)``, cached on ``owner`` (under ``key``, one per network the
+    owner keeps) until ``network`` is replaced (a mutation or a load builds new modules)."""
+    cache = owner.__dict__.get(key)
     if cache is None or cache[0] is not network:
         cache = (network, MLPChain.of(network))
-        owner.__dict__["_mlp_chain"] = cache
+        owner.__dict__[key] = cache
     return cache[1]
