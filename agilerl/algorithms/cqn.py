@@ -62,7 +62,7 @@ class CQN(DQN):
         is ``(cql_alpha * p + onehot(a) * (delta - cql_alpha)) / N``; the CQL term
         ``logsumexp_a' Q(s, a') - Q(s, a)`` is ``-log p(a)``.
         """
-        rows, alpha = len(target), float(self.cql_alpha)
+        rows, alpha = target.shape[0], float(self.cql_alpha)
         log_p = torch.log_softmax(q_all, dim=-1)
         delta = q_all.gather(1, action).squeeze(1).sub_(target)
         td_loss = torch.dot(delta, delta).div_(rows)

@@ -117,7 +117,6 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         self.step_optimizer(loss)
         return {"loss": float(loss.detach())}
 
-    @torch.no_grad()
     def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any],
                              loss_and_grad: Callable[..., tuple[Any, torch.Tensor]]) -> Any:
         """Set the online network's gradients in closed form, without autograd.
@@ -126,23 +125,21 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         the TD target) gives the loss terms and the loss's gradient with respect to
         ``Q(s, .)``; :class:`MLPChain` carries that back through the network. Returns the
         loss terms.
+
+        With flat buffers (:meth:`_flat_training`), no parameter is read attached, so
+        this runs without a ``no_grad`` context (whose entry and exit cost more than a
+        small kernel), and the gradients land in the flat gradient buffer.
         """
         flat = self._flat_training()
         target_chain = cached_chain(self, self.actor_target, "_target_chain")
         if flat is None or target_chain is None:
-            obs, action, target = self.td_target(experiences)
-            tape: Tape = []
-            q_all = chain.forward(obs, tape)
-            terms, grad = loss_and_grad(q_all, action, target)
-            self.optimizers["optimizer"].zero_grad(set_to_none=True)
-            chain.backward(tape, grad)
-            return terms
+            return self._closed_form_backward(chain, experiences, loss_and_grad)
         obs, next_obs = self._net_input(experiences["obs"]), self._net_input(experiences["next_obs"])
         action = _column(experiences["action"], self.device, torch.long, (-1, 1))
         reward = _column(experiences["reward"], self.device, torch.float32, (-1,))
         done = _column(experiences["done"], self.device, torch.float32, (-1,))
-        rows = len(action)
-        tape = []
+        rows = action.shape[0]
+        tape: Tape = []
         if self.double:  # one online pass over s and s'; only the rows at s are taped back
             q_both = chain.run(torch.cat([obs, next_obs]), tape)
             q_all = q_both[:rows]
@@ -151,11 +148,24 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         else:
             q_all = chain.run(obs, tape)
             q_next = target_chain.run(next_obs).amax(dim=-1)
-        target = reward + self.gamma * (1.0 - done) * q_next
+        # r + gamma * (1 - done) * Q', as -gamma * ((done - 1) * Q') + r: two kernels
+        target = torch.addcmul(reward, done.sub(1.0), q_next, value=-self.gamma)
         terms, grad = loss_and_grad(q_all, action, target)
-        chain.backward(tape, grad, flat.slots(chain), rows)
+        chain.backward_into(tape, grad, flat.slots(chain), rows)
         flat.attach_grads()
         flat.fresh = True
+        return terms
+
+    @torch.no_grad()
+    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any],
+                              loss_and_grad: Callable[..., tuple[Any, torch.Tensor]]) -> Any:
+        """:meth:`closed_form_backward` into each parameter's own ``.grad``."""
+        obs, action, target = self.td_target(experiences)
+        tape: Tape = []
+        q_all = chain.forward(obs, tape)
+        terms, grad = loss_and_grad(q_all, action, target)
+        self.optimizers["optimizer"].zero_grad(set_to_none=True)
+        chain.backward(tape, grad)
         return terms
 
     def _net_input(self, obs: Any) -> Any:

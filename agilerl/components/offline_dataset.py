@@ -144,9 +144,8 @@ class OfflineDataset:
         one gather per field for all of them (each batch holds views of those)."""
         batch_size = int(batch_size)
         index = torch.from_numpy(rng.integers(0, self.size, size=int(count) * batch_size))
-        rows = self.rows(index)
-        return [{key: value[start:start + batch_size] for key, value in rows.items()}
-                for start in range(0, len(index), batch_size)]
+        split = {key: value.split(batch_size) for key, value in self.rows(index).items()}
+        return [dict(zip(split, batch, strict=True)) for batch in zip(*split.values(), strict=True)]
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The transitions at ``index`` (an int64 tensor): ``{obs, action, reward, next_obs,

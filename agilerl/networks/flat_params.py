@@ -29,7 +29,10 @@ from agilerl.networks.optim import Adam
 
 
 class FlatTraining:
-    """Flat parameters, gradients and Adam moments of ``online`` and ``target``."""
+    """Flat parameters, gradients and Adam moments of ``online`` and ``target``.
+
+    The buffers carry no autograd history, so the updates below need no ``no_grad``
+    context."""
 
     def __init__(self, online: Any, target: Any, optimizer: Adam,
                  params: list[torch.Tensor], target_params: list[torch.Tensor]) -> None:
@@ -91,7 +94,6 @@ class FlatTraining:
             for p, g in zip(self.params, self.grads, strict=True):
                 p.grad = g
 
-    @torch.no_grad()
     def clip_grad_norm(self, max_norm: float) -> None:
         """Scale the gradient so that its L2 norm is at most ``max_norm``."""
         total = float(torch.linalg.vector_norm(self.grad))
@@ -99,7 +101,6 @@ class FlatTraining:
         if scale < 1.0:
             self.grad.mul_(scale)
 
-    @torch.no_grad()
     def adam_step(self) -> None:
         """One step of the optimizer's Adam (its group's lr, betas and eps) on the flat
         gradient."""
@@ -110,7 +111,6 @@ class FlatTraining:
                            [self.counter], lr=group["lr"], beta1=beta1, beta2=beta2,
                            weight_decay=0.0, eps=group["eps"], amsgrad=False, maximize=False)
 
-    @torch.no_grad()
     def soft_update(self, tau: float) -> None:
         """target <- tau * online + (1 - tau) * target."""
         self.target_flat.lerp_(self.flat, tau)

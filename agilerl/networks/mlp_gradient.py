@@ -32,6 +32,8 @@ _ACTIVATION_BACKWARD: dict[Any, Any] = {
     torch.sigmoid: torch.ops.aten.sigmoid_backward.default,
 }
 
+_ALL_THREE = [True, True, True]
+
 #: Activation -> the same activation applied in place (identity: None).
 _IN_PLACE: dict[Any, Any] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
                              torch.sigmoid: torch.sigmoid_}
@@ -77,8 +79,9 @@ class MLPChain:
         return self.run(x, tape)
 
     def run(self, x: torch.Tensor, tape: Tape | None = None) -> torch.Tensor:
-        """:meth:`forward` for a caller already under ``torch.no_grad()``."""
-        for weight_t, bias, norm, act in self._layers():
+        """:meth:`forward` without its ``no_grad`` wrapper: every parameter is read
+        detached, so no graph is recorded in any grad mode (for ``x`` without one)."""
+        for weight_t, bias, norm, act, _, _ in self._layers():
             pre = torch.addmm(bias, x, weight_t)  # what F.linear computes, one kernel
             if norm is not None:
                 out, mean, rstd = torch.native_layer_norm(pre, *norm)
@@ -91,15 +94,20 @@ class MLPChain:
             x = out
         return x
 
-    def _layers(self) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
-        """Per layer: (transposed weight, bias, layer-norm args, in-place activation),
-        rebuilt when a parameter's storage was replaced (see ``flat_params``)."""
+    def _layers(self) -> list[tuple[Any, ...]]:
+        """Per layer of :attr:`plan`, with every parameter detached: (transposed weight,
+        bias, layer-norm args, in-place activation, weight, activation's backward). Rebuilt
+        when the parameters' storage was replaced (see ``flat_params``)."""
         key = self.plan[0][0].data_ptr()
         if self.__dict__.get("_layers_key") != key:
             self._layers_key = key
             self._layers_cache = [
-                (weight.detach().t(), bias.detach(), norm, _IN_PLACE.get(act))
+                (weight.detach().t(), bias.detach(),
+                 None if norm is None else (norm[0], norm[1].detach(), norm[2].detach(),
+                                            norm[3]),
+                 _IN_PLACE.get(act), weight.detach(), _ACTIVATION_BACKWARD.get(act))
                 for weight, bias, norm, act in self.plan]
+            self._backward_order = list(enumerate(self._layers_cache))[::-1]
         return self._layers_cache
 
     @torch.no_grad()
@@ -109,35 +117,50 @@ class MLPChain:
         the output being the one :meth:`forward` recorded in ``tape``.
 
         ``into`` (per layer of :attr:`plan`: the weight's, bias's, norm weight's and norm
-        bias's gradient tensors) receives the gradients in place instead, and ``rows``
-        says that only the first ``rows`` rows of the recorded batch carry ``grad`` (the
-        rest were a pass through the same network that needs no gradient).
+        bias's gradient tensors, see :meth:`gradient_slots`) receives the gradients in
+        place instead, and ``rows`` says that only the first ``rows`` rows of the recorded
+        batch carry ``grad`` (the rest were a pass through the same network that needs no
+        gradient): see :meth:`backward_into`.
         """
+        if into is not None:
+            self.backward_into(tape, grad, into, rows)
+            return
         for i in range(len(self.plan) - 1, -1, -1):
             weight, bias, norm, act = self.plan[i]
             x, pre, mean, rstd, out = tape[i]
-            if rows is not None and len(x) != rows:
-                x, out = x[:rows], out[:rows]
-                if pre is not None:
-                    pre, mean, rstd = pre[:rows], mean[:rows], rstd[:rows]
             activation_backward = _ACTIVATION_BACKWARD.get(act)
             if activation_backward is not None:
                 grad = activation_backward(grad, out)
-            if into is None:
-                if norm is not None:
-                    grad, norm[1].grad, norm[2].grad = _LAYER_NORM_BACKWARD(
-                        grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
-                weight.grad = torch.mm(grad.t(), x)
-                bias.grad = grad.sum(0)
-            else:
-                weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
-                if norm is not None:
-                    grad, norm_weight, norm_bias = _LAYER_NORM_BACKWARD(
-                        grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
-                    norm_weight_grad.copy_(norm_weight)
-                    norm_bias_grad.copy_(norm_bias)
-                torch.mm(grad.t(), x, out=weight_grad)
-                torch.sum(grad, 0, out=bias_grad)
+            if norm is not None:
+                grad, norm[1].grad, norm[2].grad = _LAYER_NORM_BACKWARD(
+                    grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
+            weight.grad = torch.mm(grad.t(), x)
+            bias.grad = grad.sum(0)
+            if i:
+                grad = torch.mm(grad, weight)
+
+    def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[tuple[Any, ...]],
+                      rows: int | None = None) -> None:
+        """:meth:`backward` writing into the tensors ``into``, without a ``no_grad``
+        wrapper (no parameter is read attached); ``grad`` must carry no graph."""
+        self._layers()
+        for i, (_, _, norm, _, weight, activation_backward) in self._backward_order:
+            x, pre, mean, rstd, out = tape[i]
+            sliced = rows is not None and x.shape[0] != rows
+            if sliced:
+                x = x[:rows]
+            if activation_backward is not None:
+                grad = activation_backward(grad, out[:rows] if sliced else out)
+            weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
+            if norm is not None:
+                if sliced:
+                    pre, mean, rstd = pre[:rows], mean[:rows], rstd[:rows]
+                grad, norm_weight, norm_bias = _LAYER_NORM_BACKWARD(
+                    grad, pre, norm[0], mean, rstd, norm[1], norm[2], _ALL_THREE)
+                norm_weight_grad.copy_(norm_weight)
+                norm_bias_grad.copy_(norm_bias)
+            torch.mm(grad.t(), x, out=weight_grad)
+            torch.sum(grad, 0, out=bias_grad)
             if i:
                 grad = torch.mm(grad, weight)
 
