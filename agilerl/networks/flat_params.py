@@ -11,8 +11,8 @@ those of the per-tensor kernels; the clip's norm is summed in another order (flo
 rounding only).
 
 The optimizer's per-parameter state stays what :class:`~agilerl.networks.optim.Adam`
-expects (its entries are views of the flat moments, with one shared step counter), so
-``state_dict``, checkpoints and resume are unchanged. A :class:`FlatTraining` is bound to
+expects (its entries are views of the flat moments; parameters with equal step counts
+share one counter), so ``state_dict``, checkpoints and resume are unchanged. A :class:`FlatTraining` is bound to
 the network, target and optimizer objects (and the optimizer's state dict) it was built
 from; :meth:`FlatTraining.bound_to` says when any of them has been replaced (a mutation or
 a load) and it must be built again.
@@ -42,7 +42,11 @@ class FlatTraining:
         self.target_flat = _flatten(target_params)
         self.grad = torch.zeros_like(self.flat)
         self.grads = _views(self.grad, params)
-        self.counter, self.exp_avg, self.exp_avg_sq = _flat_adam_state(optimizer, params)
+        self.exp_avg, self.exp_avg_sq, self.counters, runs = _flat_adam_state(optimizer, params)
+        # One Adam tensor list entry per run of parameters with the same step count (one
+        # run, unless a mutation added parameters that have taken fewer steps).
+        self._adam_lists = [[flat[a:b] for a, b in runs]
+                            for flat in (self.flat, self.grad, self.exp_avg, self.exp_avg_sq)]
         self.state = optimizer.state
         self.fresh = False  # set by whoever wrote a gradient into ``grad`` not yet applied
         self._slots: tuple[Any, list[tuple[Any, ...]]] | None = None
@@ -65,10 +69,6 @@ class FlatTraining:
         first = params[0]
         if any(p.dtype != first.dtype or p.device != first.device
                for p in (*params, *target_params)):
-            return None
-        state = optimizer.state
-        if state and (len(state) != len(params) or any(p not in state for p in params)
-                      or len({float(state[p]["step"]) for p in params}) != 1):
             return None
         return cls(online, target, optimizer, params, target_params)
 
@@ -106,10 +106,12 @@ class FlatTraining:
         gradient."""
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
-        self.counter.add_(1.0)
-        torch._fused_adam_([self.flat], [self.grad], [self.exp_avg], [self.exp_avg_sq], [],
-                           [self.counter], lr=group["lr"], beta1=beta1, beta2=beta2,
-                           weight_decay=0.0, eps=group["eps"], amsgrad=False, maximize=False)
+        for counter in self.counters:
+            counter.add_(1.0)
+        params, grads, avgs, sqs = self._adam_lists
+        torch._fused_adam_(params, grads, avgs, sqs, [], self.counters, lr=group["lr"],
+                           beta1=beta1, beta2=beta2, weight_decay=0.0, eps=group["eps"],
+                           amsgrad=False, maximize=False)
 
     def soft_update(self, tau: float) -> None:
         """target <- tau * online + (1 - tau) * target."""
@@ -133,24 +135,41 @@ def _views(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _flat_adam_state(optimizer: Adam, params: list[torch.Tensor]
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Adam's step counter and flat moments for ``params`` (the current state's values,
-    or zeros before the first step), installed as the optimizer's state in a new dict
-    (so whoever cached the old state's tensors sees that they were replaced)."""
+                     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor],
+                                list[tuple[int, int]]]:
+    """Adam's flat moments for ``params`` and one step counter per run of parameters
+    with equal step counts (with the flat ranges of those runs), holding the current
+    state's values; a parameter without state (before its first step) gets what Adam's
+    first step would give it, zero moments and a zero count. The result is installed as
+    the optimizer's state in a new dict, so whoever cached the old state's tensors sees
+    that they were replaced."""
     old = optimizer.state
-    first = params[0]
-    if old:
-        counter = old[first]["step"].detach().clone()
-        exp_avg = torch.cat([old[p]["exp_avg"].reshape(-1) for p in params])
-        exp_avg_sq = torch.cat([old[p]["exp_avg_sq"].reshape(-1) for p in params])
-    else:
-        counter = torch.zeros((), dtype=torch.float32, device=first.device)
-        exp_avg = torch.zeros(sum(p.numel() for p in params), dtype=first.dtype,
-                              device=first.device)
-        exp_avg_sq = torch.zeros_like(exp_avg)
+    exp_avg = torch.cat([_moment(old.get(p), "exp_avg", p) for p in params])
+    exp_avg_sq = torch.cat([_moment(old.get(p), "exp_avg_sq", p) for p in params])
+    counters: list[torch.Tensor] = []
+    runs: list[tuple[int, int]] = []
+    steps: list[torch.Tensor] = []
+    offset, last = 0, None
+    for p in params:
+        entry = old.get(p)
+        count = float(entry["step"]) if entry else 0.0
+        if count != last:
+            counters.append(torch.tensor(count, dtype=torch.float32, device=p.device))
+            runs.append((offset, offset))
+            last = count
+        offset += p.numel()
+        runs[-1] = (runs[-1][0], offset)
+        steps.append(counters[-1])
     optimizer.state = {
-        p: {"step": counter, "exp_avg": avg, "exp_avg_sq": sq}
-        for p, avg, sq in zip(params, _views(exp_avg, params), _views(exp_avg_sq, params),
-                              strict=True)
+        p: {"step": step, "exp_avg": avg, "exp_avg_sq": sq}
+        for p, step, avg, sq in zip(params, steps, _views(exp_avg, params),
+                                    _views(exp_avg_sq, params), strict=True)
     }
-    return counter, exp_avg, exp_avg_sq
+    return exp_avg, exp_avg_sq, counters, runs
+
+
+def _moment(entry: dict[str, torch.Tensor] | None, key: str, param: torch.Tensor
+            ) -> torch.Tensor:
+    if entry:
+        return entry[key].detach().reshape(-1).to(param.dtype)
+    return torch.zeros(param.numel(), dtype=param.dtype, device=param.device)

@@ -109,3 +109,28 @@ def test_an_autograd_step_after_a_closed_form_backward_uses_its_own_gradients() 
         each.step_optimizer(sum((p * 0.1).sum() for p in each.actor.parameters()))
     for a, b in zip(agent.actor.parameters(), reference.actor.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_after_a_new_layer_the_flat_update_still_equals_the_per_tensor_update(
+        monkeypatch) -> None:
+    from agilerl.hpo.mutation import Mutations
+
+    flat, per_tensor = make(), make()
+    data = batches(4)
+    for agent in (flat, per_tensor):
+        agent.learn(data[0])
+        mutation = Mutations(0, 1, 1.0, 0, 0, 0, rand_seed=1)  # always a new layer
+        while mutation.architecture_mutate(agent) != "add_layer":
+            pass
+    monkeypatch.setattr(flat_params.FlatTraining, "build", classmethod(lambda *_: None))
+    for batch in data[1:]:
+        per_tensor.learn(batch)
+    monkeypatch.undo()
+    for batch in data[1:]:
+        flat.learn(batch)
+    assert flat.__dict__.get("_flat") is not None
+    # The new layer's parameters have taken 3 steps, the others 4.
+    steps = {float(s["step"]) for s in flat.optimizers["optimizer"].state.values()}
+    assert steps == {3.0, 4.0}
+    for a, b in zip(flat.actor.parameters(), per_tensor.actor.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
