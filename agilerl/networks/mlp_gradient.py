@@ -112,18 +112,16 @@ class MLPChain:
 
     @torch.no_grad()
     def backward(self, tape: Tape, grad: torch.Tensor,
-                 into: list[tuple[Any, ...]] | None = None, rows: int | None = None) -> None:
+                 into: list[tuple[Any, ...]] | None = None) -> None:
         """Set ``.grad`` of every parameter to the gradient of ``sum(grad * output)``,
         the output being the one :meth:`forward` recorded in ``tape``.
 
         ``into`` (per layer of :attr:`plan`: the weight's, bias's, norm weight's and norm
         bias's gradient tensors, see :meth:`gradient_slots`) receives the gradients in
-        place instead, and ``rows`` says that only the first ``rows`` rows of the recorded
-        batch carry ``grad`` (the rest were a pass through the same network that needs no
-        gradient): see :meth:`backward_into`.
+        place instead: see :meth:`backward_into`.
         """
         if into is not None:
-            self.backward_into(tape, grad, into, rows)
+            self.backward_into(tape, grad, into)
             return
         for i in range(len(self.plan) - 1, -1, -1):
             weight, bias, norm, act = self.plan[i]
@@ -139,22 +137,17 @@ class MLPChain:
             if i:
                 grad = torch.mm(grad, weight)
 
-    def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[tuple[Any, ...]],
-                      rows: int | None = None) -> None:
+    def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[tuple[Any, ...]]
+                      ) -> None:
         """:meth:`backward` writing into the tensors ``into``, without a ``no_grad``
         wrapper (no parameter is read attached); ``grad`` must carry no graph."""
         self._layers()
         for i, (_, _, norm, _, weight, activation_backward) in self._backward_order:
             x, pre, mean, rstd, out = tape[i]
-            sliced = rows is not None and x.shape[0] != rows
-            if sliced:
-                x = x[:rows]
             if activation_backward is not None:
-                grad = activation_backward(grad, out[:rows] if sliced else out)
+                grad = activation_backward(grad, out)
             weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
             if norm is not None:
-                if sliced:
-                    pre, mean, rstd = pre[:rows], mean[:rows], rstd[:rows]
                 grad, norm_weight, norm_bias = _LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, norm[1], norm[2], _ALL_THREE)
                 norm_weight_grad.copy_(norm_weight)
