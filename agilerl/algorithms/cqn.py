@@ -50,7 +50,8 @@ class CQN(DQN):
             loss, td_loss, cql = self.closed_form_backward(chain, experiences,
                                                            self._loss_and_grad)
             self.apply_gradients(MAX_GRAD_NORM)
-        return {"loss": loss.item(), "td_loss": td_loss.item(), "cql_loss": cql.item()}
+        loss_value, td_value, cql_value = torch.stack((loss, td_loss, cql)).tolist()
+        return {"loss": loss_value, "td_loss": td_value, "cql_loss": cql_value}
 
     def _loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
                        ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -58,15 +59,15 @@ class CQN(DQN):
         ``Q(s, .)``.
 
         With ``N`` rows, ``p = softmax(Q(s, .))`` and ``delta = Q(s, a) - y``, that gradient
-        is ``(cql_alpha * p + onehot(a) * (delta - cql_alpha)) / N``.
+        is ``(cql_alpha * p + onehot(a) * (delta - cql_alpha)) / N``; the CQL term
+        ``logsumexp_a' Q(s, a') - Q(s, a)`` is ``-log p(a)``.
         """
-        q = q_all.gather(1, action).squeeze(1)
-        logsumexp = torch.logsumexp(q_all, dim=-1)
-        delta = q - target
-        td_loss = delta.square().mean()
-        cql = (logsumexp - q).mean()
-        loss = 0.5 * td_loss + self.cql_alpha * cql
-        rows, alpha = len(delta), float(self.cql_alpha)
-        grad = torch.exp(q_all - logsumexp.unsqueeze(1)).mul_(alpha / rows)
-        grad.scatter_add_(1, action, ((delta - alpha) / rows).unsqueeze(1))
+        rows, alpha = target.shape[0], float(self.cql_alpha)
+        log_p = torch.log_softmax(q_all, dim=-1)
+        delta = q_all.gather(1, action).squeeze(1).sub_(target)
+        td_loss = torch.dot(delta, delta).div_(rows)
+        cql = log_p.gather(1, action).mean().neg_()
+        loss = torch.add(cql.mul(alpha), td_loss, alpha=0.5)
+        grad = log_p.exp_().mul_(alpha / rows)
+        grad.scatter_add_(1, action, delta.sub_(alpha).mul_(1.0 / rows).unsqueeze(1))
         return (loss, td_loss, cql), grad

@@ -128,10 +128,24 @@ class OfflineDataset:
     def __len__(self) -> int:
         return self.size
 
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        """The shape of one observation."""
+        return tuple(self._obs.shape[1:])
+
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         """``batch_size`` transitions drawn uniformly with replacement with ``rng``, as CPU
         tensors (one index draw, then one gather per field and one for both observations)."""
         return self.rows(torch.from_numpy(rng.integers(0, self.size, size=int(batch_size))))
+
+    def batches(self, batch_size: int, count: int, rng: np.random.Generator
+                ) -> list[dict[str, torch.Tensor]]:
+        """``count`` batches as :meth:`sample` draws them, made with one index draw and
+        one gather per field for all of them (each batch holds views of those)."""
+        batch_size = int(batch_size)
+        index = torch.from_numpy(rng.integers(0, self.size, size=int(count) * batch_size))
+        split = {key: value.split(batch_size) for key, value in self.rows(index).items()}
+        return [dict(zip(split, batch, strict=True)) for batch in zip(*split.values(), strict=True)]
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """The transitions at ``index`` (an int64 tensor): ``{obs, action, reward, next_obs,

@@ -66,9 +66,10 @@ class OfflineMemberTrainer:
         dataset with its ``rng``) before every update and is sent the update's metrics."""
         rng = np.random.default_rng(seed)
         dataset = self.dataset if memory is None else memory
+        batches: Any = PrefetchedBatches(dataset, int(steps))
         metrics: list[dict[str, float]] = []
         for _ in range(int(steps)):
-            metrics.append((yield LearnPoint(dataset, rng, 0, None)))
+            metrics.append((yield LearnPoint(batches, rng, 0, None)))
         agent.steps[-1] += int(steps)
         return {"steps": int(steps), "metrics": mean_metrics(metrics)}
 
@@ -76,3 +77,43 @@ class OfflineMemberTrainer:
     def report(result: dict[str, Any]) -> TrainReport:
         return TrainReport(steps=int(result["steps"]), metrics=dict(result["metrics"]))
 
+
+
+#: Rows gathered ahead at most (all fields of a transition count as one row per
+#: observation element), so a chunk of an image dataset stays a few MB.
+PREFETCH_ELEMENTS = 1 << 20
+#: Batches gathered ahead at most.
+PREFETCH_BATCHES = 64
+
+
+class PrefetchedBatches:
+    """``sample(batch_size, rng)`` of a dataset, answered from batches drawn ahead in
+    chunks (one index draw and one gather per field for a chunk, instead of per update).
+
+    The batches are those the dataset's :meth:`~OfflineDataset.batches` draws with the
+    same ``rng``, so a member call's updates depend only on its seed; at most ``total``
+    batches are drawn.
+    """
+
+    read_only = True
+
+    def __init__(self, dataset: Any, total: int) -> None:
+        self.dataset = dataset
+        self.remaining = int(total)
+        self._ready: list[dict[str, Any]] = []
+        self._batch_size = -1
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
+        """The next batch of ``batch_size`` transitions."""
+        if not self._ready or batch_size != self._batch_size:
+            self._batch_size = int(batch_size)
+            per_row = max(1, 2 * int(np.prod(self.dataset.observation_shape)) + 3)
+            count = min(PREFETCH_BATCHES, max(1, self.remaining),
+                        max(1, PREFETCH_ELEMENTS // (per_row * self._batch_size)))
+            self._ready = self.dataset.batches(self._batch_size, count, rng)
+            self._ready.reverse()
+        self.remaining -= 1
+        return self._ready.pop()

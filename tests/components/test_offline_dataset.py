@@ -186,3 +186,51 @@ def test_samples_are_tensor_gathers_and_a_pickled_copy_samples_the_same(tmp_path
     again = copy.sample(6, np.random.default_rng(3))
     for key, value in first.items():
         torch.testing.assert_close(again[key], value)
+
+
+def test_batches_drawn_ahead_are_the_same_as_one_draw_and_stop_at_the_total(
+        tmp_path: Path, monkeypatch) -> None:
+    from agilerl.training import offline
+
+    dataset = load(write_h5(tmp_path / "d.h5", rows=40))
+    rng, again = np.random.default_rng(3), np.random.default_rng(3)
+    expected = dataset.batches(8, 5, again)
+    index = np.random.default_rng(3).integers(0, len(dataset), size=40)
+    every = all_transitions(dataset)
+    for k, batch in enumerate(expected):  # batch k holds the k-th block of one index draw
+        rows = index[8 * k: 8 * (k + 1)]
+        for key in ("obs", "action", "reward", "next_obs", "done"):
+            np.testing.assert_array_equal(batch[key].numpy(), every[key][rows].numpy())
+
+    monkeypatch.setattr(offline, "PREFETCH_BATCHES", 2)  # chunks of 2, 2 and 1 batches
+    ahead = offline.PrefetchedBatches(dataset, 5)
+    drawn = [ahead.sample(8, rng) for _ in range(5)]
+    first_chunk = dataset.batches(8, 2, np.random.default_rng(3))
+    for got, want in zip(drawn[:2], first_chunk, strict=True):
+        for key in got:
+            np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())
+    # Nothing is drawn beyond the 5 batches asked for.
+    reference = np.random.default_rng(3)
+    for count in (2, 2, 1):
+        dataset.batches(8, count, reference)
+    assert rng.bit_generator.state == reference.bit_generator.state
+
+
+def test_batches_drawn_ahead_of_a_large_observation_stay_small(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    from agilerl.training import offline
+
+    dataset = load(write_h5(tmp_path / "d.h5", rows=40))
+    counts: list[int] = []
+    original = type(dataset).batches
+
+    def batches(self, batch_size, count, rng):  # type: ignore[no-untyped-def]
+        counts.append(count)
+        return original(self, batch_size, count, rng)
+
+    monkeypatch.setattr(type(dataset), "batches", batches)
+    monkeypatch.setattr(offline, "PREFETCH_ELEMENTS", 11 * 8 * 3)  # 11 per row (2 x 4 + 3)
+    ahead = offline.PrefetchedBatches(dataset, 7)
+    for _ in range(7):
+        ahead.sample(8, np.random.default_rng(0))
+    assert counts == [3, 3, 1]

@@ -1,0 +1,175 @@
+"""An online network, its target network and its Adam state, each in one flat buffer.
+
+On the small networks of the offline (CQN) and DQN updates, gradient-norm clipping, the
+Adam step and the soft target update cost one kernel launch (and its Python bookkeeping)
+per parameter tensor, more than their arithmetic. :class:`FlatTraining` moves the
+parameters of each network into one contiguous buffer (every ``Parameter`` keeps its
+identity; its ``.data`` becomes a view of the buffer), and likewise the gradients and
+Adam's two moment estimates, so each of the three becomes one or two kernels over the
+whole network. Adam and the soft update are elementwise, so their results are bitwise
+those of the per-tensor kernels; the clip's norm is summed in another order (float
+rounding only).
+
+The optimizer's per-parameter state stays what :class:`~agilerl.networks.optim.Adam`
+expects (its entries are views of the flat moments; parameters with equal step counts
+share one counter), so ``state_dict``, checkpoints and resume are unchanged. A :class:`FlatTraining` is bound to
+the network, target and optimizer objects (and the optimizer's state dict) it was built
+from; :meth:`FlatTraining.bound_to` says when any of them has been replaced (a mutation or
+a load) and it must be built again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from agilerl.networks.mlp_gradient import MLPChain
+from agilerl.networks.optim import Adam
+
+
+class FlatTraining:
+    """Flat parameters, gradients and Adam moments of ``online`` and ``target``.
+
+    The buffers carry no autograd history, so the updates below need no ``no_grad``
+    context."""
+
+    def __init__(self, online: Any, target: Any, optimizer: Adam,
+                 params: list[torch.Tensor], target_params: list[torch.Tensor]) -> None:
+        self.online, self.target, self.optimizer = online, target, optimizer
+        self.params, self.target_params = params, target_params
+        self.flat = _flatten(params)
+        self.target_flat = _flatten(target_params)
+        self.grad = torch.zeros_like(self.flat)
+        self.grads = _views(self.grad, params)
+        self.exp_avg, self.exp_avg_sq, self.counters, runs = _flat_adam_state(optimizer, params)
+        # One Adam tensor list entry per run of parameters with the same step count (one
+        # run, unless a mutation added parameters that have taken fewer steps).
+        self._adam_lists = [[flat[a:b] for a, b in runs]
+                            for flat in (self.flat, self.grad, self.exp_avg, self.exp_avg_sq)]
+        self.state = optimizer.state
+        self.fresh = False  # set by whoever wrote a gradient into ``grad`` not yet applied
+        self._slots: tuple[Any, list[tuple[Any, ...]]] | None = None
+        self.attach_grads()
+
+    @classmethod
+    def build(cls, online: Any, target: Any, optimizer: Any) -> FlatTraining | None:
+        """The flat buffers of ``online`` (stepped by ``optimizer``, one Adam group over
+        exactly its parameters, in order) and ``target`` (the same shapes); None when the
+        three do not fit that pattern, or Adam's state is not uniform (some parameters
+        without state, or step counts that differ)."""
+        if not isinstance(optimizer, Adam) or len(optimizer.param_groups) != 1:
+            return None
+        params = list(online.parameters())
+        target_params = list(target.parameters())
+        if [id(p) for p in optimizer.param_groups[0]["params"]] != [id(p) for p in params]:
+            return None
+        if [p.shape for p in params] != [p.shape for p in target_params]:
+            return None
+        first = params[0]
+        if any(p.dtype != first.dtype or p.device != first.device
+               for p in (*params, *target_params)):
+            return None
+        return cls(online, target, optimizer, params, target_params)
+
+    def bound_to(self, online: Any, target: Any, optimizer: Any) -> bool:
+        """Whether these buffers are still those of ``online``, ``target`` and
+        ``optimizer`` (none replaced, no parameter moved off its view)."""
+        return (online is self.online and target is self.target
+                and optimizer is self.optimizer and optimizer.state is self.state
+                and self.params[0].data_ptr() == self.flat.data_ptr()
+                and self.target_params[0].data_ptr() == self.target_flat.data_ptr())
+
+    def slots(self, chain: MLPChain) -> list[tuple[Any, ...]]:
+        """The gradient views of ``chain`` (the online network's) for ``MLPChain.backward``."""
+        if self._slots is None or self._slots[0] is not chain:
+            grads = {id(p): g for p, g in zip(self.params, self.grads, strict=True)}
+            self._slots = (chain, chain.gradient_slots(grads))
+        return self._slots[1]
+
+    def attach_grads(self) -> None:
+        """Make every parameter's ``.grad`` its view of the flat gradient (a
+        ``zero_grad(set_to_none=True)`` detaches them)."""
+        if self.params[0].grad is not self.grads[0]:
+            for p, g in zip(self.params, self.grads, strict=True):
+                p.grad = g
+
+    def clip_grad_norm(self, max_norm: float) -> None:
+        """Scale the gradient so that its L2 norm is at most ``max_norm``."""
+        total = float(torch.linalg.vector_norm(self.grad))
+        scale = max_norm / (total + 1e-6)
+        if scale < 1.0:
+            self.grad.mul_(scale)
+
+    def adam_step(self) -> None:
+        """One step of the optimizer's Adam (its group's lr, betas and eps) on the flat
+        gradient."""
+        group = self.optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        for counter in self.counters:
+            counter.add_(1.0)
+        params, grads, avgs, sqs = self._adam_lists
+        torch._fused_adam_(params, grads, avgs, sqs, [], self.counters, lr=group["lr"],
+                           beta1=beta1, beta2=beta2, weight_decay=0.0, eps=group["eps"],
+                           amsgrad=False, maximize=False)
+
+    def soft_update(self, tau: float) -> None:
+        """target <- tau * online + (1 - tau) * target."""
+        self.target_flat.lerp_(self.flat, tau)
+
+
+def _flatten(params: list[torch.Tensor]) -> torch.Tensor:
+    """One buffer holding the values of ``params``, which become views of it."""
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    for p, view in zip(params, _views(flat, params), strict=True):
+        p.data = view
+    return flat
+
+
+def _views(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    views, offset = [], 0
+    for p in like:
+        views.append(flat[offset:offset + p.numel()].view_as(p))
+        offset += p.numel()
+    return views
+
+
+def _flat_adam_state(optimizer: Adam, params: list[torch.Tensor]
+                     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor],
+                                list[tuple[int, int]]]:
+    """Adam's flat moments for ``params`` and one step counter per run of parameters
+    with equal step counts (with the flat ranges of those runs), holding the current
+    state's values; a parameter without state (before its first step) gets what Adam's
+    first step would give it, zero moments and a zero count. The result is installed as
+    the optimizer's state in a new dict, so whoever cached the old state's tensors sees
+    that they were replaced."""
+    old = optimizer.state
+    exp_avg = torch.cat([_moment(old.get(p), "exp_avg", p) for p in params])
+    exp_avg_sq = torch.cat([_moment(old.get(p), "exp_avg_sq", p) for p in params])
+    counters: list[torch.Tensor] = []
+    runs: list[tuple[int, int]] = []
+    steps: list[torch.Tensor] = []
+    offset, last = 0, None
+    for p in params:
+        entry = old.get(p)
+        count = float(entry["step"]) if entry else 0.0
+        if count != last:
+            counters.append(torch.tensor(count, dtype=torch.float32, device=p.device))
+            runs.append((offset, offset))
+            last = count
+        offset += p.numel()
+        runs[-1] = (runs[-1][0], offset)
+        steps.append(counters[-1])
+    optimizer.state = {
+        p: {"step": step, "exp_avg": avg, "exp_avg_sq": sq}
+        for p, step, avg, sq in zip(params, steps, _views(exp_avg, params),
+                                    _views(exp_avg_sq, params), strict=True)
+    }
+    return exp_avg, exp_avg_sq, counters, runs
+
+
+def _moment(entry: dict[str, torch.Tensor] | None, key: str, param: torch.Tensor
+            ) -> torch.Tensor:
+    if entry:
+        return entry[key].detach().reshape(-1).to(param.dtype)
+    return torch.zeros(param.numel(), dtype=param.dtype, device=param.device)
