@@ -77,7 +77,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     data = _load_manifest(manifest_path, max_steps, settings)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
                     "history": [], "evaluating": False, "updates": 0, "actions": 0,
-                    "stop_at": stop_at, "stopped": False}
+                    "stop_at": stop_at, "stopped": False, "pid": os.getpid()}
 
     from agilerl.training.trainer import LocalTrainer
 
@@ -146,6 +146,8 @@ def _stop_if_reached(record: dict, fitnesses: list[float]) -> None:
     """With ``--stop-at``: end the run (raise :class:`_TargetReached`) once an evaluation
     reaches it. A run that does not stop is unchanged."""
     target = record["stop_at"]
+    if os.getpid() != record["pid"]:  # a worker forked from the driver: only it stops
+        return
     if target is not None and any(float(f) >= target for f in fitnesses):
         record["stopped"] = True
         raise _TargetReached(f"an evaluation reached {target}")

@@ -16,17 +16,19 @@ MANIFEST = REPO.parent / "shared" / "bench-manifests" / "dqn_cartpole.yaml"
 pytestmark = pytest.mark.skipif(not MANIFEST.is_file(), reason="shared bench manifests absent")
 
 
-def _run(*args: str) -> list[str]:
+def _run(*args: str, workers: int = 1) -> list[list[str]]:
     done = subprocess.run([sys.executable, str(SCRIPT), "--manifest", str(MANIFEST),
-                           "--workers", "1", *args],
+                           "--workers", str(workers), *args],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr
     return [line.split() for line in done.stdout.splitlines() if line.startswith("  ours")]
 
 
-def test_a_run_stops_at_its_first_evaluation_reaching_the_target() -> None:
-    # every member of CartPole scores at least 8 (one episode per sub-env): reached at once
-    rows = _run("--target", "1", "--seeds", "3", "--max-steps", "4000")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_stops_at_its_first_evaluation_reaching_the_target(workers: int) -> None:
+    # every member of CartPole scores at least 8 (one episode per sub-env): reached at once;
+    # with 2 workers the members are evaluated in processes forked from the driver
+    rows = _run("--target", "1", "--seeds", "3", "--max-steps", "4000", workers=workers)
     (row,) = rows
     assert row[:4] == ["ours", "seed", "3", "yes"]
     steps_at_target, total_steps = int(row[4]), int(row[8])
