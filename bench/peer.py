@@ -1,7 +1,7 @@
 """Side by side with the reference library: the same manifests through both trainers.
 
     python bench/peer.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps N] [--ours-only]
-                         [--target RETURN] [--workers N]
+                         [--target RETURN] [--workers N] [--seed N]
 
 A manifest is a name in ``shared/bench-manifests`` (the reference's own benchmark set), a
 name in ``bench/manifests`` (ours, for algorithms that set has no manifest for), or a path.
@@ -67,15 +67,22 @@ def _load_manifest(manifest_path: str, max_steps: int | None, settings: list[str
     return data
 
 
+class _TargetReached(Exception):
+    """Raised by an evaluation reaching ``--stop-at`` to end the run there."""
+
+
 def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None,
-            settings: list[str]) -> None:
+            settings: list[str], seed: int | None = None,
+            stop_at: float | None = None) -> None:
     data = _load_manifest(manifest_path, max_steps, settings)
     record: dict = {"train_steps": 0, "first_step": None, "eval_seconds": 0.0,
-                    "history": [], "evaluating": False, "updates": 0, "actions": 0}
+                    "history": [], "evaluating": False, "updates": 0, "actions": 0,
+                    "stop_at": stop_at, "stopped": False, "pid": os.getpid()}
 
     from agilerl.training.trainer import LocalTrainer
 
-    trainer = LocalTrainer.from_manifest(manifest=data)
+    # The run seed is ours only: the reference's RL trainer takes none (its runs differ).
+    trainer = LocalTrainer.from_manifest(manifest=data, **({} if seed is None else {"seed": seed}))
     built = time.time()
     _count_train_steps(trainer, record)
 
@@ -91,8 +98,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
                 record["evaluating"] = False
                 record["eval_seconds"] += time.time() - start
             done = record["train_steps"] or record["actions"] or record["updates"]
-            record["history"].append((done, time.time() - launched,
-                                      float(fitness)))
+            _record_evaluation(record, done, time.time() - launched, float(fitness))
             return fitness
 
         cls.test = test
@@ -103,7 +109,12 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         _wrap_count(cls, "get_action", "actions", record)
     _count_in_workers(record, launched)  # counts only if members train in worker processes
     start = time.time()
-    _, fitnesses = trainer.train(verbose=False)
+    try:
+        _, fitnesses = trainer.train(verbose=False)
+    except BaseException:
+        if not record["stopped"]:  # the trainer may wrap our exception: check the record
+            raise
+        fitnesses = []  # stopped at the target: no final fitnesses
     end = time.time()
     flat = [float(f) for f in fitnesses]
     first = record["first_step"]
@@ -117,9 +128,29 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "train_steps": record["train_steps"],
         "train_steps_per_second": record["train_steps"] / train_seconds if train_seconds else None,
         "best_fitness": max(flat) if flat else None,
+        "best_evaluation": max((f for _, _, f in record["history"]), default=None),
+        "seed": getattr(trainer, "seed", None),
+        "stopped_at_target": record["stopped"],
         "history": record["history"],
     }
     Path(out).write_text(json.dumps(result))
+
+
+def _record_evaluation(record: dict, steps: int, seconds: float, fitness: float) -> None:
+    """Add one evaluation to the history (and end the run if it reaches ``stop_at``)."""
+    record["history"].append((steps, seconds, fitness))
+    _stop_if_reached(record, [fitness])
+
+
+def _stop_if_reached(record: dict, fitnesses: list[float]) -> None:
+    """With ``--stop-at``: end the run (raise :class:`_TargetReached`) once an evaluation
+    reaches it. A run that does not stop is unchanged."""
+    target = record["stop_at"]
+    if os.getpid() != record["pid"]:  # a worker forked from the driver: only it stops
+        return
+    if target is not None and any(float(f) >= target for f in fitnesses):
+        record["stopped"] = True
+        raise _TargetReached(f"an evaluation reached {target}")
 
 
 def _count_in_workers(record: dict, launched: float) -> None:
@@ -146,9 +177,9 @@ def _count_in_workers(record: dict, launched: float) -> None:
         start = time.time()
         fitnesses = evaluate_members(self, jobs)
         record["eval_seconds"] += time.time() - start
-        for fitness in fitnesses:
-            record["history"].append((record["train_steps"], time.time() - launched,
-                                      float(fitness)))
+        now = time.time() - launched
+        record["history"].extend((record["train_steps"], now, float(f)) for f in fitnesses)
+        _stop_if_reached(record, fitnesses)
         return fitnesses
 
     ProcessPopulation.train_members = counted_train  # type: ignore[method-assign]
@@ -264,7 +295,8 @@ def _process_memory(pid: int) -> int:
 
 
 def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, str],
-             settings: list[str] | None = None) -> dict:
+             settings: list[str] | None = None, seed: int | None = None,
+             stop_at: float | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         launched = time.time()
@@ -274,6 +306,10 @@ def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, 
             cmd += ["--max-steps", str(max_steps)]
         for setting in settings or []:
             cmd += ["--set", setting]
+        if seed is not None:
+            cmd += ["--seed", str(seed)]
+        if stop_at is not None:  # end the run at the first evaluation reaching it
+            cmd += ["--stop-at", repr(stop_at)]
         proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         peak = 0
@@ -369,12 +405,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="change a manifest value for the reference only: a workaround "
                              "it needs to run the manifest (repeatable; printed)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="ours only: the run seed (default: a fresh random one per run)")
+    parser.add_argument("--stop-at", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.driver:
-        _driver(args.driver, args.launched, args.out, args.max_steps, args.set)
+        _driver(args.driver, args.launched, args.out, args.max_steps, args.set, args.seed,
+                args.stop_at)
         return 0
 
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
@@ -394,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ours with training.num_workers={args.workers}")
         if args.peer_set and peer_python:
             print(f"  reference run only (workaround): {', '.join(args.peer_set)}")
-        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, ours_set)
+        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, ours_set, args.seed)
         peer = _measure(peer_python, manifest, args.max_steps, env, args.set + args.peer_set) \
             if peer_python else None
         target = args.target

@@ -214,6 +214,27 @@ class EvolvableMLP(nn.Module):
                 _transfer_overlap(self, new)
         return new
 
+    def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
+        """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the
+        same name: new name -> old name (None: a new parameter).
+
+        Adding or removing a hidden layer moves the output layer to another index of
+        ``linears``; its weights move with it (``_transfer_overlap``), and so must whatever
+        is kept per parameter (optimizer moments). A layer added before it starts new.
+        """
+        op = plan["op"]
+        if op not in ("add_layer", "remove_layer"):
+            return {}
+        last = len(self.linears) - 1
+        moved_to = last + 1 if op == "add_layer" else last - 1
+        names = [name for name, _ in self.linears[last].named_parameters()]
+        sources: dict[str, str | None] = {
+            f"linears.{moved_to}.{n}": f"linears.{last}.{n}" for n in names
+        }
+        if op == "add_layer":
+            sources.update({f"linears.{last}.{n}": None for n in names})
+        return sources
+
     def resized(
         self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
     ) -> Any:

@@ -141,6 +141,22 @@ class EvolvableNetwork(nn.Module):
         new.arch = new.architecture()
         return new
 
+    def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
+        """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the
+        same name (``named_parameters``): new name -> old name, None for a new one. Every
+        other parameter continues its namesake (resized ones in their overlapping slice)."""
+        target = plan["target"]
+        if target == "all" or target.startswith("latent:"):
+            return {}
+        kind, name = target.split(":", 1)
+        module = self.mlps(kind)[name]
+        sources = getattr(module, "parameter_sources", None)
+        if sources is None:
+            return {}
+        prefix = next(path for path, m in self.named_modules() if m is module)
+        return {f"{prefix}.{new}": None if old is None else f"{prefix}.{old}"
+                for new, old in sources(plan).items()}
+
     def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
         width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])

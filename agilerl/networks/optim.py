@@ -9,9 +9,10 @@ identical to it, and ``state_dict`` uses its layout (checkpoints load either way
 
 After an architecture mutation the parameters are new tensors, so the optimizer is
 rebuilt. Adam's moment estimates are carried over by parameter name (network position +
-parameter path): a parameter with the same shape keeps its moments and step count; a
-resized one keeps the overlapping slice (new entries start at zero); a parameter that did
-not exist before starts fresh. This keeps the effective step size of the untouched part of
+parameter path), or from where the mutation moved the parameter (the output layer of an
+MLP that gained or lost a hidden layer: the network's ``parameter_sources``): a parameter
+with the same shape keeps its moments and step count; a resized one keeps the overlapping
+slice (new entries start at zero); a parameter that did not exist before starts fresh. This keeps the effective step size of the untouched part of
 the network unchanged instead of restarting Adam's bias correction for everything.
 """
 
@@ -244,10 +245,20 @@ def state_by_name(opt: Adam, nets: Sequence[nn.Module]) -> dict[str, dict[str, A
     return {name: dict(opt.state[p]) for name, p in named_parameters(nets) if p in opt.state}
 
 
-def carry_state(opt: Adam, nets: Sequence[nn.Module], old: dict[str, dict[str, Any]]) -> None:
-    """Load ``old`` (from ``state_by_name``) into a freshly built optimizer ``opt``."""
+def carry_state(
+    opt: Adam,
+    nets: Sequence[nn.Module],
+    old: dict[str, dict[str, Any]],
+    sources: Mapping[str, str | None] | None = None,
+) -> None:
+    """Load ``old`` (from ``state_by_name``) into a freshly built optimizer ``opt``.
+
+    A parameter takes the state of its namesake, or of ``sources[name]`` where the mutation
+    moved it (None: it starts fresh); see :func:`optimizer_sources`.
+    """
     for name, param in named_parameters(nets):
-        prev = old.get(name)
+        source = sources.get(name, name) if sources else name
+        prev = old.get(source) if source is not None else None
         if not prev:
             continue
         state: dict[str, Any] = {}
@@ -265,3 +276,29 @@ def carry_state(opt: Adam, nets: Sequence[nn.Module], old: dict[str, dict[str, A
                 state[key] = value.clone()  # scalar step counter
         opt.state[param] = state
     opt.share_step_counters()
+
+
+def optimizer_sources(
+    network_names: Sequence[str], sources: Mapping[str, Mapping[str, str | None]]
+) -> dict[str, str | None]:
+    """Networks' ``parameter_sources`` (network name -> {new: old}) as the names
+    :func:`named_parameters` gives an optimizer over ``network_names``, for
+    :func:`carry_state`."""
+    out: dict[str, str | None] = {}
+    for i, network in enumerate(network_names):
+        for new, old in sources.get(network, {}).items():
+            out[f"{i}.{new}"] = None if old is None else f"{i}.{old}"
+    return out
+
+
+def network_parameter_sources(
+    networks: Mapping[str, Any], names: Sequence[str], plan: Mapping[str, Any]
+) -> dict[str, dict[str, str | None]]:
+    """``parameter_sources(plan)`` of each of ``networks[names]`` that has one (call
+    before mutating): network name -> {new parameter name: old name or None}."""
+    out: dict[str, dict[str, str | None]] = {}
+    for name in names:
+        sources = getattr(networks[name], "parameter_sources", None)
+        if sources is not None:
+            out[name] = sources(plan)
+    return out

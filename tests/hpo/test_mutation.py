@@ -201,3 +201,31 @@ def test_optimizer_state_is_carried_across_architecture_mutations(small_net):
     assert torch.equal(after[grown]["exp_avg"][:32], before[grown]["exp_avg"])
     assert not after[grown]["exp_avg"][32:].any()
     assert float(after[grown]["step"]) == 1.0
+
+
+@pytest.mark.parametrize("op", ["add_layer", "remove_layer"])
+def test_optimizer_moments_follow_the_output_layer_when_a_hidden_layer_comes_or_goes(op):
+    # The output layer keeps its weights at a new index of ``linears``; its Adam moments
+    # must go with it, and a new hidden layer must not inherit the output layer's.
+    net = {"latent_dim": 16, "encoder_config": {"hidden_size": [32]},
+           "head_config": {"hidden_size": [32, 32]}}
+    agent = _dqn(net)
+    opt = agent.optimizers["optimizer"]
+    agent.actor(OBS).pow(2).sum().backward()
+    opt.step()
+    old_out = agent.actor.head("q").linear(-1)
+    before = {(part, k): opt.state[getattr(old_out, part)][k].clone()
+              for part in ("weight", "bias") for k in ("exp_avg", "exp_avg_sq")}
+    agent.apply_architecture_mutation("actor", {"target": "head:q", "op": op, "seed": 0})
+    opt = agent.optimizers["optimizer"]
+    head = agent.actor.head("q")
+    assert len(head.linears) == (4 if op == "add_layer" else 2)
+    new_out = head.linear(-1)
+    assert torch.equal(new_out.weight, old_out.weight)  # the weights moved ...
+    for (part, key), value in before.items():  # ... and their moments with them
+        assert torch.equal(opt.state[getattr(new_out, part)][key], value), (part, key)
+    if op == "add_layer":  # the inserted identity layer starts with no moments
+        assert not opt.state.get(head.linear(-2).weight)
+    agent.actor(OBS).pow(2).sum().backward()
+    opt.step()  # and the optimizer still steps every parameter
+    assert all(float(opt.state[p]["step"]) >= 1 for p in agent.actor.parameters())

@@ -33,7 +33,14 @@ from agilerl.algorithms.core.spaces import ObsEncoder
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
-from agilerl.networks.optim import Adam, carry_state, make_optimizer, state_by_name
+from agilerl.networks.optim import (
+    Adam,
+    carry_state,
+    make_optimizer,
+    network_parameter_sources,
+    optimizer_sources,
+    state_by_name,
+)
 
 
 class RLAlgorithm(MemberState):
@@ -311,6 +318,7 @@ class RLAlgorithm(MemberState):
         ]
         affected = [o for o, nets in self.optimizer_networks.items() if network_name in nets]
         carried = {o: state_by_name(self.optimizers[o], self._optimizer_nets(o)) for o in affected}
+        sources = network_parameter_sources(self.networks, names, plan)
         for name in names:
             new = self.networks[name].mutated(plan)
             self.networks[name] = new
@@ -318,7 +326,8 @@ class RLAlgorithm(MemberState):
         for opt_name in affected:
             self._rebuild_optimizer(opt_name)
             carry_state(
-                self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name]
+                self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name],
+                optimizer_sources(self.optimizer_networks[opt_name], sources),
             )
 
     def _optimizer_nets(self, opt_name: str) -> list[EvolvableNetwork]:

@@ -1,0 +1,45 @@
+"""bench/time_to_target.py: a run ends at its first evaluation reaching the target, and the
+table says whether, when and at how many train steps each seeded run reached it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "time_to_target.py"
+MANIFEST = REPO.parent / "shared" / "bench-manifests" / "dqn_cartpole.yaml"
+
+pytestmark = pytest.mark.skipif(not MANIFEST.is_file(), reason="shared bench manifests absent")
+
+
+def _run(*args: str, workers: int = 1) -> list[list[str]]:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--manifest", str(MANIFEST),
+                           "--workers", str(workers), *args],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [line.split() for line in done.stdout.splitlines() if line.startswith("  ours")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_stops_at_its_first_evaluation_reaching_the_target(workers: int) -> None:
+    # every member of CartPole scores at least 8 (one episode per sub-env): reached at once;
+    # with 2 workers the members are evaluated in processes forked from the driver
+    rows = _run("--target", "1", "--seeds", "3", "--max-steps", "4000", workers=workers)
+    (row,) = rows
+    assert row[:4] == ["ours", "seed", "3", "yes"]
+    steps_at_target, total_steps = int(row[4]), int(row[8])
+    # evo_steps = max_steps: one generation of 4 members of 4,000 steps, then it stopped
+    assert steps_at_target == total_steps == 16_000
+    assert row[7] == "-"  # no final fitness: the run ended at the target
+
+
+def test_a_run_that_never_reaches_the_target_trains_its_whole_budget() -> None:
+    rows = _run("--target", "1e9", "--seeds", "3", "--max-steps", "1000", "--history")
+    (row,) = rows
+    assert row[:4] == ["ours", "seed", "3", "no"]
+    assert row[4] == row[5] == "-"
+    assert int(row[8]) == 4 * 1000 and float(row[7]) > 0
