@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
-import gc
+import os
+import subprocess
 import sys
-import threading
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +13,6 @@ from agilerl.population.resident_pages import (
     _clean_readonly_file_ranges,
     release_library_pages,
 )
-from tests.training.conftest import TINY_DQN
 
 SMAPS = """\
 7f0000000000-7f0000002000 r--p 00000000 08:01 11 /lib/libtorch_cpu.so
@@ -59,23 +58,36 @@ def test_released_library_pages_leave_the_resident_set_and_still_work() -> None:
     assert layer.weight.grad is not None and layer.weight.grad.shape == (3, 4)
 
 
+#: Trains the tiny DQN manifest with 2 workers in a fresh interpreter (one whose only
+#: thread is its main thread, so workers fork from it whatever threads earlier tests left
+#: running) and prints the collector's freeze counts during evaluation and after the run.
+_FROZEN_WHILE_WORKERS_RUN = """
+import copy, gc, threading
+from agilerl.population.pool import ProcessPopulation
+from agilerl.training.trainer import LocalTrainer
+from tests.training.conftest import TINY_DQN
+
+assert threading.active_count() == 1 and gc.get_freeze_count() == 0
+frozen_during = []
+original = ProcessPopulation.evaluate_members
+
+def spy(self, jobs):
+    frozen_during.append(gc.get_freeze_count())
+    return original(self, jobs)
+
+ProcessPopulation.evaluate_members = spy
+LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3).train(
+    verbose=False, num_workers=2)
+print(min(frozen_during), len(frozen_during), gc.get_freeze_count())
+"""
+
+
 def test_the_driver_keeps_its_objects_frozen_while_forked_workers_run() -> None:
-    from agilerl.training.trainer import LocalTrainer
-
-    if threading.active_count() != 1 or gc.get_freeze_count():
-        pytest.skip("workers would not fork from this process, or it froze objects itself")
-    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3)
-    frozen_during: list[int] = []
-    from agilerl.population.pool import ProcessPopulation
-
-    original = ProcessPopulation.evaluate_members
-
-    def spy(self, jobs):  # type: ignore[no-untyped-def]
-        frozen_during.append(gc.get_freeze_count())
-        return original(self, jobs)
-
-    with pytest.MonkeyPatch().context() as patch:
-        patch.setattr(ProcessPopulation, "evaluate_members", spy)
-        trainer.train(verbose=False, num_workers=2)
-    assert frozen_during and all(count > 0 for count in frozen_during)
-    assert gc.get_freeze_count() == 0  # given back to the collector when the workers stopped
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _FROZEN_WHILE_WORKERS_RUN], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    least_frozen, evaluations, frozen_after = map(int, done.stdout.split()[-3:])
+    assert evaluations > 0 and least_frozen > 0  # frozen at every evaluation
+    assert frozen_after == 0  # given back to the collector when the workers stopped
