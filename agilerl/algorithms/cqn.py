@@ -23,9 +23,6 @@ from agilerl.algorithms.dqn import DQN
 from agilerl.algorithms.registry import registered
 from agilerl.networks.mlp_gradient import cached_chain
 
-#: Gradient-norm clip of every update (as the reference).
-MAX_GRAD_NORM = 1.0
-
 
 @registered
 class CQN(DQN):
@@ -34,6 +31,8 @@ class CQN(DQN):
     algo = "CQN"
     hyperparameter_names: ClassVar[tuple[str, ...]] = (*DQN.hyperparameter_names, "cql_alpha")
     unsupported_settings: ClassVar[dict[str, str]] = {}
+    loss_metric_names: ClassVar[tuple[str, ...]] = ("loss", "td_loss", "cql_loss")
+    grad_norm_clip: ClassVar[float | None] = 1.0  # as the reference
 
     cql_alpha: float
 
@@ -45,16 +44,15 @@ class CQN(DQN):
             td_loss = F.mse_loss(q, target)
             cql = (torch.logsumexp(q_all, dim=-1) - q).mean()
             loss = 0.5 * td_loss + self.cql_alpha * cql
-            self.step_optimizer(loss, MAX_GRAD_NORM)
+            self.step_optimizer(loss, self.grad_norm_clip)
         else:
-            loss, td_loss, cql = self.closed_form_backward(chain, experiences,
-                                                           self._loss_and_grad)
-            self.apply_gradients(MAX_GRAD_NORM)
+            loss, td_loss, cql = self.closed_form_backward(chain, experiences)
+            self.apply_gradients(self.grad_norm_clip)
         loss_value, td_value, cql_value = torch.stack((loss, td_loss, cql)).tolist()
         return {"loss": loss_value, "td_loss": td_value, "cql_loss": cql_value}
 
-    def _loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-                       ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    def loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+                      ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
         """The loss terms ``(loss, td_loss, cql)`` and the loss's gradient with respect to
         ``Q(s, .)``.
 

@@ -9,7 +9,7 @@ the *terminated* flag). Exploration is epsilon-greedy, on the schedule of the ru
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -42,6 +42,11 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         "cudagraphs": "capturing the update with CUDA graphs is not implemented in this "
                       "version; set it to false (or leave it out)",
     }
+
+    #: What :meth:`loss_and_grad` returns as loss terms, in order (reported as metrics).
+    loss_metric_names: ClassVar[tuple[str, ...]] = ("loss",)
+    #: Gradient-norm clip of every update (None: none).
+    grad_norm_clip: ClassVar[float | None] = None
 
     batch_size: int
     lr: float
@@ -108,7 +113,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
         chain = cached_chain(self, self.actor)
         if chain is not None:  # an MLP network: the gradient in closed form, no autograd
-            loss = self.closed_form_backward(chain, experiences, _td_loss_and_grad)
+            loss = self.closed_form_backward(chain, experiences)
             self.apply_gradients()
             return {"loss": float(loss)}
         _, q, target = self.td_terms(experiences)
@@ -117,14 +122,24 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         self.step_optimizer(loss)
         return {"loss": float(loss.detach())}
 
-    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any],
-                             loss_and_grad: Callable[..., tuple[Any, torch.Tensor]]) -> Any:
-        """Set the online network's gradients in closed form, without autograd.
+    def loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+                      ) -> tuple[Any, torch.Tensor]:
+        """The loss terms of a batch (named by :attr:`loss_metric_names`) and the loss's
+        gradient with respect to ``Q(s, .)``, from ``Q(s, .)``, the ``(N, 1)`` actions and
+        the TD target.
 
-        ``loss_and_grad(q_all, action, target)`` (``Q(s, .)``, the ``(N, 1)`` actions and
-        the TD target) gives the loss terms and the loss's gradient with respect to
-        ``Q(s, .)``; :class:`MLPChain` carries that back through the network. Returns the
-        loss terms.
+        DQN: ``mean(delta^2)`` with ``delta = Q(s, a) - y``; its gradient is
+        ``2 * delta / N`` in the taken action's column, zero elsewhere.
+        """
+        delta = q_all.gather(1, action).squeeze(1) - target
+        grad = torch.zeros_like(q_all).scatter_(1, action,
+                                                delta.mul(2.0 / len(delta)).unsqueeze(1))
+        return delta.square().mean(), grad
+
+    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]) -> Any:
+        """Set the online network's gradients in closed form, without autograd:
+        :meth:`loss_and_grad` gives the gradient with respect to ``Q(s, .)`` and
+        :class:`MLPChain` carries it back through the network. Returns the loss terms.
 
         With flat buffers (:meth:`_flat_training`), no parameter is read attached, so
         this runs without a ``no_grad`` context (whose entry and exit cost more than a
@@ -133,7 +148,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         flat = self._flat_training()
         target_chain = cached_chain(self, self.actor_target, "_target_chain")
         if flat is None or target_chain is None:
-            return self._closed_form_backward(chain, experiences, loss_and_grad)
+            return self._closed_form_backward(chain, experiences)
         obs, next_obs = self._net_input(experiences["obs"]), self._net_input(experiences["next_obs"])
         action = _column(experiences["action"], self.device, torch.long, (-1, 1))
         reward = _column(experiences["reward"], self.device, torch.float32, (-1,))
@@ -149,20 +164,19 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
             q_next = target_chain.run(next_obs).amax(dim=-1)
         # r + gamma * (1 - done) * Q', as -gamma * ((done - 1) * Q') + r: two kernels
         target = torch.addcmul(reward, done.sub(1.0), q_next, value=-self.gamma)
-        terms, grad = loss_and_grad(q_all, action, target)
+        terms, grad = self.loss_and_grad(q_all, action, target)
         chain.backward_into(tape, grad, flat.slots(chain))
         flat.attach_grads()
         flat.fresh = True
         return terms
 
     @torch.no_grad()
-    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any],
-                              loss_and_grad: Callable[..., tuple[Any, torch.Tensor]]) -> Any:
+    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]) -> Any:
         """:meth:`closed_form_backward` into each parameter's own ``.grad``."""
         obs, action, target = self.td_target(experiences)
         tape: Tape = []
         q_all = chain.forward(obs, tape)
-        terms, grad = loss_and_grad(q_all, action, target)
+        terms, grad = self.loss_and_grad(q_all, action, target)
         self.optimizers["optimizer"].zero_grad(set_to_none=True)
         chain.backward(tape, grad)
         return terms
@@ -272,12 +286,3 @@ def _column(value: Any, device: torch.device, dtype: torch.dtype, shape: tuple[i
             and value.dim() == len(shape) and (len(shape) == 1 or value.shape[1] == shape[1])):
         return value
     return batch_tensor(value, device, dtype).reshape(shape)
-
-
-def _td_loss_and_grad(q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``mean(delta^2)`` with ``delta = Q(s, a) - y``, and its gradient with respect to
-    ``Q(s, .)``: ``2 * delta / N`` in the taken action's column, zero elsewhere."""
-    delta = q_all.gather(1, action).squeeze(1) - target
-    grad = torch.zeros_like(q_all).scatter_(1, action, delta.mul(2.0 / len(delta)).unsqueeze(1))
-    return delta.square().mean(), grad

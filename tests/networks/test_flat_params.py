@@ -102,8 +102,7 @@ def test_an_autograd_step_after_a_closed_form_backward_uses_its_own_gradients() 
     agent.learn(batch)
     reference.learn(batch)
     # Gradients left in the flat buffer by a closed-form backward that was never applied...
-    agent.closed_form_backward(cached_chain(agent, agent.actor), batches(1, 5)[0],
-                               agent._loss_and_grad)
+    agent.closed_form_backward(cached_chain(agent, agent.actor), batches(1, 5)[0])
     # ...are not what an autograd step applies: it uses its own (0.1 everywhere).
     for each in (agent, reference):
         each.step_optimizer(sum((p * 0.1).sum() for p in each.actor.parameters()))

@@ -43,8 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agilerl.algorithms.cqn import CQN
-from agilerl.algorithms.cqn import MAX_GRAD_NORM as CQN_MAX_GRAD_NORM
-from agilerl.algorithms.dqn import DQN, _td_loss_and_grad
+from agilerl.algorithms.dqn import DQN
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.optim import Adam
@@ -153,8 +152,9 @@ class StackedGroup:
             metrics, grads = self._closed_form(agents, batches, online, target)
         else:
             metrics, grads = self._autograd(agents, batches, online, target)
-        if self.loss.max_grad_norm is not None:
-            _clip_member_grads(grads, self.loss.max_grad_norm)
+        clip = type(agents[0]).grad_norm_clip
+        if clip is not None:
+            _clip_member_grads(grads, clip)
         self._step(members, grads)
         return metrics
 
@@ -186,8 +186,8 @@ class StackedGroup:
         terms: list[torch.Tensor] = []
         member_grads: list[torch.Tensor] = []
         for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True)):
-            loss, grad = self.loss.loss_and_grad(agent)(q_all[g, :rows], batch.action[g, :rows],
-                                                        y[g, :rows])
+            loss, grad = agent.loss_and_grad(q_all[g, :rows], batch.action[g, :rows],
+                                             y[g, :rows])
             terms.append(torch.stack(loss) if isinstance(loss, tuple) else loss.reshape(1))
             member_grads.append(grad)
         if len(set(batch.sizes)) == 1:
@@ -197,7 +197,7 @@ class StackedGroup:
             for g, grad in enumerate(member_grads):
                 grad_q[g, : len(grad)] = grad
         grads = chain.backward(online, tape, grad_q)
-        names = self.loss.metric_names
+        names = type(agents[0]).loss_metric_names
         return ([dict(zip(names, row, strict=True)) for row in torch.stack(terms).tolist()],
                 list(grads))
 
@@ -442,32 +442,23 @@ def _cqn_losses(agents: Sequence[CQN], batches: Sequence[Batch], online: Forward
     return {"loss": 0.5 * td_loss + alpha * cql, "td_loss": td_loss, "cql_loss": cql}
 
 
-#: ``(Q(s, .), actions (N, 1), TD target) -> (loss terms, d loss / d Q(s, .))`` of one member.
-LossAndGrad = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[Any, torch.Tensor]]
-
-
 class StackedLoss(NamedTuple):
     """How an algorithm's members learn together.
 
     ``losses``: the per-member losses through autograd (``"loss"`` is minimised; every
-    entry is reported as a metric). ``loss_and_grad``: a member's own closed-form loss
-    terms and gradient (what its ``learn`` passes to :meth:`DQN.closed_form_backward`),
-    its terms reported as ``metric_names``. ``max_grad_norm``: the gradient-norm clip of
-    its update (None: no clipping).
+    entry is reported as a metric). The closed-form path calls each member's own
+    :meth:`DQN.loss_and_grad` instead, and every update clips gradients to the class's
+    ``grad_norm_clip``.
     """
 
     losses: Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
                      dict[str, torch.Tensor]]
-    loss_and_grad: Callable[[Any], LossAndGrad]
-    metric_names: tuple[str, ...]
-    max_grad_norm: float | None = None
 
 
 #: Algorithm class -> its stacked update (exact classes: a subclass changes the loss).
 STACKED_LOSSES: dict[type, StackedLoss] = {
-    DQN: StackedLoss(_dqn_losses, lambda agent: _td_loss_and_grad, ("loss",)),
-    CQN: StackedLoss(_cqn_losses, lambda agent: agent._loss_and_grad,
-                     ("loss", "td_loss", "cql_loss"), CQN_MAX_GRAD_NORM),
+    DQN: StackedLoss(_dqn_losses),
+    CQN: StackedLoss(_cqn_losses),
 }
 
 
