@@ -23,10 +23,11 @@ import torch
 
 from agilerl.modules.mlp import EvolvableMLP
 
-_LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
+#: The layer-norm backward kernel autograd itself calls.
+LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
 
 #: Activation (as the MLP's plan holds it) -> gradient through it from its output.
-_ACTIVATION_BACKWARD: dict[Any, Any] = {
+ACTIVATION_BACKWARD: dict[Any, Any] = {
     torch.relu: lambda grad, out: torch.ops.aten.threshold_backward.default(grad, out, 0),
     torch.tanh: torch.ops.aten.tanh_backward.default,
     torch.sigmoid: torch.ops.aten.sigmoid_backward.default,
@@ -67,7 +68,7 @@ class MLPChain:
             return None
         from agilerl.modules.mlp import _identity
 
-        if any(act is not _identity and act not in _ACTIVATION_BACKWARD
+        if any(act is not _identity and act not in ACTIVATION_BACKWARD
                for _, _, _, act in chain.plan):
             return None
         return chain
@@ -105,7 +106,7 @@ class MLPChain:
                 (weight.detach().t(), bias.detach(),
                  None if norm is None else (norm[0], norm[1].detach(), norm[2].detach(),
                                             norm[3]),
-                 _IN_PLACE.get(act), weight.detach(), _ACTIVATION_BACKWARD.get(act))
+                 _IN_PLACE.get(act), weight.detach(), ACTIVATION_BACKWARD.get(act))
                 for weight, bias, norm, act in self.plan]
             self._backward_order = list(enumerate(self._layers_cache))[::-1]
         return self._layers_cache
@@ -126,11 +127,11 @@ class MLPChain:
         for i in range(len(self.plan) - 1, -1, -1):
             weight, bias, norm, act = self.plan[i]
             x, pre, mean, rstd, out = tape[i]
-            activation_backward = _ACTIVATION_BACKWARD.get(act)
+            activation_backward = ACTIVATION_BACKWARD.get(act)
             if activation_backward is not None:
                 grad = activation_backward(grad, out)
             if norm is not None:
-                grad, norm[1].grad, norm[2].grad = _LAYER_NORM_BACKWARD(
+                grad, norm[1].grad, norm[2].grad = LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
             weight.grad = torch.mm(grad.t(), x)
             bias.grad = grad.sum(0)
@@ -148,7 +149,7 @@ class MLPChain:
                 grad = activation_backward(grad, out)
             weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
             if norm is not None:
-                grad, norm_weight, norm_bias = _LAYER_NORM_BACKWARD(
+                grad, norm_weight, norm_bias = LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, norm[1], norm[2], _ALL_THREE)
                 norm_weight_grad.copy_(norm_weight)
                 norm_bias_grad.copy_(norm_bias)

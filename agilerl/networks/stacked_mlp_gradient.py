@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from agilerl.modules.mlp import _identity
-from agilerl.networks.mlp_gradient import _ACTIVATION_BACKWARD, _LAYER_NORM_BACKWARD, MLPChain
+from agilerl.networks.mlp_gradient import ACTIVATION_BACKWARD, LAYER_NORM_BACKWARD, MLPChain
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
 #: input, output).
@@ -41,7 +41,7 @@ _ATEN = torch.ops.aten
 def _activation_backward(act: Any) -> ActivationBackward | None:
     """The backward of the activation ``act`` (as an MLP plan holds it), or None when it
     has none here."""
-    from_output = _ACTIVATION_BACKWARD.get(act)
+    from_output = ACTIVATION_BACKWARD.get(act)
     if from_output is not None:
         return lambda grad, _, out: from_output(grad, out)
     if type(act) is nn.GELU:
@@ -86,7 +86,7 @@ class StackedMLPChain:
         self.layers = [_Layer(_Norm(list(norm[0]), float(norm[3]), torch.ones_like(norm[1]),
                                     torch.zeros_like(norm[2])) if norm is not None else None,
                               act, None if act is _identity else _activation_backward(act),
-                              act not in _ACTIVATION_BACKWARD and act is not _identity)
+                              act not in ACTIVATION_BACKWARD and act is not _identity)
                        for _, _, norm, act in chain.plan]
 
     @classmethod
@@ -149,7 +149,7 @@ class StackedMLPChain:
                 i -= 2
                 grads[i] = (grad * normed).sum(1)
                 grads[i + 1] = grad.sum(1)
-                grad = _LAYER_NORM_BACKWARD(grad * params[i].unsqueeze(1), pre, layer.norm.shape,
+                grad = LAYER_NORM_BACKWARD(grad * params[i].unsqueeze(1), pre, layer.norm.shape,
                                             mean, rstd, None, None, [True, False, False])[0]
             i -= 2
             grads[i] = torch.bmm(grad.transpose(1, 2), x)
