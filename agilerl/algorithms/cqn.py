@@ -13,15 +13,13 @@ Q-function. The dataset action is the CQL(H) form of Kumar et al. (2020).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from agilerl.algorithms.dqn import DQN
 from agilerl.algorithms.registry import registered
-from agilerl.networks.mlp_gradient import cached_chain
 
 
 @registered
@@ -36,20 +34,13 @@ class CQN(DQN):
 
     cql_alpha: float
 
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
-        """One gradient step on a dataset batch ``{obs, action, reward, next_obs, done}``."""
-        chain = cached_chain(self, self.actor)
-        if chain is None:
-            q_all, q, target = self.td_terms(experiences)
-            td_loss = F.mse_loss(q, target)
-            cql = (torch.logsumexp(q_all, dim=-1) - q).mean()
-            loss = 0.5 * td_loss + self.cql_alpha * cql
-            self.step_optimizer(loss, self.grad_norm_clip)
-        else:
-            loss, td_loss, cql = self.closed_form_backward(chain, experiences)
-            self.apply_gradients(self.grad_norm_clip)
-        loss_value, td_value, cql_value = torch.stack((loss, td_loss, cql)).tolist()
-        return {"loss": loss_value, "td_loss": td_value, "cql_loss": cql_value}
+    def loss_terms(self, q_all: torch.Tensor, q: torch.Tensor, target: torch.Tensor
+                   ) -> dict[str, torch.Tensor]:
+        """``0.5 * td_loss + cql_alpha * cql_loss`` and its two terms, through autograd."""
+        td_loss = F.mse_loss(q, target)
+        cql = (torch.logsumexp(q_all, dim=-1) - q).mean()
+        return {"loss": 0.5 * td_loss + self.cql_alpha * cql, "td_loss": td_loss,
+                "cql_loss": cql}
 
     def loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
                       ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:

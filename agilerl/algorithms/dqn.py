@@ -110,17 +110,27 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
 
     # ------------------------------------------------------------------ learning
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
-        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``."""
+        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``; returns
+        the loss terms named by :attr:`loss_metric_names`."""
         chain = cached_chain(self, self.actor)
         if chain is not None:  # an MLP network: the gradient in closed form, no autograd
-            loss = self.closed_form_backward(chain, experiences)
-            self.apply_gradients()
-            return {"loss": float(loss)}
-        _, q, target = self.td_terms(experiences)
-        # --- regression of Q(s, a) onto the target ---
-        loss = F.mse_loss(q, target)
-        self.step_optimizer(loss)
-        return {"loss": float(loss.detach())}
+            terms = self.closed_form_backward(chain, experiences)
+            self.apply_gradients(self.grad_norm_clip)
+        else:
+            losses = self.loss_terms(*self.td_terms(experiences))
+            self.step_optimizer(losses["loss"], self.grad_norm_clip)
+            terms = tuple(value.detach() for value in losses.values())
+        values = (torch.stack(terms) if isinstance(terms, tuple) else terms.reshape(1)).tolist()
+        return dict(zip(self.loss_metric_names, values, strict=True))
+
+    def loss_terms(self, q_all: torch.Tensor, q: torch.Tensor, target: torch.Tensor
+                   ) -> dict[str, torch.Tensor]:
+        """The loss terms (named by :attr:`loss_metric_names`; ``"loss"`` is minimised)
+        through autograd, from ``Q(s, .)``, ``Q(s, a)`` and the TD target of a batch.
+
+        DQN: ``mean((Q(s, a) - y)^2)``.
+        """
+        return {"loss": F.mse_loss(q, target)}
 
     def loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
                       ) -> tuple[Any, torch.Tensor]:
@@ -157,13 +167,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         q_all = chain.run(obs, tape)
         # (One online pass over s and s' together, taping back only the rows at s, measured
         # slower here than two passes: slicing the tape costs more than the second pass.)
-        if self.double:  # a* chosen by the online network, valued by the target
-            best = chain.run(next_obs).argmax(dim=-1, keepdim=True)
-            q_next = target_chain.run(next_obs).gather(1, best).squeeze(1)
-        else:
-            q_next = target_chain.run(next_obs).amax(dim=-1)
-        # r + gamma * (1 - done) * Q', as -gamma * ((done - 1) * Q') + r: two kernels
-        target = torch.addcmul(reward, done.sub(1.0), q_next, value=-self.gamma)
+        target = bellman_target(reward, done, self.gamma, target_chain.run(next_obs),
+                                chain.run(next_obs) if self.double else None)
         terms, grad = self.loss_and_grad(q_all, action, target)
         chain.backward_into(tape, grad, flat.slots(chain))
         flat.attach_grads()
@@ -228,20 +233,16 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         reward = batch_tensor(experiences["reward"], self.device, torch.float32).reshape(-1)
         done = batch_tensor(experiences["done"], self.device, torch.float32).reshape(-1)
 
-        # --- TD target: r + gamma * (1 - done) * Q_target(s', a*) ---
+        # --- TD target (bellman_target) ---
         # The passes at s' stay out of the autograd graph (so the backward pass covers only
         # the batch's own rows) and need no bookkeeping at all: inference mode is cheaper
         # than no_grad. The target itself is built outside it, because the loss saves it
         # for the backward pass.
         with torch.inference_mode():
             q_next_target = self.actor_target(next_obs)
-            if self.double:  # a* chosen by the online network, valued by the target
-                best = self.actor(next_obs).argmax(dim=-1, keepdim=True)
-                q_next = q_next_target.gather(1, best).squeeze(1)
-            else:
-                q_next = q_next_target.amax(dim=-1)
+            q_next_online = self.actor(next_obs) if self.double else None
         with torch.no_grad():
-            target = reward + self.gamma * (1.0 - done) * q_next
+            target = bellman_target(reward, done, self.gamma, q_next_target, q_next_online)
         return obs, action, target
 
     def _online_parameters(self) -> list[torch.Tensor]:
@@ -276,6 +277,25 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         self.optimizers["optimizer"].step()
         # --- soft target update: theta_target <- tau * theta + (1 - tau) * theta_target ---
         self.soft_update()
+
+
+def bellman_target(reward: torch.Tensor, done: torch.Tensor, gamma: float | torch.Tensor,
+                   q_next_target: torch.Tensor, q_next_online: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+    """The TD target ``r + gamma * (1 - done) * Q_target(s', a*)``, over any leading
+    dimensions (actions on the last one of the Q-values): ``a*`` maximises
+    ``q_next_online`` for double DQN (the online network chooses, the target values), else
+    ``q_next_target``. ``gamma`` is a number, or a tensor that broadcasts against
+    ``reward`` (one per member of a stacked batch)."""
+    if q_next_online is not None:
+        best = q_next_online.argmax(dim=-1, keepdim=True)
+        q_next = q_next_target.gather(-1, best).squeeze(-1)
+    else:
+        q_next = q_next_target.amax(dim=-1)
+    # As r - gamma * ((done - 1) * Q'): two kernels for a number gamma.
+    if isinstance(gamma, torch.Tensor):
+        return torch.addcmul(reward, done.sub(1.0).mul_(gamma), q_next, value=-1.0)
+    return torch.addcmul(reward, done.sub(1.0), q_next, value=-gamma)
 
 
 def _column(value: Any, device: torch.device, dtype: torch.dtype, shape: tuple[int, ...]

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agilerl.algorithms.cqn import CQN
-from agilerl.algorithms.dqn import DQN
+from agilerl.algorithms.dqn import DQN, bellman_target
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.optim import Adam
@@ -59,7 +59,7 @@ def group_key(agent: Any) -> Hashable | None:
     The key holds the algorithm, the fixed hyperparameters that change the loss's form,
     the device and the network's architecture (its module tree and parameter shapes).
     """
-    if type(agent) not in STACKED_LOSSES or agent.obs_encoder.composite:
+    if type(agent) not in STACKABLE or agent.obs_encoder.composite:
         return None
     net = agent.actor
     if not _stackable(net):
@@ -121,7 +121,6 @@ class StackedGroup:
 
     def __init__(self, agents: Sequence[Any]) -> None:
         self.agents = list(agents)
-        self.loss = STACKED_LOSSES[type(self.agents[0])]
         self.layers = [_Layer((tuple(norm.normalized_shape), float(norm.eps))
                               if norm is not None else None, act)
                        for _, norm, act in _mlp_layers(self.agents[0].actor)]
@@ -161,13 +160,20 @@ class StackedGroup:
     def _autograd(self, agents: list[Any], batches: Sequence[Batch],
                   online: list[torch.Tensor], target: list[torch.Tensor]
                   ) -> tuple[list[dict[str, float]], list[torch.Tensor | None]]:
-        """Every member's metrics and the stacked gradients, through autograd."""
-        losses = self.loss.losses(agents, batches, partial(self.forward, online),
-                                  partial(self.forward, target))
-        losses["loss"].sum().backward()
-        values = {name: value.detach().tolist() for name, value in losses.items()}
-        return ([{name: column[g] for name, column in values.items()}
-                 for g in range(len(agents))], [leaf.grad for leaf in online])
+        """Every member's metrics and the stacked gradients, through autograd: each
+        member's own :meth:`DQN.loss_terms` on its rows of the stacked Q-values."""
+        batch = _stacked_batch(agents, batches)
+        y = _td_target(agents[0].double, batch, partial(self.forward, online),
+                       partial(self.forward, target))
+        q_all = self.forward(online, batch.obs)
+        q = q_all.gather(2, batch.action).squeeze(2)
+        terms = [agent.loss_terms(q_all[g, :rows], q[g, :rows], y[g, :rows])
+                 for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True))]
+        torch.stack([member["loss"] for member in terms]).sum().backward()
+        values = torch.stack([torch.stack(list(member.values())) for member in terms]).tolist()
+        names = type(agents[0]).loss_metric_names
+        return ([dict(zip(names, row, strict=True)) for row in values],
+                [leaf.grad for leaf in online])
 
     @torch.no_grad()
     def _closed_form(self, agents: list[Any], batches: Sequence[Batch],
@@ -394,72 +400,15 @@ def _stacked_batch(agents: Sequence[DQN], batches: Sequence[Batch]) -> _StackedB
 @torch.no_grad()
 def _td_target(double: bool, batch: _StackedBatch, online: Forward,
                target_net: Forward) -> torch.Tensor:
-    """Every member's TD target ``r + gamma * (1 - done) * Q_target(s', a*)`` (members,
-    rows), as :meth:`DQN.td_target` computes it for one member."""
-    q_next_target = target_net(batch.next_obs)
-    if double:  # a* chosen by the online network, valued by the target
-        best = online(batch.next_obs).argmax(dim=-1, keepdim=True)
-        q_next = q_next_target.gather(2, best).squeeze(2)
-    else:
-        q_next = q_next_target.amax(dim=-1)
-    return batch.reward + batch.gamma * (1.0 - batch.done) * q_next
+    """Every member's TD target (members, rows), as :meth:`DQN.td_target` computes it for
+    one member."""
+    return bellman_target(batch.reward, batch.done, batch.gamma, target_net(batch.next_obs),
+                          online(batch.next_obs) if double else None)
 
 
-def _td_terms(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
-              target_net: Forward) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
-    """``(Q(s, .), Q(s, a), target, rows per member)`` of every member's batch, stacked
-    (members, rows, ...), as :meth:`DQN.td_terms` computes them for one member."""
-    batch = _stacked_batch(agents, batches)
-    target = _td_target(agents[0].double, batch, online, target_net)
-    q_online = online(batch.obs)
-    return q_online, q_online.gather(2, batch.action).squeeze(2), target, batch.sizes
-
-
-def _row_mean(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-    """Mean over each member's own rows of (members, rows) ``values`` (padding excluded)."""
-    if len(set(sizes)) == 1:
-        return values.mean(dim=1)
-    counts = torch.tensor(sizes, device=values.device)
-    mask = torch.arange(values.shape[1], device=values.device)[None, :] < counts[:, None]
-    return (values * mask).sum(dim=1) / counts
-
-
-def _dqn_losses(agents: Sequence[DQN], batches: Sequence[Batch], online: Forward,
-                target_net: Forward) -> dict[str, torch.Tensor]:
-    """Per-member DQN loss: mean squared TD error over the member's rows."""
-    _, q, target, sizes = _td_terms(agents, batches, online, target_net)
-    return {"loss": _row_mean((q - target).square(), sizes)}
-
-
-def _cqn_losses(agents: Sequence[CQN], batches: Sequence[Batch], online: Forward,
-                target_net: Forward) -> dict[str, torch.Tensor]:
-    """Per-member CQN loss, as :meth:`CQN.learn`: ``0.5 * td + cql_alpha * cql``."""
-    q_all, q, target, sizes = _td_terms(agents, batches, online, target_net)
-    td_loss = _row_mean((q - target).square(), sizes)
-    cql = _row_mean(torch.logsumexp(q_all, dim=-1) - q, sizes)
-    alpha = torch.tensor([float(a.cql_alpha) for a in agents], dtype=torch.float32,
-                         device=q.device)
-    return {"loss": 0.5 * td_loss + alpha * cql, "td_loss": td_loss, "cql_loss": cql}
-
-
-class StackedLoss(NamedTuple):
-    """How an algorithm's members learn together.
-
-    ``losses``: the per-member losses through autograd (``"loss"`` is minimised; every
-    entry is reported as a metric). The closed-form path calls each member's own
-    :meth:`DQN.loss_and_grad` instead, and every update clips gradients to the class's
-    ``grad_norm_clip``.
-    """
-
-    losses: Callable[[Sequence[Any], Sequence[Batch], Forward, Forward],
-                     dict[str, torch.Tensor]]
-
-
-#: Algorithm class -> its stacked update (exact classes: a subclass changes the loss).
-STACKED_LOSSES: dict[type, StackedLoss] = {
-    DQN: StackedLoss(_dqn_losses),
-    CQN: StackedLoss(_cqn_losses),
-}
+#: The algorithms whose members can learn together: exact classes, since a subclass may
+#: change the update.
+STACKABLE: tuple[type, ...] = (DQN, CQN)
 
 
 def _closed_form_chain(agent: Any) -> StackedMLPChain | None:
