@@ -8,8 +8,10 @@ architecture mutation is a *layer* change (add or remove a hidden layer) with pr
 units of a hidden layer or of the latent width); it is drawn for one of the member's
 mutable networks and applied identically to its mirrors (e.g. a DQN target network).
 
-* ``params_mut``: Gaussian noise ``N(0, mutation_sd)`` added to a random 10% of the
-  entries of every weight matrix of one network (biases and norms untouched).
+* ``params_mut``: in a random non-empty subset of one network's weight matrices (biases
+  and norms untouched), 10% of the entries are drawn; each gets Gaussian noise of standard
+  deviation ``mutation_sd * |w|`` (relative to the weight, as the reference library's
+  ``mutation_sd`` means), except 5% of them, which are redrawn from N(0, 1).
 * ``act_mut``: the hidden activation of one network becomes another of
   ``activation_selection``.
 * ``rl_hp_mut``: one hyperparameter listed in the member's ``hp_config`` (else this
@@ -35,8 +37,12 @@ from agilerl.hpo.ranges import plain_hp_config
 
 #: Activations an ``act_mut`` chooses from unless ``activation_selection`` says otherwise.
 DEFAULT_ACTIVATIONS = ("ReLU", "ELU", "GELU")
-#: Share of weight entries perturbed by a parameter mutation.
+#: Share of a chosen weight matrix's entries a parameter mutation draws.
 PARAM_FRACTION = 0.1
+#: Share of the drawn entries that are redrawn from N(0, 1) instead of perturbed.
+PARAM_RESET_FRACTION = 0.05
+#: Bound on a mutated weight's magnitude.
+PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
 
@@ -155,15 +161,16 @@ class Mutations:
 
     def parameter_mutation(self, agent: Any) -> str:
         network = agent.networks[self._pick_network(agent)]
-        gen = torch.Generator().manual_seed(int(self.rng.integers(0, 2**62)))
+        # weight matrices: ``linears.0.weight``, an LSTM's ``weight_ih_l0`` ...
+        weights = [param for name, param in network.named_parameters()
+                   if param.dim() >= 2 and name.rsplit(".", 1)[-1].startswith("weight")]
+        if not weights:
+            return "param"
+        count = int(self.rng.integers(1, len(weights) + 1))
+        chosen = sorted(self.rng.choice(len(weights), size=count, replace=False))
         with torch.no_grad():
-            for name, param in network.named_parameters():
-                # weight matrices: ``linears.0.weight``, an LSTM's ``weight_ih_l0`` ...
-                if param.dim() < 2 or not name.rsplit(".", 1)[-1].startswith("weight"):
-                    continue
-                noise = torch.randn(param.shape, generator=gen) * self.mutation_sd
-                mask = torch.rand(param.shape, generator=gen) < PARAM_FRACTION
-                param.add_((noise * mask).to(param.device))
+            for index in chosen:
+                _mutate_entries(weights[index], self.rng, self.mutation_sd)
         return "param"
 
     def rl_hyperparam_mutation(self, agent: Any) -> str:
@@ -194,3 +201,20 @@ class Mutations:
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
+
+
+def _mutate_entries(weight: torch.Tensor, rng: np.random.Generator, strength: float) -> None:
+    """Draw ``PARAM_FRACTION`` of ``weight``'s entries (with replacement; an entry drawn
+    twice is changed once, so that the result is well defined): each is redrawn
+    from N(0, 1) with probability ``PARAM_RESET_FRACTION``, else perturbed by noise of
+    standard deviation ``strength * |w|`` (so the noise scales with the weight)."""
+    flat = weight.view(-1)
+    draws = int(np.ceil(PARAM_FRACTION * flat.numel()))
+    index = torch.from_numpy(np.unique(rng.integers(0, flat.numel(), size=draws)))
+    index = index.to(flat.device)
+    current = flat[index].cpu().numpy().astype(np.float64)
+    reset = rng.uniform(size=len(current)) < PARAM_RESET_FRACTION
+    noise = rng.standard_normal(len(current))
+    new = np.where(reset, noise, current + noise * np.abs(current) * strength)
+    flat[index] = torch.from_numpy(
+        np.clip(new, -PARAM_LIMIT, PARAM_LIMIT)).to(flat.dtype).to(flat.device)

@@ -141,6 +141,36 @@ def test_activation_and_parameter_mutations(small_net):
     assert agent.actor_target.architecture() == agent.actor.architecture()
 
 
+def test_parameter_mutation_noise_scales_with_each_weight() -> None:
+    """About 10% of a chosen matrix's entries move; the noise is relative to each weight
+    (a zero weight moves only when it is redrawn from N(0, 1), about 5% of the drawn)."""
+    net = {"latent_dim": 64, "encoder_config": {"hidden_size": [64]},
+           "head_config": {"hidden_size": [64]}}
+    moved_ones, moved_zeros, entries, relative = 0, 0, 0, []
+    for seed in range(20):
+        agent = _dqn(net)
+        weights = [p for n, p in agent.actor.named_parameters()
+                   if n.endswith("weight") and p.dim() == 2]
+        with torch.no_grad():
+            for i, w in enumerate(weights):  # alternate all-ones and all-zero matrices
+                w.fill_(float(i % 2 == 0))
+        Mutations(0, 0, 0, 1, 0, 0, mutation_sd=0.1, rand_seed=seed).mutation([agent])
+        for i, w in enumerate(weights):
+            moved = w.detach() != float(i % 2 == 0)
+            if i % 2 == 0:
+                moved_ones += int(moved.sum())
+                entries += w.numel() if moved.any() else 0  # the chosen matrices
+                relative += (w.detach()[moved] - 1.0).abs().tolist()
+            else:
+                moved_zeros += int(moved.sum())
+    assert 0.07 < moved_ones / entries < 0.11  # 10% drawn with replacement
+    # Zero weights move only by a reset; ones by N(0, 0.1) noise, or by a reset.
+    assert 0 < moved_zeros < 0.1 * moved_ones
+    small = [d for d in relative if d < 0.5]
+    assert len(small) > 0.9 * len(relative)
+    assert 0.06 < float(np.mean(small)) < 0.1  # E|N(0, 0.1)| = 0.08
+
+
 def test_mutation_is_deterministic_and_state_restorable(small_net):
     def run(mutations: Mutations) -> list[str]:
         pop = [_dqn(small_net, seed=i) for i in range(3)]

@@ -82,16 +82,17 @@ def iris_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.DataFrame({"class": labels}))
 
 
-def bandit_trainer(algo: str, seed: int, **kwargs: object) -> LocalTrainer:
+def bandit_trainer(algo: str, seed: int, probabilities: dict | None = None,
+                   **kwargs: object) -> LocalTrainer:
     features, targets = iris_tables()
     return LocalTrainer(
         _models().ALGO_REGISTRY[algo](batch_size=16, lr=3e-3, learn_step=1),
         {"name": "IRIS", "features": features, "targets": targets},
         training={"max_steps": 120, "evo_steps": 40, "pop_size": 3, "eval_steps": 30},
         mutation=_models().MutationSpec.model_validate({
-            **MUTATION, "rl_hp_selection": {"lamb": {"min": 0.1, "max": 10.0},
-                                            "reg": {"min": 1e-5, "max": 1e-2},
-                                            "lr": {"min": 1e-4, "max": 1e-2}}}),
+            **MUTATION, "probabilities": probabilities or MUTATION["probabilities"],
+            "rl_hp_selection": {"lamb": {"min": 0.1, "max": 10.0},
+                                "reg": {"min": 1e-5, "max": 1e-2}}}),
         selection_strategy=_models().TournamentSelectionSpec(tournament_size=2),
         replay_buffer=_models().ReplayBufferSpec(max_size=1000),
         seed=seed, **kwargs)
@@ -143,8 +144,12 @@ def test_cqn_resume_refuses_a_different_dataset(cartpole_h5: Path, tmp_path: Pat
 # ---------------------------------------------------------------------------- bandits
 @pytest.mark.parametrize("algo", ["NeuralUCB", "NeuralTS"])
 def test_bandit_resumes_exactly_with_lamb_and_reg_mutations(algo: str, tmp_path: Path) -> None:
-    run = run_and_resume(lambda **kwargs: bandit_trainer(algo, seed=4, **kwargs), tmp_path,
-                         checkpoint_steps=40)
+    # every member's mutation is a lamb or reg one, so the resumed run has them
+    hp_only = {"no_mut": 0.0, "arch_mut": 0.0, "new_layer": 0.0, "params_mut": 0.0,
+               "act_mut": 0.0, "rl_hp_mut": 1.0}
+    run = run_and_resume(lambda **kwargs: bandit_trainer(algo, seed=4, probabilities=hp_only,
+                                                         **kwargs),
+                         tmp_path, checkpoint_steps=40)
     pop = run.full_pop
     _same_members(pop, run.pop)
     assert all(len(agent.regret) == 121 for agent in pop)  # one entry per pull, plus 0

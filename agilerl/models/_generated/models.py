@@ -1481,7 +1481,11 @@ class MutationSpec(SpecModel):
         ),
     ] = {}
     mutation_sd: Annotated[
-        float, Field(description="Standard deviation of Gaussian parameter mutations.", ge=0.0)
+        float,
+        Field(
+            description="Strength of parameter mutations (params_mut), relative to each weight: a mutation picks some of a network's weight matrices and draws 10% of their entries; each drawn entry gets Gaussian noise of standard deviation mutation_sd * |w|, except 5% of them, which are redrawn from N(0, 1).",
+            ge=0.0,
+        ),
     ] = 0.1
     rand_seed: Annotated[
         Integer,
