@@ -96,6 +96,8 @@ class StackedGroup:
     """Members with one :func:`group_key` (fixed while it lives: build a new group after a
     mutation). :meth:`learn` updates any subset of them at once."""
 
+    key = staticmethod(group_key)
+
     def __init__(self, agents: Sequence[Any]) -> None:
         self.agents = list(agents)
         self.loss = STACKED_LOSSES[type(self.agents[0])]
