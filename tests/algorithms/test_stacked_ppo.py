@@ -130,3 +130,39 @@ def test_group_key_separates_architectures_and_refuses_recurrent_and_cnn():
     lstm = PPO(space, action, seed=0, recurrent=True,
                net_config={"encoder_config": {"arch": "lstm", "hidden_state_size": 8}})
     assert group_key(lstm) is None
+
+
+def test_mutated_members_regroup_and_each_group_equals_learn_calls():
+    """After an architecture mutation of one member and an activation mutation of two
+    others, the lockstep population groups them [1, 1, 2], and every group's update equals
+    one ``learn`` per member."""
+    import copy
+
+    from agilerl.hpo.mutation import Mutations
+    from agilerl.population import lockstep
+
+    alone, together = _members("ObsPolicyEnv", HPS), _members("ObsPolicyEnv", HPS)
+    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
+    for agents in (alone, together):
+        same_draws = copy.deepcopy(mutations)
+        assert same_draws.architecture_mutate(agents[1]) != "None"
+        for agent in agents[2:]:
+            assert same_draws.activation_mutation(agent) == "act"
+    learners = lockstep._learners(together)
+    groups = list({id(g): g for g, _ in learners.values()}.values())
+    assert sorted(len(g.agents) for g in groups) == [1, 1, 2]
+    assert all(isinstance(g, StackedPPOGroup) and g.closed_form for g in groups)
+    runs_alone, runs_together = _runs(alone, "ObsPolicyEnv"), _runs(together, "ObsPolicyEnv")
+    points_alone = [next(r) for r in runs_alone]
+    points_together = [next(r) for r in runs_together]
+    for _ in range(2):
+        for group in groups:
+            index = [together.index(a) for a in group.agents]
+            got = group.learn(range(len(index)), [points_together[i].rollout for i in index])
+            for i, metrics in zip(index, got, strict=True):
+                expected = alone[i].learn(points_alone[i].rollout)
+                assert metrics["loss"] == pytest.approx(expected["loss"], rel=1e-3, abs=1e-5)
+                points_alone[i] = runs_alone[i].send(expected)
+                points_together[i] = runs_together[i].send(metrics)
+    for a, b in zip(alone, together, strict=True):
+        _assert_same_member(a, b)
