@@ -110,7 +110,7 @@ def update_rates(manifest: dict, pop: int, updates: int | None) -> None:
         f"{pop} unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
         f"{pop} batched": lambda: group.learn(members, batches),
     }
-    closed = getattr(group, "closed_form", getattr(group, "chain", None) is not None)
+    closed = getattr(group, "chain", None) is not None  # PPO: autograd
     gradient = "closed form" if closed else "autograd"
     print(f"time per {what} of {pop} same-architecture {type(agents[0]).__name__} "
           f"members (hidden {manifest['network']['encoder_config']['hidden_size']}, "

@@ -133,21 +133,11 @@ class StackedMLPChain:
             x = out
         return x
 
+    @torch.no_grad()
     def backward(self, params: Sequence[torch.Tensor], tape: StackedTape,
                  grad: torch.Tensor) -> list[torch.Tensor]:
         """The gradients (stacked, in ``params`` order) of ``sum(grad * output)``, the
         output being the one :meth:`forward` recorded in ``tape`` with ``params``."""
-        return self._backward(params, tape, grad, False)[0]
-
-    def backward_to_input(self, params: Sequence[torch.Tensor], tape: StackedTape,
-                          grad: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """:meth:`backward`, and the gradient with respect to the chain's input (for the
-        chain that feeds this one)."""
-        return self._backward(params, tape, grad, True)
-
-    @torch.no_grad()
-    def _backward(self, params: Sequence[torch.Tensor], tape: StackedTape,
-                  grad: torch.Tensor, to_input: bool) -> tuple[list[torch.Tensor], Any]:
         grads: list[Any] = [None] * len(params)
         i = len(params)
         for index in range(len(self.layers) - 1, -1, -1):
@@ -164,6 +154,6 @@ class StackedMLPChain:
             i -= 2
             grads[i] = torch.bmm(grad.transpose(1, 2), x)
             grads[i + 1] = grad.sum(1)
-            if index or to_input:
+            if index:
                 grad = torch.bmm(grad, params[i])
-        return grads, grad
+        return grads

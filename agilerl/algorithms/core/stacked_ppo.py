@@ -5,15 +5,16 @@ Each member's update is the one its :meth:`~agilerl.algorithms.ppo.PPO.learn` ma
 own rollout: its own minibatches (:meth:`PPO.minibatches`, permutations drawn from its own
 generator), its own ``clip_coef``, ``ent_coef``, ``vf_coef``, ``max_grad_norm`` and
 ``target_kl`` early stop, and its own optimizer. The members' k-th minibatch steps are taken
-together: one stacked forward of the encoders and heads (grouped matmuls) on every
-member's rows, every member's clipped-surrogate loss computed side by side, and one backward
-pass; then each member clips its slice of the gradient to its own norm and steps its own
-Adam (:mod:`agilerl.algorithms.core.member_stacks`). The backward runs through autograd
-only from the policy output and value (and the log std) to the loss; the networks' part is
-the closed form of :class:`~agilerl.networks.stacked_mlp_gradient.StackedMLPChain` (about
-10% faster than autograd on the bench manifest's networks), or autograd through the
-stacked forward (:mod:`agilerl.networks.stacked_mlp`) for an activation it has no backward
-for.
+together: one stacked forward of the encoders and heads (grouped matmuls,
+:mod:`agilerl.networks.stacked_mlp`) on every member's rows, every member's clipped-surrogate
+loss computed side by side, and one backward through autograd; then each member clips its
+slice of the gradient to its own norm and steps its own Adam
+(:mod:`agilerl.algorithms.core.member_stacks`).
+
+The backward is autograd's: a closed form of the networks' part (as the DQN update has,
+:class:`~agilerl.networks.stacked_mlp_gradient.StackedMLPChain`, with autograd only from the
+outputs to the loss) was measured no faster on the bench manifest's networks (4 members of
+width 64, minibatches of 128), so it was not kept.
 
 Members whose minibatches differ in size (``batch_size`` and ``learn_step`` are mutable)
 are padded to the largest, and every mean, and the advantage normalisation, is over the
@@ -37,14 +38,12 @@ from agilerl.algorithms.ppo import PPO, UpdateStats
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.actor_critic import ActorCritic
-from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.stacked_mlp import (
     StackedLayer,
     layer_parameters,
     stacked_forward,
     stacked_layers,
 )
-from agilerl.networks.stacked_mlp_gradient import StackedMLPChain, StackedTape
 
 
 class _Part(NamedTuple):
@@ -53,7 +52,6 @@ class _Part(NamedTuple):
 
     layers: list[StackedLayer]
     params: slice
-    chain: StackedMLPChain | None  # its closed-form gradient (None: an activation has none)
 
 
 def _mlps(net: ActorCritic) -> dict[str, Any]:
@@ -114,12 +112,8 @@ class StackedPPOGroup:
         start = 0
         for name, mlp in _mlps(net).items():
             count = len(layer_parameters([mlp]))
-            self.parts[name] = _Part(stacked_layers([mlp]), slice(start, start + count),
-                                     StackedMLPChain.of(MLPChain([mlp])))
+            self.parts[name] = _Part(stacked_layers([mlp]), slice(start, start + count))
             start += count
-        #: The networks' gradients in closed form around the loss's autograd (else all of
-        #: it through autograd).
-        self.closed_form = all(part.chain is not None for part in self.parts.values())
         self.params = [_member_params(a.actor_critic) for a in self.agents]
         self._stacks = MemberStacks([self.params], [True])
         self._adams = MemberAdams()
@@ -161,14 +155,11 @@ class StackedPPOGroup:
         agents = [self.agents[m] for m in members]
         (params,) = self._stacks.gather(members)
         batch = data.minibatch(step)
-        if self.closed_form:
-            terms, grads = self._closed_form_step(agents, params, batch)
-        else:
-            policy_out, value = self._forward(params, batch.obs)
-            log_prob, entropy = self._log_prob_entropy(params, policy_out, batch.actions)
-            terms = _surrogate(agents, log_prob, entropy, value, batch)
-            terms[0].sum().backward()
-            grads = [leaf.grad for leaf in params]
+        policy_out, value = self._forward(params, batch.obs)
+        log_prob, entropy = self._log_prob_entropy(params, policy_out, batch.actions)
+        terms = _surrogate(agents, log_prob, entropy, value, batch)
+        terms[0].sum().backward()
+        grads = [leaf.grad for leaf in params]
         max_norms = torch.tensor([float(a.max_grad_norm) for a in agents],
                                  device=params[0].device)
         clip_member_grads(grads, max_norms)
@@ -183,50 +174,6 @@ class StackedPPOGroup:
             if agent.target_kl is not None and row[4] > agent.target_kl:
                 stopped.append(j)
         return stopped
-
-    def _closed_form_step(self, agents: list[PPO], params: list[torch.Tensor],
-                          batch: _Minibatch
-                          ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-        """The loss terms and the stacked gradients: the networks' forward and backward in
-        closed form (:class:`StackedMLPChain`), autograd only from the policy output and
-        value (and the log std) to the loss."""
-        tapes: dict[str, StackedTape] = {}
-        outs = {}
-        for name in dict.fromkeys(self.inputs.values()):
-            key = f"encoder:{name}"
-            outs[key] = self._chain_forward(key, params, batch.obs, tapes)
-        policy = self._chain_forward("policy", params, outs[f"encoder:{self.inputs['policy']}"],
-                                     tapes).detach().requires_grad_()
-        value = self._chain_forward("value", params, outs[f"encoder:{self.inputs['value']}"],
-                                    tapes).squeeze(-1).detach().requires_grad_()
-        log_prob, entropy = self._log_prob_entropy(params, policy, batch.actions)
-        terms = _surrogate(agents, log_prob, entropy, value, batch)
-        terms[0].sum().backward()
-        grads: list[torch.Tensor | None] = [None] * len(params)
-        latent: dict[str, torch.Tensor] = {}
-        for head, out in (("policy", policy), ("value", value)):
-            assert out.grad is not None
-            grad = out.grad if head == "policy" else out.grad.unsqueeze(-1)
-            part = self.parts[head]
-            assert part.chain is not None
-            grads[part.params], to_latent = part.chain.backward_to_input(
-                params[part.params], tapes[head], grad)
-            key = f"encoder:{self.inputs[head]}"
-            latent[key] = latent[key] + to_latent if key in latent else to_latent
-        for key, grad in latent.items():
-            part = self.parts[key]
-            assert part.chain is not None
-            grads[part.params] = part.chain.backward(params[part.params], tapes[key], grad)
-        if self.continuous:
-            grads[-1] = params[-1].grad
-        return terms, grads
-
-    def _chain_forward(self, name: str, params: list[torch.Tensor], x: torch.Tensor,
-                       tapes: dict[str, StackedTape]) -> torch.Tensor:
-        part = self.parts[name]
-        assert part.chain is not None
-        tapes[name] = []
-        return part.chain.forward(params[part.params], x, tapes[name])
 
     def _forward(self, params: Sequence[torch.Tensor],
                  obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
