@@ -48,3 +48,19 @@ def test_architecture_mutations_regroup_ppo_members(phase_groups):
     assert fit_bat == pytest.approx(fit_seq, rel=1e-4)
     assert [a.mut for a in pop_seq] == [a.mut for a in pop_bat]
     _assert_close(pop_seq, pop_bat)
+
+
+def test_a_batched_ppo_run_resumes_exactly(tmp_path):
+    from agilerl.training.trainer import LocalTrainer
+    from tests.training.conftest import assert_same_weights
+
+    full_pop, full_fit = _train(SAME_ARCH, batched=True, checkpoint_steps=200,
+                                checkpoint_path=tmp_path / "ck")
+    first = sorted((tmp_path / "ck").iterdir())[0]
+    manifest = copy.deepcopy(SAME_ARCH)
+    manifest["training"]["batched_updates"] = True
+    resumed = LocalTrainer.from_manifest(manifest=manifest, seed=11,
+                                         resume_from_checkpoint=first)
+    res_pop, res_fit = resumed.train(verbose=False)
+    assert res_fit == full_fit
+    assert_same_weights(full_pop, res_pop)
