@@ -14,7 +14,7 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -209,54 +209,56 @@ class PPO(RLAlgorithm):
         """
         if rollout.pos == 0 or not rollout.valid[: rollout.pos].any():
             return {}
-        stats = _Stats()
+        stats = UpdateStats()
         if self.recurrent:
             self._learn_sequences(rollout, stats)
         else:
             self._learn_flat(rollout, stats)
         return stats.means()
 
-    def _learn_flat(self, rollout: RolloutBuffer, stats: _Stats) -> None:
+    def _learn_flat(self, rollout: RolloutBuffer, stats: UpdateStats) -> None:
         data = rollout.flat()
         n = len(data["advantages"])
         obs = self.to_tensor(data["obs"])
-        batch = self._batch_tensors(data)
+        batch = self.batch_tensors(data)
         net = self.actor_critic
-        batch_size = max(1, min(int(self.batch_size), n))
-        for _epoch in range(int(self.update_epochs)):
-            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
-            for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                policy_out, value = net(obs_index(obs, idx))
-                minibatch = {k: v[idx] for k, v in batch.items()}
-                if self._update(policy_out, value, minibatch, None, stats):
-                    return
+        for idx in self.minibatches(n):
+            policy_out, value = net(obs_index(obs, idx))
+            minibatch = {k: v[idx] for k, v in batch.items()}
+            if self._update(policy_out, value, minibatch, None, stats):
+                return
 
-    def _learn_sequences(self, rollout: RolloutBuffer, stats: _Stats) -> None:
+    def _learn_sequences(self, rollout: RolloutBuffer, stats: UpdateStats) -> None:
         seq_len = int(self.max_seq_len) if self.max_seq_len is not None else rollout.pos
         data = rollout.sequences(seq_len, str(self.bptt_sequence_type))
         obs = torch.as_tensor(data["obs"], device=self.device)
-        batch = self._batch_tensors(data)
+        batch = self.batch_tensors(data)
         mask = torch.as_tensor(data["mask"], device=self.device)
         starts = torch.as_tensor(data["starts"], device=self.device)
         hidden = {k: torch.as_tensor(v, device=self.device) for k, v in data["hidden"].items()}
         net = cast(RecurrentActorCritic, self.actor_critic)
-        n = obs.shape[1]
+        for idx in self.minibatches(obs.shape[1]):
+            if not mask[:, idx].any():
+                continue
+            policy_out, value = net.sequence(
+                obs[:, idx], {k: v[idx] for k, v in hidden.items()}, starts[:, idx]
+            )
+            minibatch = {k: v[:, idx] for k, v in batch.items()}
+            if self._update(policy_out, value, minibatch, mask[:, idx], stats):
+                return
+
+    def minibatches(self, n: int) -> Iterator[torch.Tensor]:
+        """The indices of every minibatch of an update over ``n`` rows (or sequences):
+        ``update_epochs`` passes, each over a permutation drawn from the agent's generator
+        as the pass begins, cut into minibatches of ``batch_size``."""
         batch_size = max(1, min(int(self.batch_size), n))
         for _epoch in range(int(self.update_epochs)):
             order = torch.randperm(n, generator=self.torch_rng).to(self.device)
             for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                if not mask[:, idx].any():
-                    continue
-                policy_out, value = net.sequence(
-                    obs[:, idx], {k: v[idx] for k, v in hidden.items()}, starts[:, idx]
-                )
-                minibatch = {k: v[:, idx] for k, v in batch.items()}
-                if self._update(policy_out, value, minibatch, mask[:, idx], stats):
-                    return
+                yield order[start : start + batch_size]
 
-    def _batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """A rollout's actions, log-probabilities, advantages and returns as tensors."""
         dtype = torch.float32 if self.continuous else torch.long
         return {
             "actions": torch.as_tensor(data["actions"], dtype=dtype, device=self.device),
@@ -271,7 +273,7 @@ class PPO(RLAlgorithm):
         value: torch.Tensor,
         batch: dict[str, torch.Tensor],
         mask: torch.Tensor | None,
-        stats: _Stats,
+        stats: UpdateStats,
     ) -> bool:
         """One gradient step on a minibatch (``mask``: which entries count, e.g. not the
         padding of BPTT sequences). True when the KL early stop ends the update."""
@@ -338,7 +340,7 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
     return SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, log_ratio, ratio)
 
 
-class _Stats:
+class UpdateStats:
     """Running means of the update's metrics over minibatches."""
 
     KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
