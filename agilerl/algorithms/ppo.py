@@ -285,39 +285,32 @@ class PPO(RLAlgorithm):
             batch = {k: v[mask] for k, v in batch.items()}
         # --- clipped surrogate objective on normalised advantages ---
         terms = clipped_surrogate_loss(self, log_prob, entropy, value, batch)
-        loss, pg_loss, value_loss, entropy_mean = \
-            terms.loss, terms.policy_loss, terms.value_loss, terms.entropy
-        log_ratio, ratio = terms.log_ratio, terms.ratio
 
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        terms.loss.backward()
         # The optimizer's parameter list is the network's, in the same order (rebuilt with
         # it after a mutation): cheaper than walking the modules with ``net.parameters()``.
         clip_grad_norm(optimizer.param_groups[0]["params"], self.max_grad_norm)
         optimizer.step()
 
-        with torch.no_grad():
-            approx_kl = float(((ratio - 1) - log_ratio).mean())
-            clipfrac = float(((ratio - 1.0).abs() > self.clip_coef).float().mean())
-        stats.add(
-            loss=float(loss.detach()), policy_loss=float(pg_loss.detach()),
-            value_loss=float(value_loss.detach()), entropy=float(entropy_mean.detach()),
-            approx_kl=approx_kl, clipfrac=clipfrac,
-        )  # fmt: skip
+        values = torch.stack([term.detach() for term in terms]).tolist()
+        stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
+        approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
         # --- early stop when the policy moved too far from the rollout policy ---
         return self.target_kl is not None and approx_kl > self.target_kl
 
 
 class SurrogateTerms(NamedTuple):
-    """The terms of one clipped-surrogate minibatch loss (tensors, ``loss`` with grad)."""
+    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad); scalars, or
+    one per member of a stacked minibatch."""
 
     loss: torch.Tensor
     policy_loss: torch.Tensor
     value_loss: torch.Tensor
     entropy: torch.Tensor
-    log_ratio: torch.Tensor
-    ratio: torch.Tensor
+    approx_kl: torch.Tensor
+    clipfrac: torch.Tensor
 
 
 def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
@@ -325,19 +318,28 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
                            ) -> SurrogateTerms:
     """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
     squared value error and the entropy bonus, weighted by ``hp``'s ``clip_coef``,
-    ``vf_coef`` and ``ent_coef`` (PPO, and each IPPO unit)."""
+    ``vf_coef`` and ``ent_coef`` (PPO, each IPPO unit, and stacked PPO members); with the
+    approximate KL to the rollout policy and the clipped fraction, without grad.
+
+    Means run over the last dimension: ``(rows,)`` tensors give scalar terms;
+    ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
+    give one term per member.
+    """
     log_ratio = log_prob - batch["log_probs"]
     ratio = log_ratio.exp()
     adv = batch["advantages"]
-    if adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg_loss = torch.max(
-        -adv * ratio, -adv * ratio.clamp(1 - hp.clip_coef, 1 + hp.clip_coef)
-    ).mean()
-    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
-    entropy_mean = entropy.mean()
+    if adv.shape[-1] > 1:
+        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+    clip = hp.clip_coef
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean(-1, True)
+    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean(-1, True)
+    entropy_mean = entropy.mean(-1, True)
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    return SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, log_ratio, ratio)
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
+    return SurrogateTerms(*(term.squeeze(-1) for term in (
+        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
 
 
 class UpdateStats:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import torch
 
 from agilerl.algorithms.core.member_stacks import MemberAdams, MemberStacks, clip_member_grads
-from agilerl.algorithms.ppo import PPO, UpdateStats
+from agilerl.algorithms.ppo import PPO, UpdateStats, clipped_surrogate_loss
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.actor_critic import ActorCritic
@@ -201,15 +201,14 @@ class StackedPPOGroup:
 
 class _Minibatch(NamedTuple):
     """Every stepping member's minibatch as (members, rows, ...) tensors, short ones padded
-    (``mask``: which rows are a member's own; None when none is padded)."""
+    (``sizes``: each member's own rows; None when none is padded)."""
 
     obs: torch.Tensor
     actions: torch.Tensor
     log_probs: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
-    mask: torch.Tensor | None
-    counts: torch.Tensor | None  # rows per member, when padded
+    sizes: list[int] | None  # rows per member, when short ones are padded
 
 
 class _Rollouts:
@@ -226,61 +225,39 @@ class _Rollouts:
     def minibatch(self, step: Sequence[tuple[int, torch.Tensor]]) -> _Minibatch:
         sizes = [len(idx) for _, idx in step]
         rows = max(sizes)
-        mask = counts = None
         if min(sizes) == rows:
             index = torch.stack([idx + self.offsets[j] for j, idx in step])
-        else:  # a short minibatch is padded with its first row, masked out of the loss
+        else:  # a short minibatch is padded with its first row, left out of the loss
             index = torch.stack([torch.cat([idx, idx[:1].expand(rows - len(idx))])
                                  + self.offsets[j] for j, idx in step])
-            counts = torch.tensor(sizes, device=index.device)
-            mask = (torch.arange(rows, device=index.device)[None, :] < counts[:, None]).float()
         f = self.fields
         return _Minibatch(self.obs[index], f["actions"][index], f["log_probs"][index],
-                          f["advantages"][index], f["returns"][index], mask, counts)
+                          f["advantages"][index], f["returns"][index],
+                          None if min(sizes) == rows else sizes)
 
 
-def _row_mean(values: torch.Tensor, batch: _Minibatch) -> torch.Tensor:
-    """Mean over each member's own rows of (members, rows) ``values``."""
-    if batch.mask is None:
-        return values.mean(dim=1)
-    assert batch.counts is not None
-    return (values * batch.mask).sum(dim=1) / batch.counts
+class _Coefficients(NamedTuple):
+    """The stepping members' loss coefficients as (members, 1) columns."""
 
-
-def _normalised(adv: torch.Tensor, batch: _Minibatch) -> torch.Tensor:
-    """Advantages normalised over each member's own rows (of more than one)."""
-    if batch.mask is None:
-        if adv.shape[1] < 2:
-            return adv
-        return (adv - adv.mean(dim=1, keepdim=True)) / (adv.std(dim=1, keepdim=True) + 1e-8)
-    assert batch.counts is not None
-    mean = _row_mean(adv, batch)[:, None]
-    centred = (adv - mean) * batch.mask
-    std = (centred.square().sum(dim=1) / (batch.counts - 1).clamp_min(1)).sqrt()[:, None]
-    return torch.where(batch.counts[:, None] > 1, (adv - mean) / (std + 1e-8), adv)
+    clip_coef: torch.Tensor
+    vf_coef: torch.Tensor
+    ent_coef: torch.Tensor
 
 
 def _surrogate(agents: Sequence[PPO], log_prob: torch.Tensor, entropy: torch.Tensor,
                value: torch.Tensor, batch: _Minibatch) -> list[torch.Tensor]:
-    """Per member (tensors of shape (members,)): the loss, policy loss, value loss,
-    entropy, approximate KL and clip fraction of
-    :func:`~agilerl.algorithms.ppo.clipped_surrogate_loss` with its own coefficients."""
-    device = log_prob.device
-
-    def column(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.float32, device=device)[:, None]
-
-    clip = [float(a.clip_coef) for a in agents]
-    low, high, clip_t = column([1 - c for c in clip]), column([1 + c for c in clip]), column(clip)
-    log_ratio = log_prob - batch.log_probs
-    ratio = log_ratio.exp()
-    adv = _normalised(batch.advantages, batch)
-    pg_loss = _row_mean(torch.max(-adv * ratio, -adv * ratio.clamp(low, high)), batch)
-    value_loss = 0.5 * _row_mean((value - batch.returns).pow(2), batch)
-    entropy_mean = _row_mean(entropy, batch)
-    loss = (pg_loss + column([float(a.vf_coef) for a in agents])[:, 0] * value_loss
-            - column([float(a.ent_coef) for a in agents])[:, 0] * entropy_mean)
-    with torch.no_grad():
-        approx_kl = _row_mean((ratio - 1) - log_ratio, batch)
-        clipfrac = _row_mean(((ratio - 1.0).abs() > clip_t).float(), batch)
-    return [loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac]
+    """Per member (tensors of shape (members,)): the terms of
+    :func:`~agilerl.algorithms.ppo.clipped_surrogate_loss` with its own coefficients, in
+    one stacked call; a padded minibatch takes one call per member on its own rows."""
+    fields = {"log_probs": batch.log_probs, "advantages": batch.advantages,
+              "returns": batch.returns}
+    if batch.sizes is None:
+        coefficients = _Coefficients(*(
+            torch.tensor([[float(getattr(a, name))] for a in agents], dtype=torch.float32,
+                         device=log_prob.device) for name in _Coefficients._fields))
+        return list(clipped_surrogate_loss(coefficients, log_prob, entropy, value, fields))
+    members = [clipped_surrogate_loss(
+        agent, log_prob[g, :rows], entropy[g, :rows], value[g, :rows],
+        {name: field[g, :rows] for name, field in fields.items()})
+        for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True))]
+    return [torch.stack(term) for term in zip(*members, strict=True)]
