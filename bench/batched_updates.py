@@ -132,9 +132,26 @@ def update_rates(manifest: dict, pop: int, updates: int | None) -> None:
     for name in ways:
         print(f"  {name:>12} {wall[name] * 1e3:7.3f} ms wall  {cpu[name] * 1e3:7.3f} ms CPU"
               f"  ({cpu[name] / one:.2f}x one member's CPU)  load {_load()}")
+    if not on_policy:
+        flops = _update_flops(agents[0])
+        print(f"  arithmetic: {flops / 1e6:.1f} MFLOP per member update (matrix products); "
+              f"one member {flops / one / 1e9:.1f} GFLOP/s, {pop} batched "
+              f"{pop * flops / cpu[f'{pop} batched'] / 1e9:.1f} GFLOP/s on one thread")
     speed_up = cpu[f"{pop} unbatched"] / cpu[f"{pop} batched"]
     print(f"  batched speed-up over {pop} unbatched updates: {speed_up:.2f}x (CPU), "
           f"{wall[f'{pop} unbatched'] / wall[f'{pop} batched']:.2f}x (wall)")
+
+
+def _update_flops(agent) -> float:
+    """Floating-point operations of the matrix products in one DQN-family update: the
+    online pass at s, the target pass at s' (and the online one for double DQN), and the
+    backward pass (weight and input gradients, about two passes)."""
+    import torch
+
+    macs = sum(m.in_features * m.out_features for m in agent.actor.modules()
+               if isinstance(m, torch.nn.Linear))
+    passes = 4 + (1 if getattr(agent, "double", False) else 0)
+    return 2.0 * agent.batch_size * macs * passes
 
 
 def _manifest(args: argparse.Namespace, path: Path) -> dict:
