@@ -1,16 +1,18 @@
 """Batched population updates (``training.batched_updates``): update rate and train speed.
 
-    python bench/batched_updates.py [--pop 4] [--updates 300] [--manifest dqn_cartpole]
+    python bench/batched_updates.py [--pop 4] [--updates N] [--manifest dqn_cartpole]
                                     [--hidden H] [--batch-size B] [--max-steps 20000]
                                     [--repeat 1] [--seed 1] [--same-arch] [--train-pop N]
                                     [--skip-train] [--skip-updates]
 
-1. Time per update step of ``--pop`` same-architecture members (the algorithm, network and
+1. Time per update of ``--pop`` same-architecture members (the algorithm, network and
    batch size of the manifest): one member's ``agent.learn``, one ``agent.learn`` per
-   member, and one stacked update of them all
-   (:class:`agilerl.algorithms.core.stacked_update.StackedGroup`) on the same batches;
-   one torch thread, as a member trains; wall and CPU time (CPU time is steadier on a
-   loaded machine).
+   member, and one stacked update of them all (:mod:`agilerl.algorithms.core.stacked_groups`)
+   on the same batches; one torch thread, as a member trains; wall and CPU time (CPU time
+   is steadier on a loaded machine). Off-policy (DQN, CQN): one gradient step on a sampled
+   batch (``--updates`` default 300). PPO (``--manifest ppo_cartpole``): one whole update
+   (every epoch and minibatch) on a rollout of ``learn_step`` env steps each member
+   collected in its own env (``--updates`` default 10).
 2. Train env steps/s of the manifest without ``training.batched_updates`` (the default
    worker count, and one process) and with it (always one process), each a fresh process
    with the same ``--seed``; evaluation time excluded; an offline manifest's steps are
@@ -69,33 +71,57 @@ def _batch(rng: np.random.Generator, agent, rows: int) -> dict[str, np.ndarray]:
             "done": rng.random(rows) < 0.05}
 
 
-def update_rates(manifest: dict, pop: int, updates: int) -> None:
+def _rollouts(manifest: dict, agents: list) -> list:
+    """One rollout of ``learn_step`` env steps per PPO member, each in its own env."""
+    import copy
+
+    from agilerl.training.experience import on_policy_member_run
+    from agilerl.training.trainer import LocalTrainer
+
+    manifest = copy.deepcopy(manifest)
+    manifest["training"]["pop_size"] = 1
+    make_env = LocalTrainer.from_manifest(manifest=manifest, seed=0).env_builder()
+    return [next(on_policy_member_run(a, make_env(), int(a.learn_step), seed=i)).rollout
+            for i, a in enumerate(agents)]
+
+
+def update_rates(manifest: dict, pop: int, updates: int | None) -> None:
     import torch
 
-    from agilerl.algorithms.core.stacked_update import StackedGroup
+    from agilerl.algorithms.core.stacked_groups import make_group
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     agents = _members(manifest, pop)
-    batches = [_batch(rng, a, a.batch_size) for a in agents]
-    group = StackedGroup(agents)
+    on_policy = hasattr(agents[0], "actor_critic")
+    if on_policy:
+        batches = _rollouts(manifest, agents)
+        updates = updates or 10
+        what = (f"PPO update (learn_step {agents[0].learn_step}, batch {agents[0].batch_size}, "
+                f"{agents[0].update_epochs} epochs)")
+    else:
+        batches = [_batch(rng, a, a.batch_size) for a in agents]
+        updates = updates or 300
+        what = f"update step (batch {agents[0].batch_size})"
+    group = make_group(agents)
     members = list(range(pop))
     ways = {
         "one member": lambda: agents[0].learn(batches[0]),
         f"{pop} unbatched": lambda: [a.learn(b) for a, b in zip(agents, batches, strict=True)],
         f"{pop} batched": lambda: group.learn(members, batches),
     }
-    gradient = "closed form" if group.chain is not None else "autograd"
-    print(f"time per update step of {pop} same-architecture {type(agents[0]).__name__} "
-          f"members (hidden {manifest['network']['encoder_config']['hidden_size']}, batch "
-          f"{agents[0].batch_size}, batched gradient in {gradient}, 1 torch thread; best of "
+    closed = getattr(group, "chain", None) is not None  # PPO: autograd
+    gradient = "closed form" if closed else "autograd"
+    print(f"time per {what} of {pop} same-architecture {type(agents[0]).__name__} "
+          f"members (hidden {manifest['network']['encoder_config']['hidden_size']}, "
+          f"batched gradient in {gradient}, 1 torch thread; best of "
           f"{ROUNDS} alternating rounds; CPU = this thread's CPU time)")
     wall = dict.fromkeys(ways, float("inf"))
     cpu = dict.fromkeys(ways, float("inf"))
     count = max(1, updates // ROUNDS)
     for _ in range(ROUNDS):  # alternate, so every way sees the same (shared-machine) load
         for name, step in ways.items():
-            for _ in range(5):
+            for _ in range(1 if on_policy else 5):
                 step()
             start, start_cpu = time.perf_counter(), time.thread_time()
             for _ in range(count):
@@ -106,9 +132,26 @@ def update_rates(manifest: dict, pop: int, updates: int) -> None:
     for name in ways:
         print(f"  {name:>12} {wall[name] * 1e3:7.3f} ms wall  {cpu[name] * 1e3:7.3f} ms CPU"
               f"  ({cpu[name] / one:.2f}x one member's CPU)  load {_load()}")
+    if not on_policy:
+        flops = _update_flops(agents[0])
+        print(f"  arithmetic: {flops / 1e6:.1f} MFLOP per member update (matrix products); "
+              f"one member {flops / one / 1e9:.1f} GFLOP/s, {pop} batched "
+              f"{pop * flops / cpu[f'{pop} batched'] / 1e9:.1f} GFLOP/s on one thread")
     speed_up = cpu[f"{pop} unbatched"] / cpu[f"{pop} batched"]
     print(f"  batched speed-up over {pop} unbatched updates: {speed_up:.2f}x (CPU), "
           f"{wall[f'{pop} unbatched'] / wall[f'{pop} batched']:.2f}x (wall)")
+
+
+def _update_flops(agent) -> float:
+    """Floating-point operations of the matrix products in one DQN-family update: the
+    online pass at s, the target pass at s' (and the online one for double DQN), and the
+    backward pass (weight and input gradients, about two passes)."""
+    import torch
+
+    macs = sum(m.in_features * m.out_features for m in agent.actor.modules()
+               if isinstance(m, torch.nn.Linear))
+    passes = 4 + (1 if getattr(agent, "double", False) else 0)
+    return 2.0 * agent.batch_size * macs * passes
 
 
 def _manifest(args: argparse.Namespace, path: Path) -> dict:
@@ -205,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifest", default="dqn_cartpole")
     parser.add_argument("--pop", type=int, default=4)
-    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--updates", type=int, default=None,
+                        help="updates timed per way (default: 300; PPO: 10 whole updates)")
     parser.add_argument("--max-steps", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--hidden", type=int, default=None,

@@ -237,20 +237,15 @@ class IPPO(MultiAgentRLAlgorithm):
         if self.continuous[unit]:
             log_prob, entropy = log_prob.sum(-1), entropy.sum(-1)
         terms = clipped_surrogate_loss(self, log_prob, entropy, value, batch)
-        loss, pg_loss, value_loss, entropy_mean = \
-            terms.loss, terms.policy_loss, terms.value_loss, terms.entropy
-        log_ratio, ratio = terms.log_ratio, terms.ratio
         optimizer = self.optimizers[self.network_name("optimizer", unit)]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        terms.loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
         optimizer.step()
-        with torch.no_grad():
-            approx_kl = float(((ratio - 1) - log_ratio).mean())
         return {
-            "loss": float(loss.detach()), "policy_loss": float(pg_loss.detach()),
-            "value_loss": float(value_loss.detach()), "entropy": float(entropy_mean.detach()),
-            "approx_kl": approx_kl,
+            "loss": float(terms.loss.detach()), "policy_loss": float(terms.policy_loss.detach()),
+            "value_loss": float(terms.value_loss.detach()),
+            "entropy": float(terms.entropy.detach()), "approx_kl": float(terms.approx_kl),
         }  # fmt: skip
 
 

@@ -14,7 +14,7 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -209,54 +209,56 @@ class PPO(RLAlgorithm):
         """
         if rollout.pos == 0 or not rollout.valid[: rollout.pos].any():
             return {}
-        stats = _Stats()
+        stats = UpdateStats()
         if self.recurrent:
             self._learn_sequences(rollout, stats)
         else:
             self._learn_flat(rollout, stats)
         return stats.means()
 
-    def _learn_flat(self, rollout: RolloutBuffer, stats: _Stats) -> None:
+    def _learn_flat(self, rollout: RolloutBuffer, stats: UpdateStats) -> None:
         data = rollout.flat()
         n = len(data["advantages"])
         obs = self.to_tensor(data["obs"])
-        batch = self._batch_tensors(data)
+        batch = self.batch_tensors(data)
         net = self.actor_critic
-        batch_size = max(1, min(int(self.batch_size), n))
-        for _epoch in range(int(self.update_epochs)):
-            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
-            for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                policy_out, value = net(obs_index(obs, idx))
-                minibatch = {k: v[idx] for k, v in batch.items()}
-                if self._update(policy_out, value, minibatch, None, stats):
-                    return
+        for idx in self.minibatches(n):
+            policy_out, value = net(obs_index(obs, idx))
+            minibatch = {k: v[idx] for k, v in batch.items()}
+            if self._update(policy_out, value, minibatch, None, stats):
+                return
 
-    def _learn_sequences(self, rollout: RolloutBuffer, stats: _Stats) -> None:
+    def _learn_sequences(self, rollout: RolloutBuffer, stats: UpdateStats) -> None:
         seq_len = int(self.max_seq_len) if self.max_seq_len is not None else rollout.pos
         data = rollout.sequences(seq_len, str(self.bptt_sequence_type))
         obs = torch.as_tensor(data["obs"], device=self.device)
-        batch = self._batch_tensors(data)
+        batch = self.batch_tensors(data)
         mask = torch.as_tensor(data["mask"], device=self.device)
         starts = torch.as_tensor(data["starts"], device=self.device)
         hidden = {k: torch.as_tensor(v, device=self.device) for k, v in data["hidden"].items()}
         net = cast(RecurrentActorCritic, self.actor_critic)
-        n = obs.shape[1]
+        for idx in self.minibatches(obs.shape[1]):
+            if not mask[:, idx].any():
+                continue
+            policy_out, value = net.sequence(
+                obs[:, idx], {k: v[idx] for k, v in hidden.items()}, starts[:, idx]
+            )
+            minibatch = {k: v[:, idx] for k, v in batch.items()}
+            if self._update(policy_out, value, minibatch, mask[:, idx], stats):
+                return
+
+    def minibatches(self, n: int) -> Iterator[torch.Tensor]:
+        """The indices of every minibatch of an update over ``n`` rows (or sequences):
+        ``update_epochs`` passes, each over a permutation drawn from the agent's generator
+        as the pass begins, cut into minibatches of ``batch_size``."""
         batch_size = max(1, min(int(self.batch_size), n))
         for _epoch in range(int(self.update_epochs)):
             order = torch.randperm(n, generator=self.torch_rng).to(self.device)
             for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                if not mask[:, idx].any():
-                    continue
-                policy_out, value = net.sequence(
-                    obs[:, idx], {k: v[idx] for k, v in hidden.items()}, starts[:, idx]
-                )
-                minibatch = {k: v[:, idx] for k, v in batch.items()}
-                if self._update(policy_out, value, minibatch, mask[:, idx], stats):
-                    return
+                yield order[start : start + batch_size]
 
-    def _batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """A rollout's actions, log-probabilities, advantages and returns as tensors."""
         dtype = torch.float32 if self.continuous else torch.long
         return {
             "actions": torch.as_tensor(data["actions"], dtype=dtype, device=self.device),
@@ -271,7 +273,7 @@ class PPO(RLAlgorithm):
         value: torch.Tensor,
         batch: dict[str, torch.Tensor],
         mask: torch.Tensor | None,
-        stats: _Stats,
+        stats: UpdateStats,
     ) -> bool:
         """One gradient step on a minibatch (``mask``: which entries count, e.g. not the
         padding of BPTT sequences). True when the KL early stop ends the update."""
@@ -283,39 +285,32 @@ class PPO(RLAlgorithm):
             batch = {k: v[mask] for k, v in batch.items()}
         # --- clipped surrogate objective on normalised advantages ---
         terms = clipped_surrogate_loss(self, log_prob, entropy, value, batch)
-        loss, pg_loss, value_loss, entropy_mean = \
-            terms.loss, terms.policy_loss, terms.value_loss, terms.entropy
-        log_ratio, ratio = terms.log_ratio, terms.ratio
 
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        terms.loss.backward()
         # The optimizer's parameter list is the network's, in the same order (rebuilt with
         # it after a mutation): cheaper than walking the modules with ``net.parameters()``.
         clip_grad_norm(optimizer.param_groups[0]["params"], self.max_grad_norm)
         optimizer.step()
 
-        with torch.no_grad():
-            approx_kl = float(((ratio - 1) - log_ratio).mean())
-            clipfrac = float(((ratio - 1.0).abs() > self.clip_coef).float().mean())
-        stats.add(
-            loss=float(loss.detach()), policy_loss=float(pg_loss.detach()),
-            value_loss=float(value_loss.detach()), entropy=float(entropy_mean.detach()),
-            approx_kl=approx_kl, clipfrac=clipfrac,
-        )  # fmt: skip
+        values = torch.stack([term.detach() for term in terms]).tolist()
+        stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
+        approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
         # --- early stop when the policy moved too far from the rollout policy ---
         return self.target_kl is not None and approx_kl > self.target_kl
 
 
 class SurrogateTerms(NamedTuple):
-    """The terms of one clipped-surrogate minibatch loss (tensors, ``loss`` with grad)."""
+    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad); scalars, or
+    one per member of a stacked minibatch."""
 
     loss: torch.Tensor
     policy_loss: torch.Tensor
     value_loss: torch.Tensor
     entropy: torch.Tensor
-    log_ratio: torch.Tensor
-    ratio: torch.Tensor
+    approx_kl: torch.Tensor
+    clipfrac: torch.Tensor
 
 
 def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
@@ -323,22 +318,31 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
                            ) -> SurrogateTerms:
     """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
     squared value error and the entropy bonus, weighted by ``hp``'s ``clip_coef``,
-    ``vf_coef`` and ``ent_coef`` (PPO, and each IPPO unit)."""
+    ``vf_coef`` and ``ent_coef`` (PPO, each IPPO unit, and stacked PPO members); with the
+    approximate KL to the rollout policy and the clipped fraction, without grad.
+
+    Means run over the last dimension: ``(rows,)`` tensors give scalar terms;
+    ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
+    give one term per member.
+    """
     log_ratio = log_prob - batch["log_probs"]
     ratio = log_ratio.exp()
     adv = batch["advantages"]
-    if adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg_loss = torch.max(
-        -adv * ratio, -adv * ratio.clamp(1 - hp.clip_coef, 1 + hp.clip_coef)
-    ).mean()
-    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean()
-    entropy_mean = entropy.mean()
+    if adv.shape[-1] > 1:
+        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+    clip = hp.clip_coef
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean(-1, True)
+    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean(-1, True)
+    entropy_mean = entropy.mean(-1, True)
     loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    return SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, log_ratio, ratio)
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
+    return SurrogateTerms(*(term.squeeze(-1) for term in (
+        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
 
 
-class _Stats:
+class UpdateStats:
     """Running means of the update's metrics over minibatches."""
 
     KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")

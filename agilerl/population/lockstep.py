@@ -2,13 +2,15 @@
 architecture take their gradient steps together (``training.batched_updates``).
 
 Each member's training call runs as a generator (the member trainer's ``run``: the
-off-policy loop's :func:`~agilerl.training.experience.off_policy_member_run`, or the offline
-loop's updates on its read-only dataset) that stops at every learning update. The members are
+off-policy loop's :func:`~agilerl.training.experience.off_policy_member_run`, the on-policy
+loop's :func:`~agilerl.training.experience.on_policy_member_run`, or the offline loop's
+updates on its read-only dataset) that stops at every learning update. The members are
 advanced in lockstep: every member runs until its next update, then the members waiting
-for an update learn at once, one stacked step per architecture
-(:mod:`agilerl.algorithms.core.stacked_update`). A member still collects exactly the
-experience and samples exactly the batches it would alone, because it keeps everything a
-sequential call has to itself:
+for an update learn at once, one stacked update per architecture
+(:mod:`agilerl.algorithms.core.stacked_groups`: a DQN or CQN gradient step, or a whole PPO
+update on the member's rollout). A member still collects exactly the experience and
+samples exactly the batches it would alone, because it keeps everything a sequential call
+has to itself:
 
 - (off-policy) its own env (the first member uses the driver's; the others, envs from the
   setup's factory, built once);
@@ -17,7 +19,7 @@ sequential call has to itself:
   every member after the first, whose additions become the member's delta as in a
   sequential run;
 - its own random streams: the env's generators (reset from the member's seed), the agent's
-  exploration generator, the batch sampler's generator (seeded from the member's seed), and
+  exploration generator (PPO: its generator, which also draws its minibatches), the batch sampler's generator (seeded from the member's seed), and
   torch's process-wide generator, seeded as
   :class:`~agilerl.population.local.LocalPopulation` seeds it and swapped in whenever the
   member runs (a microsecond). Python's and numpy's process-wide generators are seeded per
@@ -42,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agilerl.algorithms.core.stacked_update import StackedGroup, group_key
+from agilerl.algorithms.core.stacked_groups import group_key, make_group
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.population.backend import MemberTrainer, TrainJob, TrainReport
@@ -120,8 +122,7 @@ class LockstepPopulation(LocalPopulation):
                 member.advance()
             waiting = [m for m in members if m.point is not None]
             for group, chosen in _by_group(learners, waiting):
-                batches = [m.point.memory.sample(m.agent.batch_size, m.point.rng)  # type: ignore[union-attr]
-                           for m in chosen]
+                batches = [m.point.batch(m.agent) for m in chosen]  # type: ignore[union-attr]
                 metrics = group.learn([learners[id(m.agent)][1] for m in chosen], batches)
                 for member, result in zip(chosen, metrics, strict=True):
                     member.metrics = result
@@ -168,22 +169,22 @@ class _Member:
         self.metrics = None
 
 
-def _learners(agents: Sequence[Any]) -> dict[int, tuple[StackedGroup, int]]:
+def _learners(agents: Sequence[Any]) -> dict[int, tuple[Any, int]]:
     """id(agent) -> (its architecture's group, its index there)."""
     keyed: dict[Any, list[Any]] = {}
     for agent in agents:
         keyed.setdefault(group_key(agent), []).append(agent)
-    out: dict[int, tuple[StackedGroup, int]] = {}
+    out: dict[int, tuple[Any, int]] = {}
     for members in keyed.values():
-        group = StackedGroup(members)
+        group = make_group(members)
         for index, agent in enumerate(members):
             out[id(agent)] = (group, index)
     return out
 
 
-def _by_group(learners: dict[int, tuple[StackedGroup, int]],
-              members: Sequence[_Member]) -> list[tuple[StackedGroup, list[_Member]]]:
-    groups: dict[int, tuple[StackedGroup, list[_Member]]] = {}
+def _by_group(learners: dict[int, tuple[Any, int]],
+              members: Sequence[_Member]) -> list[tuple[Any, list[_Member]]]:
+    groups: dict[int, tuple[Any, list[_Member]]] = {}
     for member in members:
         group = learners[id(member.agent)][0]
         groups.setdefault(id(group), (group, []))[1].append(member)
@@ -200,12 +201,12 @@ def refuse_unbatchable(setup: PopulationSetup, workers: int) -> None:
             f"with {workers} worker processes (training.num_workers / --workers): use one")
     unsupported = sorted({type(agent).__name__ for agent in setup.agents
                           if group_key(agent) is None})
-    if setup.paradigm not in ("off_policy", "offline") or unsupported:
+    if setup.paradigm not in ("off_policy", "offline", "on_policy") or unsupported:
         what = ", ".join(unsupported) or f"the {setup.paradigm!r} training loop"
         raise UnsupportedSettingError(
             f"{field}: {what} has no batched update in this version (supported: DQN, "
-            "plain or double, and CQN, with an mlp encoder on vector observations); set it "
-            "to false")
+            "plain or double, CQN, and PPO that is not recurrent, with mlp encoders on "
+            "vector observations); set it to false")
     if isinstance(setup.memory, PrioritizedReplayBuffer):
         raise UnsupportedSettingError(
             f"{field} does not support a prioritized replay memory; set it to false")

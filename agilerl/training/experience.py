@@ -89,6 +89,21 @@ class LearnPoint(NamedTuple):
     done_steps: int
     max_steps: int | None
 
+    def batch(self, agent: Any) -> Any:
+        """What ``agent.learn`` takes here (a uniform memory's sample)."""
+        return self.memory.sample(agent.batch_size, self.rng)
+
+
+class RolloutPoint(NamedTuple):
+    """Where :func:`on_policy_member_run` wants one learning update: ``agent.learn`` on the
+    filled ``rollout`` (its advantages computed)."""
+
+    rollout: RolloutBuffer
+
+    def batch(self, agent: Any) -> RolloutBuffer:
+        """What ``agent.learn`` takes here: the rollout."""
+        return self.rollout
+
 
 def train_off_policy_member(
     agent: Any,
@@ -231,6 +246,25 @@ def train_on_policy_member(
     sub-env whose next observation starts an episode: after the step that ended it, and
     after a NEXT_STEP autoreset step.
     """
+    run = on_policy_member_run(agent, env, steps, seed=seed)
+    try:
+        point = next(run)
+        while True:
+            metrics = agent.learn(point.rollout)
+            if on_rollout is not None:
+                on_rollout(metrics)
+            point = run.send(metrics)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+
+
+def on_policy_member_run(
+    agent: Any, env: Any, steps: int, *, seed: int | None = None
+) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
+    """:func:`train_on_policy_member` as a generator that yields a :class:`RolloutPoint`
+    at every learning update and is sent the update's metrics; it returns the call's
+    result (the driver decides how the update is made, see
+    :mod:`agilerl.population.lockstep`)."""
     start = time.perf_counter()
     stepper = Autoreset(env)
     num_envs = stepper.num_envs
@@ -270,10 +304,7 @@ def train_on_policy_member(
             agent.reset_hidden(hidden, ended | ~valid)
             obs = new_obs
         buffer.compute_gae(agent.get_value(obs, hidden), agent.gamma, agent.gae_lambda)
-        metrics = agent.learn(buffer)
-        learn.append(metrics)
-        if on_rollout is not None:
-            on_rollout(metrics)
+        learn.append((yield RolloutPoint(buffer)))
     return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
 
 

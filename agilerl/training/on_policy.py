@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from agilerl.population.backend import Deadline, TrainReport
-from agilerl.training.experience import train_on_policy_member
+from agilerl.training.experience import (
+    RolloutPoint,
+    on_policy_member_run,
+    train_on_policy_member,
+)
 
 
 class OnPolicyMemberTrainer:
@@ -16,6 +21,17 @@ class OnPolicyMemberTrainer:
 
     def __call__(self, agent: Any, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        result = train_on_policy_member(agent, self.env, steps, seed=seed)
+        return self.report(train_on_policy_member(agent, self.env, steps, seed=seed))
+
+    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
+            memory: Any = None) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
+        """The same call as a generator that yields at every learning update (see
+        :func:`on_policy_member_run`), on ``env`` (default: the trainer's); on-policy
+        members keep no ``memory``."""
+        return on_policy_member_run(agent, self.env if env is None else env, steps, seed=seed)
+
+    @staticmethod
+    def report(result: dict[str, Any]) -> TrainReport:
+        """The :class:`TrainReport` of a member call's result."""
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

@@ -12,12 +12,19 @@ from agilerl.population.backends import BackendSettings, PopulationSetup, make_b
 from agilerl.training.errors import UnsupportedSettingError
 from agilerl.training.trainer import LocalTrainer
 from tests.training.conftest import TINY_DQN, TINY_PPO, assert_same_weights, weights
+from tests.training.test_image_runs import PPO_CNN
 
 #: Four same-architecture members whose lr and batch size mutate (the groups stay whole).
 SAME_ARCH = copy.deepcopy(TINY_DQN)
 SAME_ARCH["mutation"]["probabilities"] = {"no_mut": 0.2, "arch_mut": 0.0, "new_layer": 0.0,
                                           "params_mut": 0.0, "act_mut": 0.0, "rl_hp_mut": 0.8}
 SAME_ARCH["training"]["pop_size"] = 4
+
+#: PPO that has no batched update: recurrent (an lstm encoder).
+RECURRENT_PPO = copy.deepcopy(TINY_PPO)
+RECURRENT_PPO["algorithm"]["recurrent"] = True
+RECURRENT_PPO["network"] = {"latent_dim": 16, "head_config": {"hidden_size": [16]},
+                            "encoder_config": {"arch": "lstm", "hidden_state_size": 8}}
 
 #: Architecture mutations split the population into groups that change every generation.
 MUTATING = copy.deepcopy(TINY_DQN)
@@ -62,7 +69,7 @@ def phase_groups(monkeypatch) -> PhaseGroups:
         groups = sorted({id(g): g for g, _ in learners.values()}.values(),
                         key=lambda g: len(g.agents))
         seen.append([len(g.agents) for g in groups])
-        seen.closed_form.append([g.chain is not None for g in groups])
+        seen.closed_form.append([getattr(g, "chain", None) is not None for g in groups])
         return learners
 
     monkeypatch.setattr(lockstep, "_learners", recording)
@@ -134,8 +141,9 @@ def _setup(manifest: dict) -> PopulationSetup:
 @pytest.mark.parametrize(("manifest", "settings", "named"), [
     (TINY_DQN, BackendSettings(num_workers=2, batched_updates=True), "worker processes"),
     (TINY_DQN, BackendSettings(backend="ray", batched_updates=True), "backend = 'ray'"),
-    (TINY_PPO, BackendSettings(batched_updates=True), "PPO has no batched update"),
-], ids=["workers", "ray", "ppo"])
+    (RECURRENT_PPO, BackendSettings(batched_updates=True), "PPO has no batched update"),
+    (PPO_CNN, BackendSettings(batched_updates=True), "PPO has no batched update"),
+], ids=["workers", "ray", "recurrent-ppo", "cnn-ppo"])
 def test_unbatchable_runs_are_refused_naming_the_field(manifest, settings, named):
     with pytest.raises(UnsupportedSettingError, match="training.batched_updates") as error:
         make_backend(_setup(manifest), settings)

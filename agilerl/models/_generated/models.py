@@ -2230,7 +2230,7 @@ class TrainingSpec(SpecModel):
     batched_updates: Annotated[
         bool,
         Field(
-            description="Members whose networks have the same architecture take their gradient steps together (one stacked forward and backward pass per update instead of one per member); the members' env steps advance side by side. Results equal training members one after another up to float rounding. Local backend with one process only (refused with num_workers > 1 or the ray backend); supported for DQN (plain or double) and CQN with an mlp encoder, and refused for other algorithms and for a prioritized replay memory. With DQN each member after the first keeps its own copy of the replay memory and its own env during a generation."
+            description="Members whose networks have the same architecture take their gradient steps together (one stacked forward and backward pass per update instead of one per member); the members' env steps advance side by side. Results equal training members one after another up to float rounding. Local backend with one process only (refused with num_workers > 1 or the ray backend); supported for DQN (plain or double), CQN and PPO (not recurrent; discrete or continuous actions; each member keeps its own rollout, minibatches, update epochs, coefficients, gradient clip and KL early stop) with mlp encoders on vector observations, and refused for other algorithms, recurrent PPO, cnn or other encoders and a prioritized replay memory. With DQN each member after the first keeps its own copy of the replay memory, and with DQN and PPO its own env, during a generation."
         ),
     ] = False
     backend: Annotated[
