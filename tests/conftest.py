@@ -15,6 +15,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (``make test``) every ``ray`` test runs in one
+    worker, one module after another: at most one local Ray cluster (two nodes of one CPU
+    each) runs at a time, and a module's tests share its ``ray_cluster`` as they do serially."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
