@@ -28,7 +28,7 @@ lint: setup
 	$(VENV)/bin/mypy agilerl codegen
 
 # The default suite runs in TEST_WORKERS processes (each test keeps torch to one thread);
-# tests marked `ray` share one of them (tests/conftest.py), so one Ray cluster runs at a time.
+# the Ray cluster tests (test_ray_*.py) share one of them, one cluster at a time (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 test: setup check-generated
