@@ -27,8 +27,12 @@ lint: setup
 	$(VENV)/bin/ruff check agilerl codegen tests bench
 	$(VENV)/bin/mypy agilerl codegen
 
+# The default suite runs in TEST_WORKERS processes (each test keeps torch to one thread);
+# the Ray cluster tests (test_ray_*.py) share one of them, one cluster at a time (tests/conftest.py).
+TEST_WORKERS ?= 2
+
 test: setup check-generated
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-all: setup
 	$(PY) -m pytest -q -m ""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,38 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
+
+
+#: Files that hold the ``ray`` tests (each starts a local Ray cluster). ``make test`` runs the
+#: suite in two processes and keeps these files in one of them, one after another, so at
+#: most one Ray cluster runs at a time and a module's tests share its ``ray_cluster``.
+RAY_TEST_FILES = "test_ray_*.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A ``ray`` test outside a ``test_ray_*.py`` file would escape that grouping."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None and not item.path.match(RAY_TEST_FILES):
+            raise pytest.UsageError(f"{item.nodeid}: a `ray` test belongs in a "
+                                    f"{RAY_TEST_FILES} file (see tests/conftest.py)")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with every ``test_ray_*.py`` test in one group. (pytest-xdist
+    3.8's own ``xdist_group`` marks have no effect under pytest 9.2: it renames node ids
+    through an attribute pytest no longer reads, pytest-xdist issue #1386.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RayTestsTogether(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if PurePosixPath(nodeid.split("::", 1)[0]).match(RAY_TEST_FILES):
+                return "ray"
+            return super()._split_scope(nodeid)
+
+    return RayTestsTogether(config, log)
 
 
 @pytest.fixture(scope="session")

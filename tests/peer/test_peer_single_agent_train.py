@@ -22,7 +22,10 @@ from tests.peer.cli_run import PEER, manifest_params, needs_peer, train_with_bud
 #: MuJoCo) or train image networks.
 MANIFESTS: dict[str, dict[str, object]] = {
     "configs/dqn/dqn.yaml": {},
-    "configs/dqn/dqn_mfpbt.yaml": {},
+    # 16 greedy LunarLander members mostly hover to the 1,000-step cap when evaluated to the
+    # episode's end, which was half of this run; evaluations are capped here (dqn.yaml and
+    # ppo_mfpbt.yaml still evaluate to the episode's end).
+    "configs/dqn/dqn_mfpbt.yaml": {"overrides": ["training.eval_steps=200"]},
     "configs/dqn/dqn_rainbow.yaml": {},
     "configs/ppo/ppo.yaml": {},
     "configs/ppo/ppo_mfpbt.yaml": {},
