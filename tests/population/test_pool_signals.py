@@ -139,7 +139,7 @@ def test_a_stop_signal_checkpoints_and_stops_every_worker(tmp_path, signum, grou
 @pytest.mark.slow
 def test_killing_the_driver_leaves_no_worker_behind(tmp_path):
     proc = _start(tmp_path)
-    _wait_for(lambda: len(_descendants(proc.pid)) >= 2 and
+    _wait_for(lambda: len(_member_workers(proc.pid)) == 1 and
               (tmp_path / "run" / "metrics.csv").exists(), proc)
     workers = _descendants(proc.pid)
     proc.kill()
