@@ -292,6 +292,8 @@ class ProcessPopulation:
     ) -> Iterator[tuple[int, TrainReport]]:
         runnable = [job for job in jobs if job.steps]
         by_member = {job.member: job for job in runnable}
+        if runnable:  # what evolution and evaluation touched in torch's libraries goes
+            release_library_pages()  # (each worker process does the same)
 
         def request(job: TrainJob) -> Callable[[_Worker], Any]:
             return lambda w: ("train", job.member, job.steps, job.seed,

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from agilerl.population.resident_pages import release_library_pages
+
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.backend import Deadline
 
@@ -212,9 +214,14 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
     thread sets it around each request and gives the driver its own setting back between.
     The driver's thread trains on the driver's shared replay memory (``driver_memory``)
     rather than a replica of it.
+
+    A worker process hands back its library pages (:func:`release_library_pages`) as each
+    training phase begins: what evaluating, loading and mutating members touched in torch's
+    libraries is not kept resident through training (the driver does the same for itself).
     """
     worker: _Worker | None = None
     member: int | None = None
+    last = ""  # the previous request's kind
     release_freed_memory = _malloc_trim()
     try:
         while True:
@@ -239,6 +246,9 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
             elif worker is None:
                 raise RuntimeError(f"request {kind!r} before init")
             else:
+                if own_process and kind == "train" and last != "train":
+                    release_library_pages()  # a training phase starts (see the docstring)
+                last = kind
                 with _torch_threads(max(1, int(worker.init.torch_threads))):
                     reply = _answer(worker, kind, request)
                 if reply is not None:
