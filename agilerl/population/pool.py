@@ -1,11 +1,11 @@
 """Members trained and evaluated concurrently in worker processes on this machine.
 
 :class:`ProcessPopulation` (``training.num_workers`` > 1, ``--workers N``) runs N workers
-(:mod:`agilerl.population.pool_worker`), each with one torch thread, its own env and a
-replica of the shared replay memory: N - 1 worker processes and one thread of the driver
-itself. The driver only waits while members train, so the thread puts its core to work
-without the memory of another process (an interpreter, torch's pages and the heap it
-writes). The driver keeps the members as agent objects
+(:mod:`agilerl.population.pool_worker`), each with one torch thread and its own env: N - 1
+worker processes, each with a replica of the shared replay memory, and one thread of the
+driver itself, on the driver's memory. The driver only waits while members train, so the
+thread puts its core to work without the memory of another process (an interpreter,
+torch's pages and the heap it writes). The driver keeps the members as agent objects
 for selection, mutation and checkpoints; a member's weights travel at most once each way per
 generation: to a worker when the worker's copy is older than the driver's (after evolution),
 and back with its evaluation. Training jobs start in member order, one per free worker, and
@@ -13,8 +13,8 @@ every call is seeded exactly as in :class:`~agilerl.population.local.LocalPopula
 the same shared-memory rule (:mod:`agilerl.population.shared_memory`), so the run is
 bit-identical to training the members one after another in one process.
 
-While the workers run a phase's jobs the driver's main thread only sends, receives and
-waits (it builds no agent then: building one draws from the process's random generators,
+While the workers run a phase's jobs the driver's main thread only sends, receives, waits
+and reports progress (it builds no agent then: building one draws from the process's random generators,
 which the driver's worker thread is using), so a member's result does not depend on whether
 the thread or a process trained it.
 
