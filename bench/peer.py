@@ -39,6 +39,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,6 +91,8 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         original = cls.test
 
         def test(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if not _main_thread():  # the pool's worker thread: counted by the pool's wrappers
+                return original(self, *args, **kwargs)
             record["evaluating"] = True
             start = time.time()
             try:
@@ -154,8 +157,9 @@ def _stop_if_reached(record: dict, fitnesses: list[float]) -> None:
 
 
 def _count_in_workers(record: dict, launched: float) -> None:
-    """Ours with members in worker processes (``training.num_workers`` 0, the default, or
-    > 1): envs step there, where the wrappers above do not count for this process, so count
+    """Ours with members in workers (``training.num_workers`` 0, the default, or > 1):
+    envs step there (worker processes, or the driver's worker thread), where the wrappers
+    above do not count, so count
     train steps from the members' reports and time the evaluation phases (every member
     evaluated concurrently) in this process instead."""
     try:
@@ -191,13 +195,20 @@ def _wrap_count(cls: type, method: str, counter: str, record: dict) -> None:
     original = getattr(cls, method)
 
     def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if not record["evaluating"]:
+        if not record["evaluating"] and _main_thread():
             if record["first_step"] is None:
                 record["first_step"] = time.time()
             record[counter] += 1
         return original(self, *args, **kwargs)
 
     setattr(cls, method, counted)
+
+
+def _main_thread() -> bool:
+    """Counting happens on the driver's main thread only: members that the process pool
+    trains on the driver's worker thread are counted, like those in worker processes, from
+    the pool's reports and evaluation phases (:func:`_count_in_workers`)."""
+    return threading.current_thread() is threading.main_thread()
 
 
 def _count_unit(record: dict) -> str:
@@ -237,7 +248,7 @@ def _count_train_steps(trainer: object, record: dict) -> None:
         original = cls.__dict__["step"]
 
         def step(self, actions):  # type: ignore[no-untyped-def]
-            if not record["evaluating"]:
+            if not record["evaluating"] and _main_thread():
                 if record["first_step"] is None:
                     record["first_step"] = time.time()
                 record["train_steps"] += int(self.num_envs)

@@ -149,7 +149,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, default=None,
                         help="run folder (default runs/{env}-{algo}-{timestamp})")
     parser.add_argument("--workers", type=_count(0), default=None, metavar="N",
-                        help="train and evaluate members in N worker processes; 0: one per "
+                        help="train and evaluate members in N workers (this process and N-1 "
+                             "worker processes); 0: one per "
                              "usable core, or this process where workers cannot help (the "
                              "default of training.num_workers); 1: this process; results do "
                              "not change")

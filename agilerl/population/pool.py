@@ -1,8 +1,11 @@
 """Members trained and evaluated concurrently in worker processes on this machine.
 
-:class:`ProcessPopulation` (``training.num_workers`` > 1, ``--workers N``) starts N worker
-processes (:mod:`agilerl.population.pool_worker`), each with one torch thread, its own env
-and a replica of the shared replay memory. The driver keeps the members as agent objects
+:class:`ProcessPopulation` (``training.num_workers`` > 1, ``--workers N``) runs N workers
+(:mod:`agilerl.population.pool_worker`), each with one torch thread and its own env: N - 1
+worker processes, each with a replica of the shared replay memory, and one thread of the
+driver itself, on the driver's memory. The driver only waits while members train, so the
+thread puts its core to work without the memory of another process (an interpreter,
+torch's pages and the heap it writes). The driver keeps the members as agent objects
 for selection, mutation and checkpoints; a member's weights travel at most once each way per
 generation: to a worker when the worker's copy is older than the driver's (after evolution),
 and back with its evaluation. Training jobs start in member order, one per free worker, and
@@ -10,10 +13,15 @@ every call is seeded exactly as in :class:`~agilerl.population.local.LocalPopula
 the same shared-memory rule (:mod:`agilerl.population.shared_memory`), so the run is
 bit-identical to training the members one after another in one process.
 
+While the workers run a phase's jobs the driver's main thread only sends, receives, waits
+and reports progress (it builds no agent then: building one draws from the process's random generators,
+which the driver's worker thread is using), so a member's result does not depend on whether
+the thread or a process trained it.
+
 A worker that dies or raises stops the run with :class:`MemberWorkerError`, naming the
 member (the loop adds the generation); the driver writes no checkpoint then, so the last
-one stays as it was. Workers ignore process-group stop signals (the driver finishes the
-members in flight, checkpoints and stops them) and die with the driver.
+one stays as it was. Worker processes ignore process-group stop signals (the driver
+finishes the members in flight, checkpoints and stops them) and die with the driver.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing as mp
+import os
 import pickle
 import signal
 import sys
@@ -39,7 +48,7 @@ from agilerl.population.backend import (
     TrainReport,
 )
 from agilerl.population.backends import PopulationSetup
-from agilerl.population.pool_worker import WorkerInit, receive, send, serve
+from agilerl.population.pool_worker import WorkerInit, receive, send, serve, serve_requests
 from agilerl.population.resident_pages import release_library_pages
 from agilerl.population.shared_memory import SharedReplay, shareable
 from agilerl.training.errors import TrainingSetupError
@@ -56,8 +65,32 @@ class WorkersUnavailable(TrainingSetupError):
     any worker starts, so ``training.num_workers: 0`` can train in this process instead)."""
 
 
+class _DriverThread:
+    """The driver's own worker: a thread of this process, with a process's handle."""
+
+    sentinel = None
+    exitcode = None
+
+    def __init__(self, conn: Connection, index: int, memory: Any) -> None:
+        self.pid = os.getpid()
+        self._thread = threading.Thread(target=serve_requests, args=(conn,),
+                                        kwargs={"driver_memory": memory},
+                                        name=f"agilerl-member-worker-{index}", daemon=True)
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def kill(self) -> None:
+        """A thread cannot be killed: closing the driver's end of its pipe stops it after
+        the request it is serving (:func:`_kill` does)."""
+
+
 class _Worker:
-    """The driver's handle on one worker process."""
+    """The driver's handle on one worker (a process, or the driver's own thread)."""
 
     def __init__(self, index: int, process: Any, conn: Connection) -> None:
         self.index = index
@@ -65,7 +98,15 @@ class _Worker:
         self.conn = conn
         self.busy: tuple[str, int] | None = None  # (request kind, member) awaiting a reply
 
+    @property
+    def waitables(self) -> list[Any]:
+        """What ``multiprocessing.connection.wait`` watches for its reply or its end."""
+        sentinel = self.process.sentinel
+        return [self.conn] if sentinel is None else [self.conn, sentinel]
+
     def describe(self) -> str:
+        if isinstance(self.process, _DriverThread):
+            return "the driver's worker thread"
         code = self.process.exitcode
         if code is None:
             return f"worker process {self.process.pid}"
@@ -129,11 +170,15 @@ class ProcessPopulation:
             if gc.get_freeze_count() == 0:
                 gc.freeze()
                 self._unfreeze = True
-        try:
-            for index in range(count):
+        try:  # processes first: a thread running at a fork would be lost in the child
+            for index in range(1, count):
                 self._workers.append(self._spawn(ctx, index))
+            parent_conn, child_conn = mp.Pipe()
+            # it trains on the driver's own memory, into which end_training_phase merges
+            own = self.memory if self.shared is not None else None
+            self._workers.insert(0, _Worker(0, _DriverThread(child_conn, 0, own), parent_conn))
         except BaseException:
-            self._thaw()
+            self.close()
             raise
         for worker in self._workers:
             try:
@@ -212,9 +257,9 @@ class ProcessPopulation:
             busy = [w for w in self._workers if w.busy is not None]
             if not busy:
                 return  # stopped before every task started
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            ready = wait([item for w in busy for item in w.waitables])
             for worker in busy:
-                if worker.conn in ready or worker.process.sentinel in ready:
+                if any(item in ready for item in worker.waitables):
                     member = worker.busy[1] if worker.busy else -1
                     replies[member] = (worker.index, self._reply(worker))
             while done < len(order) and order[done] in replies:
@@ -247,6 +292,8 @@ class ProcessPopulation:
     ) -> Iterator[tuple[int, TrainReport]]:
         runnable = [job for job in jobs if job.steps]
         by_member = {job.member: job for job in runnable}
+        if runnable:  # what evolution and evaluation touched in torch's libraries goes
+            release_library_pages()  # (each worker process does the same)
 
         def request(job: TrainJob) -> Callable[[_Worker], Any]:
             return lambda w: ("train", job.member, job.steps, job.seed,
@@ -279,8 +326,9 @@ class ProcessPopulation:
             return
         deltas = list(self.shared.pending)
         self.shared.end_phase()
-        for worker in self._workers:
-            self._send(worker, ("merge", deltas))
+        for worker in self._workers:  # the driver's thread shares the memory just merged
+            self._send(worker, ("merge", [] if isinstance(worker.process, _DriverThread)
+                                else deltas))
 
     def evaluate_members(self, jobs: Sequence[EvalJob]) -> list[float]:
         def request(job: EvalJob) -> Callable[[_Worker], Any]:
@@ -292,12 +340,14 @@ class ProcessPopulation:
                 return free[0]
             return next((w for w in free if w.index == holder), None)
 
-        fitnesses = []
+        fitnesses, states = [], []
         for member, index, (_, _, fitness, state) in self._run(
                 [(job.member, request(job)) for job in jobs], place):
             self._holder[member] = index
-            self._replace(member, state)
+            states.append((member, state))
             fitnesses.append(float(fitness))
+        for member, state in states:  # every worker is idle now (see the module docstring)
+            self._replace(member, state)
         return fitnesses
 
     def memory_state(self) -> dict[str, Any] | None:
@@ -439,9 +489,10 @@ def _for_workers(memory: Any) -> Any:
 
 
 def _kill(workers: list[_Worker]) -> None:
-    """Stop worker processes still running (after close, or when the driver forgets them)."""
+    """Stop workers still running (after close, or when the driver forgets them): kill the
+    processes; the driver's thread stops when its pipe closes."""
     for worker in workers:
-        if worker.process.is_alive():
+        if worker.process.is_alive() and not isinstance(worker.process, _DriverThread):
             worker.process.kill()
             worker.process.join(timeout=5)
         worker.conn.close()

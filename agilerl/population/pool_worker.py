@@ -1,12 +1,14 @@
-"""The worker process of :class:`agilerl.population.pool.ProcessPopulation`.
+"""The workers of :class:`agilerl.population.pool.ProcessPopulation`.
 
 A worker holds the members it last trained or was sent, its own env and a replica of the
 shared replay memory, and answers one request at a time from the driver over a pipe
-(messages are pickled tuples, see :func:`serve`). It ignores the stop signals a terminal or
-job scheduler sends to the whole process group (the driver decides when members stop), and
-dies with its parent (the driver, or the fork server that exits with the driver): on Linux
-the kernel kills it when the parent dies (even by SIGKILL); elsewhere a watchdog thread
-notices that its parent changed.
+(messages are pickled tuples, see :func:`serve_requests`). One worker is a thread of the
+driver itself (the driver only waits while members train, so its core trains a member
+too); the others are processes (:func:`serve`). A worker process ignores the stop signals a
+terminal or job scheduler sends to the whole process group (the driver decides when members
+stop), and dies with its parent (the driver, or the fork server that exits with the
+driver): on Linux the kernel kills it when the parent dies (even by SIGKILL); elsewhere a
+watchdog thread notices that its parent changed.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
+
+from agilerl.population.resident_pages import release_library_pages
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.backend import Deadline
@@ -95,18 +99,35 @@ def _malloc_trim() -> Callable[[], Any]:
     return lambda: trim(0)
 
 
-class _Worker:
-    def __init__(self, init: WorkerInit) -> None:
-        import torch
+@contextlib.contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    """Torch ops on ``count`` intra-op threads for the duration (the setting is per
+    process: the driver's own worker thread restores the driver's afterwards)."""
+    import torch
 
-        torch.set_num_threads(max(1, int(init.torch_threads)))
+    previous = torch.get_num_threads()
+    if previous != count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+
+class _Worker:
+    def __init__(self, init: WorkerInit, driver_memory: Any = None) -> None:
         from agilerl.population.backends import MemberContext
         from agilerl.population.shared_memory import SharedReplay, shareable
 
         self.init = init
         self.env = init.env_factory()
+        #: The driver's own shared memory (the driver's thread): the driver merges the
+        #: phase's deltas into it, so this worker has nothing to merge.
+        self.merged_by_driver = driver_memory is not None
         opened = getattr(init.memory, "open_here", None)  # a read-only memory's handle
-        self.memory = opened() if callable(opened) else init.memory
+        self.memory = (driver_memory if driver_memory is not None else
+                       opened() if callable(opened) else init.memory)
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
         context = MemberContext(env=self.env, memory=self.memory,
                                 training_spec=init.training_spec,
@@ -146,7 +167,11 @@ class _Worker:
         return fitness, dict(agent.get_state())
 
     def merge(self, deltas: list[Any]) -> None:
-        if self.shared is not None:
+        if self.shared is None:
+            return
+        if self.merged_by_driver:
+            self.shared.pending = []
+        else:
             self.shared.end_phase(deltas)
 
     def close(self) -> None:
@@ -156,14 +181,8 @@ class _Worker:
 
 
 def serve(conn: Connection) -> None:
-    """The worker's main loop. Requests and replies:
-
-    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None,
-    deadline|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
-    state|None)`` -> ``("evaluated", member, fitness, state)``; ``("get", member)`` ->
-    ``("state", member, state)``; ``("merge", deltas)`` -> no reply; ``("stop",)`` -> exit.
-    Any failure -> ``("error", member, summary, traceback)``, then the worker exits.
-    """
+    """A worker process's main: ignore the process group's stop signals, die with the
+    parent, then :func:`serve_requests` until told to stop."""
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # blocked by the driver around the start
@@ -172,8 +191,37 @@ def serve(conn: Connection) -> None:
     # Started as a daemon (never joined at the driver's exit), yet a member's env may step
     # its sub-envs in processes of its own, which daemons may not start.
     multiprocessing.current_process().daemon = False
+    try:
+        serve_requests(conn, own_process=True)
+    finally:
+        sys.stdout.flush()
+
+
+def serve_requests(conn: Connection, *, own_process: bool = False,
+                   driver_memory: Any = None) -> None:
+    """Answer the driver's requests on ``conn`` until ``("stop",)`` or the driver's end of
+    the pipe closes (the loop of a worker process, and of the driver's own worker thread).
+    Requests and replies:
+
+    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None,
+    deadline|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
+    state|None)`` -> ``("evaluated", member, fitness, state)``; ``("get", member)`` ->
+    ``("state", member, state)``; ``("merge", deltas)`` -> no reply; ``("stop",)`` -> return.
+    Any failure -> ``("error", member, summary, traceback)``, then it returns. Its end of
+    the pipe is closed on return, so the driver sees it go whatever happened.
+
+    A worker process (``own_process``) sets its torch thread count once; the driver's
+    thread sets it around each request and gives the driver its own setting back between.
+    The driver's thread trains on the driver's shared replay memory (``driver_memory``)
+    rather than a replica of it.
+
+    A worker process hands back its library pages (:func:`release_library_pages`) as each
+    training phase begins: what evaluating, loading and mutating members touched in torch's
+    libraries is not kept resident through training (the driver does the same for itself).
+    """
     worker: _Worker | None = None
     member: int | None = None
+    last = ""  # the previous request's kind
     release_freed_memory = _malloc_trim()
     try:
         while True:
@@ -187,25 +235,43 @@ def serve(conn: Connection) -> None:
             if kind == "stop":
                 return
             if kind == "init":
-                worker = _Worker(request[1])
+                threads = max(1, int(request[1].torch_threads))
+                if own_process:
+                    import torch
+
+                    torch.set_num_threads(threads)
+                with _torch_threads(threads):
+                    worker = _Worker(request[1], driver_memory)
                 send(conn, ("ready",))
             elif worker is None:
                 raise RuntimeError(f"request {kind!r} before init")
-            elif kind == "train":
-                send(conn, ("trained", member, *worker.train(*request[1:])))
-            elif kind == "evaluate":
-                send(conn, ("evaluated", member, *worker.evaluate(*request[1:])))
-            elif kind == "get":
-                send(conn, ("state", member, dict(worker.agents[request[1]].get_state())))
-            elif kind == "merge":
-                worker.merge(request[1])
             else:
-                raise RuntimeError(f"unknown request {kind!r}")
-    except BaseException as exc:  # report anything, then exit: the driver stops the run
+                if own_process and kind == "train" and last != "train":
+                    release_library_pages()  # a training phase starts (see the docstring)
+                last = kind
+                with _torch_threads(max(1, int(worker.init.torch_threads))):
+                    reply = _answer(worker, kind, request)
+                if reply is not None:
+                    send(conn, reply)
+    except BaseException as exc:  # report anything, then stop: the driver stops the run
         summary = f"{type(exc).__name__}: {exc}"
         with contextlib.suppress(OSError, ValueError):
             send(conn, ("error", member, summary, traceback.format_exc()))
     finally:
         if worker is not None:
             worker.close()
-        sys.stdout.flush()
+        conn.close()
+
+
+def _answer(worker: _Worker, kind: str, request: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    member = request[1]
+    if kind == "train":
+        return ("trained", member, *worker.train(*request[1:]))
+    if kind == "evaluate":
+        return ("evaluated", member, *worker.evaluate(*request[1:]))
+    if kind == "get":
+        return ("state", member, dict(worker.agents[member].get_state()))
+    if kind == "merge":
+        worker.merge(request[1])
+        return None
+    raise RuntimeError(f"unknown request {kind!r}")

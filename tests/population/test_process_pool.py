@@ -1,8 +1,10 @@
-"""Members in worker processes (training.num_workers > 1): the same run as one process."""
+"""Members in workers (training.num_workers > 1: the driver's own thread and N - 1 worker
+processes): the same run as one process."""
 
 from __future__ import annotations
 
 import copy
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -148,7 +150,7 @@ def test_workers_fork_from_the_driver_unless_another_thread_runs():
     with monkeypatch.context() as patch:
         patch.setattr(ProcessPopulation, "_spawn", staticmethod(spy))
         trainer.train(verbose=False, num_workers=2)
-    assert parents == [os.getpid()] * 2
+    assert parents == [os.getpid()]  # two workers: the driver's thread and one process
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()
@@ -184,3 +186,67 @@ def test_an_offline_dataset_reaches_workers_by_its_files(tmp_path, in_memory_row
     ours, theirs = (m.sample(64, np.random.default_rng(0)) for m in (reopened, one.memory))
     for name, rows in theirs.items():
         np.testing.assert_array_equal(ours[name], rows)
+
+
+def _watch_layout(monkeypatch) -> list[dict]:
+    """Record, for each pool built, its worker processes, its threads and who trained whom."""
+    import threading
+
+    seen: list[dict] = []
+    original_init, original_train = ProcessPopulation.__init__, ProcessPopulation.train_members
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        seen.append({"children": [c.pid for c in multiprocessing.active_children()],
+                     "threads": [t.name for t in threading.enumerate()],
+                     "workers": [w.process.pid for w in self._workers], "trained_on": set()})
+
+    def train_members(self, jobs, **kwargs):
+        for member, report in original_train(self, jobs, **kwargs):
+            seen[-1]["trained_on"].add(self._workers[self._holder[member]].process.pid)
+            yield member, report
+
+    monkeypatch.setattr(ProcessPopulation, "__init__", init)
+    monkeypatch.setattr(ProcessPopulation, "train_members", train_members)
+    return seen
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_n_workers_are_the_driver_and_n_minus_one_processes_with_the_same_result(
+        monkeypatch, workers):
+    import os
+
+    manifest = copy.deepcopy(TINY_DQN)
+    manifest["training"]["pop_size"] = 4
+    _, pop_one, fit_one = _train(manifest, num_workers=1)
+    seen = _watch_layout(monkeypatch)
+    _, pop_n, fit_n = _train(manifest, num_workers=workers)
+    (layout,) = seen
+    assert len(layout["children"]) == workers - 1  # no other process of the run
+    assert layout["workers"].count(os.getpid()) == 1  # one worker is the driver itself
+    assert "agilerl-member-worker-0" in layout["threads"]
+    assert os.getpid() in layout["trained_on"] and len(layout["trained_on"]) == workers
+    assert fit_one == fit_n
+    assert_same_weights(pop_one, pop_n)
+    import threading
+
+    assert "agilerl-member-worker-0" not in [t.name for t in threading.enumerate()]
+
+
+def test_the_drivers_worker_thread_failing_names_the_member(monkeypatch):
+    from agilerl.population import pool_worker
+
+    original = pool_worker._Worker.train
+
+    def train(self, member, *args):
+        if member == 0:  # member 0 trains on the driver's thread (worker 0)
+            raise RuntimeError("the member's env broke")
+        return original(self, member, *args)
+
+    monkeypatch.setattr(pool_worker._Worker, "train", train)
+    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3)
+    with pytest.raises(MemberWorkerError) as raised:
+        trainer.train(verbose=False, num_workers=2)
+    message = str(raised.value)
+    assert "member 0 of generation 0" in message and "driver's worker thread" in message
+    assert "the member's env broke" in message

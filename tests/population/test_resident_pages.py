@@ -91,3 +91,40 @@ def test_the_driver_keeps_its_objects_frozen_while_forked_workers_run() -> None:
     least_frozen, evaluations, frozen_after = map(int, done.stdout.split()[-3:])
     assert evaluations > 0 and least_frozen > 0  # frozen at every evaluation
     assert frozen_after == 0  # given back to the collector when the workers stopped
+
+
+def test_every_process_of_the_pool_hands_back_its_library_pages_as_each_training_phase_begins(
+        monkeypatch) -> None:
+    import copy
+    import multiprocessing
+
+    from agilerl.population import pool, pool_worker
+    from agilerl.population.pool import ProcessPopulation
+    from agilerl.training.trainer import LocalTrainer
+    from tests.training.conftest import TINY_DQN
+
+    if not pool._can_fork_here("cpu"):
+        pytest.skip("workers would start from a fork server, without this test's counters")
+    driver = os.getpid()
+    in_driver, in_workers = multiprocessing.Value("i", 0), multiprocessing.Value("i", 0)
+
+    def counted() -> int:  # forked workers inherit it, and the shared counters
+        with (in_driver if os.getpid() == driver else in_workers).get_lock():
+            (in_driver if os.getpid() == driver else in_workers).value += 1
+        return 0
+
+    phases = []
+    original = ProcessPopulation.evaluate_members
+
+    def evaluate_members(self, jobs):
+        phases.append(len(jobs))
+        return original(self, jobs)
+
+    monkeypatch.setattr(pool, "release_library_pages", counted)
+    monkeypatch.setattr(pool_worker, "release_library_pages", counted)
+    monkeypatch.setattr(ProcessPopulation, "evaluate_members", evaluate_members)
+    LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3).train(
+        verbose=False, num_workers=2)
+    assert len(phases) >= 2
+    assert in_driver.value == len(phases) + 1  # once before forking, then once a phase
+    assert in_workers.value == len(phases)  # the worker process trains in every phase
