@@ -127,38 +127,57 @@ def test_two_workers_give_the_sequential_run_for_bandits():
     _same_members(one[0], two[0])
 
 
+#: Trains the tiny DQN manifest with 2 workers in a fresh interpreter (whose only thread is
+#: its main thread, whatever threads earlier tests left running) and prints the parent pid
+#: of every worker process, this process's pid, and whether a fork is refused once another
+#: thread runs.
+_FORK_CHECK = """
+import copy, os, threading
+from agilerl.population import pool
+from agilerl.population.pool import ProcessPopulation
+from agilerl.training.trainer import LocalTrainer
+from tests.training.conftest import TINY_DQN
+
+assert threading.active_count() == 1
+assert pool._can_fork_here("cpu") and not pool._can_fork_here("cuda:0")
+parents = []
+original = ProcessPopulation._spawn
+
+def spy(ctx, index):
+    worker = original(ctx, index)
+    with open(f"/proc/{worker.process.pid}/stat") as fh:
+        parents.append(int(fh.read().rsplit(")", 1)[1].split()[1]))
+    return worker
+
+ProcessPopulation._spawn = staticmethod(spy)
+LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3).train(
+    verbose=False, num_workers=2)
+release = threading.Event()
+other = threading.Thread(target=release.wait)
+other.start()
+refused = not pool._can_fork_here("cpu")  # a fork server then
+release.set()
+other.join()
+print(parents, os.getpid(), refused)
+"""
+
+
 def test_workers_fork_from_the_driver_unless_another_thread_runs():
+    import ast
     import os
-    import threading
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    from agilerl.population import pool
-
-    if threading.active_count() != 1:
-        pytest.skip("the test runner itself runs other threads")
-    assert pool._can_fork_here("cpu") and not pool._can_fork_here("cuda:0")
-    trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3)
-    parents = []
-    original = ProcessPopulation._spawn
-
-    def spy(ctx, index):
-        worker = original(ctx, index)
-        with open(f"/proc/{worker.process.pid}/stat") as fh:
-            parents.append(int(fh.read().rsplit(")", 1)[1].split()[1]))
-        return worker
-
-    monkeypatch = pytest.MonkeyPatch()
-    with monkeypatch.context() as patch:
-        patch.setattr(ProcessPopulation, "_spawn", staticmethod(spy))
-        trainer.train(verbose=False, num_workers=2)
-    assert parents == [os.getpid()]  # two workers: the driver's thread and one process
-    release = threading.Event()
-    other = threading.Thread(target=release.wait)
-    other.start()
-    try:
-        assert not pool._can_fork_here("cpu")  # a fork server then, as before
-    finally:
-        release.set()
-        other.join()
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _FORK_CHECK], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    parents, pid, refused = done.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    # two workers: the driver's thread and one process, forked from the driver
+    assert ast.literal_eval(parents) == [int(pid)]
+    assert refused == "True"
 
 
 @pytest.mark.parametrize("in_memory_rows", [5000, 100], ids=["in-memory", "memory-mapped"])
