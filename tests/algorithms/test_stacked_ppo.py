@@ -131,20 +131,10 @@ def test_mutated_members_regroup_and_each_group_equals_learn_calls():
     """After an architecture mutation of one member and an activation mutation of two
     others, the lockstep population groups them [1, 1, 2], and every group's update equals
     one ``learn`` per member."""
-    import copy
-
-    from agilerl.hpo.mutation import Mutations
-    from agilerl.population import lockstep
+    from tests.algorithms.test_stacked_update import mutate_alike_and_regroup
 
     alone, together = _members("ObsPolicyEnv", HPS), _members("ObsPolicyEnv", HPS)
-    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
-    for agents in (alone, together):
-        same_draws = copy.deepcopy(mutations)
-        assert same_draws.architecture_mutate(agents[1]) != "None"
-        for agent in agents[2:]:
-            assert same_draws.activation_mutation(agent) == "act"
-    learners = lockstep._learners(together)
-    groups = list({id(g): g for g, _ in learners.values()}.values())
+    groups = mutate_alike_and_regroup(alone, together)
     assert sorted(len(g.agents) for g in groups) == [1, 1, 2]
     assert all(isinstance(g, StackedPPOGroup) for g in groups)
     runs_alone, runs_together = _runs(alone, "ObsPolicyEnv"), _runs(together, "ObsPolicyEnv")

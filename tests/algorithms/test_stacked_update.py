@@ -59,6 +59,24 @@ def _assert_close(a: DQN, b: DQN) -> None:
             torch.testing.assert_close(value, sb["state"][index][key], **TOL)
 
 
+def mutate_alike_and_regroup(alone: list, together: list) -> list:
+    """Mutate both populations alike (member 1's architecture, the activation of members 2
+    and on), then the stacked groups the lockstep population forms of ``together``."""
+    import copy
+
+    from agilerl.hpo.mutation import Mutations
+    from agilerl.population import lockstep
+
+    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
+    for agents in (alone, together):
+        same_draws = copy.deepcopy(mutations)
+        assert same_draws.architecture_mutate(agents[1]) != "None"
+        for agent in agents[2:]:
+            assert same_draws.activation_mutation(agent) == "act"
+    learners = lockstep._learners(together)
+    return list({id(g): g for g, _ in learners.values()}.values())
+
+
 @pytest.mark.parametrize("net", list(NETS))
 @pytest.mark.parametrize(("algo", "double"), [(DQN, False), (DQN, True), (CQN, True),
                                               (CQN, False)],

@@ -7,7 +7,12 @@ import copy
 
 import pytest
 
-from tests.population.test_batched_updates import _assert_close, _train, phase_groups
+from tests.population.test_batched_updates import (
+    _assert_close,
+    _train,
+    phase_groups,
+    resume_batched_run_exactly,
+)
 from tests.training.conftest import TINY_PPO
 
 #: Four same-architecture members whose learning hyperparameters mutate (differing
@@ -51,16 +56,4 @@ def test_architecture_mutations_regroup_ppo_members(phase_groups):
 
 
 def test_a_batched_ppo_run_resumes_exactly(tmp_path):
-    from agilerl.training.trainer import LocalTrainer
-    from tests.training.conftest import assert_same_weights
-
-    full_pop, full_fit = _train(SAME_ARCH, batched=True, checkpoint_steps=200,
-                                checkpoint_path=tmp_path / "ck")
-    first = sorted((tmp_path / "ck").iterdir())[0]
-    manifest = copy.deepcopy(SAME_ARCH)
-    manifest["training"]["batched_updates"] = True
-    resumed = LocalTrainer.from_manifest(manifest=manifest, seed=11,
-                                         resume_from_checkpoint=first)
-    res_pop, res_fit = resumed.train(verbose=False)
-    assert res_fit == full_fit
-    assert_same_weights(full_pop, res_pop)
+    resume_batched_run_exactly(SAME_ARCH, tmp_path)

@@ -105,17 +105,25 @@ def test_architecture_mutations_regroup_the_members(phase_groups):
     _assert_close(pop_seq, pop_bat)
 
 
-def test_a_batched_run_resumes_exactly(tmp_path):
-    full_pop, full_fit = _train(SAME_ARCH, batched=True, checkpoint_steps=200,
+def resume_batched_run_exactly(manifest: dict, tmp_path) -> tuple:
+    """Train ``manifest`` batched with checkpoints, resume it from the first one and check
+    the resumed run ends as the whole one did; returns (the batched manifest, that
+    checkpoint, the whole run's population and fitnesses)."""
+    full_pop, full_fit = _train(manifest, batched=True, checkpoint_steps=200,
                                 checkpoint_path=tmp_path / "ck")
     first = sorted((tmp_path / "ck").iterdir())[0]
-    manifest = copy.deepcopy(SAME_ARCH)
+    manifest = copy.deepcopy(manifest)
     manifest["training"]["batched_updates"] = True
     resumed = LocalTrainer.from_manifest(manifest=manifest, seed=11,
                                          resume_from_checkpoint=first)
     res_pop, res_fit = resumed.train(verbose=False)
     assert res_fit == full_fit
     assert_same_weights(full_pop, res_pop)
+    return manifest, first, full_pop, full_fit
+
+
+def test_a_batched_run_resumes_exactly(tmp_path):
+    manifest, first, full_pop, full_fit = resume_batched_run_exactly(SAME_ARCH, tmp_path)
     # the checkpoint is an ordinary one: it resumes unbatched too
     manifest["training"]["batched_updates"] = False
     unbatched = LocalTrainer.from_manifest(manifest=manifest, seed=11,
@@ -213,18 +221,15 @@ def test_mutated_members_regroup_and_their_groups_equal_learn_calls():
     group again, each group learns in closed form, and equals one learn per member."""
     import numpy as np
 
-    from agilerl.hpo.mutation import Mutations
-    from tests.algorithms.test_stacked_update import _assert_close, _batch, _members
+    from tests.algorithms.test_stacked_update import (
+        _assert_close,
+        _batch,
+        _members,
+        mutate_alike_and_regroup,
+    )
 
     alone, together = _members(double=True), _members(double=True)
-    mutations = Mutations(0, 1, 0, 0, 1, 0, activation_selection=("ReLU", "ELU"), rand_seed=0)
-    for agents in (alone, together):
-        same_draws = copy.deepcopy(mutations)
-        assert same_draws.architecture_mutate(agents[1]) != "None"
-        for agent in agents[2:]:
-            assert same_draws.activation_mutation(agent) == "act"
-    learners = lockstep._learners(together)
-    groups = list({id(g): g for g, _ in learners.values()}.values())
+    groups = mutate_alike_and_regroup(alone, together)
     assert sorted(len(g.agents) for g in groups) == [1, 1, 2]
     assert all(g.chain is not None for g in groups)
     rng = np.random.default_rng(0)
