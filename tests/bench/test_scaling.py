@@ -11,7 +11,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _scaling_module():
+    """bench/scaling.py, loaded with bench/ first on the path: its ``import peer`` must find
+    bench/peer.py, not the tests' ``peer`` package another test may have imported under
+    that name (which is put back afterwards)."""
     sys.path.insert(0, str(REPO / "bench"))
+    tests_peer = sys.modules.pop("peer", None)
     try:
         spec = importlib.util.spec_from_file_location("bench_scaling", REPO / "bench" /
                                                       "scaling.py")
@@ -19,6 +23,9 @@ def _scaling_module():
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(REPO / "bench"))
+        sys.modules.pop("peer", None)
+        if tests_peer is not None:
+            sys.modules["peer"] = tests_peer
     return module
 
 
