@@ -120,7 +120,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
             losses = self.loss_terms(*self.td_terms(experiences))
             self.step_optimizer(losses["loss"], self.grad_norm_clip)
             terms = tuple(value.detach() for value in losses.values())
-        values = (torch.stack(terms) if isinstance(terms, tuple) else terms.reshape(1)).tolist()
+        values = torch.stack(terms).tolist()
         return dict(zip(self.loss_metric_names, values, strict=True))
 
     def loss_terms(self, q_all: torch.Tensor, q: torch.Tensor, target: torch.Tensor
@@ -133,10 +133,10 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return {"loss": F.mse_loss(q, target)}
 
     def loss_and_grad(self, q_all: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-                      ) -> tuple[Any, torch.Tensor]:
-        """The loss terms of a batch (named by :attr:`loss_metric_names`) and the loss's
-        gradient with respect to ``Q(s, .)``, from ``Q(s, .)``, the ``(N, 1)`` actions and
-        the TD target.
+                      ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The loss terms of a batch (a tuple of scalars, named by
+        :attr:`loss_metric_names`) and the loss's gradient with respect to ``Q(s, .)``, from
+        ``Q(s, .)``, the ``(N, 1)`` actions and the TD target.
 
         DQN: ``mean(delta^2)`` with ``delta = Q(s, a) - y``; its gradient is
         ``2 * delta / N`` in the taken action's column, zero elsewhere.
@@ -144,9 +144,10 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         delta = q_all.gather(1, action).squeeze(1) - target
         grad = torch.zeros_like(q_all).scatter_(1, action,
                                                 delta.mul(2.0 / len(delta)).unsqueeze(1))
-        return delta.square().mean(), grad
+        return (delta.square().mean(),), grad
 
-    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]) -> Any:
+    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]
+                             ) -> tuple[torch.Tensor, ...]:
         """Set the online network's gradients in closed form, without autograd:
         :meth:`loss_and_grad` gives the gradient with respect to ``Q(s, .)`` and
         :class:`MLPChain` carries it back through the network. Returns the loss terms.
@@ -176,7 +177,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return terms
 
     @torch.no_grad()
-    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]) -> Any:
+    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]
+                              ) -> tuple[torch.Tensor, ...]:
         """:meth:`closed_form_backward` into each parameter's own ``.grad``."""
         obs, action, target = self.td_target(experiences)
         tape: Tape = []

@@ -162,7 +162,7 @@ class StackedGroup:
         for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True)):
             loss, grad = agent.loss_and_grad(q_all[g, :rows], batch.action[g, :rows],
                                              y[g, :rows])
-            terms.append(torch.stack(loss) if isinstance(loss, tuple) else loss.reshape(1))
+            terms.append(torch.stack(loss))
             member_grads.append(grad)
         if len(set(batch.sizes)) == 1:
             grad_q = torch.stack(member_grads)
