@@ -133,21 +133,21 @@ def train_off_policy_member(
     member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
     ``priorities`` the agent's ``learn`` returns for the sampled rows.
     """
-    return drive_member_run(agent, off_policy_member_run(
+    run = off_policy_member_run(
         agent, env, memory, steps, learning_delay=learning_delay, exploration=exploration,
-        seed=seed, max_steps=max_steps))
+        seed=seed, max_steps=max_steps)
+    return drive_member_run(run, lambda point: learn_at(agent, point))
 
 
-def drive_member_run(
-    agent: Any, run: Generator[LearnPoint, dict[str, float], dict[str, Any]]
-) -> dict[str, Any]:
-    """Run a member call written as a generator (:func:`off_policy_member_run`, the offline
-    loop's) to its end, answering every :class:`LearnPoint` with one ``agent.learn`` on a
-    batch sampled there; its result."""
+def drive_member_run(run: Generator[Any, dict[str, float], dict[str, Any]],
+                     learn: Callable[[Any], dict[str, float]]) -> dict[str, Any]:
+    """Run a member call written as a generator (:func:`off_policy_member_run`,
+    :func:`on_policy_member_run`, the offline loop's) to its end, answering every point it
+    yields with ``learn(point)`` (the update's metrics); its result."""
     try:
         point = next(run)
         while True:
-            point = run.send(_learn_once(agent, *point))
+            point = run.send(learn(point))
     except StopIteration as finished:
         return finished.value  # type: ignore[no-any-return]
 
@@ -208,11 +208,10 @@ def off_policy_member_run(
     return _finish(agent, episodes, vector_steps * num_envs, learn, start)
 
 
-def _learn_once(
-    agent: Any, memory: ReplayBuffer, rng: np.random.Generator, done_steps: int,
-    max_steps: int | None,
-) -> dict[str, float]:
-    """Sample a batch, learn from it, and give a prioritized memory its new priorities."""
+def learn_at(agent: Any, point: LearnPoint) -> dict[str, float]:
+    """The update a member run asks for at ``point``: sample a batch, learn from it, and
+    give a prioritized memory its new priorities."""
+    memory, rng, done_steps, max_steps = point
     if not isinstance(memory, PrioritizedReplayBuffer):
         return agent.learn(memory.sample(agent.batch_size, rng))
     progress = done_steps / max_steps if max_steps else 1.0
@@ -246,16 +245,13 @@ def train_on_policy_member(
     sub-env whose next observation starts an episode: after the step that ended it, and
     after a NEXT_STEP autoreset step.
     """
-    run = on_policy_member_run(agent, env, steps, seed=seed)
-    try:
-        point = next(run)
-        while True:
-            metrics = agent.learn(point.rollout)
-            if on_rollout is not None:
-                on_rollout(metrics)
-            point = run.send(metrics)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
+    def learn(point: RolloutPoint) -> dict[str, float]:
+        metrics = agent.learn(point.rollout)
+        if on_rollout is not None:
+            on_rollout(metrics)
+        return metrics
+
+    return drive_member_run(on_policy_member_run(agent, env, steps, seed=seed), learn)
 
 
 def on_policy_member_run(

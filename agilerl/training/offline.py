@@ -19,7 +19,7 @@ import numpy as np
 
 from agilerl.population.backend import Deadline, TrainReport
 from agilerl.training.arguments import explained
-from agilerl.training.experience import LearnPoint, drive_member_run, mean_metrics
+from agilerl.training.experience import LearnPoint, drive_member_run, learn_at, mean_metrics
 
 
 def load_dataset(trainer: Any) -> Any:
@@ -56,7 +56,8 @@ class OfflineMemberTrainer:
     def __call__(self, agent: Any, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
         start = time.perf_counter()
-        report = self.report(drive_member_run(agent, self.run(agent, steps, seed=seed)))
+        run = self.run(agent, steps, seed=seed)
+        report = self.report(drive_member_run(run, lambda point: learn_at(agent, point)))
         report.seconds = time.perf_counter() - start
         return report
 
