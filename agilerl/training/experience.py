@@ -213,7 +213,7 @@ def learn_at(agent: Any, point: LearnPoint) -> dict[str, float]:
     give a prioritized memory its new priorities."""
     memory, rng, done_steps, max_steps = point
     if not isinstance(memory, PrioritizedReplayBuffer):
-        return agent.learn(memory.sample(agent.batch_size, rng))
+        return agent.learn(point.batch(agent))
     progress = done_steps / max_steps if max_steps else 1.0
     batch = memory.sample(agent.batch_size, beta=agent.per_beta(progress), rng=rng)
     metrics = dict(agent.learn(batch))
