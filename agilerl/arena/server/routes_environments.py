@@ -348,7 +348,7 @@ def duplicate(body: DuplicateRequest, request: Request,
         row = ctx.catalog.add_environment(user.id, {**copied, "version": new_version})
         old, new = svc.paths(source), svc.paths(row)
         try:
-            shutil.copytree(old.source, new.source)
+            shutil.copytree(old.source, new.source, symlinks=True)  # never a link's target
             if old.venv.is_dir():
                 copy_venv(old.venv, new.venv)
         except OSError as exc:
