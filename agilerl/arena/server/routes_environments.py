@@ -312,7 +312,7 @@ def delete(body: VersionRequest, request: Request,
     if not rows:
         what = f"Environment '{name}'" + (f" version '{wanted}'" if wanted else "")
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"{what} not found")
-    using = env_jobs.active_users_of(ctx.store, ctx.config.experiments_dir, user.id, name,
+    using = env_jobs.active_users_of(ctx.store, ctx.config.data_dir, user.id, name,
                                      wanted)
     if using:
         raise ApiError(409, "ENVIRONMENT_IN_USE",
