@@ -60,8 +60,9 @@ def _parts(rel: str | PurePosixPath | Path) -> list[str]:
 
 
 def _refusal(exc: OSError, where: str) -> OSError:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-        return Refused(exc.errno, "refused: a link, or not a folder where one was expected", where)
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK, errno.ENXIO):
+        return Refused(exc.errno, "refused: a link or special file, or not a folder where"
+                       " one was expected", where)
     return exc
 
 
