@@ -250,7 +250,7 @@ class VersionRequest(BaseModel):
 def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest,
                      cancel: threading.Event) -> Iterator[bytes]:
     started = time.monotonic()
-    installed = svc.paths(row).installed.exists()  # else an earlier install failed
+    installed = svc.paths(row).is_installed()  # else an earlier install failed
     if not installed and not (yield from install_stage(svc, row, cancel)):
         return
     entrypoint = yield from choose_entrypoint(svc, row, body.entrypoint)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
 import sys
 import tarfile
@@ -212,3 +213,55 @@ def test_a_relaunch_never_appends_its_log_through_a_link(tmp_path: Path) -> None
         api.close()
     assert (victim / "logs.ndjson").read_bytes() == before
     assert row["state"] == "FAILED" and "logs.ndjson" in status["error"], status
+
+
+_SETUP_PY = '''
+import os, pathlib
+from setuptools import setup
+
+scratch = pathlib.Path(os.environ["TMPDIR"])
+for planted, target in ((scratch.parent / "venv" / ".agilerl-installed", {marker!r}),
+                        (scratch / "requirements.txt", {requirements!r})):
+    if not planted.is_symlink():
+        if planted.exists():
+            planted.unlink()
+        planted.symlink_to(target)
+setup(name="plantlinks", version="1.0", py_modules=[])
+'''
+
+
+def _sdist(folder: Path, setup_py: str) -> None:
+    """``plantlinks-1.0.tar.gz`` in ``folder``: a requirement whose setup.py plants links."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in (("setup.py", setup_py),
+                           ("PKG-INFO", "Metadata-Version: 2.1\nName: plantlinks\nVersion: 1.0\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(f"plantlinks-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "plantlinks-1.0.tar.gz").write_bytes(buf.getvalue())
+
+
+def test_install_never_writes_through_links_a_requirements_setup_py_planted(
+        make_server: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    created, outside = tmp_path / "created-by-the-server", tmp_path / "outside.txt"
+    outside.write_bytes(PRECIOUS)
+    _sdist(tmp_path / "index", _SETUP_PY.format(marker=str(created),
+                                                requirements=str(outside)))
+    links = " ".join(p for p in (os.environ.get("PIP_FIND_LINKS"), str(tmp_path / "index")) if p)
+    monkeypatch.setenv("PIP_FIND_LINKS", links)
+    srv, api = make_server(allow_custom_code=True, env_profile_s=0.3)
+    first = last(upload(api, "Setup", {"line_world.py": LINE_WORLD},
+                        requirements="plantlinks==1.0\n"))
+    assert first["status"] == "completed", first
+    venv = srv.data_dir / "environments" / "1" / "Setup" / "v1" / "venv"
+    assert list(venv.glob("lib/python*/site-packages/plantlinks-1.0*"))  # setup.py ran
+    assert not created.exists()
+    # a reinstall (a failed install is retried by validate) writes requirements.txt again
+    (venv / ".agilerl-installed").unlink()
+    again = last(api.http.post(ENVS + "/validate", json={"name": "Setup"}, timeout=120))
+    assert again["status"] == "completed", again
+    assert outside.read_bytes() == PRECIOUS and not created.exists()
+    _database_works(srv.data_dir)
