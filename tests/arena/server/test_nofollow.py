@@ -131,3 +131,32 @@ def test_a_legacy_binding_is_trusted_only_for_the_owners_own_env(tmp_path: Path)
     # a row recorded now never looks at the folder
     (folder / "custom_env.json").write_text(json.dumps(own))
     assert env_jobs.binding_of({**row, "custom_env": "null"}, data) is None
+
+
+def test_a_legacy_manifest_is_imported_once_then_the_folder_is_ignored(tmp_path: Path) -> None:
+    from agilerl.arena.server.config import ServerConfig
+    from agilerl.arena.server.scheduler import Scheduler
+
+    config = ServerConfig(data_dir=tmp_path / "data")
+    config.ensure_dirs()
+    store = Store(config.db_path)
+    try:
+        user = store.ensure_user("u")
+        project = store.ensure_project(user["id"], "p")
+        row, _ = store.insert_experiment(
+            {"user_id": user["id"], "project_id": project["id"], "name": "old",
+             "resource_id": "cpu", "num_nodes": 1, "max_steps": 10, "pop_size": 2},
+            max_active=5)
+        assert row["manifest"] is None  # as recorded before the column existed
+        folder = config.experiments_dir / str(row["id"])
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps({"training": {"pop_size": 2}}))
+        scheduler = Scheduler(store, config)
+        assert scheduler.manifest_of(row) == {"training": {"pop_size": 2}}
+        (folder / "manifest.json").write_text(json.dumps({"training": {"pop_size": 64}}))
+        fresh = store.experiment(row["id"])
+        assert fresh is not None
+        assert scheduler.manifest_of(fresh) == {"training": {"pop_size": 2}}
+        assert scheduler.run_dir(row["id"]).agents == 2
+    finally:
+        store.close()
