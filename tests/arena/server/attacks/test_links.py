@@ -265,3 +265,18 @@ def test_install_never_writes_through_links_a_requirements_setup_py_planted(
     assert again["status"] == "completed", again
     assert outside.read_bytes() == PRECIOUS and not created.exists()
     _database_works(srv.data_dir)
+
+
+def test_a_linked_checkpoints_folder_is_neither_listed_nor_downloaded(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    victim = _victim(tmp_path, data)
+    plan = {"mode": "plant", "links": {"checkpoints": str(victim / "checkpoints")}}
+    with _attacker(tmp_path, data, plan) as srv:
+        api = Api(srv)
+        api.submit(manifest(200), experiment_name="thief")
+        assert api.wait("thief", {"COMPLETED", "FAILED"})["state"] == "COMPLETED"
+        answers = _probe_files(api, "thief")
+        listed = api.http.get(JOBS + "/checkpoints", params={"experiment_name": "thief"})
+        api.close()
+    assert listed.json()["data"] == []
+    assert all(r.headers.get("content-type") != "application/octet-stream" for r in answers)
