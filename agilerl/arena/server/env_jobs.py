@@ -26,6 +26,7 @@ from agilerl.arena.server import environments, nofollow, states
 from agilerl.arena.server.catalog import LATEST, NAME, Catalog
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.runs import untrusted_json
 from agilerl.arena.server.store import Row, Store
 
 #: where servers before the database kept bindings wrote them (read only for such rows).
@@ -151,8 +152,8 @@ def binding_of(row: Row, data_dir: Path) -> Binding | None:
 def _legacy_binding(row: Row, data_dir: Path) -> Binding | None:
     folder = data_dir / "experiments" / str(int(row["id"]))
     try:
-        data = json.loads(nofollow.read_bytes(folder, LEGACY_BINDING_FILE))
-    except (OSError, ValueError):
+        data = untrusted_json(nofollow.read_bytes(folder, LEGACY_BINDING_FILE))
+    except OSError:
         return None
     fields = ("name", "version", "source", "venv")
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in fields):

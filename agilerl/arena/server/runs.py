@@ -58,6 +58,15 @@ class Checkpoint:
                 "evaluation_score": self.evaluation_score, "created_at": self.created_at}
 
 
+def untrusted_json(text: bytes | str) -> Any:
+    """JSON a job could have written, or None when it is not JSON (or nests too deep to
+    parse: ``json`` raises RecursionError for that)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _number(data: dict[str, Any], keys: tuple[str, ...]) -> float | None:
     for key in keys:
         value = data.get(key)
@@ -103,7 +112,7 @@ class RunDir:
     def read_manifest(self) -> dict[str, Any]:
         """The job's copy of the manifest: only for importing experiments recorded before
         the database held its own copy (:meth:`.Scheduler.manifest_of`)."""
-        data = json.loads(nofollow.read_bytes(self.root, "manifest.json"))
+        data = untrusted_json(nofollow.read_bytes(self.root, "manifest.json"))
         return data if isinstance(data, dict) else {}
 
     # ---- checkpoints ------------------------------------------------------------------
@@ -124,8 +133,8 @@ class RunDir:
     def _checkpoint(self, folder: str, index: nofollow.Entry,
                     files: list[nofollow.Entry]) -> Checkpoint:
         try:
-            data = json.loads(nofollow.read_bytes(self.root, f"checkpoints/{index.rel}"))
-        except (OSError, ValueError):
+            data = untrusted_json(nofollow.read_bytes(self.root, f"checkpoints/{index.rel}"))
+        except OSError:
             data = {}
         data = data if isinstance(data, dict) else {}
         summary = data.get("summary")
@@ -316,10 +325,7 @@ class RunDir:
             return [], offset
         entries = []
         for line in chunk[: end + 1].splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
+            entry = untrusted_json(line)
             if isinstance(entry, dict):
                 entries.append(entry)
         return entries, offset + end + 1
@@ -392,8 +398,9 @@ class LogWriter:
 
 def _last_seq(path: Path) -> int:
     for line in _tail_lines(path):
+        entry = untrusted_json(line)
         try:
-            return int(json.loads(line)["seq"])
+            return int(entry["seq"])
         except (ValueError, KeyError, TypeError):
             continue
     return 0

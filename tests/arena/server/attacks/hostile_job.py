@@ -65,10 +65,14 @@ def widen(plan: dict, manifest: Path, ckpt: Path, resumed: bool) -> int:
 
 def plant(plan: dict, manifest: Path, ckpt: Path, run_dir: Path) -> int:
     """Replace this job's metrics, checkpoints and run folder with links to the files
-    ``plan["links"]`` names (``{relative path in the experiment folder: target}``)."""
+    ``plan["links"]`` names (``{relative path in the experiment folder: target}``) and
+    append ``plan["files"]`` (``{relative path: text}``)."""
     root = manifest.parent
-    for rel, target in plan["links"].items():
+    for rel, target in plan.get("links", {}).items():
         _link(root / rel, Path(target))
+    for rel, text in plan.get("files", {}).items():  # e.g. appended to the server's log
+        with (root / rel).open("a") as fh:
+            fh.write(text)
     for name, step in plan.get("checkpoints", {}).items():
         _checkpoint(ckpt, name, step)
     print("planted", flush=True)

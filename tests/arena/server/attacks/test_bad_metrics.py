@@ -58,3 +58,26 @@ def test_a_bad_metrics_file_never_wedges_a_job_or_the_api(tmp_path: Path, kind: 
     assert "decode" not in error and "0x" not in error, error
     assert not any(f"\\x{b:02x}" in error for b in secret), error
     assert row["state"] == "COMPLETED", status
+
+
+def test_deeply_nested_json_in_a_jobs_files_is_no_500(tmp_path: Path) -> None:
+    data, plan = tmp_path / "data", tmp_path / "plan.json"
+    deep = "[" * 200_000 + "]" * 200_000
+    plan.write_text(json.dumps({"mode": "plant", "checkpoints": {"step_1": 2},
+                                "files": {"logs.ndjson": deep + "\n"}}))
+    with running_server(tmp_path / "srv", data_dir=data, device_poll_interval_s=0,
+                        job_command=[sys.executable, str(HOSTILE), str(plan)]) as srv:
+        api = Api(srv)
+        api.submit(manifest(200), experiment_name="deep")
+        api.wait("deep", {"COMPLETED", "FAILED"})
+        index = data / "experiments" / "1" / "checkpoints" / "step_1" / "index.json"
+        index.write_text(deep)  # as the job could at any time
+        params = {"experiment_name": "deep"}
+        for path in (JOBS + "/status", JOBS + "/checkpoints", JOBS + "/logs",
+                     "/api/cli/v1/experiments/list"):
+            resp = api.http.get(path, params=params)
+            assert resp.status_code == 200, (path, resp.text[:300])
+        resp = api.post(JOBS + "/resume", {"experiment_name": "deep", "max_steps": 200})
+        assert resp.status_code == 200, resp.text
+        assert api.wait("deep", {"COMPLETED", "FAILED"})["attempt"] == 2
+        api.close()
