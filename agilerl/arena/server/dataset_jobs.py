@@ -10,13 +10,15 @@ is also named ``response_column``. Only the submitter's own datasets are looked 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server import nofollow
 from agilerl.arena.server.catalog import Catalog
 
 DATASET_FILE = "dataset.csv"
+#: datasets are uploads, far below this (``max_upload_bytes``); a cap on what is copied.
+MAX_DATASET_BYTES = 1 << 30
 
 
 def _is_llm(manifest: dict[str, Any]) -> bool:
@@ -51,4 +53,7 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any]) -> Path | 
 
 
 def copy_into(run_root: Path, source: Path) -> None:
-    shutil.copyfile(source, run_root / DATASET_FILE)
+    """Copy the dataset ``source`` (``datasets/<user>/<name>/data.csv``) into the new
+    experiment folder, neither end through a link."""
+    data = nofollow.read_bytes(source.parent, source.name, limit=MAX_DATASET_BYTES)
+    nofollow.write_atomic(run_root, DATASET_FILE, data)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import agilerl
+from agilerl.arena.server import nofollow
 
 if TYPE_CHECKING:
     from agilerl.arena.server.env_validation import ProcessGroups
@@ -147,9 +148,15 @@ def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: fl
     :raises InstallError: pip failed, ran past ``timeout_s``, or the venv grew past
         ``max_bytes``.
     """
-    scratch.mkdir(parents=True, exist_ok=True)
     req_file = scratch / "requirements.txt"
-    req_file.write_text("\n".join(requirements) + "\n")
+    try:
+        # code an earlier install ran (a setup.py) could write scratch/: a link it left
+        # there is replaced, never written through
+        nofollow.write_atomic(scratch.parent, f"{scratch.name}/requirements.txt",
+                              ("\n".join(requirements) + "\n").encode())
+    except OSError as exc:
+        raise InstallError(f"cannot write requirements.txt in the scratch folder: {exc}"
+                           ) from None
     cmd = [*confine, str(venv_python(venv)), "-m", "pip", "install", "--no-cache-dir",
            "--progress-bar", "off", "--no-warn-script-location", "-r", str(req_file)]
     proc = subprocess.Popen(cmd, cwd=scratch, env=_pip_env(scratch), stdin=subprocess.DEVNULL,

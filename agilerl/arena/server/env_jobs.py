@@ -4,9 +4,11 @@ A submitted manifest whose ``environment.name`` (and optional ``version``) names
 the submitter's uploaded environments is rewritten to run it: ``entrypoint`` and ``path``
 point at the validated version's source, ``config`` starts from its ``env_config``
 (keys the manifest gives win), and ``version`` (a field the local trainer does not take)
-is dropped. The experiment folder gets ``custom_env.json`` (:class:`Binding`), from which
-the scheduler runs the job with that environment's interpreter and lets the sandboxed job
-read its source and virtual environment.
+is dropped. The experiment's row keeps the :class:`Binding` (``experiments.custom_env``),
+from which the scheduler runs the job with that environment's interpreter and lets the
+sandboxed job read its source and virtual environment. It is never read from the
+experiment folder, which the job can rewrite: a binding there would let it choose what
+its next launch may read.
 
 Only the submitter's own environments are looked up, so a manifest can never name
 another user's upload.
@@ -20,13 +22,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agilerl.arena.server import environments, states
-from agilerl.arena.server.catalog import LATEST, Catalog
+from agilerl.arena.server import environments, nofollow, states
+from agilerl.arena.server.catalog import LATEST, NAME, Catalog
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.errors import ApiError
-from agilerl.arena.server.store import Store
+from agilerl.arena.server.runs import untrusted_json
+from agilerl.arena.server.store import Row, Store
 
-BINDING_FILE = "custom_env.json"
+#: where servers before the database kept bindings wrote them (read only for such rows).
+LEGACY_BINDING_FILE = "custom_env.json"
 
 
 @dataclass(frozen=True)
@@ -125,22 +129,45 @@ def _kind(manifest: dict[str, Any]) -> str | None:
     return kind if kind in ("gym", "pettingzoo") else None
 
 
-def write_binding(run_root: Path, binding: Binding) -> None:
-    (run_root / BINDING_FILE).write_text(json.dumps(asdict(binding)) + "\n")
+def binding_json(binding: Binding | None) -> str:
+    """How a run's binding is kept in ``experiments.custom_env`` (``null``: none)."""
+    return json.dumps(asdict(binding) if binding is not None else None)
 
 
-def read_binding(run_root: Path) -> Binding | None:
+def binding_of(row: Row, data_dir: Path) -> Binding | None:
+    """The uploaded environment the experiment ``row`` runs on, from the server's record.
+
+    Rows recorded before the database kept bindings (``custom_env`` NULL) fall back to
+    the experiment's ``custom_env.json``, trusted only when it names the owner's own
+    environment's folders exactly as the server lays them out, so a job that rewrote it
+    gains nothing its owner's uploads did not already give it.
+    """
+    raw = row.get("custom_env")
+    if raw is None:
+        return _legacy_binding(row, data_dir)
+    data = json.loads(raw)
+    return Binding(**data) if isinstance(data, dict) else None
+
+
+def _legacy_binding(row: Row, data_dir: Path) -> Binding | None:
+    folder = data_dir / "experiments" / str(int(row["id"]))
     try:
-        data = json.loads((run_root / BINDING_FILE).read_text())
-    except (OSError, ValueError):
+        data = untrusted_json(nofollow.read_bytes(folder, LEGACY_BINDING_FILE))
+    except OSError:
         return None
-    try:
-        return Binding(**data)
-    except TypeError:
+    fields = ("name", "version", "source", "venv")
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in fields):
         return None
+    binding = Binding(**{k: data[k] for k in fields})
+    if not (NAME.match(binding.name) and NAME.match(binding.version)):
+        return None
+    root = data_dir / "environments" / str(int(row["user_id"])) / binding.name / binding.version
+    if (binding.source, binding.venv) != (str(root / "source"), str(root / "venv")):
+        return None
+    return binding
 
 
-def active_users_of(store: Store, experiments_dir: Path, user_id: int, name: str,
+def active_users_of(store: Store, data_dir: Path, user_id: int, name: str,
                     version: str | None) -> list[str]:
     """Names of the user's waiting or running experiments that use the environment
     (any version when ``version`` is None)."""
@@ -148,7 +175,7 @@ def active_users_of(store: Store, experiments_dir: Path, user_id: int, name: str
     for row in store.in_states(states.ACTIVE):
         if row["user_id"] != user_id:
             continue
-        binding = read_binding(experiments_dir / str(row["id"]))
+        binding = binding_of(row, data_dir)
         if binding and binding.name == name and version in (None, binding.version):
             users.append(str(row["name"]))
     return users

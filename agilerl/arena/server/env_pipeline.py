@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server import nofollow
 from agilerl.arena.server.catalog import Catalog, Row
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.env_entrypoints import find_entrypoints
@@ -56,6 +57,11 @@ class EnvPaths:
     def installed(self) -> Path:
         """Written once the venv and its requirements are complete."""
         return self.venv / ".agilerl-installed"
+
+    def is_installed(self) -> bool:
+        """Whether :attr:`installed` is there as a regular file (a link does not count)."""
+        found = nofollow.entry(self.root, self.installed.relative_to(self.root))
+        return found is not None and found.kind == "file"
 
 
 class EnvService:
@@ -142,6 +148,15 @@ def exclusive(svc: EnvService, row: Row, stage: str, body: Iterator[bytes]) -> I
         svc.release(row["user_id"], row["name"], row["version"])
 
 
+def mark_installed(paths: EnvPaths) -> None:
+    """Write :attr:`EnvPaths.installed`. pip ran upload code (a setup.py) that could leave
+    a link there: it is replaced, never followed."""
+    try:
+        nofollow.write_atomic(paths.root, paths.installed.relative_to(paths.root), b"")
+    except OSError as exc:
+        raise InstallError(f"cannot mark the virtual environment installed: {exc}") from None
+
+
 def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
     """Create the venv and install the requirements; returns True on success."""
     paths = svc.paths(row)
@@ -163,12 +178,12 @@ def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
                                 max_bytes=cfg.env_max_venv_bytes, confine=confine,
                                 groups=svc.groups, cancel=cancel):
                 yield event("status", "install", "running", line, level="secondary-info")
+        mark_installed(paths)
     except InstallError as exc:
         svc.catalog.update_environment(row["id"], state="failed", error=str(exc))
         yield _failed("install", "INSTALL_FAILED", f"Installing the requirements failed: {exc}",
                       row, reason=str(exc))
         return False
-    paths.installed.touch()
     svc.catalog.update_environment(row["id"], state="installed")
     yield event("status", "install", "completed",
                 "Requirements installed" if requirements else "No requirements to install")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server import nofollow
 from agilerl.arena.server.env_install import venv_python
 
 _STDERR_LINES = 20
@@ -210,9 +211,14 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
                 sandbox: Sandbox, *, read: list[Path], groups: ProcessGroups,
                 cancel: threading.Event | None = None) -> Iterator[dict[str, Any] | Outcome]:
     """Run the checker; yield its per-check messages as they come, then an :class:`Outcome`."""
-    scratch.mkdir(parents=True, exist_ok=True)
     spec_file = scratch / "spec.json"
-    spec_file.write_text(json.dumps(spec))
+    try:
+        # the last check's code could write scratch/: a link it left there is replaced
+        nofollow.write_atomic(scratch.parent, f"{scratch.name}/spec.json",
+                              json.dumps(spec).encode())
+    except OSError as exc:
+        yield Outcome(False, code="SCRATCH_UNUSABLE", reason=f"cannot write spec.json: {exc}")
+        return
     cmd = [*sandbox.prefix(limits, read, [scratch]), str(venv_python(venv)), "-m",
            "agilerl.arena.server.env_checker", str(spec_file)]
     started = time.monotonic()

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 from starlette.datastructures import UploadFile
 
+from agilerl.arena.server import nofollow
 from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import Catalog, Row, check_name
@@ -148,10 +149,7 @@ async def create_dataset(request: Request, user: User = Depends(current_user)) -
     target = catalog.dataset_file(user.id, name)
     if catalog.dataset(user.id, name) is not None:
         raise ApiError(409, "DATASET_EXISTS", f"Dataset '{name}' already exists; delete it first")
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(target)
+    nofollow.write_atomic(catalog.dataset_root, target.relative_to(catalog.dataset_root), data)
     row = catalog.add_dataset(user.id, {
         "name": name, "category": category,
         "description": (text.get("description") or "")[:2000] or None,

@@ -250,7 +250,7 @@ class VersionRequest(BaseModel):
 def _validate_stream(svc: EnvService, row: Row, body: ValidateRequest,
                      cancel: threading.Event) -> Iterator[bytes]:
     started = time.monotonic()
-    installed = svc.paths(row).installed.exists()  # else an earlier install failed
+    installed = svc.paths(row).is_installed()  # else an earlier install failed
     if not installed and not (yield from install_stage(svc, row, cancel)):
         return
     entrypoint = yield from choose_entrypoint(svc, row, body.entrypoint)
@@ -312,7 +312,7 @@ def delete(body: VersionRequest, request: Request,
     if not rows:
         what = f"Environment '{name}'" + (f" version '{wanted}'" if wanted else "")
         raise ApiError(404, "ENVIRONMENT_NOT_FOUND", f"{what} not found")
-    using = env_jobs.active_users_of(ctx.store, ctx.config.experiments_dir, user.id, name,
+    using = env_jobs.active_users_of(ctx.store, ctx.config.data_dir, user.id, name,
                                      wanted)
     if using:
         raise ApiError(409, "ENVIRONMENT_IN_USE",
@@ -348,7 +348,7 @@ def duplicate(body: DuplicateRequest, request: Request,
         row = ctx.catalog.add_environment(user.id, {**copied, "version": new_version})
         old, new = svc.paths(source), svc.paths(row)
         try:
-            shutil.copytree(old.source, new.source)
+            shutil.copytree(old.source, new.source, symlinks=True)  # never a link's target
             if old.venv.is_dir():
                 copy_venv(old.venv, new.venv)
         except OSError as exc:

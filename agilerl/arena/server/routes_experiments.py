@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -19,7 +20,7 @@ from agilerl.arena.server.errors import ApiError, invalid_state
 from agilerl.arena.server.events import NDJSON
 from agilerl.arena.server.events import event as _event
 from agilerl.arena.server.routes_catalog import blank, flag, integer
-from agilerl.arena.server.runs import RunDir
+from agilerl.arena.server.runs import MetricsUnreadable, RunDir
 from agilerl.arena.server.store import Row
 
 router = APIRouter()
@@ -238,17 +239,18 @@ def resume(body: ResumeRequest, request: Request,
     if latest is None:
         raise ApiError(409, "NO_CHECKPOINT",
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
-    manifest = run.read_manifest()
+    manifest = ctx.scheduler.manifest_of(row)  # the server's copy, not the job's file
     manifest.setdefault("training", {})["max_steps"] = body.max_steps
     policy.check_budget(policy.budget(manifest), ctx.config.max_total_steps,
                         ctx.config.max_envs)
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
                        limit=ctx.config.max_active_jobs_per_user)
-    run.write_manifest(manifest)
+    # the launch rewrites the job's manifest.json from this copy
     if ctx.store.transition(row["id"], states.QUEUED, reason=f"resumed from {latest.name}",
                             only_from=tuple(states.TERMINAL), attempt=row["attempt"] + 1,
-                            max_steps=body.max_steps, error=None) is None:
+                            max_steps=body.max_steps, error=None,
+                            manifest=json.dumps(manifest, allow_nan=False)) is None:
         current = ctx.store.experiment(row["id"]) or row
         raise invalid_state(row["name"], current["state"], "resume")
     ctx.scheduler.wake()
@@ -283,7 +285,12 @@ def download_checkpoint(request: Request, experiment_name: str | None = None,
         what = f"Checkpoint '{wanted}'" if wanted else "A checkpoint"
         raise ApiError(404, "CHECKPOINT_NOT_FOUND",
                        f"{what} not found for experiment '{row['name']}'")
-    data = run.checkpoint_archive(chosen)
+    try:
+        data = run.checkpoint_archive(chosen)
+    except OSError:  # the job changed it while it was packed
+        raise ApiError(409, "CHECKPOINT_CHANGED",
+                       f"Checkpoint '{chosen.name}' changed while it was packed; try again"
+                       ) from None
     filename = re.sub(r"[^A-Za-z0-9._-]", "_", f"{row['name']}_{chosen.name}") + ".tar.gz"
     return Response(data, media_type="application/octet-stream",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
@@ -314,7 +321,12 @@ def metrics(request: Request, experiment_name: str | None = None, project: str |
     if not names:
         raise ApiError(404, "METRICS_NOT_FOUND",
                        f"No metrics recorded yet for experiment '{row['name']}'")
-    text = run.metrics_csv(_wanted_metrics(names, metric), min(rows, MAX_PREVIEW_ROWS))
+    try:
+        text = run.metrics_csv(_wanted_metrics(names, metric), min(rows, MAX_PREVIEW_ROWS))
+    except MetricsUnreadable as exc:
+        raise ApiError(422, "METRICS_UNREADABLE",
+                       f"The metrics of experiment '{row['name']}' cannot be read: {exc}"
+                       ) from None
     filename = re.sub(r"[^A-Za-z0-9._-]", "_", row["name"]) + "_metrics.csv"
     return Response(text, media_type="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import shutil
@@ -41,6 +42,7 @@ import agilerl
 from agilerl.arena.server import states
 from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
+from agilerl.arena.server.env_jobs import Binding, binding_json, binding_of
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.store import Row, Store
@@ -115,7 +117,27 @@ class Scheduler:
         self.cluster = RayCluster(config.ray_address) if config.ray_address else None
 
     def run_dir(self, exp_id: int) -> RunDir:
-        return RunDir(self.config.experiments_dir / str(exp_id))
+        row = self.store.experiment(exp_id)
+        agents = _agents(self.manifest_of(row)) if row is not None else 1
+        return RunDir(self.config.experiments_dir / str(exp_id), agents)
+
+    def manifest_of(self, row: Row) -> dict[str, Any]:
+        """The server's copy of an experiment's manifest (``experiments.manifest``), from
+        which each launch rewrites the job's ``manifest.json``.
+
+        A row recorded before the database kept it imports the job's copy once.
+        """
+        if row.get("manifest") is not None:
+            data = json.loads(row["manifest"])
+        else:
+            folder = RunDir(self.config.experiments_dir / str(row["id"]))
+            try:
+                data = folder.read_manifest()
+            except (OSError, ValueError):
+                return {}
+            self.store.update(int(row["id"]), manifest=json.dumps(data))
+            row["manifest"] = json.dumps(data)
+        return data if isinstance(data, dict) else {}
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -209,11 +231,15 @@ class Scheduler:
             self._launch(row)
 
     def _command(self, row: Row, run: RunDir) -> list[str]:
-        manifest = run.read_manifest()
-        training = manifest.get("training") or {}
+        # Built from the server's copies only: the job may have rewritten any file of its
+        # folder (manifest.json included) to widen its next launch.
+        manifest = self.manifest_of(row)
+        manifest.setdefault("training", {})["max_steps"] = int(row["max_steps"])
+        run.write_manifest(manifest)
+        training = manifest["training"]
         every = training.get("checkpoint_steps") or max(
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
-        job_command, readable = custom_env_command(run, self.config.job_command)
+        job_command, readable = custom_env_command(self._binding(row), self.config.job_command)
         program = job_command[0]
         if self.sandbox_abi and shutil.which(program, path=os.environ.get("PATH")) is None:
             # the wrapper would start and then fail to exec it: say so as Popen would
@@ -233,6 +259,14 @@ class Scheduler:
             # the resumed trainer appends from the checkpoint's step on
             run.trim_metrics(latest.total_steps)
         return cmd
+
+    def _binding(self, row: Row) -> Binding | None:
+        """The uploaded environment the run uses (:func:`.env_jobs.binding_of`); a row
+        older than ``experiments.custom_env`` has it recorded there on first launch."""
+        binding = binding_of(row, self.config.data_dir)
+        if row.get("custom_env") is None:
+            self.store.update(int(row["id"]), custom_env=binding_json(binding))
+        return binding
 
     def _ray_writes(self) -> list[str]:
         """A sandboxed job's Ray driver writes its logs in the cluster's temp folder."""
@@ -347,7 +381,7 @@ class Scheduler:
         latest = run.latest_checkpoint()
         if latest is not None:
             found.append(latest.total_steps)
-        return max(found) // run.agents() if found else None
+        return max(found) // run.agents if found else None
 
     # ---- stopping ---------------------------------------------------------------------
 
@@ -374,20 +408,30 @@ class Scheduler:
             return list(self._jobs)
 
 
-def custom_env_command(run: RunDir, job_command: list[str]) -> tuple[list[str], list[str]]:
-    """The job command for ``run`` and the sandbox's ``--read`` arguments: an uploaded
-    environment's runs use its interpreter and may read its source and venv
+def custom_env_command(binding: Binding | None,
+                       job_command: list[str]) -> tuple[list[str], list[str]]:
+    """The job command and the sandbox's ``--read`` arguments for a run on ``binding``:
+    an uploaded environment's runs use its interpreter and may read its source and venv
     (:mod:`.env_jobs`)."""
-    from agilerl.arena.server.env_jobs import read_binding
-
-    binding = read_binding(run.root)
     if binding is None:
         return list(job_command), []
     return binding.command(job_command), [a for p in binding.readable() for a in ("--read", p)]
 
 
+def _agents(manifest: dict[str, Any]) -> int:
+    """The population size a manifest asks for (1 when it says none).
+
+    The trainer counts steps for the whole population (``train/global_step``) while
+    ``training.max_steps`` is per agent; steps shown to users are divided by this.
+    """
+    training = manifest.get("training") or {}
+    size = training.get("pop_size", training.get("population_size", 1)) \
+        if isinstance(training, dict) else 1
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+
+
 def _last_stderr(run: RunDir) -> str:
-    entries, _ = run.read_logs(max(0, run.logs.stat().st_size - 8192) if run.logs.exists() else 0)
+    entries, _ = run.read_logs(max(0, run.log_size() - 8192))
     for entry in reversed(entries):
         if entry.get("stream") == "stderr" and str(entry.get("message", "")).strip():
             return str(entry["message"]).strip()[:300]

@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS experiments (
     started_at TEXT,
     finished_at TEXT,
     updated_at TEXT NOT NULL,
+    manifest TEXT,
+    custom_env TEXT,
     UNIQUE (project_id, name)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS experiments_idempotency
@@ -98,6 +100,12 @@ CREATE TABLE IF NOT EXISTS transitions (
 CREATE INDEX IF NOT EXISTS transitions_experiment ON transitions (experiment_id, id);
 """
 
+#: experiments columns added after databases were first created: ``(name, type)``, added
+#: to an older database when it is opened. ``manifest`` is the server's copy of the run
+#: manifest (JSON) and ``custom_env`` the uploaded environment a run uses (JSON, ``null``
+#: for none): what a (re)launch is built from, kept here because the job can rewrite
+#: anything in its experiment folder. Both are SQL NULL only in rows older than them.
+_ADDED_COLUMNS = (("manifest", "TEXT"), ("custom_env", "TEXT"))
 Row = dict[str, Any]
 _ACTIVE = tuple(sorted(states.ACTIVE))
 _ACTIVE_MARKS = ",".join("?" * len(_ACTIVE))
@@ -128,6 +136,10 @@ class Store:
         self._db.execute("PRAGMA busy_timeout=5000")
         with self._lock:
             self._db.executescript(_SCHEMA)
+            have = {r["name"] for r in self._db.execute("PRAGMA table_info(experiments)")}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE experiments ADD COLUMN {name} {kind}")
         self.path.chmod(0o600)
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import dataset_jobs, env_jobs, environments, policy, states
+from agilerl.arena.server import dataset_jobs, env_jobs, environments, nofollow, policy, states
 from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -224,6 +224,9 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         "environment": (manifest.get("environment") or {}).get("name"),
         "resource_id": resource, "num_nodes": nodes, "max_steps": max_steps,
         "pop_size": pop_size, "idempotency_key": idempotency_key,
+        # what every launch is built from: the server's copies, never the job's files
+        "manifest": json.dumps(manifest, allow_nan=False),
+        "custom_env": env_jobs.binding_json(req.custom_env),
     }
     row, created = _insert(ctx, req, manifest, fields)
     if not created:
@@ -232,9 +235,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
     try:
         run.create(manifest)
         if req.reward_file is not None:
-            (run.root / "reward.py").write_bytes(req.reward_file)
-        if req.custom_env is not None:
-            env_jobs.write_binding(run.root, req.custom_env)
+            nofollow.write_atomic(run.root, "reward.py", req.reward_file)
         if req.dataset_file is not None:
             dataset_jobs.copy_into(run.root, req.dataset_file)
     except OSError as exc:
