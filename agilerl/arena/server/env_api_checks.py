@@ -1,14 +1,18 @@
 """The Gymnasium and PettingZoo API checks :mod:`.env_checker` runs on an upload.
 
 Each check method returns its warnings or raises :class:`CheckFailed` saying what is
-wrong (``reset() observation has shape (3,), but the space declares (1,)``). Imported
-only inside the checker process, in the environment's own virtual environment.
+wrong (``reset() observation has shape (3,), but the space declares (1,)``). The ``env``
+they check is the checker's stand-in for the hosted environment: its spaces were rebuilt
+from their description and its ``reset``/``step`` return the values the host sent, so the
+checks judge data only and never run upload code.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from agilerl.arena.server.env_wire import UnsupportedSpace, type_name
 
 
 class CheckFailed(Exception):
@@ -21,8 +25,11 @@ class CheckFailed(Exception):
 def _space_check(space: Any, what: str) -> list[str]:
     from gymnasium import spaces
 
+    if isinstance(space, UnsupportedSpace):
+        raise CheckFailed(f"{what} is {space.text}; this server checks Box, Discrete,"
+                          " MultiDiscrete, MultiBinary, Dict and Tuple spaces")
     if not isinstance(space, spaces.Space):
-        raise CheckFailed(f"{what} must be a gymnasium.spaces.Space, got {type(space).__name__}")
+        raise CheckFailed(f"{what} must be a gymnasium.spaces.Space, got {type_name(space)}")
     warnings = []
     if isinstance(space, spaces.Box):
         if not (math.prod(space.shape) > 0 if space.shape else True):
@@ -39,7 +46,7 @@ def _describe(value: Any) -> str:
 
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"
-    return f"{type(value).__name__} {value!r}"[:200]
+    return f"{type_name(value)} {value!r}"[:200]
 
 
 def _in_space(value: Any, space: Any, what: str) -> None:
