@@ -13,6 +13,7 @@ as frames of :mod:`.env_wire` (JSON and numpy arrays, never pickle):
 * ``spaces``: its action and observation spaces (per agent for PettingZoo);
 * ``reset`` (seed) and ``step`` (action): what the environment returned, and its
   ``agents`` after the call for PettingZoo;
+* ``run`` (actions, count): step that often, for the profile, and answer nothing;
 * ``close``: close it and exit.
 
 An answer is ``{"value": ...}`` or ``{"error": TEXT}`` when the environment raised. What
@@ -122,13 +123,31 @@ class Host:
     def step(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
         return self._after(self.env.step(Decoder(blobs).decode(request.get("action"))))
 
+    def run(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
+        """``count`` steps with the checker's actions, taken in turn (the profile, which
+        would otherwise time the pipe rather than the environment); an episode that ends
+        is reset."""
+        actions = Decoder(blobs).decode(request.get("action"))
+        env = self.env
+        for i in range(int(request.get("count") or 0)):
+            action = actions[i % len(actions)]
+            if self.multi_agent:
+                if not env.agents:
+                    env.reset()
+                env.step({a: action[a] for a in env.agents})
+            else:
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+        return None
+
 
 def _answer(host: Host, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
     op = request.get("op")
     handlers = {"load": host.load, "make": host.make, "describe": host.describe,
                 "spaces": host.spaces, "reset": host.reset}
-    if op == "step":
-        return {"value": host.step(request, blobs)}
+    if op in ("step", "run"):
+        return {"value": (host.step if op == "step" else host.run)(request, blobs)}
     if op not in handlers:
         return {"error": f"unknown request {str(op)[:40]!r}"}
     return {"value": handlers[str(op)](request)}
