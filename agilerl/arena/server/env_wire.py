@@ -16,7 +16,8 @@ JSON can say them; everything else is a tagged object ``{"$": TAG, ...}``:
 * anything else: ``{"$": "opaque", "type": NAME, "repr": TEXT}``, which the checker sees
   as an :class:`Opaque` (never as the object itself).
 
-The reader refuses frames over :data:`MAX_FRAME_BYTES`, documents nested deeper than
+The reader refuses frames over :data:`MAX_FRAME_BYTES` (documents over
+:data:`MAX_DOC_BYTES`) before reading them, documents nested deeper than
 :data:`MAX_DEPTH` and arrays of object dtype; a refused frame is a :class:`WireError`.
 """
 
@@ -33,6 +34,9 @@ from typing import Any
 
 #: largest frame either side accepts (an observation, an info dict, a space's bounds).
 MAX_FRAME_BYTES = 64 << 20
+#: largest JSON document of a frame: arrays travel beside it, so it only holds structure
+#: (and bounds what parsing it may cost the checker's memory: ~8 bytes per item).
+MAX_DOC_BYTES = 4 << 20
 #: deepest nesting of values (and of their JSON) either side writes or reads.
 MAX_DEPTH = 24
 MAX_BLOBS = 1 << 16
@@ -270,12 +274,19 @@ def _simple_space(kind: str, f: dict[str, Any]) -> Any:
 # ---- frames ----------------------------------------------------------------------------
 
 
+def _check_length(length: int) -> None:
+    if length > MAX_DOC_BYTES:
+        raise WireError(f"the frame's JSON of {length} bytes is over the limit of"
+                        f" {MAX_DOC_BYTES}")
+
+
 def pack(message: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     """One frame: ``message`` (JSON-able) and its arrays."""
     blobs = blobs or []
     doc = json.dumps({**message, "blobs": [len(b) for b in blobs]},
                      allow_nan=True, separators=(",", ":")).encode()
     size = 4 + len(doc) + sum(map(len, blobs))
+    _check_length(len(doc))
     if size > MAX_FRAME_BYTES or len(blobs) > MAX_BLOBS:
         raise WireError(f"a frame of {size} bytes is over the limit of {MAX_FRAME_BYTES}")
     return b"".join([struct.pack(">I", len(doc)), doc, *blobs])
@@ -313,8 +324,7 @@ def read_frame(stream: Any) -> tuple[dict[str, Any], list[bytes]] | None:
         (length,) = struct.unpack(">I", exactly(4))
     except HostGone:
         return None
-    if length > MAX_FRAME_BYTES:
-        raise WireError(f"the frame is over the limit of {MAX_FRAME_BYTES} bytes")
+    _check_length(length)
     message, sizes = unpack_header(exactly(length))
     return message, [exactly(size) for size in sizes]
 
@@ -349,8 +359,7 @@ class PipeReader:
 
     def read(self) -> tuple[dict[str, Any], list[bytes]]:
         (length,) = struct.unpack(">I", self._exactly(4))
-        if length > MAX_FRAME_BYTES:
-            raise WireError(f"the frame is over the limit of {MAX_FRAME_BYTES} bytes")
+        _check_length(length)
         message, sizes = unpack_header(self._exactly(length))
         return message, [self._exactly(size) for size in sizes]
 

@@ -163,3 +163,58 @@ def test_the_profile_is_measured_not_reported(custom: Any) -> None:
     assert profile["steps_per_second"] != FORGED_SPEED, profile
     assert 0 < profile["steps_per_second"] < 10_000_000, profile
     assert profile["peak_rss_gb"] > 0.001, profile  # a Python process is bigger than 1 MB
+
+
+#: the host's encoder is patched to send its observation as a pickle whose loading runs
+#: code (it writes the file named in the config): the checker must refuse it unread.
+SENDS_A_PICKLE = LINE_WORLD + '''
+
+import io as _io
+import sys as _sys
+
+import numpy as _np
+
+_wire = _sys.modules.get("agilerl.arena.server.env_wire")
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('owned')",))
+
+
+if _wire is not None:
+    _encode = _wire.Encoder.encode
+
+    def _evil(self, value, depth=0):
+        if isinstance(value, _Payload):
+            buf = _io.BytesIO()
+            _np.save(buf, _np.array([value], dtype=object), allow_pickle=True)
+            self.blobs.append(buf.getvalue())
+            return {"$": "nd", "blob": len(self.blobs) - 1}
+        return _encode(self, value, depth)
+    _wire.Encoder.encode = _evil
+
+
+class Forger(LineWorld):
+    def __init__(self, marker="", **kwargs):
+        super().__init__(**kwargs)
+        self.marker = marker
+
+    def reset(self, *, seed=None, options=None):
+        return _Payload(self.marker), {}
+'''
+
+
+def test_a_pickle_from_the_environment_is_refused_unread(custom: Any, tmp_path: Any) -> None:
+    _, api = custom
+    marker = tmp_path / "owned-by-a-pickle"
+    resp = upload(api, "Pickler", {"line_world.py": SENDS_A_PICKLE},
+                  entrypoint="line_world:Forger", env_config=f"marker: {marker}\n")
+    failed = last(resp)
+    assert failed["status"] == "failed" and failed["detail"]["check"] == "Reset", failed
+    assert "malformed data" in failed["detail"]["reason"], failed
+    assert "without objects" in failed["detail"]["reason"], failed  # it reached the reader
+    assert not marker.exists()
