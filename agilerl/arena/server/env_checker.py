@@ -391,6 +391,10 @@ def drive(spec: dict[str, Any], remote: Remote, emit: Emit) -> None:
             result = validate(spec, remote, checker)
     except (HostGone, Stopped):
         return
+    except Exception as exc:  # noqa: BLE001 - never leave the run without a verdict
+        checker.fail(checker.current or "Environment class path",
+                     f"the server's checker failed: {type(exc).__name__}: {exc}")
+        return
     if result is not None:
         emit({"result": result})
 
