@@ -44,6 +44,9 @@ _ERROR_CHARS = 2000
 #: while it takes under _BATCH_S).
 _POOL, _MAX_BATCH, _BATCH_S = 64, 4096, 0.05
 Emit = Callable[[dict[str, Any]], None]
+#: ``reset`` was called without ``options`` (the host then passes none: not every
+#: environment's ``reset`` takes it).
+_ABSENT: Any = object()
 
 
 class Remote:
@@ -107,8 +110,8 @@ class RemoteGymEnv:
     def observation_space(self) -> Any:
         return _entry(self._spaces.get("observation"), 0)
 
-    def reset(self, *, seed: int | None = None, options: None = None) -> Any:
-        return _out(self._remote.call("reset", seed=seed))
+    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+        return _out(self._remote.call("reset", seed=seed, options=options is not _ABSENT))
 
     def step(self, action: Any) -> Any:
         return _out(self._remote.call("step", action=action))
@@ -143,8 +146,9 @@ class RemoteParallelEnv:
         self.agents = agents
         return _out(answer)
 
-    def reset(self, *, seed: int | None = None, options: None = None) -> Any:
-        return self._after(self._remote.call("reset", seed=seed))
+    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+        return self._after(self._remote.call("reset", seed=seed,
+                                             options=options is not _ABSENT))
 
     def step(self, actions: Any) -> Any:
         return self._after(self._remote.call("step", action=actions))

@@ -143,21 +143,23 @@ class Encoder:
         spaces = sys.modules.get("gymnasium.spaces")  # imported if the env uses spaces at all
         if spaces is None or not isinstance(value, spaces.Space):
             return None
-        kind = type(value).__name__
+        # a subclass is described (and checked) as the Gymnasium space it derives from
         fields: dict[str, Any]
-        if type(value) is spaces.Box:
-            fields = {"low": self.encode(value.low), "high": self.encode(value.high)}
-        elif type(value) is spaces.Discrete:
-            fields = {"n": int(value.n), "start": int(value.start)}
-        elif type(value) is spaces.MultiDiscrete:
-            fields = {"nvec": self.encode(value.nvec), "start": self.encode(value.start)}
-        elif type(value) is spaces.MultiBinary:
-            fields = {"n": self.encode(value.n)}
-        elif type(value) in (spaces.Dict, spaces.Tuple):
-            items = value.spaces.items() if type(value) is spaces.Dict else enumerate(value)
+        if isinstance(value, spaces.Box):
+            kind, fields = "Box", {"low": self.encode(value.low), "high": self.encode(value.high)}
+        elif isinstance(value, spaces.Discrete):
+            kind, fields = "Discrete", {"n": int(value.n), "start": int(value.start)}
+        elif isinstance(value, spaces.MultiDiscrete):
+            kind, fields = "MultiDiscrete", {"nvec": self.encode(value.nvec),
+                                             "start": self.encode(value.start)}
+        elif isinstance(value, spaces.MultiBinary):
+            kind, fields = "MultiBinary", {"n": self.encode(value.n)}
+        elif isinstance(value, spaces.Dict | spaces.Tuple):
+            kind = "Dict" if isinstance(value, spaces.Dict) else "Tuple"
+            items = value.spaces.items() if kind == "Dict" else enumerate(value.spaces)
             fields = {"items": [[self.encode(k), self.encode(s, depth + 1)] for k, s in items]}
         else:
-            return {"$": "space", "kind": "unsupported", "type": kind}
+            return {"$": "space", "kind": "unsupported", "type": type(value).__name__}
         dtype = getattr(value, "dtype", None)
         return {"$": "space", "kind": kind, "dtype": None if dtype is None else str(dtype),
                 **fields}

@@ -152,3 +152,12 @@ def test_the_pipe_reader_stops_when_told_or_when_the_writer_is_gone() -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_subclassed_space_is_checked_as_the_space_it_derives_from() -> None:
+    class Unit(spaces.Box):
+        def __init__(self) -> None:
+            super().__init__(0.0, 1.0, shape=(2,), dtype=np.float32)
+
+    back = round_trip(Unit())
+    assert type(back) is spaces.Box and back == spaces.Box(0.0, 1.0, (2,), np.float32)
