@@ -157,6 +157,8 @@ class _Progress:
 
 
 _CANCEL_POLL_S = 0.25
+#: how long a host that went away may take to exit (to learn why from its status)
+_EXIT_GRACE_S = 5
 
 
 def _relay(messages: queue.Queue[dict[str, Any] | None], deadline: float, limits: Limits,
@@ -193,11 +195,15 @@ def _relay(messages: queue.Queue[dict[str, Any] | None], deadline: float, limits
             progress.verdict = Outcome(True, result=message["result"])
 
 
-def _final(progress: _Progress, code: int, limits: Limits,
+def _final(progress: _Progress, code: int | None, limits: Limits,
            stderr: collections.deque[str]) -> Outcome:
+    """The checker's verdict; when it has none, why the host went away (its exit status
+    only explains that: it never decides a check), ``code`` None when it had closed its
+    pipe yet stayed alive until killed."""
     verdict = progress.verdict
-    if verdict is None:  # the host's exit status only explains why it went away
-        kind, reason = _death(code, limits, stderr)
+    if verdict is None:
+        kind, reason = ("VALIDATION_FAILED", "the environment's process closed its pipe to"
+                        " the checker") if code is None else _death(code, limits, stderr)
         verdict = Outcome(False, check=progress.current, code=kind, reason=reason)
     if not verdict.ok and verdict.code == "VALIDATION_FAILED" and "MemoryError" in verdict.reason:
         verdict.code = "MEMORY_LIMIT"
@@ -238,11 +244,13 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
         stop.set()
         if progress.verdict is not None or not progress.ended:
             _signal_group(proc.pid, signal.SIGKILL)  # checked, timed out, or abandoned
+        code: int | None
         try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            code = proc.wait(timeout=_EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:  # it stopped answering, yet lives on
             _signal_group(proc.pid, signal.SIGKILL)
-            code = proc.wait()
+            proc.wait()
+            code = None
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
         groups.discard(proc.pid)
         for t in threads:

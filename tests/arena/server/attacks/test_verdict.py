@@ -218,3 +218,44 @@ def test_a_pickle_from_the_environment_is_refused_unread(custom: Any, tmp_path: 
     assert "malformed data" in failed["detail"]["reason"], failed
     assert "without objects" in failed["detail"]["reason"], failed  # it reached the reader
     assert not marker.exists()
+
+
+#: step() ends the process with status 0 and no word: the check it was in fails.
+EXITS_0_IN_STEP = LINE_WORLD + '''
+
+class Forger(LineWorld):
+    def step(self, action):
+        import os
+        os._exit(0)
+'''
+
+#: step() closes every pipe it holds (the answers among them) and sleeps on.
+CLOSES_ITS_PIPES = LINE_WORLD + '''
+
+class Forger(LineWorld):
+    def step(self, action):
+        import os, stat, time
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if stat.S_ISFIFO(os.fstat(int(name)).st_mode) and int(name) > 2:
+                    os.close(int(name))
+            except OSError:
+                pass
+        time.sleep(3600)
+'''
+
+
+@pytest.mark.parametrize("source, words", [
+    (EXITS_0_IN_STEP, "exited with code 0"),
+    (CLOSES_ITS_PIPES, "closed its pipe"),
+])
+def test_a_host_that_goes_away_fails_the_check_it_was_in(custom: Any, source: str,
+                                                          words: str) -> None:
+    _, api = custom
+    resp = upload(api, "Quitter", {"line_world.py": source}, entrypoint="line_world:Forger")
+    failed = last(resp)
+    assert failed["status"] == "failed" and failed["detail"]["check"] == "Step", failed
+    assert failed["detail"]["error_code"] == "VALIDATION_FAILED", failed
+    assert words in failed["detail"]["reason"], failed
+    shown = [e for e in ndjson(resp.text) if e["kind"] == "check" and e["message"] == "Step"]
+    assert shown and shown[-1]["detail"]["result"]["success"] is False
