@@ -9,7 +9,8 @@ every answer with the checks of :mod:`.env_api_checks`. So the verdict is comput
 no upload code runs: whatever the environment does to its own process (patch it, print,
 write to its pipes, exit 0) can at most make a check fail. A host that dies or answers
 malformed data fails the check that was running; the profile's figures are measured here
-(steps/s through the pipe) and from outside the host (its CPU time and memory in /proc).
+(steps/s of the batches of steps it asks for) and from outside the host (its CPU time
+and memory, in /proc).
 
 :func:`drive` reports as it goes, through ``emit``:
 

@@ -33,6 +33,7 @@ from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.env_wire import PipeReader
 
 _STDERR_LINES = 20
+_LINE_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,10 @@ def _drive(spec: dict[str, Any], remote: Remote, sink: queue.Queue[dict[str, Any
 
 
 def _tail(pipe: Any, keep: collections.deque[str]) -> None:
-    for line in pipe:
+    # read in bounded pieces: a host may print gigabytes without a newline
+    for line in iter(lambda: pipe.readline(_LINE_CHARS), ""):
         if line.strip():
-            keep.append(line.rstrip()[:500])
+            keep.append(line.rstrip())
 
 
 def _signal_group(pid: int, sig: int) -> None:
