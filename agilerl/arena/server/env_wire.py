@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import select
 import struct
@@ -170,10 +171,19 @@ class Encoder:
 
 def _load_npy(blob: bytes) -> Any:
     import numpy as np
+    from numpy.lib import format as npy
 
     try:
+        stream = io.BytesIO(blob)
+        version = npy.read_magic(stream)
+        read_header = npy.read_array_header_1_0 if version == (1, 0) else \
+            npy.read_array_header_2_0
+        shape, _, dtype = read_header(stream)
+        # numpy allocates the declared size before reading: it must be what was sent
+        if dtype.hasobject or math.prod(shape) * dtype.itemsize > len(blob) - stream.tell():
+            raise ValueError(f"it declares {shape} of {dtype}, more than its bytes")
         return np.load(io.BytesIO(blob), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, TypeError, OSError, EOFError) as exc:
         raise WireError(f"an array is not a valid .npy without objects: {exc}") from None
 
 

@@ -98,6 +98,17 @@ def test_a_pickle_in_an_array_is_refused_not_run(tmp_path: Path) -> None:
     assert not (tmp_path / "owned").exists()
 
 
+def test_an_array_larger_than_its_bytes_is_refused_before_numpy_allocates_it() -> None:
+    from numpy.lib import format as npy
+
+    blob = io.BytesIO()
+    npy.write_array_header_1_0(blob, {"descr": "<f8", "fortran_order": False,
+                                      "shape": (10**12,)})
+    blob.write(b"\0" * 32)
+    with pytest.raises(WireError, match="more than its bytes"):
+        Decoder([blob.getvalue()]).decode({"$": "nd", "blob": 0})
+
+
 @pytest.mark.parametrize("tree, words", [
     ({"$": "nd", "blob": 3}, "no blob"),
     ({"$": "code", "src": "print(1)"}, "unknown tag"),
