@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agilerl.arena.server.env_api_checks import CheckFailed, GymChecks, ParallelChecks
 from agilerl.arena.server.env_wire import (
+    MAX_FRAME_BYTES,
     Decoder,
     Encoder,
     HostGone,
@@ -44,6 +45,8 @@ _ERROR_CHARS = 2000
 #: the profile's random actions, and how many steps one request asks for (a batch doubles
 #: while it takes under _BATCH_S).
 _POOL, _MAX_BATCH, _BATCH_S = 64, 4096, 0.05
+#: most steps of a random rollout one request asks for (each is checked here).
+_MAX_ROLLOUT_BATCH = 64
 Emit = Callable[[dict[str, Any]], None]
 #: ``reset`` was called without ``options`` (the host then passes none: not every
 #: environment's ``reset`` takes it).
@@ -55,6 +58,13 @@ class Remote:
 
     def __init__(self, pid: int, reader: PipeReader, write_fd: int) -> None:
         self.pid, self.reader, self.write_fd = pid, reader, write_fd
+        self.last_frame_bytes = 0
+
+    def batch(self, steps: int) -> int:
+        """How many steps to ask for at once: ``steps`` or fewer, so that an answer of
+        steps like the last ones stays well under the frame limit."""
+        per_step = max(self.last_frame_bytes, 1)
+        return max(1, min(steps, _MAX_ROLLOUT_BATCH, MAX_FRAME_BYTES // 4 // per_step))
 
     def call(self, op: str, **fields: Any) -> Any:
         """Send one request; the decoded value of the answer, or :class:`CheckFailed` when
@@ -65,6 +75,7 @@ class Remote:
         write_all(self.write_fd, pack({"op": op, **fields}, encoder.blobs), self.reader.stop)
         try:
             answer, blobs = self.reader.read()
+            self.last_frame_bytes = sum(map(len, blobs)) + len(blobs) * 64
             if "error" in answer:
                 raise CheckFailed(str(answer["error"])[:_ERROR_CHARS])
             if "value" not in answer:
@@ -97,6 +108,17 @@ def _out(answer: Any) -> Any:
     return answer["out"]
 
 
+def _batch(answer: Any, asked: int) -> Iterator[Any]:
+    """The steps of a ``steps`` answer, then the environment's error if it raised."""
+    outs = _out(answer)
+    failed = answer.get("error") is not None
+    if not isinstance(outs, list) or len(outs) > asked or not (outs or failed):
+        raise _malformed("a batch of steps is empty or longer than asked")
+    yield from outs
+    if failed:
+        raise CheckFailed(str(answer["error"])[:_ERROR_CHARS])
+
+
 class RemoteGymEnv:
     """Stands in for a hosted ``gymnasium.Env`` in :class:`GymChecks`."""
 
@@ -116,6 +138,13 @@ class RemoteGymEnv:
 
     def step(self, action: Any) -> Any:
         return _out(self._remote.call("step", action=action))
+
+    def batch(self, steps: int) -> int:
+        return self._remote.batch(steps)
+
+    def steps(self, actions: list[Any]) -> Iterator[Any]:
+        """What each step returned, one step per action until the episode ended."""
+        yield from _batch(self._remote.call("steps", action=actions), len(actions))
 
 
 class RemoteParallelEnv:
@@ -153,6 +182,16 @@ class RemoteParallelEnv:
 
     def step(self, actions: Any) -> Any:
         return self._after(self._remote.call("step", action=actions))
+
+    def batch(self, steps: int) -> int:
+        return self._remote.batch(steps)
+
+    def steps(self, actions: list[dict[Any, Any]]) -> Iterator[Any]:
+        """Like :meth:`RemoteGymEnv.steps`, each action a dict over the possible agents
+        (the host passes the current ones'); ``agents`` is updated after the batch."""
+        answer = self._remote.call("steps", action=actions)
+        self._after({**answer, "out": None} if isinstance(answer, dict) else None)
+        yield from _batch(answer, len(actions))
 
 
 def stand_in(remote: Remote, multi_agent: bool) -> RemoteGymEnv | RemoteParallelEnv:

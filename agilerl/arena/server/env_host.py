@@ -13,6 +13,7 @@ as frames of :mod:`.env_wire` (JSON and numpy arrays, never pickle):
 * ``spaces``: its action and observation spaces (per agent for PettingZoo);
 * ``reset`` (seed, whether to pass ``options=None``) and ``step`` (action): what the environment returned, and its
   ``agents`` after the call for PettingZoo;
+* ``steps`` (actions): a batch of steps of one episode, for the random rollouts;
 * ``run`` (actions, count): step that often, for the profile, and answer nothing;
 * ``close``: close it and exit.
 
@@ -84,6 +85,17 @@ def _spaces(env: Any, multi_agent: bool) -> dict[str, Any]:
                             for a in agents]}
 
 
+def _episode_over(out: Any, env: Any, multi_agent: bool) -> bool:
+    """Whether a step ended the episode (a malformed answer ends the batch too: the
+    checker will say what is wrong with it)."""
+    if multi_agent:
+        return not env.agents
+    try:
+        return not (isinstance(out, tuple) and len(out) == 5) or bool(out[2] or out[3])
+    except Exception:  # noqa: BLE001 - an array flag has no truth value
+        return True
+
+
 class Host:
     """The environment and the requests on it."""
 
@@ -125,6 +137,25 @@ class Host:
     def step(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
         return self._after(self.env.step(Decoder(blobs).decode(request.get("action"))))
 
+    def steps(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
+        """One step per action (PettingZoo: each a dict over possible agents, of which the
+        current ones are passed) until the episode ends; an exception ends the batch and
+        is answered after the steps before it, which the checker judges first."""
+        env, outs, error = self.env, [], None
+        for action in Decoder(blobs).decode(request.get("action")):
+            try:
+                if self.multi_agent:
+                    outs.append(env.step({a: action[a] for a in env.agents if a in action}))
+                else:
+                    outs.append(env.step(action))
+                if _episode_over(outs[-1], env, self.multi_agent):
+                    break
+            except BaseException as exc:  # noqa: BLE001 - the environment may raise anything
+                error = short_error(exc)
+                break
+        answer = self._after(None)
+        return {**answer, "out": outs, "error": error}
+
     def run(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
         """``count`` steps with the checker's actions, taken in turn (the profile, which
         would otherwise time the pipe rather than the environment); an episode that ends
@@ -148,8 +179,9 @@ def _answer(host: Host, request: dict[str, Any], blobs: list[bytes]) -> dict[str
     op = request.get("op")
     handlers = {"load": host.load, "make": host.make, "describe": host.describe,
                 "spaces": host.spaces, "reset": host.reset}
-    if op in ("step", "run"):
-        return {"value": (host.step if op == "step" else host.run)(request, blobs)}
+    takes_data = {"step": host.step, "steps": host.steps, "run": host.run}
+    if op in takes_data:
+        return {"value": takes_data[str(op)](request, blobs)}
     if op not in handlers:
         return {"error": f"unknown request {str(op)[:40]!r}"}
     return {"value": handlers[str(op)](request)}
