@@ -113,10 +113,19 @@ class Encoder:
         return {"$": tag, "blob": len(self.blobs) - 1}
 
     def encode(self, value: Any, depth: int = 0) -> Any:
-        if value is None or isinstance(value, bool | str):
+        if value is None or type(value) in (bool, int, float, str):
             return value
-        if isinstance(value, int | float):
-            return int(value) if isinstance(value, int) else float(value)
+        import numpy as np
+
+        try:  # before int and float: numpy's float64 is a float, and must stay numpy's
+            if isinstance(value, np.ndarray) and value.dtype != object:
+                return self._blob("nd", value)
+            if isinstance(value, np.generic) and not isinstance(value, np.object_):
+                return self._blob("sc", np.asarray(value))
+        except ValueError:  # a dtype npy cannot write without pickle
+            return _opaque(value)
+        if isinstance(value, bool | int | float | str):  # subclasses, as their base
+            return next(t(value) for t in (bool, int, float, str) if isinstance(value, t))
         if depth >= MAX_DEPTH:
             return {"$": "opaque", "type": type(value).__name__, "repr": "<nested too deep>"}
         if isinstance(value, dict):
@@ -125,15 +134,6 @@ class Encoder:
         if isinstance(value, list | tuple):
             return {"$": "tuple" if isinstance(value, tuple) else "list",
                     "items": [self.encode(v, depth + 1) for v in value]}
-        import numpy as np
-
-        try:
-            if isinstance(value, np.ndarray) and value.dtype != object:
-                return self._blob("nd", value)
-            if isinstance(value, np.generic) and not isinstance(value, np.object_):
-                return self._blob("sc", np.asarray(value))
-        except ValueError:  # a dtype npy cannot write without pickle
-            return _opaque(value)
         space = self._space(value, depth)
         return _opaque(value) if space is None else space
 

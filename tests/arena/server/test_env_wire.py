@@ -41,13 +41,13 @@ def round_trip(value: Any) -> Any:
 
 def test_values_keep_their_types() -> None:
     obs = np.arange(6, dtype=np.float32).reshape(2, 3)
-    value: dict[Any, Any] = {"obs": obs, "n": np.int64(3),
+    value: dict[Any, Any] = {"obs": obs, "n": np.int64(3), "r": np.float64(0.5),
              "flag": np.bool_(True), "t": (1, 2.5, "x", None, False), "l": [np.float32(1)],
              3: {"nested": np.zeros((0,), dtype=np.uint8)}, "nan": float("nan")}
     back = round_trip(value)
     assert back.keys() == value.keys()
     assert back["obs"].dtype == np.float32 and np.array_equal(back["obs"], obs)
-    assert type(back["n"]) is np.int64 and back["n"] == 3
+    assert type(back["n"]) is np.int64 and back["n"] == 3 and type(back["r"]) is np.float64
     assert type(back["flag"]) is np.bool_ and back["t"] == (1, 2.5, "x", None, False)
     assert type(back["l"]) is list and type(back["l"][0]) is np.float32
     assert back[3]["nested"].shape == (0,) and np.isnan(back["nan"])
