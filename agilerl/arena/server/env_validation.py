@@ -109,7 +109,7 @@ class Sandbox:
 
 
 def checker_env(scratch: Path) -> dict[str, str]:
-    """The checker's whole environment: nothing of the server's beyond locale and PATH
+    """The host process's whole environment: nothing of the server's beyond locale and PATH
     (no ``PYTHONPATH``: the venv finds the server's packages after its own)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")
            or k.startswith("LC_")}
