@@ -6,8 +6,9 @@ Layout: :mod:`.config` (settings), :mod:`.store` (SQLite job store), :mod:`.auth
 :mod:`.app` and the ``routes_*`` modules (HTTP), :mod:`.cli` (``arena-server``).
 Uploaded environments: :mod:`.catalog` (records), :mod:`.env_archive` (safe unpacking),
 :mod:`.env_install` (venvs), :mod:`.env_pipeline` (the streamed stages),
-:mod:`.env_validation` and :mod:`.env_limits` (limited, sandboxed check processes),
-:mod:`.env_checker` with :mod:`.env_api_checks` (what runs in them), :mod:`.env_jobs`
+:mod:`.env_validation` and :mod:`.env_limits` (limited, sandboxed processes hosting an
+upload, :mod:`.env_host`), :mod:`.env_checker` with :mod:`.env_api_checks` (the checks,
+run in the server over the data-only pipe of :mod:`.env_wire`), :mod:`.env_jobs`
 and :mod:`.dataset_jobs` (jobs on uploads).
 Importing this package imports neither torch nor gymnasium.
 """

@@ -1,14 +1,18 @@
 """The Gymnasium and PettingZoo API checks :mod:`.env_checker` runs on an upload.
 
 Each check method returns its warnings or raises :class:`CheckFailed` saying what is
-wrong (``reset() observation has shape (3,), but the space declares (1,)``). Imported
-only inside the checker process, in the environment's own virtual environment.
+wrong (``reset() observation has shape (3,), but the space declares (1,)``). The ``env``
+they check is the checker's stand-in for the hosted environment: its spaces were rebuilt
+from their description and its ``reset``/``step`` return the values the host sent, so the
+checks judge data only and never run upload code.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from agilerl.arena.server.env_wire import UnsupportedSpace, type_name
 
 
 class CheckFailed(Exception):
@@ -21,8 +25,11 @@ class CheckFailed(Exception):
 def _space_check(space: Any, what: str) -> list[str]:
     from gymnasium import spaces
 
+    if isinstance(space, UnsupportedSpace):
+        raise CheckFailed(f"{what} is {space.text}; this server checks Box, Discrete,"
+                          " MultiDiscrete, MultiBinary, Dict and Tuple spaces")
     if not isinstance(space, spaces.Space):
-        raise CheckFailed(f"{what} must be a gymnasium.spaces.Space, got {type(space).__name__}")
+        raise CheckFailed(f"{what} must be a gymnasium.spaces.Space, got {type_name(space)}")
     warnings = []
     if isinstance(space, spaces.Box):
         if not (math.prod(space.shape) > 0 if space.shape else True):
@@ -39,7 +46,7 @@ def _describe(value: Any) -> str:
 
     if isinstance(value, np.ndarray):
         return f"array of shape {value.shape} and dtype {value.dtype}"
-    return f"{type(value).__name__} {value!r}"[:200]
+    return f"{type_name(value)} {value!r}"[:200]
 
 
 def _in_space(value: Any, space: Any, what: str) -> None:
@@ -146,20 +153,25 @@ class GymChecks:
         return []
 
     def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, Any]]:
-        """``count`` random episodes (each cut at ``max_steps``); checks every step."""
+        """``count`` random episodes (each cut at ``max_steps``); checks every step. The
+        steps are asked for in batches (``env.batch``/``env.steps``) so that a rollout
+        costs few round trips to the host."""
         warnings: list[str] = []
         lengths, returns = [], []
         for episode in range(count):
             self.env.reset(seed=episode)
             total, steps, done = 0.0, 0, False
             while not done and steps < max_steps:
-                obs, reward, terminated, truncated, _ = self.env.step(
-                    self.env.action_space.sample())
-                _in_space(obs, self.env.observation_space, f"episode {episode} step {steps}"
-                          " observation")
-                total += _reward(reward, f"episode {episode} step {steps} reward")
-                done = _flag(terminated, "terminated") or _flag(truncated, "truncated")
-                steps += 1
+                actions = [self.env.action_space.sample()
+                           for _ in range(self.env.batch(max_steps - steps))]
+                for obs, reward, terminated, truncated, _ in self.env.steps(actions):
+                    _in_space(obs, self.env.observation_space,
+                              f"episode {episode} step {steps} observation")
+                    total += _reward(reward, f"episode {episode} step {steps} reward")
+                    done = _flag(terminated, "terminated") or _flag(truncated, "truncated")
+                    steps += 1
+                    if done:
+                        break
             if not done:
                 warnings.append(f"episode {episode} did not end within {max_steps} steps")
             lengths.append(steps)
@@ -167,11 +179,6 @@ class GymChecks:
         summary = {"episodes": count, "mean_length": sum(lengths) / max(1, len(lengths)),
                    "mean_return": sum(returns) / max(1, len(returns))}
         return warnings[:5], summary
-
-    def step_once(self) -> None:
-        _, _, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
-        if terminated or truncated:
-            self.env.reset()
 
 
 # ---- PettingZoo -------------------------------------------------------------------------
@@ -251,20 +258,18 @@ class ParallelChecks:
             self.env.reset(seed=episode)
             steps = 0
             while self.env.agents and steps < max_steps:
-                obs, rewards, _, _, _ = self.env.step(self._actions())
-                for agent, value in obs.items():
-                    _in_space(value, self.env.observation_space(agent),
-                              f"episode {episode} step {steps} observation of {agent!r}")
-                for agent, value in rewards.items():
-                    _reward(value, f"episode {episode} step {steps} reward of {agent!r}")
-                steps += 1
+                actions = [{a: self.env.action_space(a).sample() for a in self.agents()}
+                           for _ in range(self.env.batch(max_steps - steps))]
+                for obs, rewards, _, _, _ in self.env.steps(actions):
+                    for agent, value in obs.items():
+                        _in_space(value, self.env.observation_space(agent),
+                                  f"episode {episode} step {steps} observation of {agent!r}")
+                    for agent, value in rewards.items():
+                        _reward(value, f"episode {episode} step {steps} reward of {agent!r}")
+                    steps += 1
             if self.env.agents:
                 warnings.append(f"episode {episode} did not end within {max_steps} steps")
             lengths.append(steps)
         return warnings[:5], {"episodes": count,
                               "mean_length": sum(lengths) / max(1, len(lengths))}
 
-    def step_once(self) -> None:
-        if not self.env.agents:
-            self.env.reset()
-        self.env.step(self._actions())

@@ -1,99 +1,240 @@
-"""Check an uploaded environment against the Gymnasium or PettingZoo API, or profile it.
+"""Check an uploaded environment against the Gymnasium or PettingZoo API, or profile it,
+without running any of its code.
 
-    python -m agilerl.arena.server.env_checker SPEC.json
+The environment runs in :mod:`.env_host`, a limited and sandboxed process that only
+answers requests over a pipe in the data-only format of :mod:`.env_wire`. This module is
+the other end, in the server: it rebuilds the spaces from their description, drives the
+environment (``reset(seed)``, ``step(action)`` with actions it samples itself) and judges
+every answer with the checks of :mod:`.env_api_checks`. So the verdict is computed where
+no upload code runs: whatever the environment does to its own process (patch it, print,
+write to its pipes, exit 0) can at most make a check fail. A host that dies or answers
+malformed data fails the check that was running; the profile's figures are measured here
+(steps/s of the batches of steps it asks for) and from outside the host (its CPU time
+and memory, in /proc).
 
-Runs in the environment's own virtual environment, in a subprocess the server started with
-CPU-time, memory and wall-clock limits (:mod:`agilerl.arena.server.env_validation`). The
-spec names the source folder, the entrypoint, the constructor keyword arguments and what
-to do. Results go to the original stdout as one JSON object per line:
+:func:`drive` reports as it goes, through ``emit``:
 
 * ``{"start": CHECK}`` before each check (so a killed run still names the check it was in);
 * ``{"check": CHECK, "success": bool, "warnings": [...], "error": str | null}`` after it;
 * ``{"result": {...}}`` once at the end (the profile's metrics for ``mode: profile``).
-
-What the environment itself prints is sent to stderr, so it can never forge a result.
-The entrypoint is loaded exactly as the trainer loads it
-(:func:`agilerl.envs.entrypoint.resolve_entrypoint` with the source folder as ``path``).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
-import resource
-import sys
 import time
-import traceback
-from collections.abc import Callable
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from agilerl.arena.server.env_api_checks import CheckFailed, GymChecks, ParallelChecks
+from agilerl.arena.server.env_wire import (
+    MAX_FRAME_BYTES,
+    Decoder,
+    Encoder,
+    HostGone,
+    PipeReader,
+    Stopped,
+    pack,
+    write_all,
+)
 
 #: steps of one random episode before it is cut short (an episode may never end).
 MAX_EPISODE_STEPS = 1000
 SMOKE_STEPS = 20
+_ERROR_CHARS = 2000
+#: the profile's random actions, and how many steps one request asks for (a batch doubles
+#: while it takes under _BATCH_S).
+_POOL, _MAX_BATCH, _BATCH_S = 64, 4096, 0.05
+#: most steps of a random rollout one request asks for (each is checked here).
+_MAX_ROLLOUT_BATCH = 64
+Emit = Callable[[dict[str, Any]], None]
+#: ``reset`` was called without ``options`` (the host then passes none: not every
+#: environment's ``reset`` takes it).
+_ABSENT: Any = object()
 
 
-def _load_resolver() -> Callable[..., Any]:
-    """``resolve_entrypoint`` without importing :mod:`agilerl.envs` (which loads every vector
-    env and, through them, far more than a check needs under a memory limit)."""
-    import agilerl
+class Remote:
+    """The checker's end of the pipe to one host process (``pid``)."""
 
-    file = Path(agilerl.__file__).parent / "envs" / "entrypoint.py"
-    spec = importlib.util.spec_from_file_location("_agilerl_entrypoint", file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.resolve_entrypoint  # type: ignore[no-any-return]
+    def __init__(self, pid: int, reader: PipeReader, write_fd: int) -> None:
+        self.pid, self.reader, self.write_fd = pid, reader, write_fd
+        self.last_frame_bytes = 0
+
+    def batch(self, steps: int) -> int:
+        """How many steps to ask for at once: ``steps`` or fewer, so that an answer of
+        steps like the last ones stays well under the frame limit."""
+        per_step = max(self.last_frame_bytes, 1)
+        return max(1, min(steps, _MAX_ROLLOUT_BATCH, MAX_FRAME_BYTES // 4 // per_step))
+
+    def call(self, op: str, **fields: Any) -> Any:
+        """Send one request; the decoded value of the answer, or :class:`CheckFailed` when
+        the environment raised or the answer is not data of the format."""
+        encoder = Encoder()
+        if "action" in fields:
+            fields["action"] = encoder.encode(fields["action"])
+        write_all(self.write_fd, pack({"op": op, **fields}, encoder.blobs), self.reader.stop)
+        try:
+            answer, blobs = self.reader.read()
+            self.last_frame_bytes = sum(map(len, blobs)) + len(blobs) * 64
+            if "error" in answer:
+                raise CheckFailed(str(answer["error"])[:_ERROR_CHARS])
+            if "value" not in answer:
+                raise _malformed("an answer has neither a value nor an error")
+            return Decoder(blobs).decode(answer["value"])
+        except (HostGone, Stopped, CheckFailed):
+            raise
+        except Exception as exc:  # noqa: BLE001 - hostile data may break numpy or gymnasium
+            raise _malformed(str(exc)[:_ERROR_CHARS]) from None
 
 
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, MemoryError):
-        return "MemoryError: the environment ran out of memory (the server's memory limit)"
-    text = f"{type(exc).__name__}: {exc}".strip()
-    ours = str(Path(__file__).resolve().parents[2])  # the agilerl package
-    frames = traceback.extract_tb(exc.__traceback__)
-    user = [f for f in frames if not f.filename.startswith(("<", ours))]
-    if user:
-        last = user[-1]
-        text += f" (at {Path(last.filename).name}:{last.lineno})"
-    return text[:2000]
+def _malformed(what: str) -> CheckFailed:
+    return CheckFailed(f"the environment's process answered malformed data: {what}")
+
+
+def _entry(entries: Any, index: int) -> Any:
+    """One space from the host's ``spaces`` answer; the environment's error when fetching
+    it raised."""
+    entry = entries[index] if isinstance(entries, list) and index < len(entries) else None
+    if not isinstance(entry, dict):
+        raise _malformed("a space is missing")
+    if "error" in entry:
+        raise CheckFailed(str(entry["error"])[:_ERROR_CHARS])
+    return entry.get("value")
+
+
+def _out(answer: Any) -> Any:
+    if not (isinstance(answer, dict) and "out" in answer):
+        raise _malformed("a reset or step answer has no result")
+    return answer["out"]
+
+
+def _batch(answer: Any, asked: int) -> Iterator[Any]:
+    """The steps of a ``steps`` answer, then the environment's error if it raised."""
+    outs = _out(answer)
+    failed = answer.get("error") is not None
+    if not isinstance(outs, list) or len(outs) > asked or not (outs or failed):
+        raise _malformed("a batch of steps is empty or longer than asked")
+    yield from outs
+    if failed:
+        raise CheckFailed(str(answer["error"])[:_ERROR_CHARS])
+
+
+class RemoteGymEnv:
+    """Stands in for a hosted ``gymnasium.Env`` in :class:`GymChecks`."""
+
+    def __init__(self, remote: Remote, spaces: dict[str, Any]) -> None:
+        self._remote, self._spaces = remote, spaces
+
+    @property
+    def action_space(self) -> Any:
+        return _entry(self._spaces.get("action"), 0)
+
+    @property
+    def observation_space(self) -> Any:
+        return _entry(self._spaces.get("observation"), 0)
+
+    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+        return _out(self._remote.call("reset", seed=seed, options=options is not _ABSENT))
+
+    def step(self, action: Any) -> Any:
+        return _out(self._remote.call("step", action=action))
+
+    def batch(self, steps: int) -> int:
+        return self._remote.batch(steps)
+
+    def steps(self, actions: list[Any]) -> Iterator[Any]:
+        """What each step returned, one step per action until the episode ended."""
+        yield from _batch(self._remote.call("steps", action=actions), len(actions))
+
+
+class RemoteParallelEnv:
+    """Stands in for a hosted ``pettingzoo.ParallelEnv`` in :class:`ParallelChecks`;
+    ``agents`` is what the host said after the last ``reset`` or ``step``."""
+
+    def __init__(self, remote: Remote, spaces: dict[str, Any]) -> None:
+        self._remote, self._spaces = remote, spaces
+        agents = spaces.get("agents")
+        self.possible_agents: list[Any] = agents if isinstance(agents, list) else []
+        self.agents: list[Any] = []
+
+    def _index(self, agent: Any) -> int:
+        try:
+            return self.possible_agents.index(agent)
+        except ValueError:
+            raise CheckFailed(f"agent {agent!r} is not one of possible_agents") from None
+
+    def action_space(self, agent: Any) -> Any:
+        return _entry(self._spaces.get("action"), self._index(agent))
+
+    def observation_space(self, agent: Any) -> Any:
+        return _entry(self._spaces.get("observation"), self._index(agent))
+
+    def _after(self, answer: Any) -> Any:
+        agents = answer.get("agents") if isinstance(answer, dict) else None
+        if not isinstance(agents, list):
+            raise _malformed("the environment's agents are not a list")
+        self.agents = agents
+        return _out(answer)
+
+    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+        return self._after(self._remote.call("reset", seed=seed,
+                                             options=options is not _ABSENT))
+
+    def step(self, actions: Any) -> Any:
+        return self._after(self._remote.call("step", action=actions))
+
+    def batch(self, steps: int) -> int:
+        return self._remote.batch(steps)
+
+    def steps(self, actions: list[dict[Any, Any]]) -> Iterator[Any]:
+        """Like :meth:`RemoteGymEnv.steps`, each action a dict over the possible agents
+        (the host passes the current ones'); ``agents`` is updated after the batch."""
+        answer = self._remote.call("steps", action=actions)
+        self._after({**answer, "out": None} if isinstance(answer, dict) else None)
+        yield from _batch(answer, len(actions))
+
+
+def stand_in(remote: Remote, multi_agent: bool) -> RemoteGymEnv | RemoteParallelEnv:
+    """The checker's stand-in for the hosted environment, with its spaces rebuilt here."""
+    spaces = remote.call("spaces")
+    if not isinstance(spaces, dict):
+        raise _malformed("the spaces are not a dict")
+    return RemoteParallelEnv(remote, spaces) if multi_agent else RemoteGymEnv(remote, spaces)
 
 
 class Checker:
     """Runs named checks in order; the first failure ends the run."""
 
-    def __init__(self, out: IO[str]) -> None:
-        self.out = out
-
-    def emit(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload, default=str) + "\n")
-        self.out.flush()
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.current: str | None = None
 
     def run(self, name: str, fn: Callable[[], list[str] | None]) -> bool:
+        self.current = name
         self.emit({"start": name})
         try:
             warnings = fn() or []
+        except (HostGone, Stopped):
+            raise  # the run is over; the caller names the check from the exit status
         except CheckFailed as exc:
-            self.emit({"check": name, "success": False, "warnings": [], "error": str(exc)})
-            return False
-        except BaseException as exc:  # noqa: BLE001 - user code may raise anything
-            self.emit({"check": name, "success": False, "warnings": [], "error": _short(exc)})
-            return False
+            return self.fail(name, str(exc))
+        except Exception as exc:  # noqa: BLE001 - odd (but well-formed) data in a check
+            return self.fail(name, f"{type(exc).__name__}: {exc}")
         self.emit({"check": name, "success": True, "warnings": warnings, "error": None})
         return True
 
+    def fail(self, name: str, error: str) -> bool:
+        self.emit({"check": name, "success": False, "warnings": [],
+                   "error": error[:_ERROR_CHARS]})
+        return False
 
-# ---- driver -------------------------------------------------------------------------------
+
+# ---- the checks ---------------------------------------------------------------------------
 
 
-def _build(spec: dict[str, Any], checker: Checker) -> Any:
-    """Resolve the entrypoint and construct the environment; None when a check failed."""
+def _build(spec: dict[str, Any], remote: Remote, checker: Checker) -> bool:
+    """Have the host import the entrypoint and construct the environment."""
     entrypoint = str(spec["entrypoint"])
-    holder: dict[str, Any] = {}
 
     def path_check() -> list[str]:
         module, sep, attr = entrypoint.rpartition(":")
@@ -102,64 +243,62 @@ def _build(spec: dict[str, Any], checker: Checker) -> Any:
         return []
 
     def import_check() -> list[str]:
-        resolve = _load_resolver()
-        holder["factory"] = resolve(entrypoint, spec["source"])
+        remote.call("load", source=str(spec["source"]), entrypoint=entrypoint,
+                    multi_agent=bool(spec.get("multi_agent")))
         return []
 
     def construct() -> list[str]:
-        holder["rss_before"] = _rss_bytes()
-        holder["env"] = holder["factory"](**(spec.get("config") or {}))
+        spec["_rss_before"] = ProcessTree(remote.pid).sample()[1]
+        remote.call("make", config=spec.get("config") or {})
         return []
 
-    for name, fn in (("Environment class path", path_check),
-                     ("Class exists in path", import_check),
-                     ("Preliminary environment", construct)):
-        if not checker.run(name, fn):
-            return None
-    spec["_rss_before"] = holder["rss_before"]
-    return holder["env"]
+    return all(checker.run(name, fn) for name, fn in (("Environment class path", path_check),
+                                                      ("Class exists in path", import_check),
+                                                      ("Preliminary environment", construct)))
 
 
-def _rss_bytes() -> int:
-    """This process's resident memory now (Linux), else its peak so far."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _kind_check(env: Any, multi_agent: bool) -> list[str]:
+def _kind_check(info: Any, multi_agent: bool) -> list[str]:
+    if not isinstance(info, dict):
+        raise _malformed("the description is not a dict")
+    name = str(info.get("class"))[:200]
+    callable_space, agents = info.get("callable_action_space"), info.get("possible_agents")
     if multi_agent:
-        if callable(getattr(env, "action_space", None)) and hasattr(env, "possible_agents"):
+        if callable_space is True and agents is True:
             return []
-        raise CheckFailed(f"{type(env).__name__} is not a PettingZoo ParallelEnv (it needs"
-                          " possible_agents and action_space(agent)); upload it as"
-                          " single-agent if it is a Gymnasium env")
-    if callable(getattr(env, "action_space", None)) or hasattr(env, "possible_agents"):
-        raise CheckFailed(f"{type(env).__name__} looks like a PettingZoo env; upload it with"
-                          " --multi-agent")
-    if not (hasattr(env, "reset") and hasattr(env, "step")):
-        raise CheckFailed(f"{type(env).__name__} has no reset()/step(): not a Gymnasium Env")
+        raise CheckFailed(f"{name} is not a PettingZoo ParallelEnv (it needs possible_agents"
+                          " and action_space(agent)); upload it as single-agent if it is a"
+                          " Gymnasium env")
+    if callable_space is not False or agents is not False:
+        raise CheckFailed(f"{name} looks like a PettingZoo env; upload it with --multi-agent")
+    if info.get("reset_and_step") is not True:
+        raise CheckFailed(f"{name} has no reset()/step(): not a Gymnasium Env")
     return []
 
 
-def validate(spec: dict[str, Any], checker: Checker) -> dict[str, Any] | None:
-    env = _build(spec, checker)
-    if env is None:
+def validate(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str, Any] | None:
+    if not _build(spec, remote, checker):
         return None
     multi = bool(spec.get("multi_agent"))
-    if not checker.run("Environment type", lambda: _kind_check(env, multi)):
+    described: dict[str, Any] = {}
+
+    def kind() -> list[str]:
+        described["info"] = remote.call("describe")
+        return _kind_check(described["info"], multi)
+
+    if not checker.run("Environment type", kind):
         return None
-    checks = ParallelChecks(env) if multi else GymChecks(env)
-    steps: list[tuple[str, Callable[[], list[str] | None]]] = [
-        ("Action space", checks.action_space),
-        ("Observation space", checks.observation_space),
-        ("Reset", checks.reset),
-        ("Reset seed", checks.reset_seed),
-        ("Step", checks.step),
-    ]
-    for name, fn in steps:
+    holder: dict[str, Any] = {}
+
+    def action_space() -> list[str] | None:
+        holder["checks"] = ParallelChecks(stand_in(remote, True)) if multi else GymChecks(
+            stand_in(remote, False))
+        return holder["checks"].action_space()  # type: ignore[no-any-return]
+
+    if not checker.run("Action space", action_space):
+        return None
+    checks = holder["checks"]
+    for name, fn in (("Observation space", checks.observation_space), ("Reset", checks.reset),
+                     ("Reset seed", checks.reset_seed), ("Step", checks.step)):
         if not checker.run(name, fn):
             return None
     rollouts = int(spec.get("rollouts") or 0)
@@ -177,43 +316,107 @@ def validate(spec: dict[str, Any], checker: Checker) -> dict[str, Any] | None:
 
     if not checker.run(name, lifecycle):
         return None
-    return {"env_class": type(env).__name__, **summary}
+    return {"env_class": str(described["info"].get("class"))[:200], **summary}
 
 
-def profile(spec: dict[str, Any], checker: Checker) -> dict[str, Any] | None:
+# ---- the profile --------------------------------------------------------------------------
+
+
+class ProcessTree:
+    """CPU time and memory of a process and all its descendants, read from ``/proc`` by the
+    checker (the host cannot misreport them); zeros where there is no ``/proc``."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def pids(self) -> list[int]:
+        found: list[int] = []
+        pending = [self.pid]
+        while pending and len(found) < 4096:
+            pid = pending.pop()
+            found.append(pid)
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/children") as fh:
+                        pending += [int(c) for c in fh.read().split()]
+                except (OSError, ValueError):
+                    continue
+        return found
+
+    def sample(self) -> tuple[float, int, int]:
+        """(CPU seconds, resident bytes, peak resident bytes) summed over the tree."""
+        cpu, rss, peak = 0.0, 0, 0
+        tick, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{pid}/status") as fh:
+                    status = dict(line.split(":", 1) for line in fh if ":" in line)
+            except (OSError, IndexError, ValueError):
+                continue  # it ended meanwhile
+            cpu += (int(fields[11]) + int(fields[12])) / tick
+            rss += int(fields[21]) * page
+            peak += int(status.get("VmHWM", "0 kB").split()[0]) * 1024
+        return cpu, rss, peak
+
+
+def _action_pool(env: RemoteGymEnv | RemoteParallelEnv) -> list[Any]:
+    """Random actions the host takes in turn while profiled (per possible agent for
+    PettingZoo), sampled here from the rebuilt spaces."""
+    if isinstance(env, RemoteParallelEnv):
+        for agent in env.possible_agents:
+            env.action_space(agent).seed(0)
+        return [{a: env.action_space(a).sample() for a in env.possible_agents}
+                for _ in range(_POOL)]
+    env.action_space.seed(0)
+    return [env.action_space.sample() for _ in range(_POOL)]
+
+
+def profile(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str, Any] | None:
     """Step one environment copy with random actions for ``seconds`` and measure it."""
-    env = _build(spec, checker)
-    if env is None:
+    if not _build(spec, remote, checker):
         return None
     multi = bool(spec.get("multi_agent"))
-    checks = ParallelChecks(env) if multi else GymChecks(env)
     seconds = float(spec.get("seconds") or 2.0)
+    tree = ProcessTree(remote.pid)
     metrics: dict[str, Any] = {}
 
     def measure() -> list[str]:
+        env = stand_in(remote, multi)
+        checks = ParallelChecks(env) if multi else GymChecks(env)
+        checks.action_space()  # actions are sampled here, from spaces rebuilt here
+        actions = _action_pool(env)
         env.reset(seed=0)
-        steps, peak = 0, 0.0
-        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        steps, batch, peak = 0, 1, 0.0
+        start_wall, (start_cpu, _, _) = time.perf_counter(), tree.sample()
         window_wall, window_cpu = start_wall, start_cpu
         while True:
-            checks.step_once()
-            steps += 1
+            before = time.perf_counter()
+            remote.call("run", action=actions, count=batch)
+            steps += batch
             now = time.perf_counter()
+            if now - before < _BATCH_S:  # fewer, longer requests: time the env, not the pipe
+                batch = min(batch * 2, _MAX_BATCH)
             if now - window_wall >= 0.25:
-                cpu = time.process_time()
+                cpu = tree.sample()[0]
                 peak = max(peak, (cpu - window_cpu) / (now - window_wall))
                 window_wall, window_cpu = now, cpu
             if now - start_wall >= seconds:
                 break
         wall = time.perf_counter() - start_wall
-        avg = (time.process_time() - start_cpu) / wall
-        # memory of one copy: what building and stepping it added to the process
-        grown = max(_rss_bytes() - int(spec["_rss_before"]), 0)
-        peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        cpu, rss, hwm = tree.sample()
+        avg = (cpu - start_cpu) / wall
+        # memory of one copy: what building and stepping it added to the host
+        grown = max(rss - int(spec["_rss_before"]), 0)
         metrics.update(steps_per_second=round(steps / wall, 1), avg_cpu_per_env=round(avg, 3),
                        peak_cpu_per_env=round(max(peak, avg), 3),
                        memory_per_env_gb=round(grown / 2**30, 6),
-                       peak_rss_gb=round(peak_kib / 2**20, 4), steps=steps)
+                       peak_rss_gb=round(hwm / 2**30, 4), steps=steps)
         return []
 
     if not checker.run("Profile", measure):
@@ -221,22 +424,21 @@ def profile(spec: dict[str, Any], checker: Checker) -> dict[str, Any] | None:
     return metrics
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    spec = json.loads(Path(args[0]).read_text())
-    # Results go to a private copy of stdout; fd 1 becomes stderr so the environment's own
-    # prints cannot pass for results.
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    checker = Checker(out)
-    mode = spec.get("mode", "validate")
-    result = profile(spec, checker) if mode == "profile" else validate(spec, checker)
-    if result is None:
-        return 1
-    checker.emit({"result": result})
-    return 0
+def drive(spec: dict[str, Any], remote: Remote, emit: Emit) -> None:
+    """Run the checks (or the profile) ``spec`` asks for against the host behind ``remote``,
+    reporting through ``emit``; returns without a result when the host went away."""
+    checker = Checker(emit)
+    try:
+        if spec.get("mode") == "profile":
+            result = profile(spec, remote, checker)
+        else:
+            result = validate(spec, remote, checker)
+    except (HostGone, Stopped):
+        return
+    except Exception as exc:  # noqa: BLE001 - never leave the run without a verdict
+        checker.fail(checker.current or "Environment class path",
+                     f"the server's checker failed: {type(exc).__name__}: {exc}")
+        return
+    if result is not None:
+        emit({"result": result})
 
-
-if __name__ == "__main__":
-    sys.exit(main())

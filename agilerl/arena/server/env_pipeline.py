@@ -230,6 +230,7 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
         yield event("status", stage, "running", "Waiting for a free validation slot")
         svc._slots.acquire()
     outcome: Outcome | None = None
+    failure_shown = False
     try:
         for item in run_checker(paths.venv, spec, paths.scratch, svc.limits, svc.sandbox,
                                 read=[paths.source, paths.venv], groups=svc.groups,
@@ -237,12 +238,14 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
             if isinstance(item, Outcome):
                 outcome = item
             elif stage == "validation":
+                failure_shown = failure_shown or not item.get("success")
                 yield _check_event(item)
     finally:
         svc._slots.release()
     assert outcome is not None
-    if not outcome.ok and outcome.code != "VALIDATION_FAILED" and outcome.check:
-        # the process was stopped inside a check: show that check as failed too
+    if not outcome.ok and outcome.check and not failure_shown and (
+            stage == "validation" or outcome.code != "VALIDATION_FAILED"):
+        # the host was stopped, or went away, inside a check: show that check as failed
         yield _check_event({"check": outcome.check, "success": False, "error": outcome.reason})
     return outcome
 

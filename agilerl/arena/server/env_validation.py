@@ -1,18 +1,21 @@
-"""Run :mod:`agilerl.arena.server.env_checker` in an environment's venv, under limits.
+"""Host an environment in its venv, under limits, and check it from the server.
 
-The checker runs as a subprocess of :mod:`agilerl.arena.server.env_limits` with a CPU-time
-limit, an address-space (memory) limit and a file-size limit, in its own process group,
-confined by Landlock where the kernel has it (it reads its environment's source and venv,
-writes only its scratch folder, and cannot see the rest of the data folder). The server
-enforces the wall-clock limit: past it the whole group is killed. However the checker
-ends, the outcome names the check it was in and why it failed.
+The environment runs in :mod:`agilerl.arena.server.env_host`, a subprocess of
+:mod:`agilerl.arena.server.env_limits` with a CPU-time limit, an address-space (memory)
+limit and a file-size limit, in its own process group, confined by Landlock where the
+kernel has it (it reads its environment's source and venv, writes only its scratch
+folder, and cannot see the rest of the data folder). It only answers requests; the
+checks themselves (:mod:`agilerl.arena.server.env_checker`) run in a thread of the server
+that drives it over its stdin and stdout, so the verdict never comes from the process
+that runs upload code. The server enforces the wall-clock limit: past it the whole group
+is killed. However the host ends, the outcome names the check it was in and why it failed.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import json
+import io
 import os
 import queue
 import signal
@@ -25,10 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agilerl.arena.server import nofollow
+from agilerl.arena.server.env_checker import Remote, drive
 from agilerl.arena.server.env_install import venv_python
+from agilerl.arena.server.env_wire import PipeReader
 
 _STDERR_LINES = 20
+_LINE_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class Sandbox:
 
 
 def checker_env(scratch: Path) -> dict[str, str]:
-    """The checker's whole environment: nothing of the server's beyond locale and PATH
+    """The host process's whole environment: nothing of the server's beyond locale and PATH
     (no ``PYTHONPATH``: the venv finds the server's packages after its own)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ")
            or k.startswith("LC_")}
@@ -114,16 +119,19 @@ def checker_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def _pump(pipe: Any, sink: queue.Queue[str | None]) -> None:
-    for line in pipe:
-        sink.put(line)
-    sink.put(None)
+def _drive(spec: dict[str, Any], remote: Remote, sink: queue.Queue[dict[str, Any] | None]
+           ) -> None:
+    try:
+        drive(spec, remote, sink.put)
+    finally:
+        sink.put(None)
 
 
 def _tail(pipe: Any, keep: collections.deque[str]) -> None:
-    for line in pipe:
+    # read in bounded pieces: a host may print gigabytes without a newline
+    for line in iter(lambda: pipe.readline(_LINE_CHARS), ""):
         if line.strip():
-            keep.append(line.rstrip()[:500])
+            keep.append(line.rstrip())
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -132,7 +140,7 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def _death(code: int, limits: Limits, stderr: collections.deque[str]) -> tuple[str, str]:
-    """(error code, reason) for a checker that ended without a verdict."""
+    """(error code, reason) for a host that ended before the checker reached a verdict."""
     if code == -signal.SIGXCPU or code == -signal.SIGKILL and not stderr:
         return "CPU_LIMIT", f"exceeded the CPU-time limit of {limits.cpu_s} s"
     if code in (-signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS) or any(
@@ -147,16 +155,19 @@ def _death(code: int, limits: Limits, stderr: collections.deque[str]) -> tuple[s
 class _Progress:
     current: str | None = None  # the check being run
     verdict: Outcome | None = None
-    ended: bool = False  # the checker closed its output (it is exiting by itself)
+    ended: bool = False  # the checker stopped by itself (a verdict, or the host went away)
 
 
 _CANCEL_POLL_S = 0.25
+#: how long a host that went away may take to exit (to learn why from its status)
+_EXIT_GRACE_S = 5
 
 
-def _relay(lines: queue.Queue[str | None], deadline: float, limits: Limits,
+def _relay(messages: queue.Queue[dict[str, Any] | None], deadline: float, limits: Limits,
            progress: _Progress, cancel: threading.Event | None) -> Iterator[dict[str, Any]]:
     """Yield the checker's check messages until it ends, the wall-clock limit passes or
-    ``cancel`` is set (the client went away)."""
+    ``cancel`` is set (the client went away). The messages come from the server's own
+    checker thread, never from the host."""
     while True:
         left = deadline - time.monotonic()
         if cancel is not None and cancel.is_set():
@@ -164,7 +175,7 @@ def _relay(lines: queue.Queue[str | None], deadline: float, limits: Limits,
                                        reason="the request was cancelled")
             return
         try:
-            line = lines.get(timeout=max(0.0, min(left, _CANCEL_POLL_S)))
+            message = messages.get(timeout=max(0.0, min(left, _CANCEL_POLL_S)))
         except queue.Empty:
             if left > _CANCEL_POLL_S:
                 continue
@@ -172,15 +183,9 @@ def _relay(lines: queue.Queue[str | None], deadline: float, limits: Limits,
                                        reason="did not finish within the wall-clock limit of"
                                        f" {limits.wall_s:g} s")
             return
-        if line is None:
+        if message is None:
             progress.ended = True
             return
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
-            continue
         if "start" in message:
             progress.current = str(message["start"])
         elif "check" in message:
@@ -188,19 +193,20 @@ def _relay(lines: queue.Queue[str | None], deadline: float, limits: Limits,
             if not message.get("success"):
                 progress.verdict = Outcome(False, check=str(message["check"]),
                                            reason=str(message.get("error") or "failed"))
-        elif isinstance(message.get("result"), dict):
+        elif "result" in message:
             progress.verdict = Outcome(True, result=message["result"])
 
 
-def _final(progress: _Progress, code: int, limits: Limits,
+def _final(progress: _Progress, code: int | None, limits: Limits,
            stderr: collections.deque[str]) -> Outcome:
+    """The checker's verdict; when it has none, why the host went away (its exit status
+    only explains that: it never decides a check), ``code`` None when it had closed its
+    pipe yet stayed alive until killed."""
     verdict = progress.verdict
     if verdict is None:
-        kind, reason = _death(code, limits, stderr)
+        kind, reason = ("VALIDATION_FAILED", "the environment's process closed its pipe to"
+                        " the checker") if code is None else _death(code, limits, stderr)
         verdict = Outcome(False, check=progress.current, code=kind, reason=reason)
-    elif verdict.ok and code != 0:
-        verdict = Outcome(False, check=progress.current,
-                          reason=f"the check process exited with {code}")
     if not verdict.ok and verdict.code == "VALIDATION_FAILED" and "MemoryError" in verdict.reason:
         verdict.code = "MEMORY_LIMIT"
         verdict.reason += f" (limit {limits.memory_bytes / 2**20:.0f} MiB)"
@@ -210,44 +216,50 @@ def _final(progress: _Progress, code: int, limits: Limits,
 def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
                 sandbox: Sandbox, *, read: list[Path], groups: ProcessGroups,
                 cancel: threading.Event | None = None) -> Iterator[dict[str, Any] | Outcome]:
-    """Run the checker; yield its per-check messages as they come, then an :class:`Outcome`."""
-    spec_file = scratch / "spec.json"
-    try:
-        # the last check's code could write scratch/: a link it left there is replaced
-        nofollow.write_atomic(scratch.parent, f"{scratch.name}/spec.json",
-                              json.dumps(spec).encode())
-    except OSError as exc:
-        yield Outcome(False, code="SCRATCH_UNUSABLE", reason=f"cannot write spec.json: {exc}")
-        return
+    """Host the environment and check it; yield the per-check messages as they come, then
+    an :class:`Outcome`."""
+    scratch.mkdir(parents=True, exist_ok=True)
     cmd = [*sandbox.prefix(limits, read, [scratch]), str(venv_python(venv)), "-m",
-           "agilerl.arena.server.env_checker", str(spec_file)]
+           "agilerl.arena.server.env_host"]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=scratch, env=checker_env(scratch),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace",
-                            start_new_session=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
     groups.add(proc.pid)
-    lines: queue.Queue[str | None] = queue.Queue()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    os.set_blocking(proc.stdin.fileno(), False)
+    stop = threading.Event()
+    reader = PipeReader(proc.stdout.fileno(), stop, alive=lambda: proc.poll() is None)
+    messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
     stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
-    readers = [threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
-               threading.Thread(target=_tail, args=(proc.stderr, stderr), daemon=True)]
-    for t in readers:
+    threads = [threading.Thread(target=_drive, daemon=True,
+                                args=(spec, Remote(proc.pid, reader, proc.stdin.fileno()),
+                                      messages)),
+               threading.Thread(target=_tail, daemon=True, args=(
+                   io.TextIOWrapper(proc.stderr, errors="replace"), stderr))]
+    for t in threads:
         t.start()
     progress = _Progress()
     try:
-        yield from _relay(lines, started + limits.wall_s, limits, progress, cancel)
+        yield from _relay(messages, started + limits.wall_s, limits, progress, cancel)
     finally:
-        if not progress.ended:  # the wall limit, or the caller went away
-            _signal_group(proc.pid, signal.SIGKILL)
+        stop.set()
+        if progress.verdict is not None or not progress.ended:
+            _signal_group(proc.pid, signal.SIGKILL)  # checked, timed out, or abandoned
+        code: int | None
         try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            code = proc.wait(timeout=_EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:  # it stopped answering, yet lives on
             _signal_group(proc.pid, signal.SIGKILL)
-            code = proc.wait()
+            proc.wait()
+            code = None
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
         groups.discard(proc.pid)
-        for t in readers:
+        for t in threads:
             t.join(timeout=5)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
     verdict = _final(progress, code, limits, stderr)
     verdict.elapsed_s = round(time.monotonic() - started, 3)
     yield verdict

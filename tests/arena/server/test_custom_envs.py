@@ -397,7 +397,7 @@ def test_jobs_need_a_validated_version(custom: Any) -> None:
 
 
 def _processes_under(folder: Path) -> list[str]:
-    """Command lines of live processes that mention ``folder``."""
+    """Command lines of live processes that mention ``folder`` or work in it."""
     import os
 
     found = []
@@ -406,9 +406,10 @@ def _processes_under(folder: Path) -> list[str]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if str(folder) in cmdline:
+        if str(folder) in cmdline or cwd == str(folder):
             found.append(cmdline)
     return found
 
