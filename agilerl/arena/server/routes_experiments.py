@@ -240,8 +240,7 @@ def resume(body: ResumeRequest, request: Request,
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
     manifest = run.read_manifest()
     manifest.setdefault("training", {})["max_steps"] = body.max_steps
-    policy.check_budget(policy.budget(manifest), ctx.config.max_total_steps,
-                        ctx.config.max_envs)
+    policy.check_limits(manifest, ctx.config)
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
                        limit=ctx.config.max_active_jobs_per_user)

@@ -174,8 +174,7 @@ def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, An
                        "A reward file is code; this server was not started with"
                        " --allow-custom-code", errors=["reward_file: refused (runs custom code)"])
     policy.check_paths(manifest)
-    work = policy.budget(manifest)
-    policy.check_budget(work, ctx.config.max_total_steps, ctx.config.max_envs)
+    work = policy.check_limits(manifest, ctx.config)
     max_steps, pop_size = work.max_steps, work.pop_size
     if ctx.catalog is not None:
         req.custom_env = env_jobs.resolve(ctx.catalog, user_id, manifest,
