@@ -31,6 +31,7 @@ from agilerl.arena.server.env_validation import (
 )
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.events import event
+from agilerl.arena.server.quota import clean_scratch
 from agilerl.arena.server.sandbox import landlock_abi
 
 Stream = Generator[bytes, None, Any]
@@ -168,6 +169,8 @@ def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
         yield _failed("install", "INSTALL_FAILED", f"Installing the requirements failed: {exc}",
                       row, reason=str(exc))
         return False
+    finally:
+        clean_scratch(paths.scratch)  # pip's TMPDIR: nothing is kept
     paths.installed.touch()
     svc.catalog.update_environment(row["id"], state="installed")
     yield event("status", "install", "completed",
@@ -225,6 +228,7 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
                 yield _check_event(item)
     finally:
         svc._slots.release()
+        clean_scratch(paths.scratch)  # the check's HOME and TMPDIR: nothing is kept
     assert outcome is not None
     if not outcome.ok and outcome.code != "VALIDATION_FAILED" and outcome.check:
         # the process was stopped inside a check: show that check as failed too

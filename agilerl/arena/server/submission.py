@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import dataset_jobs, env_jobs, environments, policy, states
+from agilerl.arena.server import dataset_jobs, env_jobs, environments, policy, quota, states
 from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -209,6 +209,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         raise ApiError(400, "INVALID_IDEMPOTENCY_KEY",
                        f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters")
     manifest, max_steps, pop_size = _check(ctx, req, user.id)
+    quota.check(ctx.config, ctx.store, user.id, "Submission refused")
     if req.project is None:
         project = ctx.store.ensure_project(user.id, DEFAULT_PROJECT)
     else:
