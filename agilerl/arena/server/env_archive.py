@@ -2,8 +2,10 @@
 
 Only regular files and folders are accepted. Every other member (symbolic and hard links,
 character and block devices, FIFOs) is refused, as are absolute names, names with a
-``..`` part, and archives whose members or unpacked size exceed the limits. The whole
-archive is checked before anything is written, and files are written by this code
+``..`` part, names or paths longer than a file system takes, a name used both as a file
+and as a folder, and archives whose headers, members or unpacked size exceed the limits
+(the raw headers are walked by :mod:`.tar_scan` before :mod:`tarfile` reads any). The
+whole archive is checked before anything is written, and files are written by this code
 (never ``TarFile.extract``), owner-only, without execute bits.
 """
 
@@ -132,9 +134,11 @@ def _members(tar: tarfile.TarFile, limits: ArchiveLimits) -> list[tuple[tarfile.
 
 def _open(data: bytes) -> tarfile.TarFile:
     # the mode is the one the pre-scan read: tarfile's own guess could differ on a polyglot
-    mode = "r:gz" if is_gzip(data) else "r:"
+    stream = io.BytesIO(data)
     try:
-        return tarfile.open(fileobj=io.BytesIO(data), mode=mode)
+        if is_gzip(data):
+            return tarfile.open(fileobj=stream, mode="r:gz")
+        return tarfile.open(fileobj=stream, mode="r:")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise ApiError(422, "INVALID_ARCHIVE",
                        f"The 'file' part is not a tar or .tar.gz archive: {exc}") from None
