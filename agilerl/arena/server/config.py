@@ -60,8 +60,8 @@ class ServerConfig:
     job_sandbox: bool = True
     # ---- what one job may hold, and one user's disk (:mod:`.policy`, :mod:`.quota`) ---
     #: checkpoints one job may save (``training.checkpoint_steps`` at least
-    #: ``max_steps / max_checkpoints_per_job``).
-    max_checkpoints_per_job: int = 100
+    #: ``max_steps / max_checkpoints_per_job``); their size is the disk quota's concern.
+    max_checkpoints_per_job: int = 1000
     #: cap on repetition counts the step budget does not see (``algorithm.update_epochs``,
     #: ``training.num_epochs``).
     max_epochs: int = 100
