@@ -61,7 +61,7 @@ class ServerConfig:
     # ---- what one job may hold, and one user's disk (:mod:`.policy`, :mod:`.quota`) ---
     #: checkpoints one job may save (``training.checkpoint_steps`` at least
     #: ``max_steps / max_checkpoints_per_job``); their size is the disk quota's concern.
-    max_checkpoints_per_job: int = 1000
+    max_checkpoints_per_job: int = 100
     #: cap on repetition counts the step budget does not see (``algorithm.update_epochs``,
     #: ``training.num_epochs``).
     max_epochs: int = 100

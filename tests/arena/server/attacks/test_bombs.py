@@ -9,6 +9,9 @@ The costly parsing cases run in a child process with a capped address space
 
 from __future__ import annotations
 
+import io
+import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,14 @@ import pytest
 
 from ..test_custom_envs import ENVS, upload
 from .payloads import (
+    BLOCK,
     ENV_FILE,
     declared_size_bomb,
+    header,
+    padded,
     pax_chain,
     pax_header_bomb,
+    pax_record,
     run_bounded,
     tar_gz_entries,
     yaml_bomb,
@@ -162,3 +169,57 @@ def test_unwritable_layouts_are_a_422_naming_the_member(custom: Any, entries: An
     shown = member if len(member) <= 120 else member[:120] + "..."
     assert body["member"] == shown and shown in body["error"], body
     assert not (srv.data_dir / "environments" / "1" / "Layout").exists()
+
+
+# ---- headers tarfile would size differently from the pre-scan --------------------------
+
+
+def _raw_tar(*blocks: bytes) -> bytes:
+    return b"".join(blocks) + bytes(2 * BLOCK)
+
+
+@pytest.mark.parametrize(("archive", "words"), [
+    (_raw_tar(header("pkg", 1024, b"5"), bytes(1024), header("env.py", 0)),
+     "not a regular file but declares"),
+    (_raw_tar(header("pkg/", 1024, b"\0"), bytes(1024), header("env.py", 0)),
+     "not a regular file but declares"),
+    (_raw_tar(header("sparse.bin", 0, b"S"), header("env.py", 0)), "tar type 'S'"),
+    (_raw_tar(header("././@PaxHeader", len(pax_record("size", "99999999999")), b"g"),
+              padded(pax_record("size", "99999999999")), header("env.py", 0)), "'size'"),
+    (_raw_tar(header("././@PaxHeader", len(pax_record("GNU.sparse.major", "1")), b"x"),
+              padded(pax_record("GNU.sparse.major", "1")), header("env.py", 0)), "sparse"),
+    (_raw_tar(header("././@PaxHeader", 16, b"x"),
+              padded(pax_record("comment", "x")[:16]), header("env.py", 0)), "PAX record"),
+    (_raw_tar(header("env.py", 3), padded(b"x=1"),
+              header("bad.py", 0)[:148] + b"0000000\0" + header("bad.py", 0)[156:]),
+     "bad header checksum"),
+], ids=["folder-with-data", "v7-folder-with-data", "sparse", "global-size", "pax-sparse",
+        "bad-pax-record", "bad-checksum-later"])
+def test_headers_tarfile_would_read_differently_are_refused(archive: bytes, words: str) -> None:
+    from agilerl.arena.server.env_archive import ArchiveLimits
+    from agilerl.arena.server.errors import ApiError
+    from agilerl.arena.server.tar_scan import prescan
+
+    for data in (archive, zlib.compress(archive, 9, 31)):
+        with pytest.raises(ApiError) as caught:
+            prescan(data, ArchiveLimits())
+        assert caught.value.status == 422 and words in caught.value.message, caught.value.body()
+
+
+@pytest.mark.parametrize("fmt", [tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT],
+                         ids=["pax", "gnu", "ustar"])
+def test_ordinary_archives_of_every_format_unpack(tmp_path: Path, fmt: int) -> None:
+    from agilerl.arena.server.env_archive import ArchiveLimits, unpack
+
+    long_dir = "d" * 120 if fmt != tarfile.USTAR_FORMAT else "pkg"
+    files = {"env.py": ENV_FILE, f"{long_dir}/ünï.py": b"x = 1\n", "pkg/__init__.py": b""}
+    buf = io.BytesIO()
+    extra = {"pax_headers": {"comment": "git archive writes one"}} \
+        if fmt == tarfile.PAX_FORMAT else {}
+    with tarfile.open(fileobj=buf, mode="w:gz", format=fmt, **extra) as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1.5  # a float mtime makes a PAX header
+            tar.addfile(info, io.BytesIO(data))
+    assert unpack(buf.getvalue(), tmp_path / "src", ArchiveLimits()) == sorted(files)
+    assert (tmp_path / "src" / long_dir / "ünï.py").read_bytes() == b"x = 1\n"

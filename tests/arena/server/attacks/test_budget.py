@@ -33,8 +33,7 @@ def _refused(api: Any, man: dict[str, Any], field: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("man", "field"), [
-    (_with(training={"max_steps": 100_000, "checkpoint_steps": 1}),
-     "training.checkpoint_steps"),
+    (_with(training={"checkpoint_steps": 1}), "training.checkpoint_steps"),
     ({**_with(), "algorithm": {**PPO, "update_epochs": 10000}}, "algorithm.update_epochs"),
     (_with(network={"encoder_config": {"hidden_size": [65536], "max_mlp_nodes": 65536}}),
      "network.encoder_config.hidden_size[0]"),
@@ -43,9 +42,9 @@ def _refused(api: Any, man: dict[str, Any], field: str) -> dict[str, Any]:
     (_with(network={"encoder_config": {"hidden_size": [4096, 4096],
                                        "max_mlp_nodes": 4096}}), "training.pop_size"),
 ], ids=["checkpoint-every-step", "update-epochs", "wide", "deep", "many-weights"])
-def test_budget_bypasses_are_refused_naming_the_field(server: Any, man: dict[str, Any],
+def test_budget_bypasses_are_refused_naming_the_field(make_server: Any, man: dict[str, Any],
                                                       field: str) -> None:
-    srv, api = server
+    srv, api = make_server(max_checkpoints_per_job=100)  # the server's default
     _refused(api, man, field)
     assert not any((srv.data_dir / "experiments").iterdir())
 
@@ -66,12 +65,12 @@ def test_ordinary_manifests_are_within_every_limit(server: Any) -> None:
     api.submit({**_with(), "algorithm": {**PPO, "update_epochs": 10}})
 
 
-def test_resume_is_held_to_the_same_limits(server: Any) -> None:
-    _, api = server
+def test_resume_is_held_to_the_same_limits(make_server: Any) -> None:
+    _, api = make_server(max_checkpoints_per_job=100)
     done = api.submit(_with(training={"checkpoint_steps": 100}))
     api.wait(done["experiment_name"], {"COMPLETED"})
     resp = api.post("/api/cli/v1/experiments/jobs/resume",
-                    {"experiment_name": done["experiment_name"], "max_steps": 200_000})
+                    {"experiment_name": done["experiment_name"], "max_steps": 20_000})
     assert resp.status_code == 422 and resp.json()["error_code"] == "BUDGET_EXCEEDED"
     assert "training.checkpoint_steps" in resp.json()["error"]
 
