@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 from agilerl.arena.server.errors import ApiError
 
 BLOCK = 512
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 16
+#: gzip streams one upload may concatenate (``gzip`` writes one; each costs a restart).
+MAX_GZIP_MEMBERS = 16
 #: extended headers that may precede one member (e.g. a global PAX header, a GNU long
 #: name and a PAX header); real archives use one or two.
 MAX_EXTENDED_RUN = 3
@@ -77,38 +80,56 @@ def is_gzip(data: bytes) -> bool:
 
 
 class _Stream:
-    """The upload's tar bytes (gunzipped when it is gzip), read forward, at most ``cap``."""
+    """The upload's tar bytes (gunzipped when it is gzip), read forward, at most ``cap``.
+
+    Compressed input is fed in small pieces, so that no step copies the whole upload.
+    """
 
     def __init__(self, data: bytes, cap: int) -> None:
         self._gzip = is_gzip(data)
-        self._input = data
-        self._inflate = zlib.decompressobj(wbits=31) if self._gzip else None
+        self._data = data
+        self._pos = 0
+        self._tail = b""
+        self._inflate: Any = zlib.decompressobj(wbits=31) if self._gzip else None
         self._buf = bytearray()
-        self._raw_pos = 0
+        self._members = 1
         self.consumed = 0
         self._cap = cap
 
+    def _next_input(self) -> bytes:
+        piece = self._data[self._pos:self._pos + _CHUNK]
+        self._pos += len(piece)
+        return piece
+
+    def _next_member(self) -> bool:
+        """After one gzip member: start the next, as GzipFile does (zero padding between
+        members is skipped). False at the end of the input."""
+        self._tail = self._inflate.unused_data.lstrip(b"\0")
+        while not self._tail and self._pos < len(self._data):
+            self._tail = self._next_input().lstrip(b"\0")
+        if not self._tail:
+            self._inflate = None
+            return False
+        self._members += 1
+        if self._members > MAX_GZIP_MEMBERS:
+            raise refused(f"The archive is made of more than {MAX_GZIP_MEMBERS} gzip streams")
+        self._inflate = zlib.decompressobj(wbits=31)
+        return True
+
     def _fill(self, want: int) -> None:
         """Decompress until ``want`` bytes are buffered or the input ends."""
-        while len(self._buf) < want:
-            if self._inflate is None:
+        while len(self._buf) < want and self._inflate is not None:
+            if self._inflate.eof and not self._next_member():
                 return
-            if self._inflate.eof:
-                # GzipFile reads concatenated members and skips zero padding between them
-                rest = self._inflate.unused_data.lstrip(b"\0")
-                if not rest:
-                    self._inflate = None
-                    return
-                if not is_gzip(rest):
-                    raise corrupt("data after the end of the gzip stream")
-                self._inflate, self._input = zlib.decompressobj(wbits=31), rest
+            if not self._tail:
+                self._tail = self._next_input()
+                if not self._tail:
+                    return  # truncated: the caller sees a short read
             try:
-                out = self._inflate.decompress(self._input, max(want - len(self._buf), _CHUNK))
+                out = self._inflate.decompress(self._tail, max(want - len(self._buf), _CHUNK))
             except zlib.error as exc:
                 raise corrupt(f"gzip: {exc}") from None
-            self._input = self._inflate.unconsumed_tail
-            if not out and not self._input and not self._inflate.eof:
-                return  # truncated: the caller sees a short read
+            self._tail = self._inflate.unconsumed_tail
             self._buf += out
 
     def read(self, size: int) -> bytes:
@@ -120,8 +141,8 @@ class _Stream:
             out = bytes(self._buf[:size])
             del self._buf[:size]
         else:
-            out = self._input[self._raw_pos:self._raw_pos + size]
-            self._raw_pos += len(out)
+            out = self._data[self._pos:self._pos + size]
+            self._pos += len(out)
         self.consumed += len(out)
         return out
 

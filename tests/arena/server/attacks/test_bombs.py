@@ -223,3 +223,17 @@ def test_ordinary_archives_of_every_format_unpack(tmp_path: Path, fmt: int) -> N
             tar.addfile(info, io.BytesIO(data))
     assert unpack(buf.getvalue(), tmp_path / "src", ArchiveLimits()) == sorted(files)
     assert (tmp_path / "src" / long_dir / "ünï.py").read_bytes() == b"x = 1\n"
+
+
+def test_many_concatenated_gzip_streams_are_refused() -> None:
+    """800,000 empty gzip streams in 16 MB: each costs a decompressor restart."""
+    from agilerl.arena.server.env_archive import ArchiveLimits
+    from agilerl.arena.server.errors import ApiError
+    from agilerl.arena.server.tar_scan import prescan
+
+    empty = zlib.compress(b"", 9, 31)
+    with pytest.raises(ApiError) as caught:
+        prescan(empty * ((16 << 20) // len(empty)), ArchiveLimits())
+    assert "gzip streams" in caught.value.message
+    two = zlib.compress(header("env.py", 0), 9, 31) + zlib.compress(bytes(2 * BLOCK), 9, 31)
+    prescan(two, ArchiveLimits())  # what `cat a.gz b.gz` makes is still read
