@@ -266,6 +266,7 @@ def validate(body: ValidateRequest, request: Request,
     require_custom_code(ctx)
     row = _find(ctx, user, body.name, body.version)
     check_entrypoint(body.entrypoint)
+    quota.check(ctx.config, ctx.store, user.id, "Validation refused")  # may reinstall
     svc = _service(request)
     svc.acquire(user.id, row["name"], row["version"])
     cancel = threading.Event()

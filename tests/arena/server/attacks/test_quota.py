@@ -12,9 +12,14 @@ from ..conftest import manifest
 from ..envsources import LINE_WORLD
 from ..test_custom_envs import ENVS, last, upload
 
-#: a "trainer" that writes 1 MB every 50 ms into its experiment folder for ~6 s.
+#: a "trainer" that saves a checkpoint, then writes 1 MB every 50 ms into its experiment
+#: folder for ~6 s.
 FILLER = """
-import sys, time
+import json, pathlib, sys, time
+ckpt = pathlib.Path(sys.argv[sys.argv.index("--checkpoint-path") + 1]) / "step_100"
+ckpt.mkdir(parents=True)
+(ckpt / "member_0.pt").write_bytes(b"x")
+(ckpt / "index.json").write_text(json.dumps({"summary": {"global_step": 200}}))
 print("filling", flush=True)
 for i in range(120):
     with open(f"fill-{i}.bin", "wb") as out:
@@ -48,6 +53,10 @@ def test_a_job_that_fills_the_disk_is_stopped_and_saying_so(make_server: Any,
     resp = upload(api, "LineWorld", {"line_world.py": LINE_WORLD})
     assert resp.status_code == 403 and resp.json()["error_code"] == "DISK_QUOTA_EXCEEDED"
     assert api.http.get(ENVS).json()["data"] == {}
+    resume = api.post("/api/cli/v1/experiments/jobs/resume",
+                      {"experiment_name": name, "max_steps": 800})
+    assert resume.status_code == 403, resume.text
+    assert resume.json()["error_code"] == "DISK_QUOTA_EXCEEDED"
 
 
 def test_an_upload_that_would_pass_the_quota_is_refused(make_server: Any) -> None:
