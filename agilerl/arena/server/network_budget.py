@@ -65,49 +65,45 @@ def _layers(spec: dict[str, Any], where: str) -> Layers | None:
     return None
 
 
-def layer_specs(node: Any, where: str = "network") -> Iterator[Layers]:
-    """Every layer description under ``node`` (a manifest's network section)."""
+def _mappings(node: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every mapping under ``node`` (itself included), with its dotted location."""
     if isinstance(node, dict):
-        found = _layers(node, where)
+        yield where, node
+        for key, value in node.items():
+            yield from _mappings(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _mappings(value, f"{where}[{i}]")
+
+
+def layer_specs(network: Any, where: str = "network") -> Iterator[Layers]:
+    """Every layer description of a manifest's network section."""
+    for here, spec in _mappings(network, where):
+        found = _layers(spec, here)
         if found is not None:
             yield found
-        for key, value in node.items():
-            if isinstance(value, dict | list):
-                yield from layer_specs(value, f"{where}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            if isinstance(value, dict):
-                yield from layer_specs(value, f"{where}[{i}]")
 
 
-def width_fields(node: Any, where: str = "network") -> Iterator[tuple[str, int]]:
-    """Every width-like value under ``node``, with its dotted location."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{where}.{key}"
-            if key in _WIDTHS:
-                for i, width in enumerate(_widths(node, key)):
-                    yield (f"{here}[{i}]" if isinstance(value, list) else here), width
-            elif key in _OTHER_WIDTHS and _int(value) is not None:
-                yield here, int(value)
-            elif isinstance(value, dict | list):
-                yield from width_fields(value, here)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from width_fields(value, f"{where}[{i}]")
+def width_fields(network: Any, where: str = "network") -> Iterator[tuple[str, int]]:
+    """Every layer width of a network section, with its location (``...hidden_size[0]``)."""
+    for here, spec in _mappings(network, where):
+        for key in _WIDTHS:
+            listed = isinstance(spec.get(key), list)
+            for i, width in enumerate(_widths(spec, key)):
+                yield (f"{here}.{key}[{i}]" if listed else f"{here}.{key}"), width
+        for key in _OTHER_WIDTHS:
+            value = _int(spec.get(key))
+            if value is not None:
+                yield f"{here}.{key}", value
 
 
-def depth_fields(node: Any, where: str = "network") -> Iterator[tuple[str, int]]:
-    """Every layer count under ``node`` (list lengths included), with its location."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{where}.{key}"
-            if key in _WIDTHS and isinstance(value, list):
-                yield f"{here} (length)", len(value)
-            elif key in _DEPTHS and _int(value) is not None:
-                yield here, int(value)
-            elif isinstance(value, dict | list):
-                yield from depth_fields(value, here)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from depth_fields(value, f"{where}[{i}]")
+def depth_fields(network: Any, where: str = "network") -> Iterator[tuple[str, int]]:
+    """Every layer count of a network section (list lengths included), with its location."""
+    for here, spec in _mappings(network, where):
+        for key in _WIDTHS:
+            if isinstance(spec.get(key), list):
+                yield f"{here}.{key} (length)", len(spec[key])
+        for key in _DEPTHS:
+            value = _int(spec.get(key))
+            if value is not None:
+                yield f"{here}.{key}", value

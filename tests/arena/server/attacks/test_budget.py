@@ -85,3 +85,16 @@ def test_serve_flags_set_the_limits(tmp_path: Any) -> None:
     assert (cfg.max_checkpoints_per_job, cfg.max_epochs, cfg.max_network_width,
             cfg.max_network_depth, cfg.max_network_params) == (7, 9, 512, 8, 1000)
     assert cfg.user_disk_quota_bytes == 3 << 20 and cfg.quota_check_interval_s == 2.5
+
+
+def test_networks_are_sized_at_what_mutation_may_grow_them_to() -> None:
+    from agilerl.arena.server.network_budget import layer_specs
+
+    network = {"encoder_config": {"hidden_size": [64, 64]},  # schema bounds: 6 x 256
+               "head_config": {"hidden_size": [32], "max_mlp_nodes": 1024,
+                               "max_hidden_layers": 3},
+               "simba": {"hidden_size": 128, "num_blocks": 2, "max_blocks": 2}}
+    found = {s.where: (s.depth, s.width) for s in layer_specs(network)}
+    assert found == {"network.encoder_config.hidden_size": (6, 256),
+                     "network.head_config.hidden_size": (3, 1024),
+                     "network.simba.hidden_size": (2, 256)}
