@@ -9,8 +9,9 @@ duplicate keys are reported as :class:`ManifestError` naming the file and line.
 
 Reading is bounded, so a hostile file costs milliseconds, never the machine: files larger
 than :data:`MAX_MANIFEST_BYTES` are refused before parsing, and a document that YAML
-aliases expand beyond :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels (a "billion
-laughs" file), or an alias inside its own anchor, is refused before anything is built.
+aliases expand beyond :data:`MAX_VALUES` values, :data:`MAX_EXPANDED_CHARS` characters of
+text or :data:`MAX_DEPTH` levels (a "billion laughs" file), or an alias inside its own
+anchor, is refused before anything is built.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ MAX_VALUES = 100_000
 """Most values (mappings, lists, scalars) a document may hold once aliases are expanded."""
 MAX_DEPTH = 100
 """Deepest nesting of mappings and lists a document may have once aliases are expanded."""
+MAX_EXPANDED_CHARS = 4 * MAX_MANIFEST_BYTES
+"""Most characters of text (scalars and keys) a document may hold once aliases are
+expanded: a few aliases of one long string are few values, yet gigabytes once dumped."""
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -180,22 +184,25 @@ def _check_expansion(root: yaml.Node, file: str | None) -> None:
 
     Aliases make the composed graph share nodes; everything after parsing (positions,
     validation, copies, dumps) walks the expanded tree, so the expanded size is what is
-    bounded. One depth-first pass with memoised sizes and heights: linear in the graph.
+    bounded: values, characters of text and depth. One depth-first pass with memoised
+    sizes: linear in the graph.
     """
-    size: dict[int, int] = {}
-    height: dict[int, int] = {}
+    size: dict[int, tuple[int, int, int]] = {}  # id -> (values, characters, height)
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, leaving = stack.pop()
         key = id(node)
         if leaving:
-            kids = _children(node)
-            size[key] = 1 + sum(size[id(k)] for k in kids)
-            height[key] = 1 + max((height[id(k)] for k in kids), default=0)
+            kids = [size[id(k)] for k in _children(node)]
+            own = len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+            values = 1 + sum(k[0] for k in kids)
+            chars = own + sum(k[1] for k in kids)
+            height = 1 + max((k[2] for k in kids), default=0)
+            size[key] = (values, chars, height)
             open_nodes.discard(key)
-            if size[key] > MAX_VALUES or height[key] > MAX_DEPTH:
-                raise _expansion_error(node, file, size[key] > MAX_VALUES)
+            if values > MAX_VALUES or chars > MAX_EXPANDED_CHARS or height > MAX_DEPTH:
+                raise _expansion_error(node, file, size[key])
             continue
         if key in size:
             continue
@@ -207,9 +214,15 @@ def _check_expansion(root: yaml.Node, file: str | None) -> None:
         stack.extend((kid, False) for kid in _children(node))
 
 
-def _expansion_error(node: yaml.Node, file: str | None, too_many: bool) -> ManifestError:
-    what = (f"more than {MAX_VALUES:,} values" if too_many
-            else f"more than {MAX_DEPTH} levels of nesting")
+def _expansion_error(node: yaml.Node, file: str | None,
+                     measured: tuple[int, int, int]) -> ManifestError:
+    values, chars, _ = measured
+    if values > MAX_VALUES:
+        what = f"more than {MAX_VALUES:,} values"
+    elif chars > MAX_EXPANDED_CHARS:
+        what = f"more than {MAX_EXPANDED_CHARS:,} characters of text"
+    else:
+        what = f"more than {MAX_DEPTH} levels of nesting"
     return _alias_error(node, f"this value expands to {what} (YAML aliases repeat their "
                         "anchor's whole content); a manifest needs far fewer", file)
 

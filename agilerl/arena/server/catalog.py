@@ -67,6 +67,16 @@ _JSON_COLUMNS = ("entrypoints", "env_config", "requirements", "profile", "column
 Row = dict[str, Any]
 
 
+#: folders of the data folder holding uploads, one sub-folder per user id.
+ENV_FOLDER, DATASET_FOLDER = "environments", "datasets"
+
+
+def user_roots(data_dir: Path, user_id: int) -> list[Path]:
+    """The folders holding ``user_id``'s uploaded environments and datasets."""
+    return [Path(data_dir) / folder / str(int(user_id))
+            for folder in (ENV_FOLDER, DATASET_FOLDER)]
+
+
 def check_name(value: Any, field: str) -> str:
     """A valid environment/dataset/version name, or 422 naming ``field``."""
     text = value.strip() if isinstance(value, str) else ""
@@ -93,8 +103,8 @@ class Catalog:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
-        self.env_root = self.data_dir / "environments"
-        self.dataset_root = self.data_dir / "datasets"
+        self.env_root = self.data_dir / ENV_FOLDER
+        self.dataset_root = self.data_dir / DATASET_FOLDER
         for folder in (self.env_root, self.dataset_root):
             folder.mkdir(mode=0o700, exist_ok=True)
         path = self.data_dir / "catalog.sqlite3"

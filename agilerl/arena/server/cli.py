@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     _add_custom_env_options(serve)
+    _add_limit_options(serve)
 
     tokens = sub.add_parser("tokens", help="personal access tokens")
     tsub = tokens.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -181,6 +182,45 @@ def _custom_env_config(args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
+#: ``serve`` flag -> (ServerConfig field, scale from the flag's unit, argparse type, help):
+#: what one job may hold and one user's disk quota (defaults are ServerConfig's).
+_LIMIT_FLAGS: dict[str, tuple[str, int, Callable[[str], Any], str]] = {
+    "--max-checkpoints": ("max_checkpoints_per_job", 1, _positive,
+                          "checkpoints one job may save"),
+    "--max-epochs": ("max_epochs", 1, _positive,
+                     "largest algorithm.update_epochs / training.num_epochs"),
+    "--max-network-width": ("max_network_width", 1, _positive, "widest network layer"),
+    "--max-network-depth": ("max_network_depth", 1, _positive, "most layers of one network"),
+    "--max-network-params": ("max_network_params", 1, _positive,
+                             "most hidden weights of a job's whole population"),
+    "--user-disk-quota-mb": ("user_disk_quota_bytes", 1 << 20,
+                             _number(int, "an integer", 0),
+                             "disk one user's experiments, environments and datasets may"
+                             " take (0: no quota)"),
+    "--quota-check-interval": ("quota_check_interval_s", 1, _number(float, "seconds", 0.1),
+                               "seconds between disk measurements of running jobs' users"),
+}
+
+
+def _add_limit_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("job budget and disk quota")
+    defaults = ServerConfig.__dataclass_fields__
+    for flag, (name, scale, kind, text) in _LIMIT_FLAGS.items():
+        default = defaults[name].default
+        shown = default // scale if isinstance(default, int) else default
+        group.add_argument(flag, type=kind, default=None, metavar="N",
+                           help=f"{text} (default {shown})")
+
+
+def _limit_config(args: argparse.Namespace) -> dict[str, Any]:
+    found = {}
+    for flag, (name, scale, _, _) in _LIMIT_FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            found[name] = value * scale
+    return found
+
+
 def _fail(message: str) -> int:
     print(f"arena-server: error: {message}", file=sys.stderr)
     return 1
@@ -195,7 +235,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
         max_restarts=args.max_restarts, extra_env=dict(args.job_env),
         job_sandbox=not args.no_job_sandbox, ray_address=args.ray_address,
-        **_custom_env_config(args),
+        **_custom_env_config(args), **_limit_config(args),
     )
     if args.job_command:
         cfg.job_command = args.job_command

@@ -58,6 +58,23 @@ class ServerConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
     job_sandbox: bool = True
+    # ---- what one job may hold, and one user's disk (:mod:`.policy`, :mod:`.quota`) ---
+    #: checkpoints one job may save (``training.checkpoint_steps`` at least
+    #: ``max_steps / max_checkpoints_per_job``); their size is the disk quota's concern.
+    max_checkpoints_per_job: int = 100
+    #: cap on repetition counts the step budget does not see (``algorithm.update_epochs``,
+    #: ``training.num_epochs``).
+    max_epochs: int = 100
+    #: widest layer, most layers, and most hidden weights of a job's whole population
+    #: (at the size mutation may grow the networks to; :mod:`.network_budget`).
+    max_network_width: int = 4096
+    max_network_depth: int = 64
+    max_network_params: int = 100_000_000
+    #: bytes one user's experiments, uploaded environments (venvs and scratch included)
+    #: and datasets may take on disk together; 0: no quota.
+    user_disk_quota_bytes: int = 20 << 30
+    #: seconds between two measurements of a running job's user's disk use.
+    quota_check_interval_s: float = 10.0
     # ---- uploaded environments (only with allow_custom_code) ------------------------
     #: seconds pip may take to install an environment's requirements.
     env_install_timeout_s: float = 600.0

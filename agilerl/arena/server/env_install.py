@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import agilerl
 from agilerl.arena.server import nofollow
+from agilerl.arena.server.quota import disk_usage
 
 if TYPE_CHECKING:
     from agilerl.arena.server.env_validation import ProcessGroups
@@ -126,17 +127,6 @@ def _pip_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def folder_bytes(root: Path) -> int:
-    total = 0
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                continue
-    return total
-
-
 def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: float,
             max_bytes: int, confine: list[str], groups: ProcessGroups | None = None,
             cancel: threading.Event | None = None) -> Iterator[str]:
@@ -193,7 +183,7 @@ def install(venv: Path, requirements: list[str], scratch: Path, *, timeout_s: fl
                            f" {timeout_s:g} s")
     if code != 0:
         raise InstallError(f"pip exited with code {code}: " + " | ".join(tail)[-800:])
-    size = folder_bytes(venv)
+    size = disk_usage(venv)  # measured as the disk quota measures it
     if size > max_bytes:
         raise InstallError(f"the virtual environment takes {size / 2**20:.0f} MiB after"
                            f" installing, over this server's limit of {max_bytes / 2**20:.0f}"

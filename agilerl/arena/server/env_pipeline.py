@@ -32,6 +32,7 @@ from agilerl.arena.server.env_validation import (
 )
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.events import event
+from agilerl.arena.server.quota import clean_scratch
 from agilerl.arena.server.sandbox import landlock_abi
 
 Stream = Generator[bytes, None, Any]
@@ -184,6 +185,8 @@ def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
         yield _failed("install", "INSTALL_FAILED", f"Installing the requirements failed: {exc}",
                       row, reason=str(exc))
         return False
+    finally:
+        clean_scratch(paths.scratch)  # pip's TMPDIR: nothing is kept
     svc.catalog.update_environment(row["id"], state="installed")
     yield event("status", "install", "completed",
                 "Requirements installed" if requirements else "No requirements to install")
@@ -242,6 +245,7 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
                 yield _check_event(item)
     finally:
         svc._slots.release()
+        clean_scratch(paths.scratch)  # the check's HOME and TMPDIR: nothing is kept
     assert outcome is not None
     if not outcome.ok and outcome.check and not failure_shown and (
             stage == "validation" or outcome.code != "VALIDATION_FAILED"):

@@ -16,8 +16,11 @@ from agilerl.arena.server.catalog import check_name
 from agilerl.arena.server.env_install import InstallError, parse_requirements
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import flag
+from agilerl.models.errors import ManifestError
+from agilerl.models.loading import MAX_MANIFEST_BYTES, parse_value
 
-MAX_SIDECAR_BYTES = 1 << 20
+#: an env config is read as a manifest is; requirements files get the same size limit.
+MAX_SIDECAR_BYTES = MAX_MANIFEST_BYTES
 _ENTRYPOINT_MAX = 300
 
 
@@ -68,30 +71,39 @@ def _finite(node: Any) -> bool:
     return True
 
 
+def _config_error(message: str, short: str) -> ApiError:
+    return ApiError(422, "INVALID_REQUEST", f"env_config {message}",
+                    errors=[f"env_config: {short}"])
+
+
 def parse_env_config(data: bytes) -> dict[str, Any]:
-    """Constructor keyword arguments from a YAML or JSON mapping (empty: none)."""
+    """Constructor keyword arguments from a YAML or JSON mapping (empty: none).
+
+    Read by the manifest reader (:func:`agilerl.models.loading.parse_value`), within the
+    same bounds: an alias bomb is refused from its node graph, before anything is built.
+    """
     text = data.decode("utf-8", errors="replace").strip()
     if not text:
         return {}
     try:
-        loaded = yaml.safe_load(text)
+        loaded = parse_value(text)
+    except ManifestError as exc:
+        reason = exc.issues[0].message if exc.issues else str(exc)
+        raise _config_error(f"is refused: {reason}", "expands too far") from None
     except yaml.YAMLError as exc:
-        raise ApiError(422, "INVALID_REQUEST", f"env_config is not valid YAML or JSON: {exc}",
-                       errors=["env_config: not YAML or JSON"]) from None
+        raise _config_error(f"is not valid YAML or JSON: {exc}", "not YAML or JSON") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
-        raise ApiError(422, "INVALID_REQUEST",
-                       "env_config must be a mapping of constructor argument names to values",
-                       errors=["env_config: expected a mapping"])
+        raise _config_error("must be a mapping of constructor argument names to values",
+                            "expected a mapping")
     try:
         dumped = json.loads(json.dumps(loaded))
     except (TypeError, ValueError):
-        raise ApiError(422, "INVALID_REQUEST", "env_config holds values JSON cannot carry"
-                       " (dates, sets, ...)", errors=["env_config: not JSON-compatible"]) from None
+        raise _config_error("holds values JSON cannot carry (dates, sets, ...)",
+                            "not JSON-compatible") from None
     if not _finite(dumped):
-        raise ApiError(422, "INVALID_REQUEST", "env_config holds a non-finite number",
-                       errors=["env_config: .inf or .nan"])
+        raise _config_error("holds a non-finite number", ".inf or .nan")
     return dict(dumped)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
 
 #: environment fields that make the worker import or execute user-supplied code.
@@ -239,3 +240,81 @@ def check_budget(work: Budget, cap: int, max_envs: int) -> None:
             f"The job asks for {work.total} environment steps ({work.training_steps} training"
             f" + {work.evaluation_steps} evaluation), more than this server's limit of {cap}",
             errors=work.lines(), limit=cap)
+
+
+# ---- what one job may hold besides its steps (checkpoints, repetitions, networks) -------
+
+
+def _exceeded(message: str, errors: list[str], limit: int) -> ApiError:
+    return ApiError(422, "BUDGET_EXCEEDED", message, errors=errors, limit=limit)
+
+
+def check_checkpoints(manifest: dict[str, Any], work: Budget, max_checkpoints: int) -> None:
+    """At most ``max_checkpoints`` saves per job: ``checkpoint_steps: 1`` would write one
+    per step (hundreds of MB a minute) whatever the step budget."""
+    every = (manifest.get("training") or {}).get("checkpoint_steps")
+    if every is None:
+        return  # the server's own interval (max_steps // checkpoint_fraction)
+    count = -(-work.max_steps // max(1, int(every)))
+    if count > max_checkpoints:
+        least = -(-work.max_steps // max_checkpoints)
+        raise _exceeded(
+            f"training.checkpoint_steps = {every} saves {count} checkpoints over"
+            f" training.max_steps = {work.max_steps}; this server keeps at most"
+            f" {max_checkpoints} per job", [f"training.checkpoint_steps: {every} < {least}"
+                                            f" (at most {max_checkpoints} checkpoints)"],
+            max_checkpoints)
+
+
+#: repetition counts the step budget does not see: passes over each rollout per update,
+#: and over a dataset (which replaces ``max_steps``).
+EPOCH_FIELDS = (("algorithm", "update_epochs"), ("training", "num_epochs"))
+
+
+def check_epochs(manifest: dict[str, Any], max_epochs: int) -> None:
+    bad = []
+    for section, key in EPOCH_FIELDS:
+        value = (manifest.get(section) or {}).get(key)
+        if isinstance(value, int) and value > max_epochs:
+            bad.append(f"{section}.{key}: {value} > {max_epochs}")
+    if bad:
+        raise _exceeded(f"{bad[0].split(':')[0]} repeats the work of each update more than"
+                        f" this server's limit of {max_epochs} times", bad, max_epochs)
+
+
+def check_network(manifest: dict[str, Any], pop_size: int, max_width: int, max_depth: int,
+                  max_params: int) -> None:
+    """Layer widths and counts within the caps, and the population's networks (at the
+    size mutation may grow them to, :mod:`.network_budget`) within ``max_params``."""
+    from agilerl.arena.server import network_budget as nb
+
+    network = manifest.get("network") or {}
+    wide = [f"{loc}: {w} > {max_width}" for loc, w in nb.width_fields(network) if w > max_width]
+    if wide:
+        raise _exceeded(f"{wide[0].split(':')[0]} is wider than this server's limit of"
+                        f" {max_width}", wide, max_width)
+    deep = [f"{loc}: {d} > {max_depth}" for loc, d in nb.depth_fields(network) if d > max_depth]
+    if deep:
+        raise _exceeded(f"{deep[0].split(':')[0]} has more layers than this server's limit"
+                        f" of {max_depth}", deep, max_depth)
+    specs = list(nb.layer_specs(network))
+    per_agent = sum(s.params for s in specs)
+    if pop_size * per_agent > max_params:
+        lines = [f"{s.where}: up to {s.depth} layers x {s.width} wide = about {s.params:,}"
+                 " weights" for s in specs]
+        raise _exceeded(
+            f"training.pop_size: {pop_size} x about {per_agent:,} hidden weights per agent"
+            f" = {pop_size * per_agent:,}, more than this server's limit of {max_params:,}",
+            [*lines, f"training.pop_size: {pop_size}"], max_params)
+
+
+def check_limits(manifest: dict[str, Any], config: ServerConfig) -> Budget:
+    """Every budget check a submitted or resumed manifest goes through; returns its
+    :class:`Budget`. 422 ``BUDGET_EXCEEDED`` names the fields over a limit."""
+    work = budget(manifest)
+    check_budget(work, config.max_total_steps, config.max_envs)
+    check_checkpoints(manifest, work, config.max_checkpoints_per_job)
+    check_epochs(manifest, config.max_epochs)
+    check_network(manifest, work.pop_size, config.max_network_width,
+                  config.max_network_depth, config.max_network_params)
+    return work

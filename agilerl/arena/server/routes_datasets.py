@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import nofollow
+from agilerl.arena.server import nofollow, quota
 from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import Catalog, Row, check_name
@@ -145,6 +145,8 @@ async def create_dataset(request: Request, user: User = Depends(current_user)) -
         raise _bad("file", "a CSV file is required (--file)")
     data = await upload.read()
     header, rows = read_csv(data, mapping)
+    ctx = context(request)
+    quota.check(ctx.config, ctx.store, user.id, "Upload refused", adding=len(data))
     catalog = _catalog(request)
     target = catalog.dataset_file(user.id, name)
     if catalog.dataset(user.id, name) is not None:

@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from agilerl.arena.server import env_jobs, environments
+from agilerl.arena.server import env_jobs, environments, quota
 from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import LATEST, Catalog, Row, check_name
@@ -167,6 +167,7 @@ async def _upload(request: Request, ctx: Context, svc: EnvService,
     """Check and store the multipart upload: the ``upload`` stage, answered by status code.
     The new version is held (:meth:`EnvService.acquire`) when this returns."""
     up = await read_upload(await request.form())
+    quota.check(ctx.config, ctx.store, user.id, "Upload refused", adding=len(up.archive))
     name, version = up.name, up.version
     options = {"do_rollouts": up.do_rollouts, "entrypoint": up.entrypoint}
     assert ctx.catalog is not None
@@ -265,6 +266,7 @@ def validate(body: ValidateRequest, request: Request,
     require_custom_code(ctx)
     row = _find(ctx, user, body.name, body.version)
     check_entrypoint(body.entrypoint)
+    quota.check(ctx.config, ctx.store, user.id, "Validation refused")  # may reinstall
     svc = _service(request)
     svc.acquire(user.id, row["name"], row["version"])
     cancel = threading.Event()
@@ -341,6 +343,7 @@ def duplicate(body: DuplicateRequest, request: Request,
     assert ctx.catalog is not None
     source = _find(ctx, user, body.name, body.version)
     new_version = check_name(body.new_version_name, "new_version_name")
+    quota.check(ctx.config, ctx.store, user.id, "Copy refused")
     svc = _service(request)
     copied = {key: source[key] for key in ("name", "description", "multi_agent", "entrypoint",
                                            "entrypoints", "env_config", "requirements")}

@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from agilerl.arena.server import policy, states, submission
+from agilerl.arena.server import policy, quota, states, submission
 from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.errors import ApiError, invalid_state
@@ -241,8 +241,8 @@ def resume(body: ResumeRequest, request: Request,
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
     manifest = ctx.scheduler.manifest_of(row)  # the server's copy, not the job's file
     manifest.setdefault("training", {})["max_steps"] = body.max_steps
-    policy.check_budget(policy.budget(manifest), ctx.config.max_total_steps,
-                        ctx.config.max_envs)
+    policy.check_limits(manifest, ctx.config)
+    quota.check(ctx.config, ctx.store, user.id, "Resume refused")
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:
         raise ApiError(429, "TOO_MANY_JOBS", "Too many jobs waiting or running; try later",
                        limit=ctx.config.max_active_jobs_per_user)

@@ -43,6 +43,7 @@ from agilerl.arena.server import states
 from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.env_jobs import Binding, binding_json, binding_of
+from agilerl.arena.server.quota import QuotaWatch
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.store import Row, Store
@@ -115,6 +116,8 @@ class Scheduler:
         self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
         #: the Ray cluster jobs run on (``--ray-address``), else None: jobs run here.
         self.cluster = RayCluster(config.ray_address) if config.ray_address else None
+        #: stops running jobs whose users go over their disk quota (:mod:`.quota`).
+        self.quota = QuotaWatch(config)
 
     def run_dir(self, exp_id: int) -> RunDir:
         row = self.store.experiment(exp_id)
@@ -215,6 +218,7 @@ class Scheduler:
         while not self._closing.is_set():
             try:
                 self._fill_slots()
+                self.quota.tick(self)
             except Exception:  # keep scheduling whatever one launch did
                 log.exception("scheduler iteration failed")
             self._wake.wait(_TICK_S)

@@ -13,7 +13,15 @@ from typing import Any
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
-from agilerl.arena.server import dataset_jobs, env_jobs, environments, nofollow, policy, states
+from agilerl.arena.server import (
+    dataset_jobs,
+    env_jobs,
+    environments,
+    nofollow,
+    policy,
+    quota,
+    states,
+)
 from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
@@ -174,8 +182,7 @@ def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, An
                        "A reward file is code; this server was not started with"
                        " --allow-custom-code", errors=["reward_file: refused (runs custom code)"])
     policy.check_paths(manifest)
-    work = policy.budget(manifest)
-    policy.check_budget(work, ctx.config.max_total_steps, ctx.config.max_envs)
+    work = policy.check_limits(manifest, ctx.config)
     max_steps, pop_size = work.max_steps, work.pop_size
     if ctx.catalog is not None:
         req.custom_env = env_jobs.resolve(ctx.catalog, user_id, manifest,
@@ -210,6 +217,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         raise ApiError(400, "INVALID_IDEMPOTENCY_KEY",
                        f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters")
     manifest, max_steps, pop_size = _check(ctx, req, user.id)
+    quota.check(ctx.config, ctx.store, user.id, "Submission refused")
     if req.project is None:
         project = ctx.store.ensure_project(user.id, DEFAULT_PROJECT)
     else:

@@ -92,6 +92,8 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
 
     def start(**config: Any) -> tuple[RunningServer, Api]:
         config.setdefault("job_command", JOB_SCRIPT)
+        # the test worker checkpoints every few hundred steps of long runs (100-byte files)
+        config.setdefault("max_checkpoints_per_job", 1000)
         config.setdefault("stop_grace_s", 2.0)
         config.setdefault("device_poll_interval_s", 0)
         cm = running_server(tmp_path / f"srv{len(stack)}", **config)

@@ -26,6 +26,10 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in state
 
 
+#: the test worker checkpoints long runs in small increments (100-byte files).
+SMALL_CHECKPOINTS = ["--max-checkpoints", "1000"]
+
+
 class Client:
     def __init__(self, base: str, token: str) -> None:
         self.http = httpx.Client(base_url=base, timeout=30,
@@ -64,7 +68,7 @@ def test_restart_keeps_queue_and_requeues_interrupted_run(tmp_path: Path) -> Non
     data = tmp_path / "data"
     token = create_token(data)
     job = ["--slots", "1", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT),
-           "--job-env", "JOB_STEP_S=0.1"]
+           "--job-env", "JOB_STEP_S=0.1", *SMALL_CHECKPOINTS]
     with server_process(data, *job) as (base, proc):
         api = Client(base, token)
         api.submit("runner", 100_000)
@@ -107,7 +111,7 @@ def test_restart_limit_leaves_run_failed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     token = create_token(data)
     job = ["--max-restarts", "0", "--stop-grace", "1", "--job-command", " ".join(JOB_SCRIPT),
-           "--job-env", "JOB_STEP_S=0.1"]
+           "--job-env", "JOB_STEP_S=0.1", *SMALL_CHECKPOINTS]
     with server_process(data, *job) as (base, proc):
         api = Client(base, token)
         api.submit("once", 100_000)
