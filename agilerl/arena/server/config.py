@@ -58,6 +58,12 @@ class ServerConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
     job_sandbox: bool = True
+    #: memory all of one job's processes may use together (bytes; None: no cap), and how
+    #: many processes it may run at once (:mod:`.containment`).
+    job_memory_bytes: int | None = None
+    job_max_processes: int = 1024
+    #: size of the private ``/dev/shm`` of each job or check (where namespaces allow).
+    shm_bytes: int = 512 << 20
     # ---- uploaded environments (only with allow_custom_code) ------------------------
     #: seconds pip may take to install an environment's requirements.
     env_install_timeout_s: float = 600.0

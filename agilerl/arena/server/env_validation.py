@@ -1,8 +1,9 @@
 """Run :mod:`agilerl.arena.server.env_checker` in an environment's venv, under limits.
 
 The checker runs as a subprocess of :mod:`agilerl.arena.server.env_limits` with a CPU-time
-limit, an address-space (memory) limit and a file-size limit, in its own process group,
-confined by Landlock where the kernel has it (it reads its environment's source and venv,
+limit, an address-space (memory) limit and a file-size limit, under the process-tree
+supervisor of :mod:`agilerl.arena.server.containment` (the memory limit also holds for
+all its processes together, and nothing it starts outlives it), confined by Landlock where the kernel has it (it reads its environment's source and venv,
 writes only its scratch folder, and cannot see the rest of the data folder). The server
 enforces the wall-clock limit: past it the whole group is killed. However the checker
 ends, the outcome names the check it was in and why it failed.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server.containment import MEMORY_LIMIT_HIT, Containment, probe
 from agilerl.arena.server.env_install import venv_python
 
 _STDERR_LINES = 20
@@ -38,6 +40,9 @@ class Limits:
     memory_bytes: int = 4 << 30
     wall_s: float = 180.0
     file_bytes: int = 256 << 20
+    #: processes the check may run at once, and the size of its private ``/dev/shm``.
+    max_processes: int = 256
+    shm_bytes: int = 64 << 20
 
 
 @dataclass
@@ -71,7 +76,7 @@ class ProcessGroups:
         with self._lock:
             pids = list(self._pids)
         for pid in pids:
-            _signal_group(pid, signal.SIGKILL)
+            probe().end(pid)
 
 
 @dataclass(frozen=True)
@@ -80,12 +85,17 @@ class Sandbox:
 
     enabled: bool
     hide: tuple[Path, ...]
+    #: how the process tree is contained (:func:`.containment.probe`)
+    tree: Containment = field(default_factory=probe)
 
     def prefix(self, limits: Limits | None, read: list[Path], write: list[Path],
                wall_s: float | None = None) -> list[str]:
-        """The launcher command: ``limits`` (or only a wall-clock ``wall_s``), then
-        Landlock when enabled."""
-        cmd = [sys.executable, "-m", "agilerl.arena.server.env_limits"]
+        """The launcher command: the tree's supervisor, ``limits`` (or only a wall-clock
+        ``wall_s``), then Landlock when enabled."""
+        tree = limits or Limits()
+        cmd = [*self.tree.prefix(memory_bytes=limits.memory_bytes if limits else None,
+                                 max_processes=tree.max_processes, shm_bytes=tree.shm_bytes),
+               sys.executable, "-m", "agilerl.arena.server.env_limits"]
         if limits is not None:
             cmd += ["--cpu-seconds", str(int(limits.cpu_s)),
                     "--memory-bytes", str(int(limits.memory_bytes)),
@@ -95,7 +105,7 @@ class Sandbox:
             # a backstop should the server die: the kernel's alarm outlives it
             cmd += ["--wall-seconds", str(int(wall_s) + 30)]
         if self.enabled:
-            cmd.append("--landlock")
+            cmd += ["--landlock", *self.tree.hide_args()]
             for flag, paths in (("--hide", self.hide), ("--read", read), ("--write", write)):
                 for path in paths:
                     cmd += [flag, str(path)]
@@ -135,7 +145,8 @@ def _death(code: int, limits: Limits, stderr: collections.deque[str]) -> tuple[s
     if code == -signal.SIGXCPU or code == -signal.SIGKILL and not stderr:
         return "CPU_LIMIT", f"exceeded the CPU-time limit of {limits.cpu_s} s"
     if code in (-signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS) or any(
-            "MemoryError" in line or "Cannot allocate memory" in line for line in stderr):
+            "MemoryError" in line or "Cannot allocate memory" in line
+            or line.startswith(MEMORY_LIMIT_HIT) for line in stderr):
         return "MEMORY_LIMIT", (f"crashed (exit {code}), most likely at the memory limit of"
                                 f" {limits.memory_bytes / 2**20:.0f} MiB")
     last = stderr[-1] if stderr else "no output"
@@ -232,11 +243,11 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
         yield from _relay(lines, started + limits.wall_s, limits, progress, cancel)
     finally:
         if not progress.ended:  # the wall limit, or the caller went away
-            _signal_group(proc.pid, signal.SIGKILL)
+            sandbox.tree.end(proc.pid)
         try:
             code = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
+            sandbox.tree.end(proc.pid)
             code = proc.wait()
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
         groups.discard(proc.pid)
