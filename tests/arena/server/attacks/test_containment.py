@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from agilerl.arena.server.containment import probe
+from agilerl.arena.server import scheduler
+from agilerl.arena.server.containment import SUBREAPER, Containment, probe
 from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.testing import create_token, server_process
 
@@ -102,6 +103,12 @@ elif mode == "shm":  # write a file in /dev/shm, then past the size limit
     p.start(); p.join()
     seen["shared_array"] = box[0]
     print(json.dumps(seen), flush=True)
+elif mode == "shm_denied":  # the machine's /dev/shm, hidden by the sandbox
+    def write():
+        with open("/dev/shm/arena-" + arg, "wb") as fh:
+            fh.write(b"x")
+    print(json.dumps({"write": attempt(write), "list": attempt(lambda: os.listdir("/dev/shm"))}),
+          flush=True)
 elif mode == "memory":  # children that together pass the cap, each one below it
     n, each = (int(x) for x in arg.split("x"))
     for _ in range(n):
@@ -155,12 +162,22 @@ def _cleanup(word: str) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+@pytest.fixture(params=["probed", SUBREAPER])
+def tree(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Jobs contained as this machine allows, then as where namespaces and cgroups are
+    refused (a subreaper, a memory watchdog)."""
+    if request.param == SUBREAPER:
+        monkeypatch.setattr(scheduler, "probe", lambda: Containment(SUBREAPER, why_not="test"))
+    return str(request.param)
+
+
 def _json_line(api: Api, name: str) -> dict[str, Any]:
     lines = [e["message"] for e in api.logs(name) if e["kind"] == "log"]
     return dict(json.loads(next(line for line in lines if line.startswith("{"))))
 
 
-def test_a_setsid_child_does_not_keep_a_job_running(make_server: Any, tmp_path: Path) -> None:
+def test_a_setsid_child_does_not_keep_a_job_running(make_server: Any, tmp_path: Path,
+                                                    tree: str) -> None:
     marker = f"arena-orphan-{uuid.uuid4().hex}"
     _, api = make_server(job_command=_job(tmp_path, "orphan", marker), slots=1)
     try:
@@ -177,7 +194,8 @@ def test_a_setsid_child_does_not_keep_a_job_running(make_server: Any, tmp_path: 
         _cleanup(marker)
 
 
-def test_stop_ends_a_job_and_its_setsid_child(make_server: Any, tmp_path: Path) -> None:
+def test_stop_ends_a_job_and_its_setsid_child(make_server: Any, tmp_path: Path,
+                                              tree: str) -> None:
     marker = f"arena-orphan-{uuid.uuid4().hex}"
     _, api = make_server(job_command=_job(tmp_path, "orphan_then_wait", marker), slots=1)
     try:
@@ -314,8 +332,20 @@ def test_a_job_has_its_own_small_dev_shm(make_server: Any, tmp_path: Path) -> No
     assert not Path(f"/dev/shm/arena-{marker}").exists()  # never in the host's /dev/shm
 
 
-def test_a_jobs_memory_cap_holds_for_its_whole_process_tree(make_server: Any,
-                                                           tmp_path: Path) -> None:
+@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+def test_without_namespaces_the_shared_dev_shm_is_hidden(make_server: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler, "probe", lambda: Containment(SUBREAPER, why_not="test"))
+    marker = uuid.uuid4().hex
+    _, api = make_server(job_command=_job(tmp_path, "shm_denied", marker))
+    api.submit(manifest(100), experiment_name="shm")
+    assert api.wait("shm", {"COMPLETED", "FAILED"})["state"] == "COMPLETED"
+    assert _json_line(api, "shm") == {"write": "EACCES", "list": "EACCES"}
+    assert not Path(f"/dev/shm/arena-{marker}").exists()
+
+
+def test_a_jobs_memory_cap_holds_for_its_whole_process_tree(make_server: Any, tmp_path: Path,
+                                                           tree: str) -> None:
     # four children of 160 MiB each: 640 MiB together against a cap of 400 MiB
     _, api = make_server(job_command=_job(tmp_path, "memory", f"4x{160 << 20}"),
                          job_memory_bytes=400 << 20)
@@ -374,3 +404,50 @@ def test_a_forking_env_is_held_to_the_memory_cap_as_a_whole(make_server: Any) ->
     assert failed["status"] == "failed" and failed["stage"] == "validation", failed
     assert failed["detail"]["error_code"] == "MEMORY_LIMIT", failed
     assert "1024 MiB" in failed["detail"]["reason"], failed
+
+
+def test_real_training_with_worker_processes_runs_inside_its_tree(make_server: Any) -> None:
+    """Async vector envs and population workers (processes, pipes, semaphores in the
+    private /dev/shm) work in a contained job."""
+    from agilerl.arena.server.config import default_job_command
+
+    _, api = make_server(job_command=default_job_command(), job_memory_bytes=4 << 30)
+    man = {"algorithm": {"name": "DQN", "batch_size": 16, "lr": 0.001, "learn_step": 1},
+           "environment": {"name": "CartPole-v1", "num_envs": 2},
+           "training": {"max_steps": 200, "evo_steps": 100, "pop_size": 2, "num_workers": 2,
+                        "learning_delay": 0, "checkpoint_steps": 100},
+           "replay_buffer": {"max_size": 1000}}
+    api.submit(man, experiment_name="workers")
+    row = api.wait("workers", {"COMPLETED", "FAILED"}, timeout=240)
+    messages = [e["message"] for e in api.logs("workers") if e["kind"] == "log"]
+    assert row["state"] == "COMPLETED", (row, messages[-20:])
+    assert row["steps"] == 200
+
+
+SIGNALLING_ENV = '''
+import errno as _errno, os as _os
+_seen = {}
+for _name, _pid, _sig in (("decoy", DECOY, 9), ("server", SERVER, 0)):
+    try:
+        _os.kill(_pid, _sig)
+        _seen[_name] = "ok"
+    except OSError as _exc:
+        _seen[_name] = _errno.errorcode[_exc.errno]
+raise RuntimeError("SEEN " + " ".join(f"{k}={v}" for k, v in sorted(_seen.items())))
+''' + LINE_WORLD
+
+
+def test_a_check_cannot_signal_processes_outside_its_tree(make_server: Any) -> None:
+    _, api = make_server(allow_custom_code=True, env_profile_s=0.2)
+    decoy = subprocess.Popen(["sleep", "600"])  # stands for another user's trainer
+    try:
+        source = SIGNALLING_ENV.replace("DECOY", str(decoy.pid)).replace("SERVER", str(os.getpid()))
+        failed = last(upload(api, "Signalling", {"line_world.py": source}))
+        reason = failed["detail"]["reason"]
+        assert "SEEN" in reason, failed
+        seen = dict(word.split("=") for word in reason.split("SEEN ", 1)[1].split()[:2])
+        assert seen["decoy"] in {"EPERM", "ESRCH"} and seen["server"] in {"EPERM", "ESRCH"}, seen
+        assert decoy.poll() is None
+    finally:
+        decoy.kill()
+        decoy.wait()
