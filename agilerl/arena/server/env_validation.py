@@ -250,6 +250,7 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
             sandbox.tree.end(proc.pid)
             code = proc.wait()
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
+        sandbox.tree.clean(proc.pid)
         groups.discard(proc.pid)
         for t in readers:
             t.join(timeout=5)

@@ -320,6 +320,7 @@ class Scheduler:
         code = job.proc.wait()
         if _group_alive(job.proc.pid):  # helpers the trainer left behind
             _signal_group(job.proc.pid, signal.SIGKILL)
+        self.tree.clean(job.proc.pid)
         # The supervisor has ended the tree, so the pipes close; should anything still hold
         # them (an uncontained server), the slot is freed anyway once the drain time is over.
         for t in readers:
