@@ -292,12 +292,14 @@ def _init(command: list[str], shm_bytes: int, status_fd: int) -> None:
             os._exit(0)
 
 
-def _limit_processes(max_processes: int) -> None:
-    """RLIMIT_NPROC counts all of the user's processes: allow ``max_processes`` more than
-    it has now (root is not held to it)."""
+def _limit_processes(max_processes: int, own_user_namespace: bool) -> None:
+    """Cap the tree's processes with RLIMIT_NPROC (root is not held to it). The kernel
+    counts a user's processes per user namespace: in the tree's own, the tree's alone
+    (and its init); elsewhere all of the user's, so allow ``max_processes`` more than now."""
     uid = os.getuid()
-    now = sum(1 for e in os.listdir("/proc") if e.isdigit() and _owner(e) == uid)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    now = 1 if own_user_namespace else sum(
+        1 for e in os.listdir("/proc") if e.isdigit() and _owner(e) == uid)
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     want = now + max_processes
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
@@ -341,7 +343,8 @@ def _child(args: argparse.Namespace, command: list[str], cgroup: TreeCgroup | No
         if cgroup is not None:
             cgroup.join(os.getpid())
         elif args.max_processes:
-            _limit_processes(args.max_processes)
+            _limit_processes(args.max_processes,
+                             own_user_namespace=args.mode == NAMESPACES and os.geteuid() != 0)
         if args.mode == NAMESPACES:
             _init(command, args.shm_bytes, status_w)
         _exec(command)
