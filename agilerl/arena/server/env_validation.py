@@ -3,9 +3,10 @@
 The checker runs as a subprocess of :mod:`agilerl.arena.server.env_limits` with a CPU-time
 limit, an address-space (memory) limit and a file-size limit, under the process-tree
 supervisor of :mod:`agilerl.arena.server.containment` (the memory limit also holds for
-all its processes together, and nothing it starts outlives it), confined by Landlock where the kernel has it (it reads its environment's source and venv,
-writes only its scratch folder, and cannot see the rest of the data folder). The server
-enforces the wall-clock limit: past it the whole group is killed. However the checker
+all its processes together, and nothing it starts outlives it), confined by Landlock
+where the kernel has it (it reads its environment's source and venv, writes only its
+scratch folder, and cannot see the rest of the data folder). The server enforces the
+wall-clock limit: past it the whole tree is killed. However the checker
 ends, the outcome names the check it was in and why it failed.
 """
 
@@ -92,9 +93,9 @@ class Sandbox:
                wall_s: float | None = None) -> list[str]:
         """The launcher command: the tree's supervisor, ``limits`` (or only a wall-clock
         ``wall_s``), then Landlock when enabled."""
-        tree = limits or Limits()
+        caps = limits or Limits()
         cmd = [*self.tree.prefix(memory_bytes=limits.memory_bytes if limits else None,
-                                 max_processes=tree.max_processes, shm_bytes=tree.shm_bytes),
+                                 max_processes=caps.max_processes, shm_bytes=caps.shm_bytes),
                sys.executable, "-m", "agilerl.arena.server.env_limits"]
         if limits is not None:
             cmd += ["--cpu-seconds", str(int(limits.cpu_s)),

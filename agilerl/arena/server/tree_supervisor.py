@@ -45,6 +45,8 @@ _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 1 << 14, 1 <<
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _POLL_S = 0.1
 _WATCH_EVERY = 5  # polls between two memory sums of the watchdog
+#: signals the supervisor and the init pass on to the command (a graceful stop)
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: a tree's cgroup is this folder name plus its supervisor's pid, under each parent folder
 CGROUP_PREFIX = "arena-tree-"
 
@@ -264,9 +266,9 @@ def _private_mounts(shm_bytes: int) -> None:
 
 def _exec(command: list[str]) -> None:
     # as subprocess does: Python ignores SIGPIPE and SIGXFSZ, and an ignore survives exec
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, END_NOW, signal.SIGPIPE,
-                signal.SIGXFSZ):
+    for sig in (*_FORWARDED, END_NOW, signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*_FORWARDED, END_NOW))  # a mask survives exec
     try:
         os.execvp(command[0], command)
     except OSError as exc:
@@ -283,8 +285,9 @@ def _init(command: list[str], shm_bytes: int, status_fd: int) -> None:
     if child == 0:
         os.close(status_fd)
         _exec(command)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in _FORWARDED:
         signal.signal(sig, lambda s, _f: os.kill(child, s))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
     while True:
         pid, status = os.wait()
         if pid == child:
@@ -357,6 +360,8 @@ def _start(args: argparse.Namespace, command: list[str], cgroup: TreeCgroup | No
            ) -> tuple[int, int]:
     """Fork the tree's first process; returns (its pid, the read end of the status pipe)."""
     status_r, status_w = os.pipe()
+    # held until each process has its handlers: a stop during start-up is passed on, not lost
+    signal.pthread_sigmask(signal.SIG_BLOCK, (*_FORWARDED, END_NOW))
     if args.mode == NAMESPACES:
         _enter_namespaces()
     else:
@@ -380,9 +385,10 @@ def _supervise(args: argparse.Namespace, command: list[str]) -> int:
     def end_now(_s: int, _f: object) -> None:
         watch.ending = True
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in _FORWARDED:
         signal.signal(sig, lambda s, _f: os.kill(child, s))
     signal.signal(END_NOW, end_now)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*_FORWARDED, END_NOW))
     status = None
     while status is None:
         # the subreaper reaps its adopted orphans too; the namespace's init reaps its own
@@ -401,8 +407,10 @@ def _supervise(args: argparse.Namespace, command: list[str]) -> int:
         watch.peak_bytes = cgroup.peak_bytes() or watch.peak_bytes
         cgroup.kill_and_remove()
     if watch.over_memory and args.memory_bytes:
+        peak = f" (peak {watch.peak_bytes / 2**20:.0f} MiB)" if watch.peak_bytes else ""
         print(f"{MEMORY_LIMIT_HIT}: the processes together used more than the memory limit of"
-              f" {args.memory_bytes / 2**20:.0f} MiB and were ended", file=sys.stderr, flush=True)
+              f" {args.memory_bytes / 2**20:.0f} MiB{peak} and were ended", file=sys.stderr,
+              flush=True)
     return _leave_as(status)
 
 
