@@ -270,9 +270,12 @@ def _say_how_jobs_are_confined(cfg: ServerConfig) -> None:
     else:
         print(f"arena-server: jobs are sandboxed (Landlock ABI {landlock_abi()}): no access to"
               " the data folder beyond their own experiment folder", file=sys.stderr)
-    from agilerl.arena.server.containment import probe
+    from agilerl.arena.server.containment import for_jobs, probe
 
-    print(f"arena-server: {probe().describe()}", file=sys.stderr)
+    jobs, checks = for_jobs(on_ray_cluster=cfg.ray_address is not None), probe()
+    said = [("job and check", jobs)] if jobs == checks else [("job", jobs), ("check", checks)]
+    for who, tree in said:
+        print(f"arena-server: {who} {tree.describe()}", file=sys.stderr)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -51,7 +51,7 @@ from agilerl.arena.server.tree_supervisor import (
 )
 
 __all__ = ["MEMORY_LIMIT_HIT", "NAMESPACES", "NONE", "SUBREAPER", "CgroupParent", "Containment",
-           "find_cgroup_parent", "probe", "running"]
+           "find_cgroup_parent", "for_jobs", "probe", "running"]
 
 #: the supervisor's command: its file, run in isolated mode. It needs nothing but the
 #: standard library, so it runs the same whatever the tree's environment (a check's has no
@@ -159,16 +159,17 @@ class Containment:
         return self.mode == NAMESPACES
 
     def describe(self) -> str:
+        """One sentence for the server's start-up message (after "job" or "check")."""
         if self.mode == NONE:
-            return ("job and check processes are not contained (not Linux): what they start"
-                    " may outlive them")
+            return ("processes are not contained (not Linux): what they start may outlive"
+                    " them")
         how = ("in their own PID, mount and IPC namespaces, with a private /dev/shm"
                if self.mode == NAMESPACES else
                f"under a subreaper that kills their descendants (no namespaces: {self.why_not};"
                " /dev/shm is hidden from sandboxed processes)")
         limits = (f"cgroup v{self.cgroup.version}" if self.cgroup is not None else
                   "a memory watchdog and RLIMIT_NPROC (no writable cgroup)")
-        return f"job and check process trees run {how}; their memory limit holds through {limits}"
+        return f"process trees run {how}; their memory limit holds through {limits}"
 
     def hide_args(self) -> list[str]:
         """The sandbox's ``--hide`` arguments for what the tree must not share: the
@@ -209,6 +210,18 @@ class Containment:
         (normally nothing: it ends its tree itself, unless it was killed first)."""
         if self.cgroup is not None:
             self.cgroup.tree(pid).kill_and_remove()
+
+
+def for_jobs(on_ray_cluster: bool) -> Containment:
+    """How jobs are contained: as :func:`probe` found, except that a job whose population
+    runs on a Ray cluster keeps the machine's PID namespace, since its Ray driver does
+    not connect to the cluster from a namespace of its own (the subreaper still ends its
+    tree, and the cgroup or watchdog caps it)."""
+    tree = probe()
+    if on_ray_cluster and tree.mode == NAMESPACES:
+        return Containment(SUBREAPER, tree.cgroup,
+                           why_not="jobs on a Ray cluster drive it from the machine's")
+    return tree
 
 
 @functools.lru_cache(maxsize=1)

@@ -43,7 +43,7 @@ import agilerl
 from agilerl.arena.server import states
 from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
-from agilerl.arena.server.containment import probe
+from agilerl.arena.server.containment import for_jobs
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.store import Row, Store
@@ -117,7 +117,7 @@ class Scheduler:
         #: Landlock ABI the jobs are confined with; 0: unconfined (no Landlock, or disabled).
         self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
         #: how job process trees are contained and their memory capped (:mod:`.containment`)
-        self.tree = probe()
+        self.tree = for_jobs(on_ray_cluster=config.ray_address is not None)
         #: the Ray cluster jobs run on (``--ray-address``), else None: jobs run here.
         self.cluster = RayCluster(config.ray_address) if config.ray_address else None
 
