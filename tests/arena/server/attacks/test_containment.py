@@ -162,12 +162,18 @@ def _cleanup(word: str) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _without_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run as where namespaces and cgroups are refused: a subreaper and a watchdog."""
+    monkeypatch.setattr(scheduler, "for_jobs",
+                        lambda on_ray_cluster: Containment(SUBREAPER, why_not="test"))
+
+
 @pytest.fixture(params=["probed", SUBREAPER])
 def tree(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """Jobs contained as this machine allows, then as where namespaces and cgroups are
     refused (a subreaper, a memory watchdog)."""
     if request.param == SUBREAPER:
-        monkeypatch.setattr(scheduler, "probe", lambda: Containment(SUBREAPER, why_not="test"))
+        _without_namespaces(monkeypatch)
     return str(request.param)
 
 
@@ -335,7 +341,7 @@ def test_a_job_has_its_own_small_dev_shm(make_server: Any, tmp_path: Path) -> No
 @pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
 def test_without_namespaces_the_shared_dev_shm_is_hidden(make_server: Any, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler, "probe", lambda: Containment(SUBREAPER, why_not="test"))
+    _without_namespaces(monkeypatch)
     marker = uuid.uuid4().hex
     _, api = make_server(job_command=_job(tmp_path, "shm_denied", marker))
     api.submit(manifest(100), experiment_name="shm")
