@@ -3,11 +3,13 @@ tree (``setsid()`` children included) when the command exits or when told to."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +87,28 @@ def test_the_watchdog_ends_a_forking_tree_past_its_memory_cap() -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert err.startswith(MEMORY_LIMIT_HIT) and "200 MiB" in err, err
+
+
+def test_a_delegated_cgroup_v2_is_found_and_read(tmp_path: Path) -> None:
+    """Where the server's cgroup v2 offers the memory controller, the server moves into a
+    leaf of its own and hands memory and pids to the trees' cgroups beside it."""
+    from agilerl.arena.server.containment import _v1_parent, _v2_parent
+    from agilerl.arena.server.tree_supervisor import tree_cgroup
+
+    own = tmp_path / "service"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("\n")
+    mounts = [(str(tmp_path), "cgroup2", {"rw"})]
+    found = _v2_parent(mounts, {"": "/service"})
+    assert found is not None and found.version == 2 and found.folders == (own,)
+    assert (own / "arena-server" / "cgroup.procs").read_text() == str(os.getpid())
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert _v1_parent(mounts, {"": "/service"}) is None  # no v1 memory hierarchy here
+    tree = tree_cgroup(2, found.folders, 1234)
+    assert tree.folders == (own / "arena-tree-1234",)
+    tree.folders[0].mkdir()
+    (tree.folders[0] / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+    assert tree.oom_kills() == 2
+    (own / "cgroup.controllers").write_text("cpu pids\n")  # memory not delegated
+    assert _v2_parent(mounts, {"": "/service"}) is None
