@@ -380,7 +380,12 @@ def _supervise(args: argparse.Namespace, command: list[str]) -> int:
         cgroup = tree_cgroup(args.cgroup_version, args.cgroup, os.getpid())
         cgroup.create(args.memory_bytes, args.max_processes)
     watch = _Watch(args.memory_bytes, cgroup)
-    child, status_r = _start(args, command, cgroup)
+    try:
+        child, status_r = _start(args, command, cgroup)
+    except OSError:
+        if cgroup is not None:  # nothing was started in it
+            cgroup.kill_and_remove()
+        raise
 
     def end_now(_s: int, _f: object) -> None:
         watch.ending = True
