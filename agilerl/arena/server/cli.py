@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-job-sandbox", action="store_true",
                        help="do not confine jobs with Landlock (they can then read the data"
                        " folder, signing secret included)")
+    serve.add_argument("--job-memory-mb", type=_positive, default=None, metavar="MIB",
+                       help="memory all processes of one job may use together (default: no"
+                       " cap); past it the job is ended with a 'memory limit hit' error")
+    serve.add_argument("--job-max-processes", type=_positive, default=1024,
+                       help="processes one job may run at once")
     serve.add_argument("--ray-address", default=None, metavar="ADDR",
                        help="run each job's population on this Ray cluster (host:port, ray://"
                        "host:port or auto), on num_nodes of its nodes; resources are its nodes")
@@ -235,6 +240,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_active_jobs_per_user=args.max_active_jobs, public_url=args.public_url,
         max_restarts=args.max_restarts, extra_env=dict(args.job_env),
         job_sandbox=not args.no_job_sandbox, ray_address=args.ray_address,
+        job_memory_bytes=args.job_memory_mb << 20 if args.job_memory_mb else None,
+        job_max_processes=args.job_max_processes,
         **_custom_env_config(args), **_limit_config(args),
     )
     if args.job_command:
@@ -303,6 +310,12 @@ def _say_how_jobs_are_confined(cfg: ServerConfig) -> None:
     else:
         print(f"arena-server: jobs are sandboxed (Landlock ABI {landlock_abi()}): no access to"
               " the data folder beyond their own experiment folder", file=sys.stderr)
+    from agilerl.arena.server.containment import for_jobs, probe
+
+    jobs, checks = for_jobs(on_ray_cluster=cfg.ray_address is not None), probe()
+    said = [("job and check", jobs)] if jobs == checks else [("job", jobs), ("check", checks)]
+    for who, tree in said:
+        print(f"arena-server: {who} {tree.describe()}", file=sys.stderr)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -58,6 +58,12 @@ class ServerConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: confine jobs with Landlock where the kernel has it (:mod:`.sandbox`).
     job_sandbox: bool = True
+    #: memory all of one job's processes may use together (bytes; None: no cap), and how
+    #: many processes it may run at once (:mod:`.containment`).
+    job_memory_bytes: int | None = None
+    job_max_processes: int = 1024
+    #: size of the private ``/dev/shm`` of each job or check (where namespaces allow).
+    shm_bytes: int = 512 << 20
     # ---- what one job may hold, and one user's disk (:mod:`.policy`, :mod:`.quota`) ---
     #: checkpoints one job may save (``training.checkpoint_steps`` at least
     #: ``max_steps / max_checkpoints_per_job``); their size is the disk quota's concern.

@@ -15,11 +15,9 @@ write only to the venv and its scratch folder), and the venv's size is checked a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import site
 import subprocess
 import sys
@@ -201,8 +199,10 @@ def _watch(proc: subprocess.Popen[str], stop: threading.Event, done: threading.E
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """End pip and everything it started (:mod:`.containment`)."""
+    from agilerl.arena.server.containment import probe
+
+    probe().end(proc.pid)
 
 
 def copy_venv(source: Path, dest: Path) -> None:

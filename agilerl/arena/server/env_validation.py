@@ -2,12 +2,14 @@
 
 The environment runs in :mod:`agilerl.arena.server.env_host`, a subprocess of
 :mod:`agilerl.arena.server.env_limits` with a CPU-time limit, an address-space (memory)
-limit and a file-size limit, in its own process group, confined by Landlock where the
+limit and a file-size limit, under the process-tree supervisor of
+:mod:`agilerl.arena.server.containment` (the memory limit also holds for all its
+processes together, and nothing it starts outlives it), confined by Landlock where the
 kernel has it (it reads its environment's source and venv, writes only its scratch
 folder, and cannot see the rest of the data folder). It only answers requests; the
 checks themselves (:mod:`agilerl.arena.server.env_checker`) run in a thread of the server
 that drives it over its stdin and stdout, so the verdict never comes from the process
-that runs upload code. The server enforces the wall-clock limit: past it the whole group
+that runs upload code. The server enforces the wall-clock limit: past it the whole tree
 is killed. However the host ends, the outcome names the check it was in and why it failed.
 """
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agilerl.arena.server.containment import MEMORY_LIMIT_HIT, Containment, probe
 from agilerl.arena.server.env_checker import Remote, drive
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.env_wire import PipeReader
@@ -44,6 +47,9 @@ class Limits:
     memory_bytes: int = 4 << 30
     wall_s: float = 180.0
     file_bytes: int = 256 << 20
+    #: processes the check may run at once, and the size of its private ``/dev/shm``.
+    max_processes: int = 256
+    shm_bytes: int = 64 << 20
 
 
 @dataclass
@@ -77,7 +83,7 @@ class ProcessGroups:
         with self._lock:
             pids = list(self._pids)
         for pid in pids:
-            _signal_group(pid, signal.SIGKILL)
+            probe().end(pid)
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,17 @@ class Sandbox:
 
     enabled: bool
     hide: tuple[Path, ...]
+    #: how the process tree is contained (:func:`.containment.probe`)
+    tree: Containment = field(default_factory=probe)
 
     def prefix(self, limits: Limits | None, read: list[Path], write: list[Path],
                wall_s: float | None = None) -> list[str]:
-        """The launcher command: ``limits`` (or only a wall-clock ``wall_s``), then
-        Landlock when enabled."""
-        cmd = [sys.executable, "-m", "agilerl.arena.server.env_limits"]
+        """The launcher command: the tree's supervisor, ``limits`` (or only a wall-clock
+        ``wall_s``), then Landlock when enabled."""
+        caps = limits or Limits()
+        cmd = [*self.tree.prefix(memory_bytes=limits.memory_bytes if limits else None,
+                                 max_processes=caps.max_processes, shm_bytes=caps.shm_bytes),
+               sys.executable, "-m", "agilerl.arena.server.env_limits"]
         if limits is not None:
             cmd += ["--cpu-seconds", str(int(limits.cpu_s)),
                     "--memory-bytes", str(int(limits.memory_bytes)),
@@ -101,7 +112,7 @@ class Sandbox:
             # a backstop should the server die: the kernel's alarm outlives it
             cmd += ["--wall-seconds", str(int(wall_s) + 30)]
         if self.enabled:
-            cmd.append("--landlock")
+            cmd += ["--landlock", *self.tree.hide_args()]
             for flag, paths in (("--hide", self.hide), ("--read", read), ("--write", write)):
                 for path in paths:
                     cmd += [flag, str(path)]
@@ -144,7 +155,8 @@ def _death(code: int, limits: Limits, stderr: collections.deque[str]) -> tuple[s
     if code == -signal.SIGXCPU or code == -signal.SIGKILL and not stderr:
         return "CPU_LIMIT", f"exceeded the CPU-time limit of {limits.cpu_s} s"
     if code in (-signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS) or any(
-            "MemoryError" in line or "Cannot allocate memory" in line for line in stderr):
+            "MemoryError" in line or "Cannot allocate memory" in line
+            or line.startswith(MEMORY_LIMIT_HIT) for line in stderr):
         return "MEMORY_LIMIT", (f"crashed (exit {code}), most likely at the memory limit of"
                                 f" {limits.memory_bytes / 2**20:.0f} MiB")
     last = stderr[-1] if stderr else "no output"
@@ -245,15 +257,16 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
     finally:
         stop.set()
         if progress.verdict is not None or not progress.ended:
-            _signal_group(proc.pid, signal.SIGKILL)  # checked, timed out, or abandoned
+            sandbox.tree.end(proc.pid)  # checked, timed out, or abandoned
         code: int | None
         try:
             code = proc.wait(timeout=_EXIT_GRACE_S)
         except subprocess.TimeoutExpired:  # it stopped answering, yet lives on
-            _signal_group(proc.pid, signal.SIGKILL)
+            sandbox.tree.end(proc.pid)
             proc.wait()
             code = None
         _signal_group(proc.pid, signal.SIGKILL)  # anything the environment left running
+        sandbox.tree.clean(proc.pid)
         groups.discard(proc.pid)
         for t in threads:
             t.join(timeout=5)

@@ -14,6 +14,12 @@ hidden folder), then ``exec``s the job. The
 restriction cannot be lifted by the job, covers its child processes, and also stops it
 from tracing (reading the memory of) processes outside it, such as the server.
 
+Where the kernel has Landlock ABI 6 or later, the job is also *scoped*: it cannot signal
+a process outside its Landlock domain (another user's trainer, the server), nor connect
+to an abstract Unix socket created outside it. A ``--hide`` folder below ``/dev`` (the
+shared ``/dev/shm`` where the job has no private one, :mod:`.containment`) is left out of
+the ``/dev`` write grant too.
+
 Not covered: a hidden folder reachable by another path (a bind mount or a hard link
 elsewhere), and network access. :func:`landlock_abi` is 0 where the kernel lacks Landlock;
 the server then runs jobs unconfined and says so when it starts.
@@ -39,10 +45,15 @@ REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 #: rights a rule on a file (not a directory) may carry.
 _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 _READ = EXECUTE | READ_FILE | READ_DIR
+#: ABI 6 scopes: abstract Unix sockets and signals stay within the Landlock domain.
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+_SCOPED_ABI = 6
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    # the kernel reads as many fields as the size passed says: older kernels only the first
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -87,9 +98,11 @@ class _Ruleset:
     def __init__(self, abi: int) -> None:
         self.libc = _libc()
         self.handled = _handled(abi)
-        attr = _RulesetAttr(self.handled)
+        scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= _SCOPED_ABI else 0
+        attr = _RulesetAttr(self.handled, 0, scoped)
+        size = ctypes.sizeof(attr) if scoped else _RulesetAttr.handled_access_fs.size
         fd = self.libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr),
-                               ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+                               ctypes.c_size_t(size), ctypes.c_uint32(0))
         if fd < 0:
             raise _fail("create ruleset")
         self.fd = int(fd)
@@ -119,16 +132,18 @@ class _Ruleset:
         os.close(self.fd)
 
 
-def _readable_around(hidden: list[Path]) -> list[Path]:
-    """Paths whose hierarchies together cover the file system except ``hidden``.
+def _around(hidden: list[Path], top: Path = Path("/")) -> list[Path]:
+    """Paths whose hierarchies together cover ``top`` except ``hidden``.
 
-    Walks from ``/`` towards each hidden folder; at every folder on the way, each entry
-    that does not lead to a hidden folder is granted whole. Symbolic links are skipped:
-    a path through one is checked where it leads.
+    Walks from ``top`` towards each hidden folder below it; at every folder on the way,
+    each entry that does not lead to a hidden folder is granted whole. Symbolic links are
+    skipped: a path through one is checked where it leads.
     """
     on_the_way = {a for h in hidden for a in (h, *h.parents)}
+    if top not in on_the_way:
+        return [top]
     granted: list[Path] = []
-    pending = [Path("/")]
+    pending = [top]
     while pending:
         folder = pending.pop()
         try:
@@ -153,11 +168,12 @@ def confine(hide: list[Path], write: list[Path], read: list[Path] | None = None)
         raise SandboxError(0, "landlock is not available on this kernel")
     hidden = [Path(os.path.realpath(p)) for p in hide]
     rules = _Ruleset(abi)
-    for path in [*_readable_around(hidden), *(Path(os.path.realpath(p)) for p in read or [])]:
+    for path in [*_around(hidden), *(Path(os.path.realpath(p)) for p in read or [])]:
         rules.allow(path, _READ)
     everything = rules.handled
     for path in (*write, Path("/dev")):
-        rules.allow(Path(os.path.realpath(path)), everything)
+        for part in _around(hidden, Path(os.path.realpath(path))):
+            rules.allow(part, everything)
     rules.enforce()
 
 

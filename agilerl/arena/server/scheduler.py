@@ -3,14 +3,16 @@
 Each run is ``<job_command> manifest.json --checkpoint-path <exp>/checkpoints
 --checkpoint-steps N --run-dir <exp>/run [--resume-from-checkpoint <latest>]`` started in
 its own session (process group) with the experiment folder as working directory and
-``HOME``, an allow-listed environment (:func:`job_env`), and, where the kernel has
-Landlock, through :mod:`agilerl.arena.server.sandbox` so it cannot reach the rest of the
-data folder. The
+``HOME``, an allow-listed environment (:func:`job_env`), under the process-tree
+supervisor of :mod:`agilerl.arena.server.containment` (its own PID namespace where the
+kernel allows, a tree-wide memory cap) and, where the kernel has Landlock, through
+:mod:`agilerl.arena.server.sandbox` so it cannot reach the rest of the data folder. The
 trainer's progress display is left on: writing to a pipe it prints plain lines, which
 become the job's log. Two reader threads copy stdout/stderr line by line into
-``logs.ndjson``; a waiter thread records the outcome. Stopping sends SIGTERM to the trainer (its own vector-env workers are left to it),
-then SIGKILL to the whole group after the grace period; whatever is left of the group
-when the trainer exits is killed.
+``logs.ndjson``; a waiter thread records the outcome. Stopping sends SIGTERM to the
+trainer (its own vector-env workers are left to it), then ends the whole tree after the
+grace period; when the trainer exits, everything it started is killed with it (whatever
+its session) and the slot is freed.
 
 Restart rule (applied by :meth:`Scheduler.recover` before the first job starts): a run
 that was STARTING or RUNNING when the previous server process ended is recorded as FAILED
@@ -42,6 +44,7 @@ import agilerl
 from agilerl.arena.server import states
 from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
+from agilerl.arena.server.containment import for_jobs
 from agilerl.arena.server.env_jobs import Binding, binding_json, binding_of
 from agilerl.arena.server.quota import QuotaWatch
 from agilerl.arena.server.runs import LogWriter, RunDir
@@ -50,6 +53,8 @@ from agilerl.arena.server.store import Row, Store
 
 log = logging.getLogger(__name__)
 _TICK_S = 0.5
+#: how long the log readers may take to drain once the job's tree has been ended.
+_DRAIN_S = 5.0
 #: server environment variables a job inherits (besides ``LC_*``); nothing else of the
 #: server's environment reaches it, so credentials kept there stay with the server.
 PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH",
@@ -114,6 +119,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         #: Landlock ABI the jobs are confined with; 0: unconfined (no Landlock, or disabled).
         self.sandbox_abi = landlock_abi() if config.job_sandbox else 0
+        #: how job process trees are contained and their memory capped (:mod:`.containment`)
+        self.tree = for_jobs(on_ray_cluster=config.ray_address is not None)
         #: the Ray cluster jobs run on (``--ray-address``), else None: jobs run here.
         self.cluster = RayCluster(config.ray_address) if config.ray_address else None
         #: stops running jobs whose users go over their disk quota (:mod:`.quota`).
@@ -166,7 +173,7 @@ class Scheduler:
             try:
                 job.proc.wait(timeout=min(self.config.stop_grace_s, 5.0))
             except subprocess.TimeoutExpired:
-                _signal_group(job.proc.pid, signal.SIGKILL)
+                self.tree.end(job.proc.pid)
                 job.proc.wait(timeout=5)
         with self._lock:
             waiters = list(self._waiters)
@@ -208,9 +215,10 @@ class Scheduler:
         _signal_group(pid, signal.SIGTERM)
         for _ in range(int(self.config.stop_grace_s * 10) + 1):
             if not _group_alive(pid):
-                return
+                break
             self._closing.wait(0.1)
-        _signal_group(pid, signal.SIGKILL)
+        if _group_alive(pid):
+            self.tree.end(pid)
 
     # ---- scheduling -------------------------------------------------------------------
 
@@ -245,13 +253,17 @@ class Scheduler:
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
         job_command, readable = custom_env_command(self._binding(row), self.config.job_command)
         program = job_command[0]
-        if self.sandbox_abi and shutil.which(program, path=os.environ.get("PATH")) is None:
+        contain = self.tree.prefix(memory_bytes=self.config.job_memory_bytes,
+                                   max_processes=self.config.job_max_processes,
+                                   shm_bytes=self.config.shm_bytes)
+        if (self.sandbox_abi or contain) and shutil.which(
+                program, path=os.environ.get("PATH")) is None:
             # the wrapper would start and then fail to exec it: say so as Popen would
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
         confine = [sys.executable, "-m", "agilerl.arena.server.sandbox",
-                   "--hide", str(self.config.data_dir), "--write", str(run.root),
-                   *readable, *self._ray_writes(), "--"]
-        cmd = [*(confine if self.sandbox_abi else []), *job_command,
+                   "--hide", str(self.config.data_dir), *self.tree.hide_args(),
+                   "--write", str(run.root), *readable, *self._ray_writes(), "--"]
+        cmd = [*contain, *(confine if self.sandbox_abi else []), *job_command,
                str(run.manifest),
                "--checkpoint-path", str(run.checkpoints),
                "--checkpoint-steps", str(int(every)), "--run-dir", str(run.run)]
@@ -331,20 +343,26 @@ class Scheduler:
     def _read(self, job: _Job, pipe: IO[str] | None, stream: str) -> None:
         if pipe is None:
             return
-        for line in pipe:
-            job.writer.write(stream, line.rstrip("\r\n"))
-            if not job.started.is_set():
-                job.started.set()
-                self.store.transition(job.exp_id, states.RUNNING, reason="first output",
-                                      only_from=(states.STARTING,))
+        try:
+            for line in pipe:
+                job.writer.write(stream, line.rstrip("\r\n"))
+                if not job.started.is_set():
+                    job.started.set()
+                    self.store.transition(job.exp_id, states.RUNNING, reason="first output",
+                                          only_from=(states.STARTING,))
+        except ValueError:  # the log was closed: the job ended and its drain time is over
+            pass
         pipe.close()
 
     def _wait(self, job: _Job, readers: list[threading.Thread]) -> None:
         code = job.proc.wait()
         if _group_alive(job.proc.pid):  # helpers the trainer left behind
             _signal_group(job.proc.pid, signal.SIGKILL)
+        self.tree.clean(job.proc.pid)
+        # The supervisor has ended the tree, so the pipes close; should anything still hold
+        # them (an uncontained server), the slot is freed anyway once the drain time is over.
         for t in readers:
-            t.join()
+            t.join(timeout=_DRAIN_S)
         job.writer.close()
         if job.killer is not None:
             job.killer.cancel()
@@ -405,7 +423,7 @@ class Scheduler:
 
     def _kill(self, job: _Job) -> None:
         if job.proc.poll() is None or _group_alive(job.proc.pid):
-            _signal_group(job.proc.pid, signal.SIGKILL)
+            self.tree.end(job.proc.pid)
 
     def running(self) -> list[int]:
         with self._lock:
