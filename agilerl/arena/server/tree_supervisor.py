@@ -276,6 +276,16 @@ def _exec(command: list[str]) -> None:
     os._exit(127)
 
 
+def _release_stdio() -> None:
+    """Hand the tree's stdin and stdout to the command alone (stderr stays, for this
+    module's own messages): a reader then sees the end of the command's output when the
+    command closes it, not only when its supervisor and init exit."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
+
+
 def _init(command: list[str], shm_bytes: int, status_fd: int) -> None:
     """PID 1 of the tree's namespace: start the command, reap orphans, and leave with the
     command (the kernel then kills the rest of the namespace)."""
@@ -285,6 +295,7 @@ def _init(command: list[str], shm_bytes: int, status_fd: int) -> None:
     if child == 0:
         os.close(status_fd)
         _exec(command)
+    _release_stdio()
     for sig in _FORWARDED:
         signal.signal(sig, lambda s, _f: os.kill(child, s))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
@@ -386,6 +397,7 @@ def _supervise(args: argparse.Namespace, command: list[str]) -> int:
         if cgroup is not None:  # nothing was started in it
             cgroup.kill_and_remove()
         raise
+    _release_stdio()
 
     def end_now(_s: int, _f: object) -> None:
         watch.ending = True

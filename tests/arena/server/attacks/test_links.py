@@ -73,7 +73,8 @@ def test_validation_does_not_write_spec_json_through_a_planted_link(
     first = last(upload(api, "Planter", {"line_world.py": _planting_env("spec.json", target)}))
     assert first["status"] in ("completed", "failed"), first
     scratch = srv.data_dir / "environments" / "1" / "Planter" / "v1" / "scratch"
-    assert (scratch / "spec.json").is_symlink()  # the upload planted it
+    # the spec now travels over the check's pipe, and scratch/ goes with each check
+    assert not (scratch / "spec.json").is_symlink()
     again = api.http.post(ENVS + "/validate", json={"name": "Planter"}, timeout=120)
     assert again.status_code == 200
     assert last(again)["status"] in ("completed", "failed")
@@ -90,6 +91,7 @@ def test_reinstall_does_not_write_requirements_through_a_planted_link(
     assert failed["stage"] == "install" and failed["status"] == "failed", failed
     # what a requirement's setup.py (run by pip in this scratch folder) can leave behind
     planted = srv.data_dir / "environments" / "1" / "Req" / "v1" / "scratch" / "requirements.txt"
+    planted.parent.mkdir(exist_ok=True)  # each check removes scratch/ when it ends
     planted.unlink(missing_ok=True)
     planted.symlink_to(target)
     again = last(api.http.post(ENVS + "/validate", json={"name": "Req"}, timeout=120))
