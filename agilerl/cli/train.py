@@ -390,7 +390,12 @@ def _user_code_frame(exc: BaseException) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return None
-    innermost = Path(frames[-1].filename).resolve()
+    named = Path(frames[-1].filename)
+    if not named.is_absolute() or not named.is_file():
+        # Python names a user's file by its absolute path; compiled (Cython) library code
+        # names a source file relative to where it was built, e.g. python/ray/...pxi.
+        return None
+    innermost = named.resolve()
     library = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
                if (p := sysconfig.get_paths().get(key))}
     library.add(Path(__file__).resolve().parents[1])  # the agilerl package

@@ -433,6 +433,9 @@ class RayPopulation:
         return dict(_fetch(self._actors[0].memory_state.remote()))
 
     def agents_here(self) -> list[Any]:
+        if self._closed:  # ray.get would quietly start a new, empty Ray instance here
+            raise RuntimeError("the Ray backend is closed: its members' states went with "
+                               "its Ray session (take them before close())")
         try:
             states = [_fetch(ref) for ref in self._last]
         except ray.exceptions.RayError as exc:  # a failed run: keep its own error in front
