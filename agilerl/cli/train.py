@@ -25,8 +25,9 @@ environment (id, entrypoint, wrapper) that cannot be built, missing optional dep
 W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
 please report it); 4 the environment failed while training: a worker process died, or the
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
-valid), or a process training members (``--workers``) died or raised (the message names
-the member and generation); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+valid), or a process training members (``--workers``) died or raised, or a Ray node holding
+members was lost and nothing could take them over (the message names the member and
+generation, and the node); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ write a checkpoint (exactly the local backend's checkpoint, so runs resume acros
 backends) and to hand the final population back.
 
 A lost actor (its process or node died) is re-created from its members' last states, with
-a warning, and the call it was running is run again; the run goes on unchanged. Shared
+a warning, and the call it was running is run again; where no new actor can be placed
+within the recovery timeout (``AGILERL_RAY_RECOVERY_TIMEOUT``, default 30 s), its members
+move to the remaining actors on other nodes. Either way the run goes on unchanged. When
+nothing can take them, or their last states went with the node, the run stops with
+:class:`RayMemberFailure` naming the member and the node; every wait after a loss is
+bounded by that timeout, so a lost node never hangs the driver. Shared
 replay memory: each actor's replica starts every training phase from the same memory; the
 members' additions are merged into every replica (and the driver's copy, for checkpoints)
 in member order by :meth:`RayPopulation.end_training_phase`.
@@ -29,9 +34,6 @@ actor per bundle of that group.
 
 from __future__ import annotations
 
-import copy
-import logging
-import os
 import sys
 import time
 import warnings
@@ -52,12 +54,13 @@ from agilerl.population.backends import (
     PopulationSetup,
     register_backend,
 )
-from agilerl.population.ray_cluster import (
-    NAMESPACE,
-    PLACEMENT_GROUP_ENV,
-    RECOVERY_TIMEOUT_ENV,
-    RECOVERY_TIMEOUT_S,
-    unreachable,
+from agilerl.population.ray_cluster import RECOVERY_TIMEOUT_ENV
+from agilerl.population.ray_driver import (
+    connect,
+    fetch,
+    named_placement_group,
+    recovery_timeout,
+    suppress_ray_errors,
 )
 from agilerl.population.ray_host import MemberHost
 from agilerl.population.shared_memory import SharedReplay, shareable
@@ -95,13 +98,13 @@ class RayPopulation:
         self._home = [0] * self.size
         self._nodes: list[str | None] = []
         #: seconds to wait for a replacement actor or for a state after a loss
-        self._timeout = _recovery_timeout()
+        self._timeout = recovery_timeout()
         self._broken = False
         self._last: list[Any] = [None] * self.size
         self._info: list[dict[str, Any]] = [{} for _ in range(self.size)]
         self._deltas: dict[int, Any] = {}
         self._closed = False
-        self._started_ray = _connect(settings.ray_address)
+        self._started_ray = connect(settings.ray_address)
         try:
             self._start(setup, settings)
         except BaseException:
@@ -121,7 +124,7 @@ class RayPopulation:
             "paradigm": setup.paradigm, "eval_steps": setup.eval_steps,
             "eval_loop": setup.eval_loop, "torch_threads": setup.torch_threads,
         })
-        self._placement = _named_placement_group()
+        self._placement = named_placement_group()
         self._actors = [self._new_actor(k) for k in range(self._actor_count(settings))]
         self._home = [m % len(self._actors) for m in range(self.size)]
         self._nodes = list(self.actor_nodes())
@@ -185,7 +188,7 @@ class RayPopulation:
         self._last[member] = refs[-1]
         if len(refs) == 4:  # train: its memory delta, added to the phase's when yielded
             self._deltas[member] = refs[1]
-        return _fetch(refs[0]) if len(refs) >= 3 else None
+        return fetch(refs[0]) if len(refs) >= 3 else None
 
     def _commit_delta(self, member: int) -> None:
         """``member`` is yielded as trained: its delta joins the phase's (member order)."""
@@ -199,7 +202,7 @@ class RayPopulation:
         """:func:`_fetch` of an object a member's actor made, within the recovery timeout:
         one that went with its node fails the run, naming the node."""
         try:
-            return _fetch(ref, timeout=self._timeout)
+            return fetch(ref, timeout=self._timeout)
         except (ray.exceptions.ObjectLostError, ray.exceptions.GetTimeoutError,
                 ray.exceptions.RayActorError) as exc:
             raise self._failure(member, f"{what} was lost with its Ray actor on "
@@ -230,7 +233,7 @@ class RayPopulation:
         warnings.warn(f"Ray actor of members {group} on {where} was lost "
                       f"({type(exc).__name__}); re-creating it from their last states",
                       RuntimeWarning, stacklevel=3)
-        with _suppress_ray_errors():
+        with suppress_ray_errors():
             ray.kill(self._actors[k], no_restart=True)
         self._actors[k] = self._new_actor(k)
         try:
@@ -248,7 +251,7 @@ class RayPopulation:
                       lost_node: str | None) -> None:
         """No new actor could be placed: actor ``k``'s members go to the other actors,
         but not to those on the node it was lost with (they went with it)."""
-        with _suppress_ray_errors():
+        with suppress_ray_errors():
             ray.kill(self._actors[k], no_restart=True)
         self._actors[k] = None
         others = [j for j, actor in enumerate(self._actors)
@@ -473,81 +476,19 @@ class RayPopulation:
         self._closed = True
         if self.shared is None and self.memory is not None and self._live_actors():
             # one member: its memory lived in the actor; the trainer keeps it for train()
-            with _suppress_ray_errors():
-                self.memory.load_state_dict(_fetch(self._actors[0].memory_state.remote(),
+            with suppress_ray_errors():
+                self.memory.load_state_dict(fetch(self._actors[0].memory_state.remote(),
                                                    timeout=self._timeout))
         for actor in self._live_actors():
-            with _suppress_ray_errors():
+            with suppress_ray_errors():
                 ray.kill(actor, no_restart=True)
         self._actors = []
         if self._started_ray:
             ray.shutdown()
 
 
-def _fetch(ref: Any, timeout: float | None = None) -> Any:
-    """An object of the object store as this process's own copy: ``ray.get`` maps arrays
-    in place, and they would change under us once the store frees or reuses them."""
-    return copy.deepcopy(ray.get(ref, timeout=timeout))
-
-
-def _recovery_timeout() -> float:
-    """``AGILERL_RAY_RECOVERY_TIMEOUT`` (seconds, > 0), else the default."""
-    raw = os.environ.get(RECOVERY_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return RECOVERY_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise TrainingSetupError(f"{RECOVERY_TIMEOUT_ENV} = {raw!r}: expected a number of "
-                                 "seconds greater than 0")
-    return value
-
-
 #: Return values of each actor method: [own results..., info, state].
 _RETURNS = {"load": 2, "set_hyperparameters": 2, "evaluate": 3, "mutate": 3, "train": 4}
-
-
-def _connect(address: str | None) -> bool:
-    """Join the cluster at ``address`` unless this process already is a Ray driver; True
-    when this call connected (and so the backend disconnects when it closes)."""
-    if ray.is_initialized():
-        return False
-    where = f"--ray-address / training.ray_address {address!r}"
-    problem = unreachable(address)
-    if problem is not None:
-        raise TrainingSetupError(f"{where}: no Ray cluster answers there ({problem})")
-    try:
-        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
-                 log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise TrainingSetupError(f"{where}: cannot reach a Ray cluster there ({exc})") from None
-    return True
-
-
-def _named_placement_group() -> Any:
-    """The placement group named by ``AGILERL_RAY_PLACEMENT_GROUP``, ready, or None."""
-    name = os.environ.get(PLACEMENT_GROUP_ENV)
-    if not name:
-        return None
-    from ray.util import get_placement_group
-
-    try:
-        group = get_placement_group(name)
-    except ValueError:
-        raise TrainingSetupError(f"{PLACEMENT_GROUP_ENV} = {name!r}: no such placement group "
-                                 f"in Ray namespace {NAMESPACE!r}") from None
-    ray.get(group.ready(), timeout=300)
-    return group
-
-
-class _suppress_ray_errors:  # noqa: N801 - used like contextlib.suppress
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> bool:
-        return exc[0] is not None and issubclass(exc[0], ray.exceptions.RayError | ValueError)
 
 
 def _ray_backend(setup: PopulationSetup, settings: BackendSettings) -> RayPopulation:

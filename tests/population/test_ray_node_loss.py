@@ -150,7 +150,7 @@ def test_a_killed_dashboard_agent_does_not_end_the_run_silently(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf", "nan"])
 def test_a_recovery_timeout_that_is_not_a_positive_number_is_named(value, monkeypatch):
-    from agilerl.population.ray_backend import _recovery_timeout
+    from agilerl.population.ray_driver import recovery_timeout as _recovery_timeout
     from agilerl.training.errors import TrainingSetupError
 
     monkeypatch.setenv("AGILERL_RAY_RECOVERY_TIMEOUT", value)
