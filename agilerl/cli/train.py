@@ -237,6 +237,10 @@ def _warnings_as_lines() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
+    from agilerl.cli import ray_guard
+
+    if ray_guard.wanted(args):  # Ray may end its driver without a word: watch from outside
+        return ray_guard.run_guarded(args)
     try:
         with _sigterm_stops(), _warnings_as_lines():
             return _run(args)
@@ -513,7 +517,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
-    args = parse_args(argv)
+    return run_reported(parse_args(argv))
+
+
+def run_reported(args: argparse.Namespace) -> int:
+    """:func:`run`, with a bug reported as an internal error (never a traceback)."""
     try:
         return run(args)
     except Exception as exc:  # last line of defence: a message, never a traceback

@@ -156,3 +156,21 @@ def test_a_recovery_timeout_that_is_not_a_positive_number_is_named(value, monkey
     monkeypatch.setenv("AGILERL_RAY_RECOVERY_TIMEOUT", value)
     with pytest.raises(TrainingSetupError, match=f"AGILERL_RAY_RECOVERY_TIMEOUT = '{value}'"):
         _recovery_timeout()
+
+
+def test_a_killed_dashboard_agent_on_the_drivers_node_is_reported(tmp_path):
+    """The head's dashboard agent, on the driver's node: the head's raylet goes down with it
+    and Ray ends the driver at once (exit 1, no message, no Python cleanup). Before: exit 1
+    and nothing said. Now the command names the cause and the checkpoint to resume from."""
+    from agilerl.population.ray_cluster import local_ray_cluster
+
+    manifest = _manifest(tmp_path / "ppo.yaml")
+    with local_ray_cluster(nodes=2, cpus_per_node=1) as cluster:
+        code, stderr, seconds = _train_and_kill(cluster, manifest, tmp_path / "ray", 0,
+                                                "ray::DashboardAgent")
+    assert code == 4, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert "training stopped: the Ray driver ended without a report" in stderr, stderr
+    last = list_checkpoints(tmp_path / "ray" / "checkpoints")[-1]
+    assert f"the last checkpoint, {last.path}, is intact; resume with:" in stderr, stderr
+    assert len(last.member_states()) == 2
