@@ -199,8 +199,8 @@ class RayPopulation:
             self._phase.append(ref)
 
     def _fetch(self, ref: Any, member: int, what: str) -> Any:
-        """:func:`_fetch` of an object a member's actor made, within the recovery timeout:
-        one that went with its node fails the run, naming the node."""
+        """:func:`~agilerl.population.ray_driver.fetch` of an object a member's actor made,
+        within the recovery timeout: one that went with its node fails the run, naming it."""
         try:
             return fetch(ref, timeout=self._timeout)
         except (ray.exceptions.ObjectLostError, ray.exceptions.GetTimeoutError,
