@@ -25,8 +25,9 @@ environment (id, entrypoint, wrapper) that cannot be built, missing optional dep
 W&B without an API key, a path that cannot be written; 3 internal error (a bug in agilerl:
 please report it); 4 the environment failed while training: a worker process died, or the
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
-valid), or a process training members (``--workers``) died or raised (the message names
-the member and generation); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+valid), or a process training members (``--workers``) died or raised, or a Ray node holding
+members was lost and nothing could take them over (the message names the member and
+generation, and the node); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -236,6 +237,10 @@ def _warnings_as_lines() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Validate, build, train; report errors as messages with an exit status."""
+    from agilerl.cli import ray_guard
+
+    if ray_guard.wanted(args):  # Ray may end its driver without a word: watch from outside
+        return ray_guard.run_guarded(args)
     try:
         with _sigterm_stops(), _warnings_as_lines():
             return _run(args)
@@ -390,7 +395,12 @@ def _user_code_frame(exc: BaseException) -> str | None:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return None
-    innermost = Path(frames[-1].filename).resolve()
+    named = Path(frames[-1].filename)
+    if not named.is_absolute() or not named.is_file():
+        # Python names a user's file by its absolute path; compiled (Cython) library code
+        # names a source file relative to where it was built, e.g. python/ray/...pxi.
+        return None
+    innermost = named.resolve()
     library = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
                if (p := sysconfig.get_paths().get(key))}
     library.add(Path(__file__).resolve().parents[1])  # the agilerl package
@@ -507,7 +517,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m agilerl.train``: the same command without the ``agilerl`` prefix."""
-    args = parse_args(argv)
+    return run_reported(parse_args(argv))
+
+
+def run_reported(args: argparse.Namespace) -> int:
+    """:func:`run`, with a bug reported as an internal error (never a traceback)."""
     try:
         return run(args)
     except Exception as exc:  # last line of defence: a message, never a traceback

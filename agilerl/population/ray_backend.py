@@ -15,7 +15,12 @@ write a checkpoint (exactly the local backend's checkpoint, so runs resume acros
 backends) and to hand the final population back.
 
 A lost actor (its process or node died) is re-created from its members' last states, with
-a warning, and the call it was running is run again; the run goes on unchanged. Shared
+a warning, and the call it was running is run again; where no new actor can be placed
+within the recovery timeout (``AGILERL_RAY_RECOVERY_TIMEOUT``, default 30 s), its members
+move to the remaining actors on other nodes. Either way the run goes on unchanged. When
+nothing can take them, or their last states went with the node, the run stops with
+:class:`RayMemberFailure` naming the member and the node; every wait after a loss is
+bounded by that timeout, so a lost node never hangs the driver. Shared
 replay memory: each actor's replica starts every training phase from the same memory; the
 members' additions are merged into every replica (and the driver's copy, for checkpoints)
 in member order by :meth:`RayPopulation.end_training_phase`.
@@ -29,9 +34,6 @@ actor per bundle of that group.
 
 from __future__ import annotations
 
-import copy
-import logging
-import os
 import sys
 import time
 import warnings
@@ -49,12 +51,19 @@ from agilerl.population.backend import (
 )
 from agilerl.population.backends import (
     BackendSettings,
-    MemberContext,
     PopulationSetup,
     register_backend,
 )
-from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV, unreachable
-from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shareable
+from agilerl.population.ray_cluster import RECOVERY_TIMEOUT_ENV
+from agilerl.population.ray_driver import (
+    connect,
+    fetch,
+    named_placement_group,
+    recovery_timeout,
+    suppress_ray_errors,
+)
+from agilerl.population.ray_host import MemberHost
+from agilerl.population.shared_memory import SharedReplay, shareable
 from agilerl.training.errors import TrainingSetupError
 
 #: Times one member's call is retried on re-created actors before the run fails.
@@ -63,98 +72,6 @@ MAX_RECOVERIES = 3
 
 class RayMemberFailure(MemberFailure):
     """A member's call raised in its Ray actor, or its actor could not be re-created."""
-
-
-class MemberHost:
-    """The actor: some members, their env and memory replicas, and the calls on them."""
-
-    def __init__(self, recipe: Mapping[str, Any], slots: int) -> None:
-        import torch
-
-        from agilerl.population.local import LocalPopulation
-
-        threads = recipe["torch_threads"]
-        if threads:
-            torch.set_num_threads(int(threads))
-        self.agent_class = recipe["agent_class"]
-        self.device = recipe["device"]
-        self.env = recipe["env_factory"]()
-        # Arrays from the object store are read-only views of it: the replica owns copies.
-        self.memory = copy.deepcopy(recipe["memory"])
-        #: the generation rule on this actor's memory replica (several members share it)
-        self.shared = SharedReplay(self.memory) if recipe["shared"] else None
-        context = MemberContext(env=self.env, memory=self.memory,
-                                training_spec=recipe["training_spec"],
-                                algorithm_spec=recipe["algorithm_spec"],
-                                paradigm=recipe["paradigm"])
-        # Seeding and calls as in one process; the memory rule is applied here, across
-        # the whole population, not by this partial LocalPopulation (hence no memory).
-        self.members = LocalPopulation(
-            [None] * slots, self.env, recipe["member_trainer_factory"](context),
-            eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
-
-    def _result(self, member: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        agent = self.members.agents[member]
-        info = {"steps": int(agent.steps[-1]), "hyperparameters": dict(agent.hyperparameters)}
-        return info, dict(agent.get_state())
-
-    def load(self, member: int, state: Mapping[str, Any],
-             index: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        own = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
-        if index is not None:
-            own["index"] = index
-        self.members.agents[member] = self.agent_class.from_state(own, device=self.device)
-        return self._result(member)
-
-    def train(self, member: int, steps: int, seed: int, deadline: Deadline | None = None
-              ) -> tuple[TrainReport, Any, dict[str, Any], dict[str, Any]]:
-        """Train one member; also returns what it added to the shared memory (or None)."""
-        if self.shared is not None:
-            self.shared.begin_member()
-        report = self.members.train(member, steps, seed=seed, deadline=deadline)
-        delta = self.shared.end_member() if self.shared is not None else None
-        return (report, delta, *self._result(member))
-
-    def evaluate(self, member: int, seed: int) -> tuple[float, dict[str, Any], dict[str, Any]]:
-        fitness = self.members.evaluate(member, seed=seed)
-        return (fitness, *self._result(member))
-
-    def mutate(self, member: int, operator: Any, pre_training: bool,
-               exempt: bool) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """Mutate one member with ``operator`` as ``operator.mutation(population)`` would at
-        this slot: an ``exempt`` member (the elite in slot 0) still draws its kind."""
-        agent = self.members.agents[member]
-        operator = copy.deepcopy(operator)
-        if exempt:
-            mutated = operator.mutation([agent], pre_training_mut=pre_training)
-        else:
-            mutated = operator.mutation([agent], pre_training_mut=pre_training,
-                                        indices=[agent.index])
-        self.members.agents[member] = mutated[0]
-        return (operator, *self._result(member))
-
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]
-                            ) -> tuple[dict[str, Any], dict[str, Any]]:
-        self.members.set_hyperparameters(member, values)
-        return self._result(member)
-
-    def node_id(self) -> str:
-        """The Ray node this actor runs on."""
-        return str(ray.get_runtime_context().get_node_id())
-
-    def end_phase(self, *deltas: ExperienceDelta) -> None:
-        """Merge every member's additions of this phase, in member order, into the replica."""
-        if self.shared is not None:
-            self.shared.end_phase(list(deltas))
-
-    def memory_state(self) -> dict[str, Any] | None:
-        """The replica's state (with one member, the only copy of the memory)."""
-        return self.memory.state_dict() if self.memory is not None else None
-
-    def load_memory(self, state: Mapping[str, Any]) -> None:
-        self.memory.load_state_dict(copy.deepcopy(dict(state)))
-        if self.shared is not None:
-            self.shared = SharedReplay(self.memory)
 
 
 class RayPopulation:
@@ -176,11 +93,18 @@ class RayPopulation:
             SharedReplay(setup.memory, setup.pending_experience)
             if self.size > 1 and shareable(setup.memory) else None)
         self._actors: list[Any] = []
+        #: the actor index holding each member (``m % actors`` until a lost actor's
+        #: members move to the others) and the Ray node id of each actor
+        self._home = [0] * self.size
+        self._nodes: list[str | None] = []
+        #: seconds to wait for a replacement actor or for a state after a loss
+        self._timeout = recovery_timeout()
+        self._broken = False
         self._last: list[Any] = [None] * self.size
         self._info: list[dict[str, Any]] = [{} for _ in range(self.size)]
         self._deltas: dict[int, Any] = {}
         self._closed = False
-        self._started_ray = _connect(settings.ray_address)
+        self._started_ray = connect(settings.ray_address)
         try:
             self._start(setup, settings)
         except BaseException:
@@ -200,11 +124,13 @@ class RayPopulation:
             "paradigm": setup.paradigm, "eval_steps": setup.eval_steps,
             "eval_loop": setup.eval_loop, "torch_threads": setup.torch_threads,
         })
-        self._placement = _named_placement_group()
+        self._placement = named_placement_group()
         self._actors = [self._new_actor(k) for k in range(self._actor_count(settings))]
+        self._home = [m % len(self._actors) for m in range(self.size)]
+        self._nodes = list(self.actor_nodes())
         for member, agent in enumerate(setup.agents):
             self._call(member, "load", member, ray.put(dict(agent.get_state())))
-        nodes = set(self.actor_nodes())
+        nodes = set(self._nodes)
         if not setup.extra.get("verbose", True):
             return
         placed = " in the reserved placement group" if self._placement is not None else ""
@@ -233,22 +159,27 @@ class RayPopulation:
         return ray.remote(MemberHost).options(**options).remote(self._recipe, self.size)
 
     def _actor(self, member: int) -> Any:
-        return self._actors[member % len(self._actors)]
+        return self._actors[self._home[member]]
 
     def _group(self, member: int) -> list[int]:
-        k = len(self._actors)
-        return list(range(member % k, self.size, k))
+        """The members held by ``member``'s actor."""
+        k = self._home[member]
+        return [m for m in range(self.size) if self._home[m] == k]
+
+    def _live_actors(self) -> list[Any]:
+        return [actor for actor in self._actors if actor is not None]
 
     def _submit(self, member: int, method: str, *args: Any) -> list[Any]:
         """Start ``method`` on ``member``'s actor; refs ``[result..., info, state]``."""
         n = _RETURNS[method]
         return list(getattr(self._actor(member), method).options(num_returns=n).remote(*args))
 
-    def _finish(self, member: int, refs: list[Any]) -> Any:
-        """Wait for a call started by :meth:`_submit`; record the member's info and last
-        state; return the call's own result (None for ``load``/``set_hyperparameters``)."""
+    def _finish(self, member: int, refs: list[Any], timeout: float | None = None) -> Any:
+        """Wait for a call started by :meth:`_submit` (at most ``timeout`` seconds: else
+        ``GetTimeoutError``); record the member's info and last state; return the call's own
+        result (None for ``load``/``set_hyperparameters``)."""
         try:
-            info = ray.get(refs[-2])
+            info = ray.get(refs[-2], timeout=timeout)
         except ray.exceptions.RayTaskError as exc:  # the member's own code raised
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             raise RayMemberFailure(f"{type(cause).__name__}: {cause}", member,
@@ -257,14 +188,26 @@ class RayPopulation:
         self._last[member] = refs[-1]
         if len(refs) == 4:  # train: its memory delta, added to the phase's when yielded
             self._deltas[member] = refs[1]
-        return _fetch(refs[0]) if len(refs) >= 3 else None
+        return fetch(refs[0]) if len(refs) >= 3 else None
 
     def _commit_delta(self, member: int) -> None:
         """``member`` is yielded as trained: its delta joins the phase's (member order)."""
         ref = self._deltas.pop(member, None)
         if self.shared is not None and ref is not None:
-            self.shared.pending.append(_fetch(ref))
+            self.shared.pending.append(self._fetch(ref, member, "what it added to the replay "
+                                                   "memory"))
             self._phase.append(ref)
+
+    def _fetch(self, ref: Any, member: int, what: str) -> Any:
+        """:func:`~agilerl.population.ray_driver.fetch` of an object a member's actor made,
+        within the recovery timeout: one that went with its node fails the run, naming it."""
+        try:
+            return fetch(ref, timeout=self._timeout)
+        except (ray.exceptions.ObjectLostError, ray.exceptions.GetTimeoutError,
+                ray.exceptions.RayActorError) as exc:
+            raise self._failure(member, f"{what} was lost with its Ray actor on "
+                                f"{self._node_text(self._home[member])} "
+                                f"({type(exc).__name__})") from None
 
     def _call(self, member: int, method: str, *args: Any) -> Any:
         """Run one call on ``member``'s actor, re-creating the actor if it is lost."""
@@ -277,35 +220,106 @@ class RayPopulation:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _recover(self, member: int, exc: BaseException, attempt: int) -> None:
-        """Replace ``member``'s lost actor by a new one holding its members' last states."""
-        k = member % len(self._actors)
+        """Replace ``member``'s lost actor by a new one holding its members' last states;
+        where none can be placed in time (its node is gone and no other has a free CPU),
+        move those members to the remaining actors. Fails with :class:`RayMemberFailure`,
+        naming the node, when neither works or a last state went with the node."""
+        k, group = self._home[member], self._group(member)
+        where = self._node_text(k)
+        lost_node = self._nodes[k]
         if attempt >= MAX_RECOVERIES:
-            raise RayMemberFailure(
-                f"its Ray actor (members {self._group(member)}) was lost {attempt + 1} times "
-                f"in a row ({type(exc).__name__})", member) from None
-        warnings.warn(f"Ray actor of members {self._group(member)} was lost "
+            raise self._failure(member, f"its Ray actor (members {group}) on {where} was "
+                                f"lost {attempt + 1} times in a row ({type(exc).__name__})")
+        warnings.warn(f"Ray actor of members {group} on {where} was lost "
                       f"({type(exc).__name__}); re-creating it from their last states",
                       RuntimeWarning, stacklevel=3)
-        with _suppress_ray_errors():
+        with suppress_ray_errors():
             ray.kill(self._actors[k], no_restart=True)
         self._actors[k] = self._new_actor(k)
-        if self.memory is not None:
-            if self.shared is None:
-                raise RayMemberFailure("its Ray actor was lost with the replay memory, "
-                                       "which only that actor held", member) from None
-            ray.get(self._actors[k].load_memory.remote(self.shared.memory.state_dict()))
-        for slot in self._group(member):
+        try:
+            self._nodes[k] = str(ray.get(self._actors[k].node_id.remote(),
+                                         timeout=self._timeout))
+        except ray.exceptions.GetTimeoutError:
+            self._move_members(k, group, member, lost_node)
+        else:
+            self._reload_memory(k, member, where)
+        for slot in group:
             if self._last[slot] is not None:
-                refs = self._submit(slot, "load", slot, self._last[slot])
-                try:
-                    self._finish(slot, refs)
-                except ray.exceptions.ObjectLostError:
-                    raise RayMemberFailure("its last state was lost with its Ray node",
-                                           slot) from None
+                self._reload(slot, where)
+
+    def _move_members(self, k: int, group: list[int], member: int,
+                      lost_node: str | None) -> None:
+        """No new actor could be placed: actor ``k``'s members go to the other actors,
+        but not to those on the node it was lost with (they went with it)."""
+        with suppress_ray_errors():
+            ray.kill(self._actors[k], no_restart=True)
+        self._actors[k] = None
+        others = [j for j, actor in enumerate(self._actors)
+                  if actor is not None and self._nodes[j] != lost_node]
+        if not others or (self.memory is not None and self.shared is None):
+            self._nodes[k] = lost_node  # named as the node it was lost with
+            raise self._failure(member, f"its Ray actor (members {group}) on "
+                                f"{self._node_text(k)} was lost and no new one could be "
+                                f"placed on the cluster within {self._timeout:g} s "
+                                f"({RECOVERY_TIMEOUT_ENV}): the cluster has no free CPU "
+                                "for it")
+        for i, slot in enumerate(group):
+            self._home[slot] = others[i % len(others)]
+        warnings.warn(f"no new Ray actor could be placed within {self._timeout:g} s: members "
+                      f"{group} move to the remaining actors {others}",
+                      RuntimeWarning, stacklevel=4)
+
+    def _reload_memory(self, k: int, member: int, where: str) -> None:
+        """A new actor ``k`` gets the shared memory from the driver's copy."""
+        if self.memory is None:
+            return
+        if self.shared is None:
+            raise self._failure(member, f"its Ray actor on {where} was lost with the replay "
+                                "memory, which only that actor held")
+        try:
+            ray.get(self._actors[k].load_memory.remote(self.shared.memory.state_dict()),
+                    timeout=self._timeout)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            raise self._failure(member, f"the Ray actor re-created for it after a loss on "
+                                f"{where} failed too ({type(exc).__name__})") from None
+
+    def _reload(self, slot: int, where: str) -> None:
+        """Load ``slot``'s last state into its (new) actor, within the recovery timeout."""
+        refs = self._submit(slot, "load", slot, self._last[slot])
+        try:
+            self._finish(slot, refs, timeout=self._timeout)
+        except (ray.exceptions.ObjectLostError, ray.exceptions.GetTimeoutError):
+            raise self._failure(slot, f"its last state was lost with its Ray actor on "
+                                f"{where}") from None
+        except ray.exceptions.RayActorError as exc:
+            raise self._failure(slot, f"after its Ray actor on {where} was lost, the actor "
+                                f"taking it over on {self._node_text(self._home[slot])} "
+                                f"was lost too ({type(exc).__name__})") from None
+
+    def _failure(self, member: int, what: str) -> RayMemberFailure:
+        """The run cannot go on (and no member state is fetched from here on)."""
+        self._broken = True
+        return RayMemberFailure(what, member)
+
+    def _node_text(self, k: int) -> str:
+        """Actor ``k``'s Ray node as a user finds it: its address, id and whether it is
+        still alive (as far as the cluster knows)."""
+        node = self._nodes[k] if k < len(self._nodes) else None
+        if node is None:
+            return "an unknown Ray node"
+        try:
+            known = {n.get("NodeID"): n for n in ray.nodes()}
+        except Exception:  # noqa: BLE001 - only the message's detail depends on it
+            known = {}
+        info = known.get(node, {})
+        address = info.get("NodeManagerAddress", "?")
+        # alive means "not yet found dead": the cluster takes seconds to notice a loss
+        state = "" if not info or info.get("Alive") else ", dead"
+        return f"Ray node {address} (id {node[:12]}{state})"
 
     def actor_nodes(self) -> list[str]:
         """The Ray node of each actor (actor ``k`` holds members ``k, k + actors, ...``)."""
-        return list(ray.get([actor.node_id.remote() for actor in self._actors]))
+        return list(ray.get([actor.node_id.remote() for actor in self._live_actors()]))
 
     # ------------------------------------------------------------------ protocol
     def __len__(self) -> int:
@@ -336,7 +350,7 @@ class RayPopulation:
                     done[job.member] = TrainReport(steps=0)
                     pending.pop(0)
                     continue
-                k = job.member % len(self._actors)
+                k = self._home[job.member]
                 if k in running:
                     break
                 refs = self._submit(job.member, "train", job.member, job.steps, job.seed,
@@ -372,9 +386,16 @@ class RayPopulation:
         if self.shared is None:
             return
         phase, self._phase = self._phase, []
-        merging = [actor.end_phase.remote(*phase) for actor in self._actors]
+        merging = [actor.end_phase.remote(*phase) for actor in self._live_actors()]
         self.shared.end_phase()
-        ray.get(merging)
+        for actor, merged in zip(self._live_actors(), merging, strict=True):
+            try:
+                ray.get(merged, timeout=self._timeout)
+            except ray.exceptions.RayActorError:
+                pass  # re-created from the driver's (merged) copy at its next call
+            except ray.exceptions.RayError:  # a delta went with a lost node: the driver has it
+                ray.get(actor.load_memory.remote(self.shared.memory.state_dict()),
+                        timeout=self._timeout)
 
     def evaluate_members(self, jobs: Sequence[EvalJob]) -> list[float]:
         started = {job.member: (self._actor(job.member),
@@ -393,7 +414,7 @@ class RayPopulation:
         return fitnesses
 
     def get_state(self, member: int) -> dict[str, Any]:
-        return dict(_fetch(self._last[member]))
+        return dict(self._fetch(self._last[member], member, "its last state"))
 
     def set_state(self, member: int, state: Mapping[str, Any]) -> None:
         self._call(member, "load", member, ray.put(dict(state)))
@@ -430,15 +451,21 @@ class RayPopulation:
             return self.shared.state_dict()
         if self.memory is None:
             return None
-        return dict(_fetch(self._actors[0].memory_state.remote()))
+        return dict(self._fetch(self._actors[0].memory_state.remote(), 0, "its replay memory"))
 
     def agents_here(self) -> list[Any]:
+        if self._closed:  # ray.get would quietly start a new, empty Ray instance here
+            raise RuntimeError("the Ray backend is closed: its members' states went with "
+                               "its Ray session (take them before close())")
         try:
-            states = [_fetch(ref) for ref in self._last]
-        except ray.exceptions.RayError as exc:  # a failed run: keep its own error in front
+            if self._broken:  # some went with a lost node: fetching the rest would not help
+                raise RayMemberFailure("some went with a lost Ray node")
+            states = [self._fetch(ref, m, "its last state") for m, ref in enumerate(self._last)]
+        except (ray.exceptions.RayError, RayMemberFailure) as exc:
+            # a failed run: keep its own error in front
             warnings.warn(f"the members' last states could not be fetched from Ray "
-                          f"({type(exc).__name__}); the trainer keeps its members as they "
-                          "were before this train() call (the last checkpoint has them)",
+                          f"({exc}); the trainer keeps its members as they were before "
+                          "this train() call (the last checkpoint has them)",
                           RuntimeWarning, stacklevel=2)
             return list(self._initial)
         return [self.agent_class.from_state(s, device=self.device) for s in states]
@@ -447,67 +474,21 @@ class RayPopulation:
         if self._closed:
             return
         self._closed = True
-        if self.shared is None and self.memory is not None and self._actors:
+        if self.shared is None and self.memory is not None and self._live_actors():
             # one member: its memory lived in the actor; the trainer keeps it for train()
-            with _suppress_ray_errors():
-                self.memory.load_state_dict(_fetch(self._actors[0].memory_state.remote()))
-        for actor in self._actors:
-            with _suppress_ray_errors():
+            with suppress_ray_errors():
+                self.memory.load_state_dict(fetch(self._actors[0].memory_state.remote(),
+                                                   timeout=self._timeout))
+        for actor in self._live_actors():
+            with suppress_ray_errors():
                 ray.kill(actor, no_restart=True)
         self._actors = []
         if self._started_ray:
             ray.shutdown()
 
 
-def _fetch(ref: Any) -> Any:
-    """An object of the object store as this process's own copy: ``ray.get`` maps arrays
-    in place, and they would change under us once the store frees or reuses them."""
-    return copy.deepcopy(ray.get(ref))
-
-
 #: Return values of each actor method: [own results..., info, state].
 _RETURNS = {"load": 2, "set_hyperparameters": 2, "evaluate": 3, "mutate": 3, "train": 4}
-
-
-def _connect(address: str | None) -> bool:
-    """Join the cluster at ``address`` unless this process already is a Ray driver; True
-    when this call connected (and so the backend disconnects when it closes)."""
-    if ray.is_initialized():
-        return False
-    where = f"--ray-address / training.ray_address {address!r}"
-    problem = unreachable(address)
-    if problem is not None:
-        raise TrainingSetupError(f"{where}: no Ray cluster answers there ({problem})")
-    try:
-        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
-                 log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise TrainingSetupError(f"{where}: cannot reach a Ray cluster there ({exc})") from None
-    return True
-
-
-def _named_placement_group() -> Any:
-    """The placement group named by ``AGILERL_RAY_PLACEMENT_GROUP``, ready, or None."""
-    name = os.environ.get(PLACEMENT_GROUP_ENV)
-    if not name:
-        return None
-    from ray.util import get_placement_group
-
-    try:
-        group = get_placement_group(name)
-    except ValueError:
-        raise TrainingSetupError(f"{PLACEMENT_GROUP_ENV} = {name!r}: no such placement group "
-                                 f"in Ray namespace {NAMESPACE!r}") from None
-    ray.get(group.ready(), timeout=300)
-    return group
-
-
-class _suppress_ray_errors:  # noqa: N801 - used like contextlib.suppress
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> bool:
-        return exc[0] is not None and issubclass(exc[0], ray.exceptions.RayError | ValueError)
 
 
 def _ray_backend(setup: PopulationSetup, settings: BackendSettings) -> RayPopulation:

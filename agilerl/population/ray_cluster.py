@@ -31,6 +31,11 @@ NAMESPACE = "agilerl"
 #: Names a placement group reserved for a run by someone else (the Arena server reserves
 #: one of ``num_nodes`` bundles on distinct nodes per job): one actor per bundle.
 PLACEMENT_GROUP_ENV = "AGILERL_RAY_PLACEMENT_GROUP"
+#: Seconds a Ray driver waits, once a member's actor is lost (its process or node died),
+#: for a new actor to be placed or for a member's state to arrive, before it gives up on
+#: that actor (default :data:`RECOVERY_TIMEOUT_S`).
+RECOVERY_TIMEOUT_ENV = "AGILERL_RAY_RECOVERY_TIMEOUT"
+RECOVERY_TIMEOUT_S = 30.0
 
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -79,6 +84,19 @@ class LocalRayCluster:
         before = len(self.nodes)
         self.nodes.append(_start_node(self, ["--address", self.address], cpus))
         _wait_for_nodes(self, before + 1)
+
+    def kill(self, node: int, process: str) -> list[int]:
+        """SIGKILL the processes of node ``node`` (0: the head) whose command line or title
+        contains ``process`` (``raylet``, ``ray::DashboardAgent``), as a machine fault would;
+        their process ids."""
+        group = self.nodes[node].pid
+        killed = []
+        for pid in _processes_naming(process):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == group:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+        return killed
 
     def stop(self) -> None:
         """Stop every node (worker nodes first); kill what does not stop by process id."""
@@ -167,9 +185,10 @@ def _processes_naming(text: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def local_ray_cluster(root: Path | None = None, *, nodes: int = 1,
-                      cpus_per_node: int = 1) -> Iterator[LocalRayCluster]:
-    """Start a head node and ``nodes - 1`` worker nodes; stop them all on exit.
+def local_ray_cluster(root: Path | None = None, *, nodes: int = 1, cpus_per_node: int = 1,
+                      head_cpus: int | None = None) -> Iterator[LocalRayCluster]:
+    """Start a head node and ``nodes - 1`` worker nodes; stop them all on exit. The head
+    has ``head_cpus`` CPUs (default ``cpus_per_node``; 0 keeps every actor off it).
 
     ``root`` must be short (Ray's socket paths live under it and a Unix socket path holds
     at most 107 bytes); by default a fresh folder under the system temp folder is used and
@@ -187,7 +206,8 @@ def local_ray_cluster(root: Path | None = None, *, nodes: int = 1,
     try:
         cluster.nodes.append(_start_node(
             cluster, ["--head", f"--port={port}", f"--ray-client-server-port={client_port}",
-                      "--include-dashboard=false"], cpus_per_node))
+                      "--include-dashboard=false"],
+            cpus_per_node if head_cpus is None else head_cpus))
         _wait_for_nodes(cluster, 1)
         for _ in range(nodes - 1):
             cluster.add_node(cpus_per_node)

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,7 +161,8 @@ class TrainSession:
         trainer._continuation = {"loop": self.state.state_dict(),
                                  "evolution": self.evolution.state_dict()}
         if not interrupted and options.save_elite:
-            self._save_elite()
+            # From the members handed back: the backend (a Ray session) is closed by now.
+            self._save_elite(trainer.population)
         trainer.last_elite_path = self.elite_path
         self._summary(fitnesses, time.perf_counter() - started, interrupted)
         if interrupted:
@@ -251,7 +253,7 @@ class TrainSession:
 
     def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None:
         if self.options.save_elite:
-            self._save_elite()
+            self._save_elite(self.backend.agents_here())
 
     def interrupt_requested(self) -> bool:
         return self._stop_signal is not None
@@ -398,14 +400,15 @@ class TrainSession:
               f"({again} to abort without one)", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ results
-    def _save_elite(self) -> None:
+    def _save_elite(self, agents: Sequence[Any]) -> None:
+        """Save the elite of ``agents`` (the population in member order)."""
         elite = self.state.elite
         if elite is None:
             return
         path = self.options.elite_path or self.run_dir / ELITE_FILE
         if path.suffix != ".pt":
             path = path.with_name(path.name + ".pt")
-        self.backend.agents_here()[elite].save_checkpoint(path)
+        agents[elite].save_checkpoint(path)
         self.elite_path = path
 
     def _summary(self, fitnesses: list[float], seconds: float, interrupted: bool) -> None:

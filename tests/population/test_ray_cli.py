@@ -126,3 +126,21 @@ def test_sigint_stops_a_ray_run_with_a_checkpoint_that_resumes_locally(ray_clust
     _train(manifest, tmp_path / "resumed",
            "--resume-from-checkpoint", str(list_checkpoints(run_dir / "checkpoints")[-1].path))
     assert same(_final(tmp_path / "resumed"), _final(tmp_path / "local"))
+
+
+def test_save_elite_after_a_ray_run_saves_the_elite_and_exits_0(ray_cluster, tmp_path):
+    """The elite was fetched from the members' Ray objects after the backend had closed
+    its Ray session: the run failed at the very end with exit 4, blaming the environment."""
+    from agilerl.algorithms.core.base import RLAlgorithm
+
+    manifest = tmp_path / "ppo.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "algorithm": {"name": "PPO", "learn_step": 64, "batch_size": 32},
+        "environment": {"name": "CartPole-v1", "num_envs": 2},
+        "training": {"max_steps": 256, "evo_steps": 128, "pop_size": 2, "eval_steps": 50},
+        "mutation": MUTATION, "tournament_selection": SELECTION,
+    }))
+    run_dir = tmp_path / "ray"
+    _train(manifest, run_dir, "--backend", "ray", "--ray-address", ray_cluster.address,
+           "--save-elite")
+    assert type(RLAlgorithm.load(run_dir / "elite.pt")).__name__ == "PPO"

@@ -1,0 +1,109 @@
+"""The Ray actor of the Ray backend (:mod:`agilerl.population.ray_backend`): a group of
+members with their own replica of the env and of the shared replay memory, running their
+calls exactly as :class:`~agilerl.population.local.LocalPopulation` does. Every actor has a
+slot for every member, so any actor can take over any member (the driver decides which
+actor holds which member)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import ray
+
+from agilerl.population.backend import Deadline, TrainReport
+from agilerl.population.backends import MemberContext
+from agilerl.population.shared_memory import ExperienceDelta, SharedReplay
+
+
+class MemberHost:
+    """The actor: some members, their env and memory replicas, and the calls on them."""
+
+    def __init__(self, recipe: Mapping[str, Any], slots: int) -> None:
+        import torch
+
+        from agilerl.population.local import LocalPopulation
+
+        threads = recipe["torch_threads"]
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.agent_class = recipe["agent_class"]
+        self.device = recipe["device"]
+        self.env = recipe["env_factory"]()
+        # Arrays from the object store are read-only views of it: the replica owns copies.
+        self.memory = copy.deepcopy(recipe["memory"])
+        #: the generation rule on this actor's memory replica (several members share it)
+        self.shared = SharedReplay(self.memory) if recipe["shared"] else None
+        context = MemberContext(env=self.env, memory=self.memory,
+                                training_spec=recipe["training_spec"],
+                                algorithm_spec=recipe["algorithm_spec"],
+                                paradigm=recipe["paradigm"])
+        # Seeding and calls as in one process; the memory rule is applied here, across
+        # the whole population, not by this partial LocalPopulation (hence no memory).
+        self.members = LocalPopulation(
+            [None] * slots, self.env, recipe["member_trainer_factory"](context),
+            eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
+
+    def _result(self, member: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        agent = self.members.agents[member]
+        info = {"steps": int(agent.steps[-1]), "hyperparameters": dict(agent.hyperparameters)}
+        return info, dict(agent.get_state())
+
+    def load(self, member: int, state: Mapping[str, Any],
+             index: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        own = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
+        if index is not None:
+            own["index"] = index
+        self.members.agents[member] = self.agent_class.from_state(own, device=self.device)
+        return self._result(member)
+
+    def train(self, member: int, steps: int, seed: int, deadline: Deadline | None = None
+              ) -> tuple[TrainReport, Any, dict[str, Any], dict[str, Any]]:
+        """Train one member; also returns what it added to the shared memory (or None)."""
+        if self.shared is not None:
+            self.shared.begin_member()
+        report = self.members.train(member, steps, seed=seed, deadline=deadline)
+        delta = self.shared.end_member() if self.shared is not None else None
+        return (report, delta, *self._result(member))
+
+    def evaluate(self, member: int, seed: int) -> tuple[float, dict[str, Any], dict[str, Any]]:
+        fitness = self.members.evaluate(member, seed=seed)
+        return (fitness, *self._result(member))
+
+    def mutate(self, member: int, operator: Any, pre_training: bool,
+               exempt: bool) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """Mutate one member with ``operator`` as ``operator.mutation(population)`` would at
+        this slot: an ``exempt`` member (the elite in slot 0) still draws its kind."""
+        agent = self.members.agents[member]
+        operator = copy.deepcopy(operator)
+        if exempt:
+            mutated = operator.mutation([agent], pre_training_mut=pre_training)
+        else:
+            mutated = operator.mutation([agent], pre_training_mut=pre_training,
+                                        indices=[agent.index])
+        self.members.agents[member] = mutated[0]
+        return (operator, *self._result(member))
+
+    def set_hyperparameters(self, member: int, values: Mapping[str, Any]
+                            ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self.members.set_hyperparameters(member, values)
+        return self._result(member)
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on."""
+        return str(ray.get_runtime_context().get_node_id())
+
+    def end_phase(self, *deltas: ExperienceDelta) -> None:
+        """Merge every member's additions of this phase, in member order, into the replica."""
+        if self.shared is not None:
+            self.shared.end_phase(list(deltas))
+
+    def memory_state(self) -> dict[str, Any] | None:
+        """The replica's state (with one member, the only copy of the memory)."""
+        return self.memory.state_dict() if self.memory is not None else None
+
+    def load_memory(self, state: Mapping[str, Any]) -> None:
+        self.memory.load_state_dict(copy.deepcopy(dict(state)))
+        if self.shared is not None:
+            self.shared = SharedReplay(self.memory)
