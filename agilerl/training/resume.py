@@ -160,12 +160,9 @@ def _check_selection_state(trainer: LocalTrainer, path: Path, saved: Any) -> Non
 
 
 def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
-    import torch
+    from agilerl.checkpoint.folder import load_state_file
 
-    try:
-        agent_state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(f"cannot read agent file {path}: {exc}") from exc
+    agent_state = load_state_file(path, f"agent file {path}")
     if not isinstance(agent_state, dict) or "algo" not in agent_state:
         raise CheckpointError(f"{path} is not an agilerl agent file or checkpoint folder")
     algo = algo_name(trainer.algorithm_spec)
