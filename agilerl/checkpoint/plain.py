@@ -19,8 +19,9 @@ Anything else that is not plain data is refused when written (:func:`to_plain` r
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,11 +61,11 @@ def to_plain(obj: Any, where: str = "state") -> Any:
     if isinstance(obj, np.random.Generator):
         return {_GENERATOR_TAG: obj.bit_generator.state}
     if isinstance(obj, Mapping):
-        if type(obj) not in (dict, _ordered_dict()):
+        if type(obj) not in (dict, OrderedDict):  # both rebuilt by weights_only loading
             raise TypeError(f"{where} is a {type(obj).__name__}, not a dict: it cannot be "
                             "saved as plain data")
-        return type(obj)((key, to_plain(value, f"{where}[{key!r}]"))
-                         for key, value in obj.items())
+        items = {key: to_plain(value, f"{where}[{key!r}]") for key, value in obj.items()}
+        return OrderedDict(items) if isinstance(obj, OrderedDict) else items
     if type(obj) in (list, tuple, set):
         return type(obj)(to_plain(value, f"{where}[{i}]") for i, value in enumerate(obj))
     if isinstance(obj, np.ndarray | np.generic | np.dtype):
@@ -104,14 +105,8 @@ def generator_from_state(state: Mapping[str, Any]) -> np.random.Generator:
     if name not in _BIT_GENERATORS:
         raise ValueError(f"unknown numpy bit generator {name!r}")
     bit_generator = _BIT_GENERATORS[name]()
-    bit_generator.state = dict(state)
+    bit_generator.state = cast(Any, dict(state))  # numpy checks the keys it needs
     return np.random.Generator(bit_generator)
-
-
-def _ordered_dict() -> type:
-    from collections import OrderedDict
-
-    return OrderedDict
 
 
 def _space_args(space: spaces.Space, where: str) -> dict[str, Any]:
