@@ -52,6 +52,7 @@ from agilerl.checkpoint.layout import (
     member_file,
 )
 from agilerl.checkpoint.plain import from_plain, numpy_safe_globals, to_plain
+from agilerl.training.errors import storage_exhausted
 
 __all__ = [
     "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
@@ -95,7 +96,9 @@ def _fsync_dir(path: Path) -> None:
 def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
     """Write through ``write(file_object)`` to a temp name, fsync, rename; return size/digest.
 
-    A failed write (disk full, an object that cannot be pickled) removes its temp file.
+    A failed write (disk full, an object that cannot be pickled) removes its temp file; a
+    full disk (or quota, or file-size limit) is an ``OSError`` naming ``path``, whatever
+    layer (torch's writer reports it as a ``RuntimeError``) met it.
     """
     tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
     try:
@@ -104,8 +107,11 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        full = storage_exhausted(exc)
+        if full is not None:
+            raise OSError(full.errno, full.strerror, str(path)) from None
         raise
     return {"size": path.stat().st_size, "sha256": _digest(path)}
 
@@ -200,7 +206,19 @@ def write_checkpoint(
     delete the old one afterwards (see :func:`prune_checkpoints`).
     """
     folder = Path(path)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_files(folder, members, trainer_state, summary, replay_buffer, manifest)
+    except BaseException:
+        if created:  # e.g. the disk filled up: give back what the unfinished folder took
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _write_files(folder: Path, members: Sequence[Any], trainer_state: dict[str, Any],
+                 summary: dict[str, Any], replay_buffer: Any | None,
+                 manifest: dict[str, Any] | None) -> Path:
     for stale in folder.iterdir():  # left by a write that was killed half-way
         if is_temp_file(stale) and stale.is_file():
             stale.unlink(missing_ok=True)

@@ -26,7 +26,9 @@ W&B without an API key, a path that cannot be written; 3 internal error (a bug i
 please report it); 4 the environment failed while training: a worker process died, or the
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
 valid), or a process training members (``--workers``) died or raised (the message names
-the member and generation); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+the member and generation); 5 out of disk space (the file being written is named) or out of
+memory (a network too large for this machine: the field is named), nothing already saved is
+lost; 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_ENV_FAILED = 4
+EXIT_NO_RESOURCES = 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -352,6 +355,10 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except MemberFailure as exc:
         return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
+        shortage = _out_of_resources(exc)
+        if shortage is not None:
+            _error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
+            return EXIT_NO_RESOURCES
         where = _user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
             return _env_failed(args, trainer, f"the environment's code raised "
@@ -364,12 +371,38 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
 
 def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
     """Report an environment that failed while training, and the checkpoint to go back to."""
-    last = trainer.last_checkpoint
-    saved = (f"the last checkpoint, {last}, is intact; resume with: "
-             f"{_resume_command(args, trainer, last)}" if last is not None else
-             "no checkpoint had been written in this run")
-    _error(f"training stopped: {what}\n  {saved}")
+    _error(f"training stopped: {what}\n  {_last_checkpoint_note(args, trainer)}")
     return EXIT_ENV_FAILED
+
+
+def _last_checkpoint_note(args: argparse.Namespace, trainer: Any) -> str:
+    last = trainer.last_checkpoint
+    return (f"the last checkpoint, {last}, is intact; resume with: "
+            f"{_resume_command(args, trainer, last)}" if last is not None else
+            "no checkpoint had been written in this run")
+
+
+def _out_of_resources(exc: BaseException) -> str | None:
+    """What ran out, when ``exc`` says the disk or the memory did (else None)."""
+    from agilerl.training.errors import (
+        InsufficientMemoryError,
+        memory_exhausted,
+        storage_exhausted,
+    )
+
+    full = storage_exhausted(exc)
+    if full is not None:
+        where = f"writing {full.filename}" if full.filename else "writing the run's files"
+        return (f"out of disk space {where} ({full.strerror}: the disk, a quota or the "
+                "file-size limit is full); free space, or point --run-dir and "
+                "--checkpoint-path at another disk")
+    if isinstance(exc, InsufficientMemoryError):
+        return str(exc)
+    if memory_exhausted(exc):
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"out of memory ({detail}); lower the network's sizes, training.pop_size, "
+                "replay_buffer.max_size or environment.num_envs")
+    return None
 
 
 def _last_lines(trace: str | None, count: int = 3) -> str:
@@ -408,8 +441,11 @@ def _report(exc: Exception) -> int:
     from agilerl.models import ManifestError
     from agilerl.training.errors import missing_extra
 
+    shortage = _out_of_resources(exc)
     if isinstance(exc, ManifestError):
         print(str(exc), file=sys.stderr)  # its own header names the file
+    elif shortage is not None:
+        _error(shortage)
     elif isinstance(exc, OSError) and exc.filename is not None:
         _error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
                "--run-dir, --checkpoint-path, --elite-path, --tensorboard-log-dir)")
@@ -424,7 +460,8 @@ def _failure_status(exc: BaseException) -> int | None:
     One table for everything ``train`` can meet: invalid or untrainable manifests (1);
     what the user can fix outside the manifest (2): checkpoints, devices, environments that
     cannot be built, missing optional packages, W&B without a key, paths that cannot be
-    written; env workers that die while training (4, handled in :func:`_train`).
+    written; env workers that die while training (4, handled in :func:`_train`); the disk
+    or the memory running out (5).
     """
     from agilerl.checkpoint import CheckpointError
     from agilerl.logging import WandbSetupError
@@ -437,6 +474,8 @@ def _failure_status(exc: BaseException) -> int | None:
 
     if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
         return EXIT_INVALID
+    if _out_of_resources(exc) is not None:
+        return EXIT_NO_RESOURCES
     if isinstance(exc, TrainingSetupError):
         return int(exc.exit_code)
     if isinstance(exc, CheckpointError | WandbSetupError | _UsageError):

@@ -6,7 +6,12 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
+from agilerl.training.errors import (
+    InsufficientMemoryError,
+    UnsupportedAlgorithmError,
+    algo_name,
+    memory_exhausted,
+)
 from agilerl.training.networks import resolve_network_spec
 from agilerl.training.paradigms import paradigm
 
@@ -149,19 +154,53 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         trainer.algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
-    population = [
-        build_algorithm(
-            spec, obs_space, action_space, index=i, net_config=net_config,
-            hp_config=hp_config, device=trainer.device,
-            seed=derive_seed(trainer.seed, _SEED_AGENT, i),
-        )
-        for i in range(pop_size)
-    ]
+    try:
+        population = [
+            build_algorithm(
+                spec, obs_space, action_space, index=i, net_config=net_config,
+                hp_config=hp_config, device=trainer.device,
+                seed=derive_seed(trainer.seed, _SEED_AGENT, i),
+            )
+            for i in range(pop_size)
+        ]
+    except (MemoryError, RuntimeError) as exc:
+        if not memory_exhausted(exc):
+            raise
+        raise InsufficientMemoryError(
+            f"out of memory building {pop_size} {algo_name(spec)} agents on {trainer.device}: "
+            f"the network is too large for this machine ({_widest_layer(net_config)}); make "
+            "it narrower or shallower, or lower training.pop_size") from None
     sum_scores = getattr(trainer.training_spec, "sum_scores", None)
     for agent in population:
         if hasattr(agent, "sum_scores") and sum_scores is not None:
             agent.sum_scores = bool(sum_scores)  # multi-agent scoring (per agent or summed)
     return population
+
+
+#: ``network`` fields that set a layer's width (not the mutation bounds beside them).
+_LAYER_SIZE_KEYS = frozenset({"hidden_size", "latent_dim", "channel_size"})
+
+
+def _widest_layer(net_config: Any) -> str:
+    """The ``network`` field holding the widest layer, as the manifest writes it."""
+    sizes: list[tuple[int, str, Any]] = []
+
+    def walk(value: Any, path: str) -> None:
+        for key, item in value.items():
+            if isinstance(item, dict):
+                walk(item, f"{path}.{key}")
+            elif key in _LAYER_SIZE_KEYS and isinstance(item, int | list):
+                widths = [w for w in (item if isinstance(item, list) else [item])
+                          if isinstance(w, int)]
+                if widths:
+                    sizes.append((max(widths), f"{path}.{key}", item))
+
+    dumped = net_config.model_dump() if hasattr(net_config, "model_dump") else net_config
+    walk(dumped if isinstance(dumped, dict) else {}, "network")
+    if not sizes:
+        return "see the network section"
+    _, path, shown = max(sizes, key=lambda found: found[0])
+    return f"{path}={shown}"
 
 
 def make_memory(trainer: LocalTrainer) -> Any:

@@ -6,6 +6,7 @@ imports point one way: trainer -> session -> build/resume -> errors.
 
 from __future__ import annotations
 
+import errno
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 __all__ = [
     "DeviceUnavailableError",
     "EnvironmentSetupError",
+    "InsufficientMemoryError",
     "MissingExtraError",
     "TrainingAborted",
     "TrainingInterrupted",
@@ -21,7 +23,9 @@ __all__ = [
     "UnsupportedSettingError",
     "algo_meta",
     "algo_name",
+    "memory_exhausted",
     "missing_extra",
+    "storage_exhausted",
 ]
 
 #: Importable module (top-level name) -> the ``agilerl`` extra that installs it.
@@ -90,6 +94,41 @@ def missing_extra(exc: BaseException, what: str) -> MissingExtraError | None:
     if "pip install" in str(exc):  # a dependency check that already says how to fix it
         return MissingExtraError(str(exc))
     return None
+
+
+class InsufficientMemoryError(MemoryError):
+    """The machine ran out of memory for what the manifest asks (the message names the
+    setting to lower): not a bug, and nothing already saved is affected. CLI exit 5."""
+
+    exit_code = 5
+
+
+#: ``errno`` values of a write refused for want of space: the disk, a quota, the file-size
+#: limit (``RLIMIT_FSIZE``).
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def storage_exhausted(exc: BaseException | None) -> OSError | None:
+    """The ``OSError`` saying the disk (or a quota or file-size limit) is full, when it is
+    ``exc`` or what ``exc`` was raised from (torch's writer reports a failed write as a
+    ``RuntimeError`` raised while handling it), else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def memory_exhausted(exc: BaseException) -> bool:
+    """``exc`` says an allocation failed: ``MemoryError``, or torch's allocator (CPU or
+    GPU) refusing one."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "out of memory" in text.lower())
 
 
 class TrainingInterrupted(KeyboardInterrupt):
