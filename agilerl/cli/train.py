@@ -259,9 +259,11 @@ def _run(args: argparse.Namespace) -> int:
     except OverrideError as exc:
         _error(str(exc))
         return EXIT_USAGE
-    if not args.manifest.is_file():
-        what = "is a folder" if args.manifest.is_dir() else "does not exist"
-        _error(f"manifest {args.manifest} {what}")
+    from agilerl.input_files import file_problem
+
+    problem = file_problem(args.manifest)
+    if problem is not None:
+        _error(f"manifest {args.manifest} {problem}")
         return EXIT_USAGE
     return _run_checked(args, overrides)
 
