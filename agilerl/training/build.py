@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.training.errors import (
+    ArgumentError,
     InsufficientMemoryError,
     UnsupportedAlgorithmError,
     algo_name,
@@ -73,8 +74,11 @@ def resolve_seed(seed: int | None) -> int:
     """The run seed: the one given, or a fresh random one (recorded in checkpoints)."""
     if seed is None:
         return secrets.randbits(31)
-    if int(seed) < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ArgumentError(f"seed={seed!r:.40}: expected a whole number >= 0 or None, got "
+                            f"{type(seed).__name__}")
+    if seed < 0:
+        raise ArgumentError(f"seed must be >= 0, got {seed}")
     return int(seed)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ArgumentError",
     "DeviceUnavailableError",
     "EnvironmentSetupError",
     "InsufficientMemoryError",
@@ -63,6 +64,12 @@ class TrainingSetupError(Exception):
     start). The message says what to do; the CLI exits with ``exit_code``."""
 
     exit_code = 2
+
+
+class ArgumentError(TrainingSetupError, TypeError, ValueError):
+    """An argument of ``train()`` (or an option of ``agilerl train``) of the wrong type or out
+    of range; the message names it. A ``TypeError`` and a ``ValueError``, so either catch
+    works; the CLI exits 2 (usage)."""
 
 
 class MissingExtraError(TrainingSetupError, ImportError):

@@ -30,8 +30,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agilerl.training.arguments import algorithm_from_name, explained, refuse, require
+from agilerl.training.arguments import (
+    algorithm_from_name,
+    check_spec,
+    check_train_arguments,
+    explained,
+    refuse,
+    require,
+)
 from agilerl.training.errors import (
+    ArgumentError,
     TrainingInterrupted,
     UnsupportedAlgorithmError,
     algo_meta,
@@ -63,6 +71,16 @@ def __getattr__(name: str) -> Any:
 
         return ArenaTrainer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _selection_spec(raw: Mapping[str, Any]) -> Any:
+    """A selection block given as a mapping, validated by its ``strategy`` tag."""
+    from agilerl.models.hpo import SELECTION_SPECS
+
+    tag = raw.get("strategy", "tournament")
+    if tag not in SELECTION_SPECS:
+        refuse("selection_strategy.strategy", " or ".join(map(repr, SELECTION_SPECS)), tag)
+    return SELECTION_SPECS[tag].model_validate(dict(raw))
 
 
 def _models() -> Any:
@@ -121,8 +139,21 @@ class Trainer:
                 and not hasattr(environment, "name"):
             refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
                     "object with make_env()", environment)
+        check_spec(training, "training", "a TrainingSpec or a mapping of its fields")
+        check_spec(mutation, "mutation", "a MutationSpec, a mapping of its fields or None")
+        check_spec(selection_strategy, "selection_strategy",
+                   "a TournamentSelectionSpec, a MultiFrequencySelectionSpec, a mapping of "
+                   "its fields or None")
+        check_spec(replay_buffer, "replay_buffer",
+                   "a ReplayBufferSpec, a mapping of its fields or None")
         if isinstance(training, Mapping):
             training = models.TrainingSpec.model_validate(dict(training))
+        if isinstance(mutation, Mapping):
+            mutation = models.MutationSpec.model_validate(dict(mutation))
+        if isinstance(replay_buffer, Mapping):
+            replay_buffer = models.ReplayBufferSpec.model_validate(dict(replay_buffer))
+        if isinstance(selection_strategy, Mapping):
+            selection_strategy = _selection_spec(selection_strategy)
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -247,6 +278,13 @@ class LocalTrainer(Trainer):
             self.mutation_spec = self.mutation_spec or models.MutationSpec()
             if self.selection_strategy_spec is None:
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
+        if not isinstance(hpo, bool):
+            raise ArgumentError(f"hpo={hpo!r:.40}: expected True or False")
+        if resume_from_checkpoint is not None and not isinstance(resume_from_checkpoint,
+                                                                 str | os.PathLike):
+            raise ArgumentError(f"resume_from_checkpoint={resume_from_checkpoint!r:.60}: "
+                                "expected a path (str or os.PathLike) or None, got "
+                                f"{type(resume_from_checkpoint).__name__}")
         build.check_selection(self.selection_strategy_spec, self.training_spec)
         self.device = build.resolve_device(device)  # before anything is built on it
         self.accelerator = accelerator
@@ -405,6 +443,15 @@ class LocalTrainer(Trainer):
         interrupted run finishes its budget; a finished one trains ``max_steps`` more steps
         per member (generations, fitness history and evolution state carry on).
         """
+        check_train_arguments({
+            "verbose": verbose, "save_elite": save_elite, "elite_path": elite_path, "wb": wb,
+            "tensorboard": tensorboard, "tensorboard_log_dir": tensorboard_log_dir,
+            "checkpoint_steps": checkpoint_steps, "checkpoint_path": checkpoint_path,
+            "overwrite_checkpoints": overwrite_checkpoints, "wandb_api_key": wandb_api_key,
+            "wandb_kwargs": wandb_kwargs, "run_dir": run_dir,
+            "checkpoint_replay_buffer": checkpoint_replay_buffer,
+            "torch_threads": torch_threads, "source": source, "num_workers": num_workers,
+            "backend": backend, "ray_address": ray_address})
         training = self.training_spec
         if checkpoint_steps is not None:
             training.checkpoint_steps = checkpoint_steps
