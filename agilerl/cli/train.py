@@ -135,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to continue exactly from")
     parser.add_argument("--save-elite", action="store_true", help="save the best agent")
     parser.add_argument("--elite-path", default=None,
-                        help="where to save the elite (default RUN_DIR/elite.pt)")
+                        help="where to save the elite (default RUN_DIR/elite.pt); an "
+                             "existing folder holds it as FOLDER/elite.pt")
     parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                         help="log to TensorBoard")
     parser.add_argument("--tensorboard-log-dir", default="tensorboard_logs",
