@@ -144,15 +144,8 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     own_population = paradigm(trainer.paradigm).make_population
     if own_population is not None:
         return own_population(trainer)
-    obs_space, action_space = _spaces(trainer.env)
-    spec = trainer.algorithm_spec
-    num_envs = int(getattr(trainer.env, "num_envs", 1))
-    if "num_envs" in type(spec).model_fields:
-        spec = spec.model_copy(update={"num_envs": num_envs})
-    net_config = resolve_network_spec(
-        getattr(spec, "net_config", None), _network_space(obs_space), type(spec).network_spec,
-        recurrent=bool(getattr(spec, "recurrent", False)),
-    )
+    spec, obs_space, action_space, net_config = _agent_inputs(
+        trainer, getattr(trainer.algorithm_spec, "net_config", None))
     if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:
         # As in the reference: once built, the spec holds the network that was built.
         trainer.algorithm_spec.net_config = net_config
@@ -179,6 +172,34 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         if hasattr(agent, "sum_scores") and sum_scores is not None:
             agent.sum_scores = bool(sum_scores)  # multi-agent scoring (per agent or summed)
     return population
+
+
+def _agent_inputs(trainer: LocalTrainer, network: Any) -> tuple[Any, Any, Any, Any]:
+    """The spec, spaces and resolved network config an agent of ``trainer`` is built from,
+    for the ``network`` section ``network`` (None: the algorithm's default network)."""
+    obs_space, action_space = _spaces(trainer.env)
+    spec = trainer.algorithm_spec
+    if "num_envs" in type(spec).model_fields:
+        spec = spec.model_copy(update={"num_envs": int(getattr(trainer.env, "num_envs", 1))})
+    net_config = resolve_network_spec(
+        network, _network_space(obs_space), type(spec).network_spec,
+        recurrent=bool(getattr(spec, "recurrent", False)),
+    )
+    if "net_config" in type(spec).model_fields:  # the spec would fill in its own otherwise
+        spec = spec.model_copy(update={"net_config": net_config})
+    return spec, obs_space, action_space, net_config
+
+
+def network_architectures(trainer: LocalTrainer, network: Any) -> dict[str, Any]:
+    """The architectures of an agent built from the ``network`` section ``network`` (a
+    mapping, or None for the algorithm's default): two sections build the same members
+    exactly when these are equal, however each is spelled (defaults written out or not)."""
+    from agilerl.algorithms import build_algorithm
+
+    spec, obs_space, action_space, net_config = _agent_inputs(trainer, network)
+    agent = build_algorithm(spec, obs_space, action_space, index=0, net_config=net_config,
+                            hp_config=None, device="cpu", seed=0)
+    return {name: net.architecture() for name, net in agent.networks.items()}
 
 
 #: ``network`` fields that set a layer's width (not the mutation bounds beside them).
