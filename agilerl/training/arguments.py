@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from agilerl.training.errors import (
@@ -22,8 +22,8 @@ from agilerl.training.errors import (
     missing_extra,
 )
 
-__all__ = ["algorithm_from_name", "check_spec", "check_train_arguments", "explained",
-           "refuse", "require"]
+__all__ = ["algorithm_from_name", "check_local_arguments", "check_train_arguments",
+           "explained", "refuse", "require", "spec_arguments"]
 
 
 @contextlib.contextmanager
@@ -89,14 +89,48 @@ def algorithm_from_name(name: str) -> Any:
         f"{', '.join(names)})", suggestion=suggestion, kind="unknown_algorithm")])
 
 
-def check_spec(value: Any, name: str, expected: str) -> Any:
-    """A spec argument (``training=``, ``mutation=``, ...): None, a spec model or a mapping
-    (validated by the caller); anything else is refused naming ``name``."""
+_SPECS = ("training", "mutation", "selection_strategy", "replay_buffer")
+
+
+def spec_arguments(training: Any, mutation: Any, selection_strategy: Any, replay_buffer: Any,
+                   validate: Collection[str] = _SPECS) -> tuple[Any, Any, Any, Any]:
+    """A trainer's spec arguments: each None, a spec model, or a mapping (validated into its
+    local spec when named in ``validate``); anything else is refused naming the argument."""
     from pydantic import BaseModel
 
-    if value is not None and not isinstance(value, BaseModel | Mapping):
-        refuse(name, expected, value)
-    return value
+    import agilerl.models as models
+    from agilerl.models.hpo import SELECTION_SPECS
+
+    given = {"training": training, "mutation": mutation,
+             "selection_strategy": selection_strategy, "replay_buffer": replay_buffer}
+    for name, value in given.items():
+        if value is not None and not isinstance(value, BaseModel | Mapping):
+            refuse(name, f"{_SPEC_NAMES[name]}, a mapping of its fields or None", value)
+    if isinstance(selection_strategy, Mapping) and "selection_strategy" in validate:
+        tag = selection_strategy.get("strategy", "tournament")
+        if tag not in SELECTION_SPECS:
+            refuse("selection_strategy.strategy", " or ".join(map(repr, SELECTION_SPECS)), tag)
+        given["selection_strategy"] = SELECTION_SPECS[tag].model_validate(
+            dict(selection_strategy))
+    for name, model in (("training", models.TrainingSpec), ("mutation", models.MutationSpec),
+                        ("replay_buffer", models.ReplayBufferSpec)):
+        if isinstance(given[name], Mapping) and name in validate:
+            given[name] = model.model_validate(dict(given[name]))
+    return (given["training"], given["mutation"], given["selection_strategy"],
+            given["replay_buffer"])
+
+
+_SPEC_NAMES = {"training": "a TrainingSpec", "mutation": "a MutationSpec",
+               "selection_strategy": "a TournamentSelectionSpec or MultiFrequencySelectionSpec",
+               "replay_buffer": "a ReplayBufferSpec"}
+
+
+def check_local_arguments(hpo: Any, resume_from_checkpoint: Any) -> None:
+    """``LocalTrainer``'s own arguments, refused by name when of the wrong type."""
+    given = {"hpo": hpo, "resume_from_checkpoint": resume_from_checkpoint}
+    _expect(given, "hpo", bool, "True or False", optional=False)
+    _expect(given, "resume_from_checkpoint", str | os.PathLike,
+            "a path (str or os.PathLike) or None")
 
 
 def check_train_arguments(arguments: Mapping[str, Any]) -> None:

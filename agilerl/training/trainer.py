@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agilerl.training.arguments import (
     algorithm_from_name,
-    check_spec,
+    check_local_arguments,
     check_train_arguments,
     explained,
     refuse,
     require,
+    spec_arguments,
 )
 from agilerl.training.errors import (
-    ArgumentError,
     TrainingInterrupted,
     UnsupportedAlgorithmError,
     algo_meta,
@@ -71,16 +71,6 @@ def __getattr__(name: str) -> Any:
 
         return ArenaTrainer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _selection_spec(raw: Mapping[str, Any]) -> Any:
-    """A selection block given as a mapping, validated by its ``strategy`` tag."""
-    from agilerl.models.hpo import SELECTION_SPECS
-
-    tag = raw.get("strategy", "tournament")
-    if tag not in SELECTION_SPECS:
-        refuse("selection_strategy.strategy", " or ".join(map(repr, SELECTION_SPECS)), tag)
-    return SELECTION_SPECS[tag].model_validate(dict(raw))
 
 
 def _models() -> Any:
@@ -139,21 +129,9 @@ class Trainer:
                 and not hasattr(environment, "name"):
             refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
                     "object with make_env()", environment)
-        check_spec(training, "training", "a TrainingSpec or a mapping of its fields")
-        check_spec(mutation, "mutation", "a MutationSpec, a mapping of its fields or None")
-        check_spec(selection_strategy, "selection_strategy",
-                   "a TournamentSelectionSpec, a MultiFrequencySelectionSpec, a mapping of "
-                   "its fields or None")
-        check_spec(replay_buffer, "replay_buffer",
-                   "a ReplayBufferSpec, a mapping of its fields or None")
-        if isinstance(training, Mapping):
-            training = models.TrainingSpec.model_validate(dict(training))
-        if isinstance(mutation, Mapping):
-            mutation = models.MutationSpec.model_validate(dict(mutation))
-        if isinstance(replay_buffer, Mapping):
-            replay_buffer = models.ReplayBufferSpec.model_validate(dict(replay_buffer))
-        if isinstance(selection_strategy, Mapping):
-            selection_strategy = _selection_spec(selection_strategy)
+        # Mappings of the other sections are kept as given: an ArenaTrainer sends them on.
+        training, mutation, selection_strategy, replay_buffer = spec_arguments(
+            training, mutation, selection_strategy, replay_buffer, validate=("training",))
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -267,6 +245,9 @@ class LocalTrainer(Trainer):
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
+        check_local_arguments(hpo, resume_from_checkpoint)
+        training, mutation, selection_strategy, replay_buffer = spec_arguments(
+            training, mutation, selection_strategy, replay_buffer)
         super().__init__(algorithm, environment, training, mutation, selection_strategy,
                          replay_buffer, **kwargs)
         from agilerl.training import build
@@ -278,13 +259,6 @@ class LocalTrainer(Trainer):
             self.mutation_spec = self.mutation_spec or models.MutationSpec()
             if self.selection_strategy_spec is None:
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
-        if not isinstance(hpo, bool):
-            raise ArgumentError(f"hpo={hpo!r:.40}: expected True or False")
-        if resume_from_checkpoint is not None and not isinstance(resume_from_checkpoint,
-                                                                 str | os.PathLike):
-            raise ArgumentError(f"resume_from_checkpoint={resume_from_checkpoint!r:.60}: "
-                                "expected a path (str or os.PathLike) or None, got "
-                                f"{type(resume_from_checkpoint).__name__}")
         build.check_selection(self.selection_strategy_spec, self.training_spec)
         self.device = build.resolve_device(device)  # before anything is built on it
         self.accelerator = accelerator
