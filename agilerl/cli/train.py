@@ -358,7 +358,9 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except MemberFailure as exc:
         return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
-        shortage = _out_of_resources(exc)
+        from agilerl.training.errors import resource_shortage
+
+        shortage = resource_shortage(exc)
         if shortage is not None:
             _error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
             return EXIT_NO_RESOURCES
@@ -383,29 +385,6 @@ def _last_checkpoint_note(args: argparse.Namespace, trainer: Any) -> str:
     return (f"the last checkpoint, {last}, is intact; resume with: "
             f"{_resume_command(args, trainer, last)}" if last is not None else
             "no checkpoint had been written in this run")
-
-
-def _out_of_resources(exc: BaseException) -> str | None:
-    """What ran out, when ``exc`` says the disk or the memory did (else None)."""
-    from agilerl.training.errors import (
-        InsufficientMemoryError,
-        memory_exhausted,
-        storage_exhausted,
-    )
-
-    full = storage_exhausted(exc)
-    if full is not None:
-        where = f"writing {full.filename}" if full.filename else "writing the run's files"
-        return (f"out of disk space {where} ({full.strerror}: the disk, a quota or the "
-                "file-size limit is full); free space, or point --run-dir and "
-                "--checkpoint-path at another disk")
-    if isinstance(exc, InsufficientMemoryError):
-        return str(exc)
-    if memory_exhausted(exc):
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return (f"out of memory ({detail}); lower the network's sizes, training.pop_size, "
-                "replay_buffer.max_size or environment.num_envs")
-    return None
 
 
 def _last_lines(trace: str | None, count: int = 3) -> str:
@@ -442,9 +421,9 @@ def _report(exc: Exception) -> int:
     if status is None:
         raise exc
     from agilerl.models import ManifestError
-    from agilerl.training.errors import missing_extra
+    from agilerl.training.errors import missing_extra, resource_shortage
 
-    shortage = _out_of_resources(exc)
+    shortage = resource_shortage(exc)
     if isinstance(exc, ManifestError):
         print(str(exc), file=sys.stderr)  # its own header names the file
     elif shortage is not None:
@@ -473,11 +452,12 @@ def _failure_status(exc: BaseException) -> int | None:
         TrainingSetupError,
         UnsupportedAlgorithmError,
         missing_extra,
+        resource_shortage,
     )
 
     if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
         return EXIT_INVALID
-    if _out_of_resources(exc) is not None:
+    if resource_shortage(exc) is not None:
         return EXIT_NO_RESOURCES
     if isinstance(exc, TrainingSetupError):
         return int(exc.exit_code)

@@ -26,6 +26,7 @@ __all__ = [
     "algo_name",
     "memory_exhausted",
     "missing_extra",
+    "resource_shortage",
     "storage_exhausted",
 ]
 
@@ -136,6 +137,24 @@ def memory_exhausted(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
                                               or "out of memory" in text.lower())
+
+
+def resource_shortage(exc: BaseException) -> str | None:
+    """What ran out, in words that say what to do, when ``exc`` says the disk or the memory
+    did (else None): the file being written, or the network field to shrink."""
+    full = storage_exhausted(exc)
+    if full is not None:
+        where = f"writing {full.filename}" if full.filename else "writing the run's files"
+        return (f"out of disk space {where} ({full.strerror}: the disk, a quota or the "
+                "file-size limit is full); free space, or point --run-dir and "
+                "--checkpoint-path at another disk")
+    if isinstance(exc, InsufficientMemoryError):
+        return str(exc)
+    if memory_exhausted(exc):
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"out of memory ({detail}); lower the network's sizes, training.pop_size, "
+                "replay_buffer.max_size or environment.num_envs")
+    return None
 
 
 class TrainingInterrupted(KeyboardInterrupt):
