@@ -6,7 +6,8 @@ conventions made explicit:
 * inheritance (``allOf`` with one ``$ref``) is flattened: the child's properties replace the
   base's, then the object is closed with ``additionalProperties: false`` (local bundle; the
   Arena bundle stays open, as the service ignores unknown keys);
-* ``x-aliases`` add the alias spellings as properties with the same schema;
+* ``x-aliases`` add the alias spellings as properties with the same schema, and a rule that
+  no two spellings of one field are both present;
 * ``x-discriminator`` without ``x-default-tag`` requires the tag key;
 * ``x-partial-of`` becomes an ``anyOf`` of the partial encoder models;
 * the manifest root dispatches on ``algorithm.name`` (``if``/``then`` per algorithm, built
@@ -64,12 +65,16 @@ def _with_aliases(schema: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, prop in props.items():
         out[key] = prop
-        for alias in prop.get("x-aliases", []):
-            if alias != key:
-                copy_ = {k: v for k, v in prop.items() if k != "x-aliases"}
-                copy_["description"] = f"Alias of {key}. " + prop.get("description", "")
-                copy_["x-alias-of"] = key
-                out[alias] = copy_
+        spellings = [key, *(a for a in prop.get("x-aliases", []) if a != key)]
+        for alias in spellings[1:]:
+            copy_ = {k: v for k, v in prop.items() if k != "x-aliases"}
+            copy_["description"] = f"Alias of {key}. " + prop.get("description", "")
+            copy_["x-alias-of"] = key
+            out[alias] = copy_
+        # One setting written under two spellings is refused, as the models refuse it.
+        for i, first in enumerate(spellings):
+            for second in spellings[i + 1:]:
+                schema.setdefault("allOf", []).append({"not": {"required": [first, second]}})
     schema["properties"] = out
     return schema
 

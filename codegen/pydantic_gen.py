@@ -4,7 +4,7 @@ datamodel-codegen writes plain Pydantic classes. The rewrite (on the syntax tree
 exact and deterministic) adds what JSON Schema cannot say to it:
 
 * every class derives from the generated ``_base.SpecModel`` (closed, strict, deferred build);
-* ``x-aliases`` become ``validation_alias=AliasChoices(...)`` (first listed wins);
+* ``x-aliases`` become ``validation_alias=AliasChoices(...)`` (one spelling per field);
 * ``x-runtime-only`` and ``x-python-objects`` fields also accept ``RuntimeObject`` (a
   non-JSON Python object such as a torch module or a peft config) besides the JSON the
   schema allows; runtime-only ones, and ``x-exclude`` (on Arena also ``x-arena-exclude``)

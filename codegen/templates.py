@@ -53,15 +53,16 @@ class SpecModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _first_spelling_wins(cls, data: Any) -> Any:
-        # With several accepted spellings of one field present, the first listed wins and the
-        # others are dropped (instead of being reported as unknown keys).
+    def _one_spelling_per_field(cls, data: Any) -> Any:
+        # Two spellings of one field (``pop_size`` and ``population_size``) are one setting
+        # written twice: picking either would silently ignore the other.
         if not isinstance(data, dict):
             return data
         for spellings in cls._spellings:
             present = [s for s in spellings if s in data]
             if len(present) > 1:
-                data = {k: v for k, v in data.items() if k not in present[1:]}
+                written = " and ".join(f"'{s}'" for s in present)
+                raise ValueError(f"{written} are spellings of the same setting; give one")
         return data
 
 
@@ -122,8 +123,8 @@ Conventions shared with the hand-written facade:
   validation is strict (no string-to-number coercion; booleans are not numbers; integral
   floats are accepted for integers, as in JSON Schema) and schemas are built on first use.
   YAML files should be loaded with a YAML 1.2 float rule so that ``1e-6`` is a number.
-* Field aliases: ``validation_alias=AliasChoices(...)`` with the first listed spelling winning
-  (``TrainingSpec.pop_size`` <- ``population_size``/``pop_size``, ``evo_steps`` <-
+* Field aliases: ``validation_alias=AliasChoices(...)``, one spelling per field (two are
+  refused, naming both) (``TrainingSpec.pop_size`` <- ``population_size``/``pop_size``, ``evo_steps`` <-
   ``metrics_interval``/``evo_steps``, ``ReplayBufferSpec.max_size`` <- ``max_size``/
   ``memory_size``, ``LLMEnvSpec.dataset`` <- ``dataset``/``name``). Dumps use canonical names.
   The legacy top-level ``tournament_selection`` key is listed in ``MANIFEST_KEY_ALIASES``.

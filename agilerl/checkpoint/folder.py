@@ -15,8 +15,9 @@ Every file is written to a temporary name, flushed and fsync'ed, then moved into
 ``os.replace``; ``index.json`` follows the same route after all other files exist. A folder
 without ``index.json`` is therefore exactly "a checkpoint that was never finished".
 
-Checkpoint files are pickles (``torch.save``): load only checkpoints you trust, as with any
-torch checkpoint.
+Checkpoint files are ``torch.save`` files of plain data (tensors, numpy arrays of numbers,
+numbers, strings, lists and dicts; see :mod:`agilerl.checkpoint.plain`) and are loaded with
+``weights_only=True``: a crafted file is refused, it cannot run code.
 """
 
 from __future__ import annotations
@@ -50,12 +51,15 @@ from agilerl.checkpoint.layout import (
     is_temp_file,
     member_file,
 )
+from agilerl.checkpoint.plain import from_plain, numpy_safe_globals, to_plain
+from agilerl.training.errors import storage_exhausted
 
 __all__ = [
     "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
     "VERSION", "Checkpoint", "CheckpointError", "CheckpointFallbackWarning",
-    "ResumeMismatchError", "find_checkpoint", "list_checkpoints", "prune_checkpoints",
-    "read_checkpoint", "remove_torn_writes", "save_torch_atomically", "write_checkpoint",
+    "ResumeMismatchError", "find_checkpoint", "list_checkpoints", "load_state_file",
+    "prune_checkpoints", "read_checkpoint", "remove_torn_writes", "save_torch_atomically",
+    "write_checkpoint",
 ]
 
 
@@ -92,7 +96,9 @@ def _fsync_dir(path: Path) -> None:
 def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
     """Write through ``write(file_object)`` to a temp name, fsync, rename; return size/digest.
 
-    A failed write (disk full, an object that cannot be pickled) removes its temp file.
+    A failed write (disk full, an object that cannot be pickled) removes its temp file; a
+    full disk (or quota, or file-size limit) is an ``OSError`` naming ``path``, whatever
+    layer (torch's writer reports it as a ``RuntimeError``) met it.
     """
     tmp = path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
     try:
@@ -101,8 +107,11 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        full = storage_exhausted(exc)
+        if full is not None:
+            raise OSError(full.errno, full.strerror, str(path)) from None
         raise
     return {"size": path.stat().st_size, "sha256": _digest(path)}
 
@@ -124,7 +133,57 @@ def _digest(path: Path) -> str:
 
 
 def _torch_writer(obj: Any) -> Any:
-    return lambda fh: torch.save(obj, fh)
+    plain = to_plain(obj)  # before the file is opened: a state that cannot be saved writes none
+    return lambda fh: torch.save(plain, fh)
+
+
+def load_state_file(path: str | os.PathLike[str], what: str | None = None) -> Any:
+    """A state written by :func:`save_torch_atomically` or :func:`write_checkpoint`.
+
+    Only plain data is rebuilt (``weights_only=True``); a file holding anything else (a
+    crafted pickle, or an older file that pickled Python objects) is refused with a
+    :class:`CheckpointError` naming the file (``what``, default its path) and the callables
+    it names, and none of it is run.
+    """
+    what = what or str(path)
+    try:
+        with torch.serialization.safe_globals(numpy_safe_globals()):
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a foreign file can fail in any way; none of it ran
+        names = _unsafe_globals(path)
+        if names:
+            raise CheckpointError(
+                f"{what} is refused: it holds Python objects other than plain data (it "
+                f"names {names}), and loading them could run code from the file. agilerl "
+                "writes tensors, arrays, numbers and strings only; this file was not written "
+                "by this version of agilerl, or was modified") from None
+        raise CheckpointError(f"{what} cannot be loaded ({_load_problem(exc)})") from None
+    try:
+        return from_plain(state)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{what} holds a saved space or random generator agilerl "
+                              f"cannot rebuild ({type(exc).__name__}: {exc})") from None
+
+
+def _unsafe_globals(path: str | os.PathLike[str]) -> str:
+    """The callables beyond plain data that a file names (read without running any), or ''."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # noqa: BLE001 - not a torch file at all: nothing to name
+        return ""
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in numpy_safe_globals()}
+    shown = sorted(set(names) - allowed)
+    more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+    return ", ".join(shown[:4]) + more
+
+
+def _load_problem(exc: Exception) -> str:
+    """What went wrong loading a file, without torch's advice to load it unsafely."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = next((line.partition("WeightsUnpickler error:")[2].strip() for line in lines
+                   if "WeightsUnpickler error:" in line), None)
+    detail = reason or (lines[0] if lines else "the file is empty or truncated")
+    return f"{type(exc).__name__}: {detail}"
 
 
 def _json_writer(obj: Any) -> Any:
@@ -147,7 +206,19 @@ def write_checkpoint(
     delete the old one afterwards (see :func:`prune_checkpoints`).
     """
     folder = Path(path)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_files(folder, members, trainer_state, summary, replay_buffer, manifest)
+    except BaseException:
+        if created:  # e.g. the disk filled up: give back what the unfinished folder took
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _write_files(folder: Path, members: Sequence[Any], trainer_state: dict[str, Any],
+                 summary: dict[str, Any], replay_buffer: Any | None,
+                 manifest: dict[str, Any] | None) -> Path:
     for stale in folder.iterdir():  # left by a write that was killed half-way
         if is_temp_file(stale) and stale.is_file():
             stale.unlink(missing_ok=True)
@@ -203,11 +274,7 @@ class Checkpoint:
                 f"checkpoint {self.path}: {name!r} does not match its SHA-256 in {INDEX_NAME} "
                 "(the file is corrupted or was modified)"
             )
-        try:
-            return torch.load(self.path / name, map_location="cpu", weights_only=False)
-        except Exception as exc:  # digest matched, yet unreadable: written by something else
-            raise CheckpointError(f"checkpoint {self.path}: {name!r} cannot be loaded "
-                                  f"({type(exc).__name__}: {exc})") from None
+        return load_state_file(self.path / name, f"checkpoint {self.path}: {name!r}")
 
     def _verify(self, name: str) -> None:
         meta = self.index["files"].get(name)

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 FORMAT = "agilerl-checkpoint"
-VERSION = 1
+VERSION = 2
+"""Version 2: every file holds plain data only (:mod:`agilerl.checkpoint.plain`)."""
+#: Version 1 files pickled gymnasium spaces and numpy generators: they cannot be loaded
+#: without letting the file run code, so they are refused.
+_PICKLED_OBJECTS_VERSION = 1
 INDEX_NAME = "index.json"
 TRAINER_FILE = "trainer.pt"
 BUFFER_FILE = "replay_buffer.pt"
@@ -62,6 +66,11 @@ def index_problem(index: Any) -> str | None:
     version = index.get("version")
     if not is_count(version) or version < 1:
         return f"has an invalid version {version!r} (expected a whole number from 1)"
+    if version == _PICKLED_OBJECTS_VERSION:
+        return ("has format version 1: it was written by an earlier agilerl whose files "
+                "pickle Python objects, which cannot be loaded without letting the file run "
+                "code, so it is not loaded (start a new run, or resume it with the agilerl "
+                "that wrote it)")
     if version > VERSION:
         return (f"has format version {version}; this agilerl reads up to version {VERSION} "
                 "(the checkpoint was written by a newer agilerl)")

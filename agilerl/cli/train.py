@@ -27,7 +27,9 @@ please report it); 4 the environment failed while training: a worker process die
 environment's own code (an entrypoint or wrapper file) raised (the last checkpoint stays
 valid), or a process training members (``--workers``) died or raised, or a Ray node holding
 members was lost and nothing could take them over (the message names the member and
-generation, and the node); 130 interrupted by SIGINT; 143 stopped by SIGTERM.
+generation, and the node); 5 out of disk space (the file being written is named) or out of
+memory (a network too large for this machine: the field is named), nothing already saved is
+lost; 130 interrupted by SIGINT; 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_ENV_FAILED = 4
+EXIT_NO_RESOURCES = 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -133,7 +136,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to continue exactly from")
     parser.add_argument("--save-elite", action="store_true", help="save the best agent")
     parser.add_argument("--elite-path", default=None,
-                        help="where to save the elite (default RUN_DIR/elite.pt)")
+                        help="where to save the elite (default RUN_DIR/elite.pt); an "
+                             "existing folder holds it as FOLDER/elite.pt")
     parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                         help="log to TensorBoard")
     parser.add_argument("--tensorboard-log-dir", default="tensorboard_logs",
@@ -261,9 +265,11 @@ def _run(args: argparse.Namespace) -> int:
     except OverrideError as exc:
         _error(str(exc))
         return EXIT_USAGE
-    if not args.manifest.is_file():
-        what = "is a folder" if args.manifest.is_dir() else "does not exist"
-        _error(f"manifest {args.manifest} {what}")
+    from agilerl.input_files import file_problem
+
+    problem = file_problem(args.manifest)
+    if problem is not None:
+        _error(f"manifest {args.manifest} {problem}")
         return EXIT_USAGE
     return _run_checked(args, overrides)
 
@@ -357,6 +363,12 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except MemberFailure as exc:
         return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
+        from agilerl.training.errors import resource_shortage
+
+        shortage = resource_shortage(exc)
+        if shortage is not None:
+            _error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
+            return EXIT_NO_RESOURCES
         where = _user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
             return _env_failed(args, trainer, f"the environment's code raised "
@@ -369,12 +381,15 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
 
 def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
     """Report an environment that failed while training, and the checkpoint to go back to."""
-    last = trainer.last_checkpoint
-    saved = (f"the last checkpoint, {last}, is intact; resume with: "
-             f"{_resume_command(args, trainer, last)}" if last is not None else
-             "no checkpoint had been written in this run")
-    _error(f"training stopped: {what}\n  {saved}")
+    _error(f"training stopped: {what}\n  {_last_checkpoint_note(args, trainer)}")
     return EXIT_ENV_FAILED
+
+
+def _last_checkpoint_note(args: argparse.Namespace, trainer: Any) -> str:
+    last = trainer.last_checkpoint
+    return (f"the last checkpoint, {last}, is intact; resume with: "
+            f"{_resume_command(args, trainer, last)}" if last is not None else
+            "no checkpoint had been written in this run")
 
 
 def _last_lines(trace: str | None, count: int = 3) -> str:
@@ -416,10 +431,13 @@ def _report(exc: Exception) -> int:
     if status is None:
         raise exc
     from agilerl.models import ManifestError
-    from agilerl.training.errors import missing_extra
+    from agilerl.training.errors import missing_extra, resource_shortage
 
+    shortage = resource_shortage(exc)
     if isinstance(exc, ManifestError):
         print(str(exc), file=sys.stderr)  # its own header names the file
+    elif shortage is not None:
+        _error(shortage)
     elif isinstance(exc, OSError) and exc.filename is not None:
         _error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
                "--run-dir, --checkpoint-path, --elite-path, --tensorboard-log-dir)")
@@ -434,7 +452,8 @@ def _failure_status(exc: BaseException) -> int | None:
     One table for everything ``train`` can meet: invalid or untrainable manifests (1);
     what the user can fix outside the manifest (2): checkpoints, devices, environments that
     cannot be built, missing optional packages, W&B without a key, paths that cannot be
-    written; env workers that die while training (4, handled in :func:`_train`).
+    written; env workers that die while training (4, handled in :func:`_train`); the disk
+    or the memory running out (5).
     """
     from agilerl.checkpoint import CheckpointError
     from agilerl.logging import WandbSetupError
@@ -443,10 +462,13 @@ def _failure_status(exc: BaseException) -> int | None:
         TrainingSetupError,
         UnsupportedAlgorithmError,
         missing_extra,
+        resource_shortage,
     )
 
     if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
         return EXIT_INVALID
+    if resource_shortage(exc) is not None:
+        return EXIT_NO_RESOURCES
     if isinstance(exc, TrainingSetupError):
         return int(exc.exit_code)
     if isinstance(exc, CheckpointError | WandbSetupError | _UsageError):

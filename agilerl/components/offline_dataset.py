@@ -43,6 +43,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.input_files import file_problem
+
 __all__ = ["CHUNK_ROWS", "DatasetError", "DatasetFiles", "OfflineDataset",
            "load_offline_dataset"]
 
@@ -341,8 +343,9 @@ def _h5py() -> Any:
 def _open_hdf5(path: Path) -> Any:
     h5py = _h5py()
     where = f"dataset_path '{path}'"
-    if not path.is_file():
-        raise DatasetError(f"{where}: file not found")
+    problem = file_problem(path)
+    if problem is not None:
+        raise DatasetError(f"{where}: {problem}")
     if path.stat().st_size == 0:
         raise DatasetError(f"{where}: the file is empty")
     if not h5py.is_hdf5(path):

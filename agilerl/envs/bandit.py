@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agilerl.envs.entrypoint import resolve_entrypoint
+from agilerl.input_files import file_problem
 
 __all__ = ["TABLE_SUFFIXES", "BanditEnv", "load_table", "make_bandit_env"]
 
@@ -39,8 +40,9 @@ def load_table(source: Any) -> Any:
             f"Unsupported file type '{suffix or path.name}' for '{path}': use one of "
             f"{', '.join(TABLE_SUFFIXES)}."
         )
-    if not path.is_file():
-        raise FileNotFoundError(f"Bandit data file '{path}' does not exist.")
+    problem = file_problem(path)
+    if problem is not None:
+        raise FileNotFoundError(f"Bandit data file '{path}' {problem}.")
     if suffix == ".csv":
         return read_csv(path)
     try:

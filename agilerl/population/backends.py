@@ -24,6 +24,7 @@ from typing import Any
 
 from agilerl.population.backend import MemberTrainer, PopulationBackend
 from agilerl.training.errors import (
+    ArgumentError,
     MissingExtraError,
     TrainingSetupError,
     UnsupportedSettingError,
@@ -113,6 +114,13 @@ class BackendSettings:
                                                                       None)
         address = ray_address if ray_address is not None else getattr(training, "ray_address",
                                                                       None)
+        if ray_address is not None and (chosen or "local") != "ray":
+            # Given on its own it would be ignored: members would train here, not on the
+            # cluster the user named.
+            raise ArgumentError(
+                f"ray_address={ray_address!r:.80} (--ray-address) needs the ray backend, but "
+                f"this run's backend is {chosen or 'local'!r}: add --backend ray (backend='ray'"
+                "), or set training.backend: ray in the manifest")
         return cls(backend=str(chosen or "local"),
                    num_workers=int(AUTO_WORKERS if workers is None else workers),
                    ray_address=address,

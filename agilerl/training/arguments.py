@@ -9,10 +9,12 @@ building the environment and the population become the typed errors of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from agilerl.training.errors import (
+    ArgumentError,
     EnvironmentSetupError,
     TrainingSetupError,
     UnsupportedAlgorithmError,
@@ -20,7 +22,8 @@ from agilerl.training.errors import (
     missing_extra,
 )
 
-__all__ = ["algorithm_from_name", "explained", "refuse", "require"]
+__all__ = ["algorithm_from_name", "check_local_arguments", "check_train_arguments",
+           "explained", "refuse", "require", "spec_arguments"]
 
 
 @contextlib.contextmanager
@@ -84,3 +87,96 @@ def algorithm_from_name(name: str) -> Any:
     raise models.UnknownAlgorithmError([models.ManifestIssue(
         path="algorithm", message=f"unknown algorithm {name!r} (registered: "
         f"{', '.join(names)})", suggestion=suggestion, kind="unknown_algorithm")])
+
+
+_SPECS = ("training", "mutation", "selection_strategy", "replay_buffer")
+
+
+def spec_arguments(training: Any, mutation: Any, selection_strategy: Any, replay_buffer: Any,
+                   validate: Collection[str] = _SPECS) -> tuple[Any, Any, Any, Any]:
+    """A trainer's spec arguments: each None, a spec model, or a mapping (validated into its
+    local spec when named in ``validate``); anything else is refused naming the argument."""
+    from pydantic import BaseModel
+
+    import agilerl.models as models
+    from agilerl.models.hpo import SELECTION_SPECS
+
+    given = {"training": training, "mutation": mutation,
+             "selection_strategy": selection_strategy, "replay_buffer": replay_buffer}
+    for name, value in given.items():
+        if value is not None and not isinstance(value, BaseModel | Mapping):
+            refuse(name, f"{_SPEC_NAMES[name]}, a mapping of its fields or None", value)
+    if isinstance(selection_strategy, Mapping) and "selection_strategy" in validate:
+        tag = selection_strategy.get("strategy", "tournament")
+        if tag not in SELECTION_SPECS:
+            refuse("selection_strategy.strategy", " or ".join(map(repr, SELECTION_SPECS)), tag)
+        given["selection_strategy"] = SELECTION_SPECS[tag].model_validate(
+            dict(selection_strategy))
+    for name, model in (("training", models.TrainingSpec), ("mutation", models.MutationSpec),
+                        ("replay_buffer", models.ReplayBufferSpec)):
+        if isinstance(given[name], Mapping) and name in validate:
+            given[name] = model.model_validate(dict(given[name]))
+    return (given["training"], given["mutation"], given["selection_strategy"],
+            given["replay_buffer"])
+
+
+_SPEC_NAMES = {"training": "a TrainingSpec", "mutation": "a MutationSpec",
+               "selection_strategy": "a TournamentSelectionSpec or MultiFrequencySelectionSpec",
+               "replay_buffer": "a ReplayBufferSpec"}
+
+
+def check_local_arguments(hpo: Any, resume_from_checkpoint: Any) -> None:
+    """``LocalTrainer``'s own arguments, refused by name when of the wrong type."""
+    given = {"hpo": hpo, "resume_from_checkpoint": resume_from_checkpoint}
+    _expect(given, "hpo", bool, "True or False", optional=False)
+    _expect(given, "resume_from_checkpoint", str | os.PathLike,
+            "a path (str or os.PathLike) or None")
+
+
+def check_train_arguments(arguments: Mapping[str, Any]) -> None:
+    """Refuse a ``train()`` argument of the wrong type or out of range, naming it
+    (:class:`ArgumentError`), before anything is built or written."""
+    from agilerl.population.backends import usable_cores
+
+    for name in ("save_elite", "wb", "tensorboard", "checkpoint_replay_buffer"):
+        _expect(arguments, name, bool, "True or False", optional=False)
+    _expect(arguments, "overwrite_checkpoints", bool, "True, False or None")
+    for name in ("elite_path", "tensorboard_log_dir", "checkpoint_path", "run_dir"):
+        _expect(arguments, name, str | os.PathLike, "a path (str or os.PathLike) or None")
+    for name in ("wandb_api_key", "source", "backend", "ray_address"):
+        _expect(arguments, name, str, "a string or None")
+    _expect(arguments, "wandb_kwargs", Mapping, "a mapping or None")
+    verbose = arguments["verbose"]
+    if not isinstance(verbose, bool) and verbose not in (0, 1, 2):
+        raise ArgumentError(f"verbose={verbose!r:.40}: expected True, False, 0, 1 or 2")
+    _whole(arguments, "checkpoint_steps", 0)
+    _whole(arguments, "num_workers", 0)
+    # More threads than cores only contend; thousands also make a stop signal wait minutes
+    # for the thread pool to wind down.
+    _whole(arguments, "torch_threads", 1, usable_cores(),
+           "the CPU cores this process may use")
+
+
+def _expect(arguments: Mapping[str, Any], name: str, kind: Any, expected: str,
+            optional: bool = True) -> None:
+    value = arguments[name]
+    if (value is None and optional) or (isinstance(value, kind) and (
+            kind is bool or not isinstance(value, bool))):
+        return
+    raise ArgumentError(f"{name}={value!r:.60}: expected {expected}, got "
+                        f"{type(value).__name__}")
+
+
+def _whole(arguments: Mapping[str, Any], name: str, low: int, high: int | None = None,
+           high_is: str = "") -> None:
+    """``arguments[name]``: None, or a whole number from ``low`` to ``high``."""
+    value = arguments[name]
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArgumentError(f"{name}={value!r:.60}: expected a whole number or None, got "
+                            f"{type(value).__name__}")
+    if value < low:
+        raise ArgumentError(f"{name}={value}: must be at least {low}")
+    if high is not None and value > high:
+        raise ArgumentError(f"{name}={value}: must be at most {high}, {high_is}")

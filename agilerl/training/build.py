@@ -6,7 +6,13 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.training.errors import UnsupportedAlgorithmError, algo_name
+from agilerl.training.errors import (
+    ArgumentError,
+    InsufficientMemoryError,
+    UnsupportedAlgorithmError,
+    algo_name,
+    memory_exhausted,
+)
 from agilerl.training.networks import resolve_network_spec
 from agilerl.training.paradigms import paradigm
 
@@ -68,8 +74,11 @@ def resolve_seed(seed: int | None) -> int:
     """The run seed: the one given, or a fresh random one (recorded in checkpoints)."""
     if seed is None:
         return secrets.randbits(31)
-    if int(seed) < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ArgumentError(f"seed={seed!r:.40}: expected a whole number >= 0 or None, got "
+                            f"{type(seed).__name__}")
+    if seed < 0:
+        raise ArgumentError(f"seed must be >= 0, got {seed}")
     return int(seed)
 
 
@@ -135,33 +144,88 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     own_population = paradigm(trainer.paradigm).make_population
     if own_population is not None:
         return own_population(trainer)
-    obs_space, action_space = _spaces(trainer.env)
-    spec = trainer.algorithm_spec
-    num_envs = int(getattr(trainer.env, "num_envs", 1))
-    if "num_envs" in type(spec).model_fields:
-        spec = spec.model_copy(update={"num_envs": num_envs})
-    net_config = resolve_network_spec(
-        getattr(spec, "net_config", None), _network_space(obs_space), type(spec).network_spec,
-        recurrent=bool(getattr(spec, "recurrent", False)),
-    )
+    spec, obs_space, action_space, net_config = _agent_inputs(
+        trainer, getattr(trainer.algorithm_spec, "net_config", None))
     if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:
         # As in the reference: once built, the spec holds the network that was built.
         trainer.algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
-    population = [
-        build_algorithm(
-            spec, obs_space, action_space, index=i, net_config=net_config,
-            hp_config=hp_config, device=trainer.device,
-            seed=derive_seed(trainer.seed, _SEED_AGENT, i),
-        )
-        for i in range(pop_size)
-    ]
+    try:
+        population = [
+            build_algorithm(
+                spec, obs_space, action_space, index=i, net_config=net_config,
+                hp_config=hp_config, device=trainer.device,
+                seed=derive_seed(trainer.seed, _SEED_AGENT, i),
+            )
+            for i in range(pop_size)
+        ]
+    except (MemoryError, RuntimeError) as exc:
+        if not memory_exhausted(exc):
+            raise
+        raise InsufficientMemoryError(
+            f"out of memory building {pop_size} {algo_name(spec)} agents on {trainer.device}: "
+            f"the network is too large for this machine ({_widest_layer(net_config)}); make "
+            "it narrower or shallower, or lower training.pop_size") from None
     sum_scores = getattr(trainer.training_spec, "sum_scores", None)
     for agent in population:
         if hasattr(agent, "sum_scores") and sum_scores is not None:
             agent.sum_scores = bool(sum_scores)  # multi-agent scoring (per agent or summed)
     return population
+
+
+def _agent_inputs(trainer: LocalTrainer, network: Any) -> tuple[Any, Any, Any, Any]:
+    """The spec, spaces and resolved network config an agent of ``trainer`` is built from,
+    for the ``network`` section ``network`` (None: the algorithm's default network)."""
+    obs_space, action_space = _spaces(trainer.env)
+    spec = trainer.algorithm_spec
+    if "num_envs" in type(spec).model_fields:
+        spec = spec.model_copy(update={"num_envs": int(getattr(trainer.env, "num_envs", 1))})
+    net_config = resolve_network_spec(
+        network, _network_space(obs_space), type(spec).network_spec,
+        recurrent=bool(getattr(spec, "recurrent", False)),
+    )
+    if "net_config" in type(spec).model_fields:  # the spec would fill in its own otherwise
+        spec = spec.model_copy(update={"net_config": net_config})
+    return spec, obs_space, action_space, net_config
+
+
+def network_architectures(trainer: LocalTrainer, network: Any) -> dict[str, Any]:
+    """The architectures of an agent built from the ``network`` section ``network`` (a
+    mapping, or None for the algorithm's default): two sections build the same members
+    exactly when these are equal, however each is spelled (defaults written out or not)."""
+    from agilerl.algorithms import build_algorithm
+
+    spec, obs_space, action_space, net_config = _agent_inputs(trainer, network)
+    agent = build_algorithm(spec, obs_space, action_space, index=0, net_config=net_config,
+                            hp_config=None, device="cpu", seed=0)
+    return {name: net.architecture() for name, net in agent.networks.items()}
+
+
+#: ``network`` fields that set a layer's width (not the mutation bounds beside them).
+_LAYER_SIZE_KEYS = frozenset({"hidden_size", "latent_dim", "channel_size"})
+
+
+def _widest_layer(net_config: Any) -> str:
+    """The ``network`` field holding the widest layer, as the manifest writes it."""
+    sizes: list[tuple[int, str, Any]] = []
+
+    def walk(value: Any, path: str) -> None:
+        for key, item in value.items():
+            if isinstance(item, dict):
+                walk(item, f"{path}.{key}")
+            elif key in _LAYER_SIZE_KEYS and isinstance(item, int | list):
+                widths = [w for w in (item if isinstance(item, list) else [item])
+                          if isinstance(w, int)]
+                if widths:
+                    sizes.append((max(widths), f"{path}.{key}", item))
+
+    dumped = net_config.model_dump() if hasattr(net_config, "model_dump") else net_config
+    walk(dumped if isinstance(dumped, dict) else {}, "network")
+    if not sizes:
+        return "see the network section"
+    _, path, shown = max(sizes, key=lambda found: found[0])
+    return f"{path}={shown}"
 
 
 def make_memory(trainer: LocalTrainer) -> Any:

@@ -6,13 +6,16 @@ imports point one way: trainer -> session -> build/resume -> errors.
 
 from __future__ import annotations
 
+import errno
 import signal
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ArgumentError",
     "DeviceUnavailableError",
     "EnvironmentSetupError",
+    "InsufficientMemoryError",
     "MissingExtraError",
     "TrainingAborted",
     "TrainingInterrupted",
@@ -21,7 +24,10 @@ __all__ = [
     "UnsupportedSettingError",
     "algo_meta",
     "algo_name",
+    "memory_exhausted",
     "missing_extra",
+    "resource_shortage",
+    "storage_exhausted",
 ]
 
 #: Importable module (top-level name) -> the ``agilerl`` extra that installs it.
@@ -61,6 +67,12 @@ class TrainingSetupError(Exception):
     exit_code = 2
 
 
+class ArgumentError(TrainingSetupError, TypeError, ValueError):
+    """An argument of ``train()`` (or an option of ``agilerl train``) of the wrong type or out
+    of range; the message names it. A ``TypeError`` and a ``ValueError``, so either catch
+    works; the CLI exits 2 (usage)."""
+
+
 class MissingExtraError(TrainingSetupError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -89,6 +101,59 @@ def missing_extra(exc: BaseException, what: str) -> MissingExtraError | None:
         )
     if "pip install" in str(exc):  # a dependency check that already says how to fix it
         return MissingExtraError(str(exc))
+    return None
+
+
+class InsufficientMemoryError(MemoryError):
+    """The machine ran out of memory for what the manifest asks (the message names the
+    setting to lower): not a bug, and nothing already saved is affected. CLI exit 5."""
+
+    exit_code = 5
+
+
+#: ``errno`` values of a write refused for want of space: the disk, a quota, the file-size
+#: limit (``RLIMIT_FSIZE``).
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def storage_exhausted(exc: BaseException | None) -> OSError | None:
+    """The ``OSError`` saying the disk (or a quota or file-size limit) is full, when it is
+    ``exc`` or what ``exc`` was raised from (torch's writer reports a failed write as a
+    ``RuntimeError`` raised while handling it), else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def memory_exhausted(exc: BaseException) -> bool:
+    """``exc`` says an allocation failed: ``MemoryError``, or torch's allocator (CPU or
+    GPU) refusing one."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "out of memory" in text.lower())
+
+
+def resource_shortage(exc: BaseException) -> str | None:
+    """What ran out, in words that say what to do, when ``exc`` says the disk or the memory
+    did (else None): the file being written, or the network field to shrink."""
+    full = storage_exhausted(exc)
+    if full is not None:
+        where = f"writing {full.filename}" if full.filename else "writing the run's files"
+        return (f"out of disk space {where} ({full.strerror}: the disk, a quota or the "
+                "file-size limit is full); free space, or point --run-dir and "
+                "--checkpoint-path at another disk")
+    if isinstance(exc, InsufficientMemoryError):
+        return str(exc)
+    if memory_exhausted(exc):
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"out of memory ({detail}); lower the network's sizes, training.pop_size, "
+                "replay_buffer.max_size or environment.num_envs")
     return None
 
 

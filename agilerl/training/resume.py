@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,15 @@ from agilerl.checkpoint import (
 from agilerl.population.shared_memory import PENDING_KEY
 from agilerl.training.errors import algo_name
 from agilerl.training.loop import LoopState
+from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
+
+
+class ResumeWithoutReplayBufferWarning(UserWarning):
+    """A resumed off-policy run starts with an empty replay buffer because its checkpoint
+    was written without one: it continues, but not exactly (the CLI prints the warning)."""
 
 
 def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -55,7 +62,13 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
     trainer.population = population
     if trainer.memory is not None:
         buffer = checkpoint.replay_buffer()
-        if buffer is not None:
+        if buffer is None and paradigm(trainer.paradigm).replay_memory:
+            warnings.warn(
+                f"checkpoint {checkpoint.path} holds no replay buffer (it was written with "
+                "checkpoint_replay_buffer=False): the resumed run starts with an empty replay "
+                "buffer, so it is not an exact continuation and will diverge from the "
+                "uninterrupted run", ResumeWithoutReplayBufferWarning, stacklevel=3)
+        elif buffer is not None:
             try:
                 trainer.memory.load_state_dict(buffer)
                 trainer.experience_pending = list(buffer.get(PENDING_KEY, []))
@@ -105,13 +118,32 @@ def _check_fits(trainer: LocalTrainer, checkpoint: Checkpoint, state: dict[str, 
     if saved is not None:
         current = trainer.manifest_dict()
         for section in _FIXED_SECTIONS:
-            differences += _differences(section, saved.get(section), current.get(section))
+            found = _differences(section, saved.get(section), current.get(section))
+            if found and section == "network" and _same_networks(trainer, saved, current):
+                found = []  # spelled differently (defaults written out), built the same
+            differences += found
     if differences:
         raise ResumeMismatchError(
             f"checkpoint {checkpoint.path} does not fit this manifest: "
             + "; ".join(differences)
             + ". Resume with the manifest the checkpoint was written with (its manifest.json), "
             "or start a new run without --resume-from-checkpoint")
+
+
+def _same_networks(trainer: LocalTrainer, saved: dict[str, Any],
+                   current: dict[str, Any]) -> bool:
+    """Whether both manifests' ``network`` sections build the same networks."""
+    from agilerl.training.build import network_architectures
+    from agilerl.training.paradigms import paradigm
+
+    if paradigm(trainer.paradigm).make_population is not None or not all(
+            isinstance(m.get("network"), dict | None) for m in (saved, current)):
+        return False  # members built their own way (LLM): their network is compared as written
+    try:
+        return bool(network_architectures(trainer, saved.get("network"))
+                    == network_architectures(trainer, current.get("network")))
+    except Exception:  # noqa: BLE001 - a section this agilerl cannot build differs anyway
+        return False
 
 
 _ABSENT = object()
@@ -160,12 +192,9 @@ def _check_selection_state(trainer: LocalTrainer, path: Path, saved: Any) -> Non
 
 
 def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
-    import torch
+    from agilerl.checkpoint.folder import load_state_file
 
-    try:
-        agent_state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(f"cannot read agent file {path}: {exc}") from exc
+    agent_state = load_state_file(path, f"agent file {path}")
     if not isinstance(agent_state, dict) or "algo" not in agent_state:
         raise CheckpointError(f"{path} is not an agilerl agent file or checkpoint folder")
     algo = algo_name(trainer.algorithm_spec)

@@ -406,7 +406,9 @@ class TrainSession:
         if elite is None:
             return
         path = self.options.elite_path or self.run_dir / ELITE_FILE
-        if path.suffix != ".pt":
+        if path.is_dir():  # a folder given as the elite path: the elite goes inside it
+            path = path / ELITE_FILE
+        elif path.suffix != ".pt":
             path = path.with_name(path.name + ".pt")
         agents[elite].save_checkpoint(path)
         self.elite_path = path

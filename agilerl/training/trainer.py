@@ -30,7 +30,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agilerl.training.arguments import algorithm_from_name, explained, refuse, require
+from agilerl.training.arguments import (
+    algorithm_from_name,
+    check_local_arguments,
+    check_train_arguments,
+    explained,
+    refuse,
+    require,
+    spec_arguments,
+)
 from agilerl.training.errors import (
     TrainingInterrupted,
     UnsupportedAlgorithmError,
@@ -121,8 +129,9 @@ class Trainer:
                 and not hasattr(environment, "name"):
             refuse("environment", "a Gymnasium id, an environment spec or mapping, or an "
                     "object with make_env()", environment)
-        if isinstance(training, Mapping):
-            training = models.TrainingSpec.model_validate(dict(training))
+        # Mappings of the other sections are kept as given: an ArenaTrainer sends them on.
+        training, mutation, selection_strategy, replay_buffer = spec_arguments(
+            training, mutation, selection_strategy, replay_buffer, validate=("training",))
         self.algorithm_spec = algorithm
         self.training_spec = training if training is not None else models.TrainingSpec()
         self.mutation_spec = mutation
@@ -236,6 +245,9 @@ class LocalTrainer(Trainer):
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
+        check_local_arguments(hpo, resume_from_checkpoint)
+        training, mutation, selection_strategy, replay_buffer = spec_arguments(
+            training, mutation, selection_strategy, replay_buffer)
         super().__init__(algorithm, environment, training, mutation, selection_strategy,
                          replay_buffer, **kwargs)
         from agilerl.training import build
@@ -405,6 +417,15 @@ class LocalTrainer(Trainer):
         interrupted run finishes its budget; a finished one trains ``max_steps`` more steps
         per member (generations, fitness history and evolution state carry on).
         """
+        check_train_arguments({
+            "verbose": verbose, "save_elite": save_elite, "elite_path": elite_path, "wb": wb,
+            "tensorboard": tensorboard, "tensorboard_log_dir": tensorboard_log_dir,
+            "checkpoint_steps": checkpoint_steps, "checkpoint_path": checkpoint_path,
+            "overwrite_checkpoints": overwrite_checkpoints, "wandb_api_key": wandb_api_key,
+            "wandb_kwargs": wandb_kwargs, "run_dir": run_dir,
+            "checkpoint_replay_buffer": checkpoint_replay_buffer,
+            "torch_threads": torch_threads, "source": source, "num_workers": num_workers,
+            "backend": backend, "ray_address": ray_address})
         training = self.training_spec
         if checkpoint_steps is not None:
             training.checkpoint_steps = checkpoint_steps

@@ -44,6 +44,20 @@ def setter(path: str, value: Any, base: dict[str, Any] = DQN) -> Callable[[], di
     return make
 
 
+def renamed(path: str, spelling: str, base: dict[str, Any] = DQN
+            ) -> Callable[[], dict[str, Any]]:
+    """``base`` with the key at ``path`` written under another spelling."""
+    def make() -> dict[str, Any]:
+        doc = copy.deepcopy(base)
+        *parents, last = path.split(".")
+        node = doc
+        for key in parents:
+            node = node[key]
+        node[spelling] = node.pop(last)
+        return doc
+    return make
+
+
 def deleter(path: str, base: dict[str, Any] = DQN) -> Callable[[], dict[str, Any]]:
     def make() -> dict[str, Any]:
         doc = copy.deepcopy(base)
@@ -62,9 +76,9 @@ VALID = {
     "maddpg minimal": lambda: copy.deepcopy(MADDPG),
     # an extension: the reference always steps PettingZoo envs in subprocesses
     "pettingzoo sync": setter("environment.sync", False, MADDPG),
-    "alias population_size": setter("training.population_size", 4),
-    "both pop_size spellings": setter("training.metrics_interval", 500),
-    "memory_size alias": setter("replay_buffer.memory_size", 500),
+    "alias population_size": renamed("training.pop_size", "population_size"),
+    "alias metrics_interval": renamed("training.evo_steps", "metrics_interval"),
+    "memory_size alias": renamed("replay_buffer.max_size", "memory_size"),
     "legacy tournament_selection": lambda: {**deleter("selection_strategy")(),
                                            "tournament_selection": {"tournament_size": 3}},
     "multi_frequency block": setter("selection_strategy", {"strategy": "multi_frequency",
@@ -93,11 +107,15 @@ VALID = {
                                      "environment": {"name": "IRIS"}},
     "cispo asymmetric clip": lambda: {**copy.deepcopy(GRPO), "algorithm": {
         "name": "CISPO", "group_size": 2, "clip_coef": [0.8, 2.0]}},
-    "llm dataset alias name": setter("environment.name", "d2", GRPO),
+    "llm dataset alias name": renamed("environment.dataset", "name", GRPO),
     "custom env config": setter("environment.config", {"anything": [1, {"x": None}]}),
 }
 
 INVALID = {
+    "both pop_size spellings": setter("training.population_size", 4),
+    "both evo_steps spellings": setter("training.metrics_interval", 500),
+    "both max_size spellings": setter("replay_buffer.memory_size", 500),
+    "both llm dataset spellings": setter("environment.name", "d2", GRPO),
     "unknown top-level key": setter("logging", {}),
     "missing environment": deleter("environment"),
     "missing algorithm name": deleter("algorithm.name"),

@@ -226,5 +226,7 @@ def test_runtime_only_fields_take_objects_not_data_and_are_not_dumped() -> None:
     assert "actor_network" not in spec.model_dump() and "net_config" not in spec.model_dump()
     with pytest.raises(ValueError, match="runtime-only"):
         g.DQNSpec(actor_network={"layers": 2})
-    assert g.TrainingSpec.model_validate({"population_size": 3, "pop_size": 5}).pop_size == 3
+    assert g.TrainingSpec.model_validate({"population_size": 3}).pop_size == 3
+    with pytest.raises(ValueError, match="'population_size' and 'pop_size' are spellings"):
+        g.TrainingSpec.model_validate({"population_size": 3, "pop_size": 5})
     assert g.TrainingSpec(metrics_interval=7).model_dump()["evo_steps"] == 7

@@ -425,3 +425,17 @@ def test_sections_may_be_spec_objects() -> None:
     foreign = TrainingManifest.model_validate({"algorithm": arena.PPOSpec(lr=0.002),
                                                "environment": {"name": "CartPole-v1"}})
     assert isinstance(foreign.algorithm, models.PPOSpec) and foreign.algorithm.lr == 0.002
+
+
+@pytest.mark.parametrize(("section", "both"), [
+    ("training", {"pop_size": 2, "population_size": 4}),
+    ("training", {"evo_steps": 100, "metrics_interval": 200}),
+    ("replay_buffer", {"max_size": 1000, "memory_size": 2000}),
+])
+def test_two_spellings_of_one_setting_are_refused_naming_both(section, both) -> None:
+    data = manifest(**{section: both})
+    with pytest.raises(ManifestError) as caught:
+        TrainingManifest.get_validated(data, mode="python")
+    first, second = sorted(both)
+    assert f"'{first}'" in str(caught.value) and f"'{second}'" in str(caught.value)
+    assert "spellings of the same setting" in str(caught.value)

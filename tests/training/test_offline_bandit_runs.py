@@ -124,6 +124,12 @@ def test_cqn_counts_updates_and_resumes_exactly(cartpole_h5: Path, tmp_path: Pat
     _same_members(run.full_pop, run.pop)
 
 
+def test_cqn_dataset_that_is_a_folder_is_named(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="is a folder, expected a file") as caught:
+        LocalTrainer.from_manifest(manifest=cqn_manifest(tmp_path))
+    assert "not found" not in str(caught.value)
+
+
 def test_cqn_resume_refuses_a_different_dataset(cartpole_h5: Path, tmp_path: Path) -> None:
     from agilerl.checkpoint import CheckpointError
 

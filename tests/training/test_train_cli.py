@@ -79,6 +79,16 @@ def test_invalid_manifest_points_at_file_line(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(("make", "needle"), [
+    (lambda tmp: Path("/dev/zero"), "is not a regular file"),
+    (lambda tmp: tmp, "is a folder, expected a file"),
+], ids=["device", "folder"])
+def test_manifest_that_is_not_a_regular_file_is_named(tmp_path, make, needle):
+    done = _train(make(tmp_path), cwd=tmp_path, timeout=30)
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert "does not exist" not in done.stderr
+
+
 def test_missing_manifest_and_bad_checkpoint(tiny_dqn_file, tmp_path):
     done = _train(tmp_path / "nope.yaml", cwd=tmp_path)
     assert done.returncode == 2 and "does not exist" in done.stderr

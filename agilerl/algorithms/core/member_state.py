@@ -92,8 +92,14 @@ class MemberState(SpecHyperparameters, ABC):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Any:
-        """A member saved with ``save_checkpoint``; it can act straight away."""
-        state = torch.load(Path(path), map_location="cpu", weights_only=False)
+        """A member saved with ``save_checkpoint``; it can act straight away.
+
+        The file is loaded as plain data only (a crafted or foreign file is refused with a
+        :class:`~agilerl.checkpoint.CheckpointError`; nothing in it is run).
+        """
+        from agilerl.checkpoint.folder import load_state_file
+
+        state = load_state_file(Path(path))
         return cls.from_state(state, device=device)
 
 

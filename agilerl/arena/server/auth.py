@@ -29,6 +29,8 @@ from agilerl.arena.server.store import Store
 PAT_PREFIX = "arena_pat_"
 _PAT_RE = re.compile(r"^arena_pat_([0-9a-f-]{36})_([0-9a-f]{64})$")
 _ISSUER = "agilerl-arena-server"
+#: The ``sub`` this server signs: a user id in decimal ASCII that fits SQLite's integers.
+_SUBJECT_RE = re.compile(r"[1-9][0-9]{0,17}")
 _USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"  # no vowels: codes never spell words
 
 
@@ -104,6 +106,11 @@ class Authenticator:
                             options={"require": ["exp", "sub", "typ", "jti"]})
         if claims.get("typ") != typ:
             raise jwt.InvalidTokenError("wrong token type")
+        # Only this server's secret signs tokens, but a token is still input: a subject it
+        # never writes is refused like a bad signature, never turned into a 500.
+        if not isinstance(claims["sub"], str) or not _SUBJECT_RE.fullmatch(claims["sub"]):
+            raise jwt.InvalidTokenError("subject is not a user id")
+        claims["user_id"] = int(claims["sub"])
         return claims
 
     def issue_tokens(self, user_id: int) -> dict[str, Any]:
@@ -128,7 +135,7 @@ class Authenticator:
             raise ApiError(400, "invalid_grant", "Invalid refresh token") from None
         if not self.store.revoke_refresh(claims["jti"]):
             raise ApiError(400, "invalid_grant", "Refresh token already used or revoked")
-        return self.issue_tokens(int(claims["sub"]))
+        return self.issue_tokens(claims["user_id"])
 
     def logout(self, refresh_token: str) -> None:
         try:
@@ -155,7 +162,7 @@ class Authenticator:
             raise unauthorized("Access token expired") from None
         except jwt.InvalidTokenError:
             raise unauthorized("Invalid access token") from None
-        return self._user(int(claims["sub"]))
+        return self._user(claims["user_id"])
 
     # ---- device authorization grant ---------------------------------------------------
 

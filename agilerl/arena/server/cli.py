@@ -333,11 +333,12 @@ def _serve(args: argparse.Namespace) -> int:
 def _serve_until_stopped(args: argparse.Namespace) -> int:
     from agilerl.arena.server.app import DataDirBusy, create_app
     from agilerl.arena.server.cluster import ClusterUnavailable
+    from agilerl.arena.server.store import CorruptDatabase
 
     try:
         cfg = _config(args)
         app = create_app(cfg)
-    except (DataDirBusy, ClusterUnavailable) as exc:
+    except (DataDirBusy, ClusterUnavailable, CorruptDatabase) as exc:
         return _fail(str(exc))
     except (OSError, ValueError) as exc:
         return _fail(f"cannot use data folder {args.data_dir}: {exc}")
@@ -471,9 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     actions = {("tokens", "create"): _tokens_create, ("tokens", "list"): _tokens_list,
                ("tokens", "revoke"): _tokens_revoke, ("device", "approve"): _device_approve}
+    from agilerl.arena.server.store import CorruptDatabase
+
     try:
         return actions[(args.command, args.action)](args)
-    except _NoDatabase as exc:
+    except (_NoDatabase, CorruptDatabase) as exc:
         return _fail(str(exc))
 
 

@@ -121,6 +121,18 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class CorruptDatabase(Exception):
+    """The database file exists but SQLite cannot use it (damaged, or replaced by another
+    file); the message names it and what the operator can do. The file is left untouched."""
+
+    def __init__(self, path: Path, error: sqlite3.DatabaseError) -> None:
+        super().__init__(
+            f"the server database {path} is damaged or is not a database ({error}); restore "
+            "it from a backup, or move it aside to start with an empty one (users, tokens "
+            "and experiment records are then lost; experiment folders stay on disk)")
+        self.path = path
+
+
 class Store:
     """Thread-safe access to the server database."""
 
@@ -129,17 +141,22 @@ class Store:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode survives any process crash; only an OS crash can lose the last commit.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        with self._lock:
-            self._db.executescript(_SCHEMA)
-            have = {r["name"] for r in self._db.execute("PRAGMA table_info(experiments)")}
-            for name, kind in _ADDED_COLUMNS:
-                if name not in have:
-                    self._db.execute(f"ALTER TABLE experiments ADD COLUMN {name} {kind}")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode survives any process crash; only an OS crash can lose the
+            # last commit.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            with self._lock:
+                self._db.executescript(_SCHEMA)
+                have = {r["name"] for r in self._db.execute("PRAGMA table_info(experiments)")}
+                for name, kind in _ADDED_COLUMNS:
+                    if name not in have:
+                        self._db.execute(f"ALTER TABLE experiments ADD COLUMN {name} {kind}")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise CorruptDatabase(self.path, exc) from None
         self.path.chmod(0o600)
 
     def close(self) -> None:

@@ -8,8 +8,8 @@ Conventions shared with the hand-written facade:
   validation is strict (no string-to-number coercion; booleans are not numbers; integral
   floats are accepted for integers, as in JSON Schema) and schemas are built on first use.
   YAML files should be loaded with a YAML 1.2 float rule so that ``1e-6`` is a number.
-* Field aliases: ``validation_alias=AliasChoices(...)`` with the first listed spelling winning
-  (``TrainingSpec.pop_size`` <- ``population_size``/``pop_size``, ``evo_steps`` <-
+* Field aliases: ``validation_alias=AliasChoices(...)``, one spelling per field (two are
+  refused, naming both) (``TrainingSpec.pop_size`` <- ``population_size``/``pop_size``, ``evo_steps`` <-
   ``metrics_interval``/``evo_steps``, ``ReplayBufferSpec.max_size`` <- ``max_size``/
   ``memory_size``, ``LLMEnvSpec.dataset`` <- ``dataset``/``name``). Dumps use canonical names.
   The legacy top-level ``tournament_selection`` key is listed in ``MANIFEST_KEY_ALIASES``.

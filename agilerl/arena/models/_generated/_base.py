@@ -42,15 +42,16 @@ class SpecModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _first_spelling_wins(cls, data: Any) -> Any:
-        # With several accepted spellings of one field present, the first listed wins and the
-        # others are dropped (instead of being reported as unknown keys).
+    def _one_spelling_per_field(cls, data: Any) -> Any:
+        # Two spellings of one field (``pop_size`` and ``population_size``) are one setting
+        # written twice: picking either would silently ignore the other.
         if not isinstance(data, dict):
             return data
         for spellings in cls._spellings:
             present = [s for s in spellings if s in data]
             if len(present) > 1:
-                data = {k: v for k, v in data.items() if k not in present[1:]}
+                written = " and ".join(f"'{s}'" for s in present)
+                raise ValueError(f"{written} are spellings of the same setting; give one")
         return data
 
 
