@@ -72,7 +72,8 @@ def _wait_forwarding(proc: subprocess.Popen[bytes]) -> int:
 
 def _report_abrupt_end(args: argparse.Namespace, code: int) -> int:
     from agilerl.checkpoint.folder import list_checkpoints
-    from agilerl.cli.train import EXIT_ENV_FAILED, _error, _resume_command
+    from agilerl.cli.failure_context import resume_command
+    from agilerl.cli.train import EXIT_ENV_FAILED, _error
 
     cause = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}")
     root = (Path(args.checkpoint_path) if args.checkpoint_path else
@@ -80,7 +81,7 @@ def _report_abrupt_end(args: argparse.Namespace, code: int) -> int:
     found = list_checkpoints(root) if root is not None and root.is_dir() else []
     if found:
         saved = (f"the last checkpoint, {found[-1].path}, is intact; resume with: "
-                 f"{_resume_command(args, None, found[-1].path)}")
+                 f"{resume_command(args, None, found[-1].path)}")
     else:
         saved = ("the checkpoints written so far (in the run folder's checkpoints/) are "
                  "intact; resume from the last one with --resume-from-checkpoint")

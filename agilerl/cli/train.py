@@ -44,6 +44,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agilerl.cli.failure_context import resume_command, user_code_frame
+
 NAME = "train"
 HELP = "train a population locally from a training manifest"
 
@@ -356,7 +358,7 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except TrainingInterrupted as exc:
         _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
                f"{exc.checkpoint}\n"
-               f"  resume with: {_resume_command(args, trainer, exc.checkpoint)}")
+               f"  resume with: {resume_command(args, trainer, exc.checkpoint)}")
         return _exit_status(exc.signum)
     except EnvWorkerError as exc:
         return _env_failed(args, trainer, str(exc))
@@ -369,7 +371,7 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
         if shortage is not None:
             _error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
             return EXIT_NO_RESOURCES
-        where = _user_code_frame(exc)
+        where = user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
             return _env_failed(args, trainer, f"the environment's code raised "
                                f"{type(exc).__name__}: {exc} ({where})")
@@ -388,7 +390,7 @@ def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
 def _last_checkpoint_note(args: argparse.Namespace, trainer: Any) -> str:
     last = trainer.last_checkpoint
     return (f"the last checkpoint, {last}, is intact; resume with: "
-            f"{_resume_command(args, trainer, last)}" if last is not None else
+            f"{resume_command(args, trainer, last)}" if last is not None else
             "no checkpoint had been written in this run")
 
 
@@ -398,30 +400,6 @@ def _last_lines(trace: str | None, count: int = 3) -> str:
         return ""
     lines = [line for line in trace.strip().splitlines() if line.strip()]
     return "".join(f"\n    {line.strip()}" for line in lines[-count:])
-
-
-def _user_code_frame(exc: BaseException) -> str | None:
-    """``file:line`` where ``exc`` was raised when that is user code (an environment
-    entrypoint or wrapper file), not agilerl, the standard library or an installed package;
-    else None."""
-    import sysconfig
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return None
-    named = Path(frames[-1].filename)
-    if not named.is_absolute() or not named.is_file():
-        # Python names a user's file by its absolute path; compiled (Cython) library code
-        # names a source file relative to where it was built, e.g. python/ray/...pxi.
-        return None
-    innermost = named.resolve()
-    library = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
-               if (p := sysconfig.get_paths().get(key))}
-    library.add(Path(__file__).resolve().parents[1])  # the agilerl package
-    if innermost.name.startswith("<") or any(innermost.is_relative_to(p) for p in library):
-        return None
-    return f"{innermost}:{frames[-1].lineno}"
 
 
 def _report(exc: Exception) -> int:
@@ -478,41 +456,6 @@ def _failure_status(exc: BaseException) -> int | None:
     if isinstance(exc, OSError) and exc.filename is not None:
         return EXIT_USAGE  # a path the user chose: a file where a folder goes, no permission
     return None
-
-
-#: ``train`` options repeated by a resume hint: (dest, flag); booleans are repeated as flags.
-_REPEATED_OPTIONS = (
-    ("device", "--device"), ("checkpoint_steps", "--checkpoint-steps"),
-    ("checkpoint_path", "--checkpoint-path"), ("overwrite_checkpoints", "--overwrite-checkpoints"),
-    ("save_elite", "--save-elite"), ("elite_path", "--elite-path"), ("wb", "--wb"),
-    ("tensorboard", "--tensorboard"), ("tensorboard_log_dir", "--tensorboard-log-dir"),
-    ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
-    ("workers", "--workers"), ("backend", "--backend"), ("ray_address", "--ray-address"),
-)
-_OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
-                    "torch_threads": 1}
-
-
-def _resume_command(args: argparse.Namespace, trainer: Any, checkpoint: Any) -> str:
-    """The command that continues this run: the same manifest, overrides, seed and options,
-    the same run folder, from ``checkpoint``."""
-    import shlex
-
-    parts = ["agilerl", "train", str(args.manifest), *args.overrides]
-    if args.seed is not None:
-        parts += ["--seed", str(args.seed)]
-    for dest, flag in _REPEATED_OPTIONS:
-        value = getattr(args, dest, None)
-        if value is None or value is False or value == _OPTION_DEFAULTS.get(dest):
-            continue
-        parts += [flag] if value is True else [flag, str(value)]
-    if not args.verbose:
-        parts.append("--no-verbose")
-    run_dir = getattr(trainer, "last_run_dir", None) or args.run_dir
-    if run_dir is not None:
-        parts += ["--run-dir", str(run_dir)]
-    parts += ["--resume-from-checkpoint", str(checkpoint)]
-    return shlex.join(parts)
 
 
 class _UsageError(Exception):

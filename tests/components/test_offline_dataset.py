@@ -114,7 +114,7 @@ def test_empty_missing_and_non_hdf5_files(tmp_path: Path) -> None:
     text = tmp_path / "notes.h5"
     text.write_text("observations,actions\n1,2\n")
     for path, needle in ((empty, "the file is empty"), (text, "not an HDF5 file"),
-                         (tmp_path / "absent.h5", "file not found")):
+                         (tmp_path / "absent.h5", "does not exist")):
         with pytest.raises(DatasetError, match=needle):
             load(path)
 

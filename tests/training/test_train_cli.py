@@ -180,16 +180,16 @@ def test_a_library_frame_with_a_relative_file_name_is_not_the_environments_code(
     """Compiled (Cython) library frames carry a relative source name such as Ray's
     ``python/ray/includes/common.pxi``; resolved against the working folder it looked like a
     user's file, and a library error was reported as the environment's (exit 4)."""
-    from agilerl.cli.train import _user_code_frame
+    from agilerl.cli.failure_context import user_code_frame
 
     monkeypatch.chdir(tmp_path)
     code = compile("raise ValueError('owner unknown')", "python/ray/includes/common.pxi", "exec")
     with pytest.raises(ValueError) as caught:
         exec(code)
-    assert _user_code_frame(caught.value) is None
+    assert user_code_frame(caught.value) is None
 
     user_file = tmp_path / "my_env.py"
     user_file.write_text("raise ValueError('bad reset')\n")
     with pytest.raises(ValueError) as caught:
         exec(compile(user_file.read_text(), str(user_file), "exec"))
-    assert _user_code_frame(caught.value) == f"{user_file.resolve()}:1"
+    assert user_code_frame(caught.value) == f"{user_file.resolve()}:1"

@@ -30,10 +30,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_APPEND_FLAGS = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                 | os.O_CLOEXEC)
 #: a generous cap for the small JSON files the server reads (manifests, index.json).
 SMALL_FILE = 1 << 20
 
@@ -106,20 +108,7 @@ def open_file(root: Path, rel: str | PurePosixPath | Path) -> BinaryIO:
     :raises FileNotFoundError: it does not exist.
     :raises Refused: a link, FIFO, device, socket or folder.
     """
-    parent, name = _split(rel)
-    with folder(root, parent) as dfd:
-        try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
-        except OSError as exc:
-            raise _refusal(exc, f"{root}/{rel}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused(errno.EINVAL, "not a regular file", f"{root}/{rel}")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    return _open_regular(root, rel, _READ_FLAGS, "rb")
 
 
 def read_bytes(root: Path, rel: str | PurePosixPath | Path, limit: int = SMALL_FILE) -> bytes:
@@ -153,8 +142,15 @@ def write_atomic(root: Path, rel: str | PurePosixPath | Path, data: bytes, *,
 def open_append(root: Path, rel: str | PurePosixPath | Path) -> BinaryIO:
     """``root/rel`` opened for appending (created 0600 when missing); a link, FIFO or other
     special file there is refused."""
+    return _open_regular(root, rel, _APPEND_FLAGS, "ab")
+
+
+def _open_regular(root: Path, rel: str | PurePosixPath | Path, flags: int,
+                  mode: str) -> BinaryIO:
+    """``root/rel`` opened with ``flags`` (which hold ``O_NOFOLLOW | O_NONBLOCK``, so
+    neither a link nor a FIFO is followed or waited on), kept only if it is a regular file,
+    and handed back blocking as a file object in ``mode``."""
     parent, name = _split(rel)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     with folder(root, parent) as dfd:
         try:
             fd = os.open(name, flags, 0o600, dir_fd=dfd)
@@ -164,7 +160,7 @@ def open_append(root: Path, rel: str | PurePosixPath | Path) -> BinaryIO:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Refused(errno.EINVAL, "not a regular file", f"{root}/{rel}")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "ab")
+        return cast(BinaryIO, os.fdopen(fd, mode))
     except BaseException:
         os.close(fd)
         raise
