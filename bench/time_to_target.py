@@ -2,7 +2,7 @@
 
     python bench/time_to_target.py [--manifest dqn_cartpole] [--target 475]
                                    [--seeds 1 2 3] [--max-steps N] [--reference]
-                                   [--workers N] [--history] [--full]
+                                   [--workers N] [--set KEY=VALUE ...] [--history] [--full]
 
 Each run is a fresh process measured exactly as ``bench/peer.py`` measures it (train env
 steps not counting evaluation; seconds from the launch of the process). A run *reaches* the
@@ -10,7 +10,9 @@ target at the first evaluation of any member whose fitness is at least ``--targe
 row gives the train steps (all members together) and seconds at that evaluation, the best
 evaluation of the whole run, the best final fitness ``train()`` returned, the wall seconds
 and the load average around the run. ``--max-steps`` overrides the manifest's
-``training.max_steps`` (a budget per member, as in the manifest). With ``--reference`` the
+``training.max_steps`` (a budget per member, as in the manifest); ``--set`` changes any other
+manifest value (``training.pop_size=2``, repeatable) for both libraries, so a suspect can be
+measured without writing a manifest copy. With ``--reference`` the
 reference library runs the same manifest once at the same budget (its RL trainer takes no
 run seed). A run ends at its first evaluation reaching the target (its best evaluation is
 then that one, and it has no final fitness), unless ``--full`` asks for the whole budget.
@@ -71,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="training.max_steps override (per member; both libraries)")
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="ours only: training.num_workers")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a manifest value for both libraries (repeatable)")
     parser.add_argument("--reference", action="store_true",
                         help="also run the reference library once at the same budget")
     parser.add_argument("--full", action="store_true",
@@ -84,11 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     members = int(yaml.safe_load(manifest.read_text())["training"].get("pop_size") or 1)
+    for setting in args.set:  # the history groups evaluations by generation
+        key, _, value = setting.partition("=")
+        if key.strip() == "training.pop_size":
+            members = int(value)
     stop_at = None if args.full else args.target
-    settings = [f"training.num_workers={args.workers}"] if args.workers is not None else []
+    settings = list(args.set)
+    if args.workers is not None:
+        settings.append(f"training.num_workers={args.workers}")
     print(f"{args.manifest} ({manifest}), target {args.target:g}"
           + (f", max_steps={args.max_steps} (override)" if args.max_steps else "")
-          + (f", training.num_workers={args.workers}" if args.workers is not None else ""))
+          + "".join(f", {setting}" for setting in settings))
     print(HEADER)
     for seed in args.seeds:
         before = _load()
@@ -103,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             print("  reference     skipped (see the message above)")
             return 0
         before = _load()
-        result = peer._measure(python, manifest, args.max_steps, env, stop_at=stop_at)
+        result = peer._measure(python, manifest, args.max_steps, env, list(args.set),
+                               stop_at=stop_at)
         print(row("reference", result, args.target, before), flush=True)
         if args.history and "error" not in result:
             print("\n".join(history_lines(result, members)), flush=True)

@@ -43,3 +43,18 @@ def test_a_run_that_never_reaches_the_target_trains_its_whole_budget() -> None:
     assert row[:4] == ["ours", "seed", "3", "no"]
     assert row[4] == row[5] == "-"
     assert int(row[8]) == 4 * 1000 and float(row[7]) > 0
+
+
+def test_set_changes_the_manifest_for_the_run() -> None:
+    # two members instead of the manifest's four: the history has two evaluations per line
+    done = subprocess.run([sys.executable, str(SCRIPT), "--manifest", str(MANIFEST),
+                           "--workers", "1", "--set", "training.pop_size=2", "--target", "1e9",
+                           "--seeds", "3", "--max-steps", "800", "--history"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "training.pop_size=2" in done.stdout.splitlines()[0]
+    (row,) = [line.split() for line in done.stdout.splitlines() if line.startswith("  ours")]
+    assert int(row[8]) == 2 * 800
+    (generation,) = [line.split() for line in done.stdout.splitlines()
+                     if line.strip().startswith("steps")]
+    assert len(generation) == 4 + 2  # "steps", steps, seconds, "s", then 2 fitnesses
