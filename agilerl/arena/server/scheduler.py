@@ -127,8 +127,9 @@ class Scheduler:
         self.quota = QuotaWatch(config)
 
     def run_dir(self, exp_id: int) -> RunDir:
+        # the trainer counts steps for the whole population, users see them per agent
         row = self.store.experiment(exp_id)
-        agents = _agents(self.manifest_of(row)) if row is not None else 1
+        agents = max(1, int(row["pop_size"])) if row is not None else 1
         return RunDir(self.config.experiments_dir / str(exp_id), agents)
 
     def manifest_of(self, row: Row) -> dict[str, Any]:
@@ -438,18 +439,6 @@ def custom_env_command(binding: Binding | None,
     if binding is None:
         return list(job_command), []
     return binding.command(job_command), [a for p in binding.readable() for a in ("--read", p)]
-
-
-def _agents(manifest: dict[str, Any]) -> int:
-    """The population size a manifest asks for (1 when it says none).
-
-    The trainer counts steps for the whole population (``train/global_step``) while
-    ``training.max_steps`` is per agent; steps shown to users are divided by this.
-    """
-    training = manifest.get("training") or {}
-    size = training.get("pop_size", training.get("population_size", 1)) \
-        if isinstance(training, dict) else 1
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
 
 
 def _last_stderr(run: RunDir) -> str:
