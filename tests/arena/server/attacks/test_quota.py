@@ -12,8 +12,9 @@ from ..conftest import manifest
 from ..envsources import LINE_WORLD
 from ..test_custom_envs import ENVS, last, upload
 
-#: a "trainer" that saves a checkpoint, then writes 1 MB every 50 ms into its experiment
-#: folder for ~6 s.
+#: a "trainer" that saves a checkpoint, then writes 1 MB every 200 ms into its experiment
+#: folder for ~24 s unless stopped: slow enough that the watcher (a scheduler tick of 0.5 s,
+#: a measurement every 0.2 s) stops it within the test's 8 MB margin on an idle machine.
 FILLER = """
 import json, pathlib, sys, time
 ckpt = pathlib.Path(sys.argv[sys.argv.index("--checkpoint-path") + 1]) / "step_100"
@@ -24,7 +25,7 @@ print("filling", flush=True)
 for i in range(120):
     with open(f"fill-{i}.bin", "wb") as out:
         out.write(b"x" * (1 << 20))
-    time.sleep(0.05)
+    time.sleep(0.2)
 print("filled", flush=True)
 """
 QUOTA = 8 << 20
