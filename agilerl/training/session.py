@@ -89,6 +89,7 @@ class TrainSession:
         self.backend = self._make_backend()
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
+        self._created_run_dir = False
         self._stop_signal: int | None = None
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
@@ -121,20 +122,14 @@ class TrainSession:
 
     # ------------------------------------------------------------------ entry point
     def run(self) -> tuple[list[Any], list[float]]:
-        from agilerl.logging import ProgressDisplay, make_run_loggers
+        from agilerl.logging import ProgressDisplay
 
         trainer, options = self.trainer, self.options
-        if options.run_dir is not None:
-            self._write_manifest()
-        self.loggers = make_run_loggers(
-            algo=self.algo, env_name=self.env_name,
-            csv_path=self.run_dir if options.run_dir is not None else None,
-            csv_append=self._resumed,
-            csv_keep_until_step=self._global_steps() if self._resumed else None,
-            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
-            wb=options.wb, wandb_api_key=options.wandb_api_key,
-            wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
-        )
+        try:
+            self._open_outputs()
+        except BaseException:
+            self._discard_new_run_dir()  # a run that never started leaves no folder behind
+            raise
         total = self.settings.max_steps * len(self.backend)
         self.progress = ProgressDisplay(total, agents=len(self.backend), verbose=options.verbose,
                                         title=f"{self.algo} {self.env_name}", unit=self.unit)
@@ -170,6 +165,31 @@ class TrainSession:
             raise TrainingInterrupted(self.last_checkpoint, self._stop_signal or signal.SIGINT,
                                       resume_hint=self._resume_hint())
         return trainer.population, fitnesses
+
+    def _open_outputs(self) -> None:
+        """Write the resolved manifest and open the loggers (W&B, TensorBoard, CSV)."""
+        from agilerl.logging import make_run_loggers
+
+        options, trainer = self.options, self.trainer
+        self.loggers = make_run_loggers(
+            algo=self.algo, env_name=self.env_name,
+            csv_path=self.run_dir if options.run_dir is not None else None,
+            csv_append=self._resumed,
+            csv_keep_until_step=self._global_steps() if self._resumed else None,
+            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
+            wb=options.wb, wandb_api_key=options.wandb_api_key,
+            wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
+        )
+        if options.run_dir is not None:  # after the loggers, which may refuse (W&B key)
+            self._write_manifest()
+
+    def _discard_new_run_dir(self) -> None:
+        """Remove the run folder when this session created it (all in it is this session's)."""
+        if self._run_dir is not None and self._created_run_dir:
+            import shutil
+
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
 
     def _pending_experience(self) -> list[Any]:
         from agilerl.population.shared_memory import PENDING_KEY
@@ -213,6 +233,7 @@ class TrainSession:
                 path = Path("runs") / name
             else:
                 path = Path(chosen)
+            self._created_run_dir = not path.exists()
             path.mkdir(parents=True, exist_ok=True)
             self._run_dir = path
         return self._run_dir
