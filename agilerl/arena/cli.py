@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agilerl.cli.main import version_line
+
 __all__ = ["build_parser", "main"]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(the hosted service, or your own: set ARENA_BASE_URL).",
         parents=[_common()],
     )
+    root.add_argument("--version", action="version", version=version_line("arena"))
     root.add_argument(
         "--api-key", help="API key to use (default: ARENA_API_KEY, then the stored login)"
     )

@@ -33,9 +33,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
         prog="agilerl",
         description="Validate, inspect and run agilerl training manifests.",
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action="version", version=version_line("agilerl"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, ModuleType] = {}
+    parser.set_defaults(command_parsers={})
     for module_name in SUBCOMMANDS:
         try:
             module = importlib.import_module(module_name)
@@ -44,6 +45,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         commands[module.NAME] = module
+        parser.get_default("command_parsers")[module.NAME] = command
     return parser, commands
 
 
@@ -67,16 +69,20 @@ def _unavailable(module_name: str, exc: Exception) -> ModuleType:
     return module
 
 
-def _version() -> str:
+def version_line(prog: str) -> str:
+    """What ``PROG --version`` prints (``agilerl``, ``arena``, ``arena-server``)."""
     from agilerl import __version__
 
-    return f"agilerl {__version__}"
+    return f"{prog} (agilerl) {__version__}" if prog != "agilerl" else f"agilerl {__version__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit status (never raises to the user)."""
     parser, commands = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # a bad option after a command: that command's usage, not the top level's
+        command_parser = parser.get_default("command_parsers").get(args.command, parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

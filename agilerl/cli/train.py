@@ -97,6 +97,13 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+def intermixed(parser: argparse.ArgumentParser) -> None:
+    """Let ``PATH=VALUE`` overrides come before or after options on ``parser`` (a
+    subparser built by main.py; see :class:`_IntermixedParser`)."""
+    if type(parser) is argparse.ArgumentParser:
+        parser.__class__ = _IntermixedParser
+
+
 def _count(minimum: int) -> Any:
     """An argparse type: a whole number of at least ``minimum`` (else a usage error)."""
     def parse(text: str) -> int:
@@ -112,8 +119,7 @@ def _count(minimum: int) -> Any:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The reference's options, plus ``--seed``, ``--run-dir`` and dotted overrides."""
-    if type(parser) is argparse.ArgumentParser:
-        parser.__class__ = _IntermixedParser  # the `agilerl train` subparser, built by main.py
+    intermixed(parser)
     parser.add_argument("manifest", type=Path, help="training manifest (YAML or JSON)")
     parser.add_argument(
         "overrides", nargs="*", metavar="PATH=VALUE",

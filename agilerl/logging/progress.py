@@ -61,6 +61,8 @@ class ProgressState:
     mean_fitness: float | None = None
     steps_per_second: float | None = None
     elapsed_s: float = 0.0
+    unit: str = "steps"
+    """What a step is: ``steps`` (env steps) or ``updates`` (offline gradient updates)."""
 
     @property
     def eta_s(self) -> float | None:
@@ -72,8 +74,8 @@ class ProgressState:
     def budget(self) -> str:
         """The step budget as the manifest writes it: ``200,000 steps x 4 agents``."""
         if self.agents > 1:
-            return f"{self.total_steps // self.agents:,} steps x {self.agents} agents"
-        return f"{self.total_steps:,} steps"
+            return f"{self.total_steps // self.agents:,} {self.unit} x {self.agents} agents"
+        return f"{self.total_steps:,} {self.unit}"
 
     def line(self) -> str:
         """The plain one-line form (also the text part of the live view)."""
@@ -83,9 +85,13 @@ class ProgressState:
         generation = "-" if self.generation is None else str(self.generation)
         per_agent = (f"{self.total_steps // self.agents:,} x {self.agents} agents, "
                      if self.agents > 1 else "")
+        if self.steps <= self.total_steps:
+            done = f"{self.unit} {self.steps:,}/{self.total_steps:,} ({per_agent}{percent:.0f}%)"
+        else:  # members end on a whole rollout (on-policy), so the total may pass the budget
+            done = f"{self.unit} {self.steps:,} (budget {self.total_steps:,} = {per_agent}done)"
         return (
-            f"steps {self.steps:,}/{self.total_steps:,} ({per_agent}{percent:.0f}%) | "
-            f"{rate} steps/s | "
+            f"{done} | "
+            f"{rate} {self.unit}/s | "
             f"gen {generation} | best {_fitness(self.best_fitness)} | "
             f"mean {_fitness(self.mean_fitness)} | elapsed {format_duration(self.elapsed_s)} | "
             f"ETA {format_duration(self.eta_s)}"
@@ -105,6 +111,7 @@ class ProgressDisplay:
         plain_interval_s: smallest gap between two plain lines.
         title: label in front of the live bar.
         clock: time source (seconds), replaceable in tests.
+        unit: what a step is: ``steps`` (env steps) or ``updates`` (offline training).
     """
 
     def __init__(
@@ -117,8 +124,10 @@ class ProgressDisplay:
         plain_interval_s: float = 10.0,
         title: str = "Training",
         clock: Callable[[], float] = time.monotonic,
+        unit: str = "steps",
     ):
-        self.state = ProgressState(total_steps=int(total_steps), agents=max(int(agents), 1))
+        self.state = ProgressState(total_steps=int(total_steps), agents=max(int(agents), 1),
+                                   unit=unit)
         self.verbose = int(verbose)
         self.console = console or Console()
         self.plain_interval_s = plain_interval_s

@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
@@ -27,8 +28,16 @@ def summary_rows(
     stopped_early: bool = False,
     interrupted: bool = False,
     extra: Sequence[tuple[str, str]] = (),
+    steps_this_run: int | None = None,
+    unit: str = "steps",
 ) -> list[tuple[str, str]]:
-    """The summary as ``(label, value)`` pairs, in display order."""
+    """The summary as ``(label, value)`` pairs, in display order.
+
+    ``total_steps`` is the population's total so far; the rate is over ``steps_this_run``
+    (default: all of them), so a resumed run's earlier steps do not count as done in no
+    time. ``unit``: what a step is, ``steps`` (env steps) or ``updates`` (offline training,
+    one gradient update each).
+    """
     rows: list[tuple[str, str]] = []
     if interrupted:
         rows.append(
@@ -43,11 +52,13 @@ def summary_rows(
     if fitnesses:
         rows.append(("final fitnesses", ", ".join(f"{f:.2f}" for f in fitnesses)))
     if total_steps is not None:
-        rows.append(("env steps", f"{int(total_steps):,}"))
+        label = "env steps" if unit == "steps" else unit
+        rows.append((label, f"{int(total_steps):,}"))
+    done = total_steps if steps_this_run is None else steps_this_run
     if wall_time_s is not None:
         rate = ""
-        if total_steps and wall_time_s > 0:
-            rate = f" ({total_steps / wall_time_s:,.0f} steps/s)"
+        if done and wall_time_s > 0:
+            rate = f" ({done / wall_time_s:,.0f} {unit}/s)"
         rows.append(("wall time", f"{format_duration(wall_time_s)}{rate}"))
     rows.append(("elite saved to", str(Path(elite_path).resolve()) if elite_path else "not saved"))
     rows.append(
@@ -62,31 +73,16 @@ def render_summary(
     *,
     verbose: bool | int = True,
     title: str = "Training summary",
-    best_fitness: float | None,
-    fitnesses: Sequence[float] | None = None,
-    elite_path: str | os.PathLike[str] | None = None,
-    checkpoint_path: str | os.PathLike[str] | None = None,
-    total_steps: int | None = None,
-    wall_time_s: float | None = None,
-    stopped_early: bool = False,
-    interrupted: bool = False,
-    extra: Sequence[tuple[str, str]] = (),
+    **fields: Any,
 ) -> None:
-    """Print the end-of-run summary: a panel on a terminal, ``label: value`` lines otherwise."""
+    """Print the end-of-run summary: a panel on a terminal, ``label: value`` lines otherwise.
+
+    ``fields`` are :func:`summary_rows`' arguments.
+    """
     if not verbose:
         return
     console = console or Console()
-    rows = summary_rows(
-        best_fitness=best_fitness,
-        fitnesses=fitnesses,
-        elite_path=elite_path,
-        checkpoint_path=checkpoint_path,
-        total_steps=total_steps,
-        wall_time_s=wall_time_s,
-        stopped_early=stopped_early,
-        interrupted=interrupted,
-        extra=extra,
-    )
+    rows = summary_rows(**fields)
     if console.is_terminal:
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")

@@ -232,6 +232,23 @@ def check_gym_id(env_id: str, registered: Mapping[str, str] | None = None) -> Fi
                    "'package:Id' for an id that a package registers when imported")
 
 
+#: Module path prefixes of PettingZoo (multi-agent) environments, as ``environment.name``s.
+PETTINGZOO_PREFIXES = ("mpe2.", "pettingzoo.")
+
+
+def check_single_agent_env(env_id: str, algo: str) -> Finding | None:
+    """An error when a single-agent algorithm (``algo``) is given a PettingZoo env id: it
+    names the multi-agent algorithms instead of calling the id an unregistered Gymnasium one."""
+    if not env_id.startswith(PETTINGZOO_PREFIXES) or ":" in env_id:
+        return None
+    from agilerl.models.algo import ALGO_REGISTRY
+
+    multi = sorted(name for name, cls in ALGO_REGISTRY.items() if cls.env_kind == "pettingzoo")
+    return Finding("error", f"'{env_id}' is a PettingZoo (multi-agent) environment and {algo} "
+                   "is a single-agent algorithm; train it with a multi-agent algorithm: "
+                   f"algorithm.name {', '.join(multi)}")
+
+
 def _package_reference(env_id: str) -> Finding | None:
     """``package:Id`` (Gymnasium imports ``package``, which registers ``Id``)."""
     module = env_id.split(":", 1)[0]

@@ -59,6 +59,28 @@ MUTATION_KINDS = ("no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut")
 it splits ``arch_mut`` between layer and node changes)."""
 
 
+def zero_left_out_kinds(mutation: Any) -> list[str]:
+    """Set to 0 the mutation kinds left out of a written ``probabilities`` block whose
+    written kinds already sum to 1 (or more); return their names.
+
+    Without this a kind left out takes its default (``rl_hp_mut: 0.2``, ...), and kinds
+    written to sum to 1 would silently sum to 1.2 and be normalised. When the written kinds
+    sum to less than 1, left-out kinds keep their defaults.
+    """
+    probabilities = getattr(mutation, "probabilities", None)
+    written = getattr(probabilities, "model_fields_set", None)
+    if not written:
+        return []
+    left_out = [kind for kind in MUTATION_KINDS if kind not in written]
+    given = [getattr(probabilities, kind) for kind in MUTATION_KINDS if kind in written]
+    if not left_out or not all(isinstance(v, int | float) for v in given) \
+            or float(sum(given)) < 1.0 - 1e-9:
+        return []
+    for kind in left_out:
+        setattr(probabilities, kind, 0.0)
+    return left_out
+
+
 def probability_sum_note(mutation: Any) -> list[Violation]:
     """A warning when the mutation-kind probabilities do not sum to 1: they are normalised
     (each divided by the sum) when the mutation operator is built. An all-zero or negative
@@ -99,5 +121,5 @@ SELECTION_SPECS: dict[str, type[Any]] = {
 __all__ = [
     "MUTATION_KINDS", "MultiFrequencySelectionSpec", "MutationProbabilities", "MutationSpec",
     "RLHyperparameter", "SELECTION_SPECS", "SelectionStrategySpec", "TournamentSelectionSpec",
-    "probability_sum_note",
+    "probability_sum_note", "zero_left_out_kinds",
 ]

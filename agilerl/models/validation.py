@@ -25,7 +25,12 @@ from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
 from agilerl.models.errors import Location, ManifestIssue, ManifestReport
-from agilerl.models.hpo import SELECTION_SPECS, MutationSpec, probability_sum_note
+from agilerl.models.hpo import (
+    SELECTION_SPECS,
+    MutationSpec,
+    probability_sum_note,
+    zero_left_out_kinds,
+)
 from agilerl.models.loading import (
     LocatedDocument,
     PathKey,
@@ -137,6 +142,7 @@ class _Checker(NetworkChecks):
         algorithm_class = self.algorithm_class
         self.parts.training = self._section("training", TrainingSpec, data.get("training"), {})
         self.parts.mutation = self._section("mutation", MutationSpec, data.get("mutation"))
+        zero_left_out_kinds(self.parts.mutation)
         self.violations(probability_sum_note(self.parts.mutation), ("mutation",))
         self.parts.replay_buffer = self._section("replay_buffer", ReplayBufferSpec,
                                                  data.get("replay_buffer"))
@@ -360,7 +366,10 @@ class _Checker(NetworkChecks):
         base = self.doc.base_dir
         kind = type(spec).__name__
         if kind in ("GymEnvSpec", "OfflineEnvSpec") and not spec.entrypoint:
-            self._finding(("environment", "name"), env_checks.check_gym_id(spec.name))
+            algo = getattr(self.parts.algorithm, "algo_name", "") or "this algorithm"
+            self._finding(("environment", "name"),
+                          env_checks.check_single_agent_env(spec.name, algo)
+                          or env_checks.check_gym_id(spec.name))
         if kind == "PzEnvSpec" and not spec.entrypoint:
             self._finding(("environment", "name"), env_checks.check_module_path(spec.name))
         entrypoint = getattr(spec, "entrypoint", None)

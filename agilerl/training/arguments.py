@@ -22,7 +22,7 @@ from agilerl.training.errors import (
     missing_extra,
 )
 
-__all__ = ["algorithm_from_name", "check_local_arguments", "check_train_arguments",
+__all__ = ["algorithm_from_name", "check_env_kind", "check_local_arguments", "check_train_arguments",
            "explained", "refuse", "require", "spec_arguments"]
 
 
@@ -69,6 +69,24 @@ def refuse(name: str, expected: str, value: Any) -> None:
 
     raise models.ManifestError([models.ManifestIssue(
         path=name, message=f"expected {expected}, got {type(value).__name__} {value!r:.60}")])
+
+
+def check_env_kind(algorithm: Any, env_spec: Any) -> None:
+    """A PettingZoo env id given to a single-agent algorithm is a :class:`ManifestError`
+    on ``environment.name`` naming the multi-agent algorithms (from Python as from a file)."""
+    from agilerl.models import env_checks
+
+    name = getattr(env_spec, "name", None)
+    if type(env_spec).__name__ != "GymEnvSpec" or getattr(env_spec, "entrypoint", None) \
+            or not isinstance(name, str):
+        return
+    finding = env_checks.check_single_agent_env(name, getattr(algorithm, "algo_name", "") or
+                                                type(algorithm).__name__)
+    if finding is not None:
+        import agilerl.models as models
+
+        raise models.ManifestError([models.ManifestIssue(path="environment.name",
+                                                         message=finding.message)])
 
 
 def algorithm_from_name(name: str) -> Any:

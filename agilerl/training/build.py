@@ -310,6 +310,9 @@ def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:
     if mutation_spec is None:
         return None
     from agilerl.hpo.mutation import Mutations
+    from agilerl.models.hpo import zero_left_out_kinds
+
+    zero_left_out_kinds(mutation_spec)  # a spec built in Python, not read from a manifest
 
     return Mutations.from_spec(mutation_spec)
 

@@ -9,8 +9,20 @@ One generation:
 2. evaluate every member (``backend.evaluate_members``: ``eval_steps``, ``eval_loop``);
 3. report metrics (logger, progress display);
 4. early-stop check (:mod:`agilerl.training.early_stop`);
-5. selection + mutation, only when BOTH operators exist (spec §1);
-6. checkpoint check (every ``checkpoint_steps`` of the most-trained member).
+5. selection + mutation, only when BOTH operators exist (spec §1) and a full generation
+   follows (see below);
+6. checkpoint check (every ``checkpoint_steps`` x ``pop_size`` steps of the population:
+   ``checkpoint_steps`` counts per agent, as ``max_steps`` and ``evo_steps`` do).
+
+Generations are numbered from 1 wherever a user sees them (progress, ``metrics.csv``'s
+``train/generation``, checkpoint names, the summary's count); :attr:`LoopState.generation`
+counts the generations completed, so the one in progress is ``generation + 1``.
+
+A remainder shorter than a generation is trained without evolving: when, after a
+generation, every member has fewer than ``evo_steps`` steps left before ``max_steps`` (say
+``max_steps=10000, evo_steps=5000`` and 16 envs: 4,992 steps a generation leave 16), the
+population is not selected and mutated before that short last generation, so members
+mutated a moment ago are never judged on a few steps of training.
 
 With a wall-clock budget (``max_wall_seconds``, multi-turn LLM runs) no member starts
 training once it is spent (member trainers may also stop between their own steps: every
@@ -125,6 +137,11 @@ class LoopState:
     """The last run stopped because its wall-clock budget was spent."""
     elite: int | None = None
     train_seconds: float = 0.0
+    env_steps: int | None = None
+    """Steps the population has trained (the sum of every member call's steps; offline: one
+    gradient update each). Members' own counts are not summed for this: a member copied
+    over another by selection brings its count along, steps no member trained again.
+    None until a run sets it (a checkpoint written before it existed)."""
     early_stop: EarlyStopping = field(default_factory=lambda: EarlyStopping(None))
 
     def state_dict(self) -> dict[str, Any]:
@@ -140,6 +157,7 @@ class LoopState:
             "out_of_time": self.out_of_time,
             "elite": self.elite,
             "train_seconds": self.train_seconds,
+            "env_steps": self.env_steps,
             "early_stop": self.early_stop.state_dict(),
         }
 
@@ -155,11 +173,20 @@ class LoopState:
         self.out_of_time = bool(state.get("out_of_time", False))
         self.elite = state["elite"]
         self.train_seconds = float(state["train_seconds"])
+        steps = state.get("env_steps")
+        self.env_steps = None if steps is None else int(steps)
         self.early_stop.load_state_dict(state["early_stop"])
 
 
 def _budget_left(backend: PopulationBackend, max_steps: int) -> bool:
     return all(backend.steps(m) < max_steps for m in range(len(backend)))
+
+
+def _remainder_next(backend: PopulationBackend, settings: LoopSettings) -> bool:
+    """True when the next generation is a remainder: it happens (every member has steps
+    left) and no member has a whole ``evo_steps`` left."""
+    left = [settings.max_steps - backend.steps(m) for m in range(len(backend))]
+    return bool(left) and min(left) > 0 and max(left) < settings.evo_steps
 
 
 def run_generations(
@@ -194,6 +221,8 @@ def _run(
     deadline: Deadline | None,
 ) -> list[float]:
     state.early_stop.target_score = settings.target_score
+    if state.env_steps is None:  # a new run, or one from a checkpoint that did not count
+        state.env_steps = sum(backend.steps(m) for m in range(len(backend)))
     if evolution is not None and evolution.mutates_before_training and not state.pre_mutation_done:
         evolution.pre_training(backend)
         state.pre_mutation_done = True
@@ -209,7 +238,8 @@ def _run(
         state.early_stop.record(fitnesses)
         hooks.on_generation(state, generation_metrics(backend, state, fitnesses))
         state.stopped_early = state.early_stop.should_stop()
-        if evolution is not None and evolution.evolves and not state.stopped_early:
+        if (evolution is not None and evolution.evolves and not state.stopped_early
+                and not _remainder_next(backend, settings)):
             state.elite = evolution.evolve(backend, fitnesses)
             hooks.on_evolved(state, state.elite, fitnesses)
         state.generation += 1
@@ -246,6 +276,7 @@ def _train_members(
 
     for member, report in backend.train_members(jobs, stop=stop):
         state.train_seconds += report.seconds
+        state.env_steps = (state.env_steps or 0) + report.steps
         state.reports.append(report)
         state.members_done = member + 1
         hooks.on_member_trained(state, member, report)
@@ -261,9 +292,11 @@ def _maybe_checkpoint(
     every = settings.checkpoint_steps
     if not every:
         return
-    most = max(backend.steps(m) for m in range(len(backend)))
-    if most // every > state.checkpoints_written:
-        state.checkpoints_written = most // every
+    # checkpoint_steps counts steps per agent, as max_steps: the population's steps over
+    # pop_size (a member's own count can jump when selection copies another over it).
+    done = (state.env_steps or 0) // (every * len(backend))
+    if done > state.checkpoints_written:
+        state.checkpoints_written = done
         hooks.checkpoint(state, reason="scheduled")
 
 
@@ -286,8 +319,8 @@ def generation_metrics(
     gen_seconds = sum(r.seconds for r in reports)
     best = state.elite
     metrics: dict[str, Any] = {
-        "train/generation": state.generation,
-        "train/global_step": sum(backend.steps(m) for m in range(len(backend))),
+        "train/generation": state.generation + 1,  # numbered from 1, as everywhere shown
+        "train/global_step": state.env_steps or 0,
         "train/steps_per_second": gen_steps / gen_seconds if gen_seconds > 0 else math.nan,
         "eval/mean_fitness": _mean(fitnesses),
         "eval/best_fitness": fitnesses[best] if best is not None else math.nan,

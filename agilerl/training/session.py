@@ -89,6 +89,7 @@ class TrainSession:
         self.backend = self._make_backend()
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
+        self._created_run_dir = False
         self._stop_signal: int | None = None
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
@@ -121,29 +122,24 @@ class TrainSession:
 
     # ------------------------------------------------------------------ entry point
     def run(self) -> tuple[list[Any], list[float]]:
-        from agilerl.logging import ProgressDisplay, make_run_loggers
+        from agilerl.logging import ProgressDisplay
 
         trainer, options = self.trainer, self.options
-        if options.run_dir is not None:
-            self._write_manifest()
-        self.loggers = make_run_loggers(
-            algo=self.algo, env_name=self.env_name,
-            csv_path=self.run_dir if options.run_dir is not None else None,
-            csv_append=self._resumed,
-            csv_keep_until_step=self._global_steps() if self._resumed else None,
-            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
-            wb=options.wb, wandb_api_key=options.wandb_api_key,
-            wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
-        )
+        try:
+            self._open_outputs()
+        except BaseException:
+            self._discard_new_run_dir()  # a run that never started leaves no folder behind
+            raise
         total = self.settings.max_steps * len(self.backend)
         self.progress = ProgressDisplay(total, agents=len(self.backend), verbose=options.verbose,
-                                        title=f"{self.algo} {self.env_name}")
+                                        title=f"{self.algo} {self.env_name}", unit=self.unit)
+        self._steps_at_start = self._global_steps()
         started = time.perf_counter()
         interrupted = False
         trainer._continuation = None  # set again below once the loop state is consistent
         try:
             with self._stop_on_signals(), self._threads(), self.progress:
-                self.progress.update(self._global_steps(), generation=self.state.generation)
+                self.progress.update(self._global_steps(), generation=self.state.generation + 1)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
                                             self.evolution)
         except Interrupted:
@@ -170,6 +166,31 @@ class TrainSession:
                                       resume_hint=self._resume_hint())
         return trainer.population, fitnesses
 
+    def _open_outputs(self) -> None:
+        """Write the resolved manifest and open the loggers (W&B, TensorBoard, CSV)."""
+        from agilerl.logging import make_run_loggers
+
+        options, trainer = self.options, self.trainer
+        self.loggers = make_run_loggers(
+            algo=self.algo, env_name=self.env_name,
+            csv_path=self.run_dir if options.run_dir is not None else None,
+            csv_append=self._resumed,
+            csv_keep_until_step=self._global_steps() if self._resumed else None,
+            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
+            wb=options.wb, wandb_api_key=options.wandb_api_key,
+            wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
+        )
+        if options.run_dir is not None:  # after the loggers, which may refuse (W&B key)
+            self._write_manifest()
+
+    def _discard_new_run_dir(self) -> None:
+        """Remove the run folder when this session created it (all in it is this session's)."""
+        if self._run_dir is not None and self._created_run_dir:
+            import shutil
+
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+            self._run_dir = None
+
     def _pending_experience(self) -> list[Any]:
         from agilerl.population.shared_memory import PENDING_KEY
 
@@ -194,6 +215,11 @@ class TrainSession:
         return algo_name(self.trainer.algorithm_spec)
 
     @property
+    def unit(self) -> str:
+        """What a step is: an env step, or (offline) one gradient update."""
+        return "updates" if self.trainer.paradigm == "offline" else "steps"
+
+    @property
     def env_name(self) -> str:
         return str(getattr(self.trainer.env_spec, "name", None) or "env")
 
@@ -207,6 +233,7 @@ class TrainSession:
                 path = Path("runs") / name
             else:
                 path = Path(chosen)
+            self._created_run_dir = not path.exists()
             path.mkdir(parents=True, exist_ok=True)
             self._run_dir = path
         return self._run_dir
@@ -230,13 +257,18 @@ class TrainSession:
             if isinstance(saved.get("algorithm"), dict):
                 manifest["algorithm"] = saved["algorithm"]
             loop = resumed.get("loop") or {}
-            header += (f"# resumed from {resumed.get('checkpoint')} (generation "
-                       f"{loop.get('generation')}); algorithm settings as saved there\n")
+            header += (f"# resumed from {resumed.get('checkpoint')} (after "
+                       f"{loop.get('generation')} generations); algorithm settings as saved "
+                       "there\n")
         (self.run_dir / MANIFEST_FILE).write_text(
             header + yaml.safe_dump(manifest, sort_keys=False))
 
     def _global_steps(self) -> int:
-        return sum(self.backend.steps(m) for m in range(len(self.backend)))
+        """Steps the population has trained: what progress, summary, ``metrics.csv``
+        (``train/global_step``) and checkpoint names show."""
+        if self.state.env_steps is None:
+            return sum(self.backend.steps(m) for m in range(len(self.backend)))
+        return self.state.env_steps
 
     # ------------------------------------------------------------------ loop hooks
     def on_member_trained(self, state: LoopState, member: int, report: TrainReport) -> None:
@@ -260,9 +292,7 @@ class TrainSession:
 
     def checkpoint(self, state: LoopState, *, reason: str) -> None:
         step = self._global_steps()
-        name = f"gen{state.generation:05d}-step{step:010d}"
-        if state.members_done:
-            name += f"-member{state.members_done}"
+        name = checkpoint_name(state, step)
         base, again = name, 1
         while (self.checkpoint_root / name).exists():
             # A resumed run stopped again at the same point: never rewrite the checkpoint it
@@ -276,6 +306,7 @@ class TrainSession:
             members=[self.backend.get_state(m) for m in range(len(self.backend))],
             trainer_state=self._trainer_state(reason),
             summary={"global_step": step, "generation": state.generation,
+                     "agent_steps": [self.backend.steps(m) for m in range(len(self.backend))],
                      "members_done": state.members_done, "reason": reason,
                      "algorithm": self.algo, "env": self.env_name,
                      "best_fitness": _finite(max(state.fitnesses, default=math.nan))},
@@ -430,8 +461,18 @@ class TrainSession:
             elite_path=self.elite_path,
             checkpoint_path=self.last_checkpoint,
             total_steps=self._global_steps(), wall_time_s=seconds,
+            steps_this_run=self._global_steps() - self._steps_at_start, unit=self.unit,
             stopped_early=self.state.stopped_early, interrupted=interrupted, extra=extra,
         )
+
+
+def checkpoint_name(state: LoopState, steps: int) -> str:
+    """``gen{G}-step{S}``: generation ``G`` counted from 1 (the one just ended, or with
+    ``-member{k}`` the one in progress after ``k`` members), ``S`` the population's steps,
+    as ``train/global_step`` in ``metrics.csv``, the progress line and the summary."""
+    if state.members_done:
+        return f"gen{state.generation + 1:05d}-step{steps:010d}-member{state.members_done}"
+    return f"gen{state.generation:05d}-step{steps:010d}"
 
 
 def _finite(value: float) -> float | None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agilerl.training.arguments import (
     algorithm_from_name,
+    check_env_kind,
     check_local_arguments,
     check_train_arguments,
     explained,
@@ -102,6 +103,8 @@ class Trainer:
 
     #: The manifest file the trainer was built from (``from_manifest`` with a path), if any.
     manifest_source: str | None = None
+    _specs_warned: bool = False
+    """The manifest's warnings were shown (they are shown once per trainer)."""
 
     def __init__(
         self,
@@ -170,6 +173,7 @@ class Trainer:
             **kwargs,
         )
         trainer.manifest_source = source
+        trainer._specs_warned = True
         return trainer
 
     @classmethod
@@ -181,15 +185,23 @@ class Trainer:
 
     def to_manifest(self) -> dict[str, Any]:
         """The trainer's specs as a JSON-serialisable manifest mapping."""
+        import warnings
+
         models = _models()
-        manifest = models.TrainingManifest.from_trainer_specs(
-            algorithm=self.algorithm_spec,
-            environment=self.env_spec,
-            training=self.training_spec,
-            mutation=self.mutation_spec,
-            replay_buffer=self.replay_buffer_spec,
-            selection_strategy=self.selection_strategy_spec,
-        )
+        with warnings.catch_warnings():
+            # A manifest's warnings are shown once: when it was read (from_manifest), or
+            # for specs given in Python the first time they are serialised here.
+            if self._specs_warned:
+                warnings.simplefilter("ignore", models.ManifestWarning)
+            self._specs_warned = True
+            manifest = models.TrainingManifest.from_trainer_specs(
+                algorithm=self.algorithm_spec,
+                environment=self.env_spec,
+                training=self.training_spec,
+                mutation=self.mutation_spec,
+                replay_buffer=self.replay_buffer_spec,
+                selection_strategy=self.selection_strategy_spec,
+            )
         return dict(manifest.model_dump(mode="json", exclude_none=True))
 
     # ------------------------------------------------------------------ deprecated names
@@ -265,6 +277,7 @@ class LocalTrainer(Trainer):
         self.tokenizer = None
         self.seed = build.resolve_seed(seed)
         self.env: Any = None
+        check_env_kind(self.algorithm_spec, self.env_spec)
         with explained(f"environment {self._env_label()}", environment=True):
             self.env = self._make_env()
         try:

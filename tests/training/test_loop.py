@@ -199,3 +199,31 @@ def test_pre_training_mutation_not_repeated_on_resume():
     _run(FakeBackend(2), Hooks(), LoopSettings(max_steps=100, evo_steps=100, seed=2),
          state=resumed, evolution=evolution)
     assert [kind for kind, _ in evolution.calls] == ["evolve"]
+
+
+class VectorBackend(FakeBackend):
+    """Trains whole vector steps of ``num_envs`` env steps (floor), as off-policy members do."""
+
+    num_envs = 16
+
+    def train(self, member: int, steps: int, *, seed: int, deadline=None) -> TrainReport:
+        steps = max(1, steps // self.num_envs) * self.num_envs
+        return super().train(member, steps, seed=seed)
+
+
+def test_a_remainder_shorter_than_a_generation_is_not_preceded_by_evolution():
+    # 10,000 / 5,000 with 16 envs: 4,992 steps a generation leave a remainder of 16 steps;
+    # evolving before it would judge just-mutated members on 16 steps of training.
+    evolution, backend, hooks = RecordingEvolution(evolves=True), VectorBackend(2), Hooks()
+    _run(backend, hooks, LoopSettings(max_steps=10_000, evo_steps=5_000, seed=2),
+         evolution=evolution)
+    assert [backend.steps(m) for m in range(2)] == [10_000, 10_000]
+    assert len(hooks.generations) == 3
+    evolved_at = [steps for kind, steps in evolution.calls if kind == "evolve"]
+    assert evolved_at == [[4_992, 4_992], [10_000, 10_000]]  # not at 9,984, before the 16
+
+
+def test_generations_are_numbered_from_one():
+    backend, hooks = FakeBackend(2), Hooks()
+    _run(backend, hooks, LoopSettings(max_steps=300, evo_steps=100, seed=1))
+    assert [m["train/generation"] for m in hooks.generations] == [1, 2, 3]

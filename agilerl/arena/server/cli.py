@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.server.config import ServerConfig
+from agilerl.cli.main import version_line
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -76,6 +77,7 @@ def _env_var(text: str) -> tuple[str, str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena-server",
                                      description="Self-hosted Arena-compatible training server")
+    parser.add_argument("--version", action="version", version=version_line("arena-server"))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the HTTP server and its job scheduler")

@@ -1,0 +1,53 @@
+"""Issue 23 item 8 (part): command-line conventions, each command run in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agilerl
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "configs" / "training" / "dqn.yaml"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+
+
+@pytest.mark.parametrize(("module", "prog"), [("agilerl", "agilerl"),
+                                              ("agilerl.arena.cli", "arena"),
+                                              ("agilerl.arena.server.cli", "arena-server")])
+def test_version_on_every_command(module, prog):
+    done = _run("-m", module, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(prog) and agilerl.__version__ in done.stdout
+
+
+def test_python_dash_m_agilerl_is_the_agilerl_command():
+    done = _run("-m", "agilerl", "--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: agilerl")
+
+
+def test_a_bad_flag_after_train_prints_trains_usage():
+    done = _run("-m", "agilerl", "train", str(MANIFEST), "--bogus")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: agilerl train")
+    assert "agilerl train: error: unrecognized arguments: --bogus" in done.stderr
+
+
+def test_show_takes_overrides_like_train():
+    done = _run("-m", "agilerl", "show", str(MANIFEST), "training.pop_size=3", "--json",
+                "algorithm.lr=3e-4")
+    assert done.returncode == 0, done.stderr
+    resolved = json.loads(done.stdout)
+    assert resolved["training"]["pop_size"] == 3 and resolved["algorithm"]["lr"] == 3e-4
+    bad = _run("-m", "agilerl", "show", str(MANIFEST), "training.pop_size=0")
+    assert bad.returncode == 1 and "training.pop_size=0" in bad.stderr
+    assert "Traceback" not in bad.stderr
