@@ -322,7 +322,9 @@ def _report(task: Task, budget: int, args: argparse.Namespace,
                          [bool(r.get("stopped_at_target")) for r in done])
     if not args.no_plot:
         png = args.out / f"{task.name}.png"
-        learning_plot.draw(png, f"{task.name}: {len(args.seed_list)} seeds, budget {budget}",
+        learning_plot.draw(png, f"{task.name}: {len(args.seed_list)} seeds (reference: as many"
+                           f" runs), budget {budget} per member" if "reference" in series else
+                           f"{task.name}: {len(args.seed_list)} seeds, budget {budget} per member",
                            target, budget, series)
         print(f"  plot: {png}")
     sys.stdout.flush()

@@ -79,18 +79,20 @@ def draw(path: Path, title: str, target: float | None, budget: int,
         raise SystemExit("bench/learning.py draws its plots with matplotlib, which is not "
                          "installed: pip install matplotlib (or run with --no-plot)") from exc
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    last = max((point[0] for curves, _ in series.values() for curve in curves
+                for point in curve), default=budget)
     for (label, (curves, held)), colour in zip(series.items(), ("tab:blue", "tab:orange"),
                                                strict=False):
         band = spread(curves, held)
         if not band.steps:
             continue
-        ax.step(band.steps, band.median, where="post", color=colour,
+        ax.step(band.steps, band.median, where="post", color=colour, marker=".", markersize=3,
                 label=f"{label}: median of {len(curves)}")
         ax.fill_between(band.steps, band.low, band.high, step="post", color=colour,
                         alpha=0.2, label=f"{label}: min-max")
     if target is not None:
-        ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:g}")
-    ax.set_xlim(0, budget * 1.02)
+        ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.1f}")
+    ax.set_xlim(0, max(budget, last) * 1.02)  # a last generation may end past the budget
     ax.set_xlabel("env steps per member")
     ax.set_ylabel("best evaluation of the generation")
     ax.set_title(title, fontsize=10)
