@@ -97,7 +97,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     _count_train_steps(trainer, record)
 
     def wrap_test(cls: type) -> None:
-        original = cls.test
+        original = cls.test  # type: ignore[attr-defined]  # an agent class
 
         def test(self, *args, **kwargs):  # type: ignore[no-untyped-def]
             if not _main_thread():  # the pool's worker thread: counted by the pool's wrappers
@@ -113,7 +113,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
             _record_evaluation(record, done, time.time() - launched, float(fitness))
             return fitness
 
-        cls.test = test
+        cls.test = test  # type: ignore[attr-defined]
 
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
@@ -247,8 +247,9 @@ def _count_train_steps(trainer: object, record: dict) -> None:
     from gymnasium.vector import VectorEnv, VectorWrapper
 
     def all_subclasses(cls: type) -> set[type]:
-        out = set()
-        for sub in cls.__subclasses__():
+        out: set[type] = set()
+        subclasses: list[type] = cls.__subclasses__()
+        for sub in subclasses:
             out.add(sub)
             out |= all_subclasses(sub)
         return out
