@@ -25,11 +25,11 @@ def _plot_module():
 
 
 def _bench(out: Path) -> subprocess.CompletedProcess:
-    # our DQN CartPole, 2 members of 1200 env steps each (8 envs: 150 vector steps), 2 seeds;
-    # a target no run can reach, so each trains its whole budget
+    # our DQN CartPole, 2 members of 800 env steps each (8 envs: 100 vector steps), 2 seeds;
+    # two generations each: too few for the CLI's stop rule (3), so each trains its budget
     return subprocess.run([sys.executable, str(SCRIPT), "--tasks", "dqn_cartpole",
-                           "--seed-list", "3", "4", "--max-steps", "1200",
-                           "--set", "training.pop_size=2", "--set", "training.evo_steps=600",
+                           "--seed-list", "3", "4", "--max-steps", "800",
+                           "--set", "training.pop_size=2", "--set", "training.evo_steps=400",
                            "--out", str(out)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
@@ -41,14 +41,14 @@ def test_tiny_task_through_the_cli_prints_its_table_caches_its_runs_and_draws(
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     (title,) = [line for line in lines if line.startswith("dqn_cartpole ")]
-    assert "target 475" in title and "budget 1200 per member" in title and "2 seeds" in title
+    assert "target 475" in title and "budget 800 per member" in title and "2 seeds" in title
     (row,) = [line.split() for line in lines if line.startswith("  agilerl")]
     runs = sorted((tmp_path / "dqn_cartpole").glob("ours-*.json"))
     assert [p.name.split("-")[1] for p in runs] == ["s3", "s4"]
     records = [json.loads(p.read_text()) for p in runs]
     for record in records:
-        # generations of 600 steps per member: evaluations at 600 and 1200
-        assert [point[0] for point in record["curve"]] == [600, 1200]
+        # generations of 400 steps per member: evaluations at 400 and 800
+        assert [point[0] for point in record["curve"]] == [400, 800]
         for _, best, mean in record["curve"]:
             assert 8 <= mean <= best <= 500  # CartPole returns; best of 2 >= their mean
     bests = sorted(max(p[1] for p in r["curve"]) for r in records)
