@@ -95,3 +95,44 @@ def test_value_at_is_the_last_evaluation_at_or_before() -> None:
     assert plot.value_at(curve, 200, held=False) == 2
     assert plot.value_at(curve, 201, held=False) is None
     assert plot.value_at(curve, 201, held=True) == 2
+
+
+def _learning_module():
+    """bench/learning.py with bench/ first on the path (its ``import peer`` must find
+    bench/peer.py, not the tests' ``peer`` package, which is put back afterwards)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    saved = {name: sys.modules.pop(name, None) for name in ("peer", "learning_plot")}
+    try:
+        spec = importlib.util.spec_from_file_location("bench_learning", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_learning"] = module  # its dataclass looks its module up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+        for name, previous in saved.items():
+            sys.modules.pop(name, None)
+            if previous is not None:
+                sys.modules[name] = previous
+    return module
+
+
+def test_summary_counts_a_run_that_never_reached_the_target_as_infinitely_slow() -> None:
+    learning = _learning_module()
+
+    def run(*bests: float) -> dict:
+        return {"curve": [[100 * (i + 1), b, b - 1] for i, b in enumerate(bests)],
+                "wall_seconds": 10.0, "load_before": [1.0, 1.0, 1.0],
+                "load_after": [2.0, 2.0, 2.0]}
+
+    runs = [run(50, 480), run(490), run(10, 20, 30), {"error": "exit 1"}]
+    s = learning.summary(runs, target=475)
+    assert (s["runs"], s["failed"], s["reached"]) == (3, 1, 2)
+    assert s["steps_to_target"] == 200  # 100, 200 and never: the median is 200
+    assert (s["final_best"], s["best"]) == (480, 480)
+    line = learning.row("agilerl", s, 475, 1000).split()
+    assert line[:5] == ["agilerl", "2/3", "200", "480.0", "480.0"]
+    assert line[-2:] == ["(1", "failed)"]
+    slow = learning.summary([run(10), run(20), run(480)], target=475)
+    assert learning.row("agilerl", slow, 475, 1000).split()[1:3] == ["1/3", ">1000"]
+    no_target = learning.summary([run(10)], target=None)
+    assert learning.row("agilerl", no_target, None, 1000).split()[1:3] == ["-", "-"]
