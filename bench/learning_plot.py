@@ -86,17 +86,21 @@ def draw(path: Path, title: str, target: float | None, budget: int,
         band = spread(curves, held)
         if not band.steps:
             continue
-        ax.step(band.steps, band.median, where="post", color=colour, marker=".", markersize=3,
+        # the last values hold to the end of the axis (the budget, or a stopped run's end)
+        steps = [*band.steps, max(budget, last)]
+        ax.step(steps, [*band.median, band.median[-1]], where="post", color=colour,
                 label=f"{label}: median of {len(curves)}")
-        ax.fill_between(band.steps, band.low, band.high, step="post", color=colour,
-                        alpha=0.2, label=f"{label}: min-max")
+        ax.fill_between(steps, [*band.low, band.low[-1]], [*band.high, band.high[-1]],
+                        step="post", color=colour, alpha=0.2, label=f"{label}: min-max")
     if target is not None:
         ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.1f}")
     ax.set_xlim(0, max(budget, last) * 1.02)  # a last generation may end past the budget
     ax.set_xlabel("env steps per member")
     ax.set_ylabel("best evaluation of the generation")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    if any(h for _, held in series.values() for h in held):
+        title += "\n(a run that stopped at the target is held at its last evaluation)"
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
