@@ -268,7 +268,7 @@ def run_task(task: Task, args: argparse.Namespace, python: str | None) -> None:
     cache = Cache(args.out, task, budget, args.set)
     jobs = [("ours", seed) for seed in args.seed_list]
     if python:
-        jobs += [("reference", index) for index in range(1, len(args.seed_list) + 1)]
+        jobs += [("reference", index) for index in range(1, args.reference_runs + 1)]
     records: dict[tuple[str, int], dict] = {}
     pending = []
     for library, seed in jobs:
@@ -308,6 +308,7 @@ def _report(task: Task, budget: int, args: argparse.Namespace,
         else " (the reference's median best: run with --reference)")
     print(f"\n{task.name} ({_relative(task.manifest)}): target {peer._fmt(target, 'g')}{origin},"
           f" budget {budget} per member, {len(args.seed_list)} seeds"
+          + (f", {len(by_library['reference'])} reference runs" if by_library["reference"] else "")
           + ("" if args.full or task.target is None else ", runs stop at the target"))
     print(HEADER)
     series = {}
@@ -322,9 +323,7 @@ def _report(task: Task, budget: int, args: argparse.Namespace,
                          [bool(r.get("stopped_at_target")) for r in done])
     if not args.no_plot:
         png = args.out / f"{task.name}.png"
-        learning_plot.draw(png, f"{task.name}: {len(args.seed_list)} seeds (reference: as many"
-                           f" runs), budget {budget} per member" if "reference" in series else
-                           f"{task.name}: {len(args.seed_list)} seeds, budget {budget} per member",
+        learning_plot.draw(png, f"{task.name}: budget {budget} per member",
                            target, budget, series)
         print(f"  plot: {png}")
     sys.stdout.flush()
@@ -338,6 +337,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed-list", type=int, nargs="+", help="these run seeds instead")
     parser.add_argument("--reference", action="store_true",
                         help="also run the reference library, as many runs as seeds")
+    parser.add_argument("--reference-runs", type=int, metavar="N",
+                        help="with --reference: its runs (default: as many as our seeds)")
     parser.add_argument("--full", action="store_true",
                         help="train the whole budget even after the target is reached")
     parser.add_argument("--max-steps", type=int, help="budget per member for a quick look")
@@ -351,6 +352,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="print the task table and exit")
     args = parser.parse_args(argv)
     args.seed_list = args.seed_list or list(range(1, args.seeds + 1))
+    args.reference_runs = args.reference_runs or len(args.seed_list)
     return args
 
 
