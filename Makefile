@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
 
-.PHONY: setup generate check-generated lint test test-all demo bench bench-peer dist-arena clean
+.PHONY: setup generate check-generated lint test test-all demo bench bench-peer bench-learning dist-arena clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench: setup
 
 bench-peer: setup
 	$(PY) bench/peer.py
+
+# Issue 21's learning benchmark: every task, 5 seeds each, the reference beside (hours on 2 cores;
+# finished runs are cached under bench/results/learning/, so it resumes where it stopped).
+bench-learning: setup
+	$(PY) bench/learning.py --reference
 
 # The light `agilerl-arena` wheel (client, `arena` CLI, light models; no torch, no gymnasium).
 dist-arena: setup

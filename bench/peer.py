@@ -44,7 +44,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MANIFEST_DIRS = (REPO.parent / "shared" / "bench-manifests", REPO / "bench" / "manifests")
+# The shared folder beside the checkout (``$AGILERL_SHARED`` where a worktree lives elsewhere).
+SHARED = Path(os.environ.get("AGILERL_SHARED") or REPO.parent / "shared")
+MANIFEST_DIRS = (SHARED / "bench-manifests", REPO / "bench" / "manifests")
 PEER_VENV = Path(os.environ.get("AGILERL_PEER_VENV", "/tmp/agilerl-peer-venv"))
 # agilerl 2.58.0 imports peft unconditionally (agilerl.distributed) without declaring it.
 PEER_REQUIREMENTS = ["agilerl==2.58.0", "torch==2.13.0", "peft"]
@@ -61,11 +63,18 @@ def _load_manifest(manifest_path: str, max_steps: int | None, settings: list[str
         key, _, raw = setting.partition("=")
         section, _, field = key.partition(".")
         data.setdefault(section, {})[field] = yaml.safe_load(raw)
-    if max_steps:
-        data["training"]["max_steps"] = max_steps
-        data["training"]["evo_steps"] = min(data["training"].get("evo_steps") or max_steps,
-                                            max_steps)
+    data["training"].update(budget_settings(data["training"], max_steps))
     return data
+
+
+def budget_settings(training: dict, max_steps: int | None) -> dict:
+    """The ``training`` values that set a budget of ``max_steps`` per member: ``max_steps``,
+    and ``evo_steps`` cut to it (a generation cannot be longer than the run). Both libraries
+    get the same values, so a budget means the same work in each."""
+    if not max_steps:
+        return {}
+    return {"max_steps": max_steps,
+            "evo_steps": min(training.get("evo_steps") or max_steps, max_steps)}
 
 
 class _TargetReached(Exception):
@@ -88,7 +97,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
     _count_train_steps(trainer, record)
 
     def wrap_test(cls: type) -> None:
-        original = cls.test
+        original = cls.test  # type: ignore[attr-defined]  # an agent class
 
         def test(self, *args, **kwargs):  # type: ignore[no-untyped-def]
             if not _main_thread():  # the pool's worker thread: counted by the pool's wrappers
@@ -104,7 +113,7 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
             _record_evaluation(record, done, time.time() - launched, float(fitness))
             return fitness
 
-        cls.test = test
+        cls.test = test  # type: ignore[attr-defined]
 
     for cls in {type(agent) for agent in trainer.population}:
         wrap_test(cls)
@@ -238,8 +247,9 @@ def _count_train_steps(trainer: object, record: dict) -> None:
     from gymnasium.vector import VectorEnv, VectorWrapper
 
     def all_subclasses(cls: type) -> set[type]:
-        out = set()
-        for sub in cls.__subclasses__():
+        out: set[type] = set()
+        subclasses: list[type] = cls.__subclasses__()
+        for sub in subclasses:
             out.add(sub)
             out |= all_subclasses(sub)
         return out
