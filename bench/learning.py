@@ -75,7 +75,7 @@ TASKS = {t.name: t for t in (
     Task("ppo_cartpole", CONFIGS / "ppo.yaml", 475, 100_000),
     Task("dqn_lunar", CONFIGS / "dqn_lunar.yaml", 200, 300_000, "needs box2d"),
     Task("ppo_lunar", CONFIGS / "ppo_lunar.yaml", 200, 1_000_000, "needs box2d"),
-    Task("td3_pendulum", BENCH / "td3_pendulum.yaml", -200, 20_000),
+    Task("td3_pendulum", CONFIGS / "td3_pendulum.yaml", -200, 20_000),
     Task("ddpg_pendulum", CONFIGS / "ddpg.yaml", -200, 20_000),
     Task("td3_lunar_continuous", BENCH / "td3_lunar_continuous.yaml", 200, 300_000,
          "needs box2d"),
