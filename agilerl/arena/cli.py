@@ -144,12 +144,12 @@ def _add_projects(build: _Builder) -> None:
 
 def _add_environments(build: _Builder) -> None:
     env = build.group("env", "environments registered on the server")
-    listing = env("list", "env_list", "list environments")
-    listing.add_argument("--name")
+    listing = env("list", "env_list", "list your environments (uploaded with 'env validate')")
+    listing.add_argument("--name", help="only names containing this text")
     listing.add_argument(
         "--include-arena",
         action="store_true",
-        help="include the built-in Gymnasium/PettingZoo environments",
+        help="also list the built-in Gymnasium/PettingZoo environments Arena provides",
     )
     for command, handler, text in (
         ("exists", "env_exists", "say whether an environment (version) exists"),
