@@ -257,7 +257,13 @@ def _add_experiments(build: _Builder) -> None:
     metrics.add_argument("--names", action="store_true", help="only list the metric names")
     download = exp("download", "exp_download", "download a checkpoint (default: the best)")
     download.add_argument("experiment_name", metavar="EXPERIMENT_NAME")
-    download.add_argument("--checkpoint", help="checkpoint name, e.g. step_5000")
+    download.add_argument(
+        "--checkpoint",
+        metavar="NAME",
+        help="a name 'experiments checkpoints' lists: gen<G>-step<S>, G the generation "
+        "(from 1), S the population's steps, e.g. gen00003-step0000015000; a "
+        "-member<K> suffix marks one taken mid-generation (default: the best)",
+    )
     download.add_argument("-o", "--output", help="file or folder (default: current folder)")
 
 

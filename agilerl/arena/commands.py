@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.arena import config
 from agilerl.arena.errors import ArenaFileNotFoundError
-from agilerl.arena.output import csv_table, emit, table
+from agilerl.arena.output import csv_table, emit, experiment_summary, table
 from agilerl.arena.stream import CheckEvent, ErrorEvent, Event, LogEvent, StatusEvent
 
 if TYPE_CHECKING:
@@ -335,7 +335,11 @@ def exp_list(args: argparse.Namespace) -> int:
 
 def exp_status(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        emit(client.get_experiment_status(args.experiment_name, args.project), args.json_out)
+        row = client.get_experiment_status(args.experiment_name, args.project)
+    if args.json_out:
+        emit(row, True)
+    else:
+        print(experiment_summary(row))
     return 0
 
 

@@ -309,7 +309,8 @@ class TrainSession:
                      "agent_steps": [self.backend.steps(m) for m in range(len(self.backend))],
                      "members_done": state.members_done, "reason": reason,
                      "algorithm": self.algo, "env": self.env_name,
-                     "best_fitness": _finite(max(state.fitnesses, default=math.nan))},
+                     "best_fitness": _finite(max(state.fitnesses, default=math.nan)),
+                     "elite_member": state.elite},
             replay_buffer=self.backend.memory_state() if keep_buffer else None,
             manifest=self.trainer.manifest_dict(),
         )
