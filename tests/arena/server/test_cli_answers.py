@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agilerl.arena.server.testing import RunningServer
 
 from .conftest import manifest
@@ -70,3 +72,25 @@ def test_download_help_uses_real_names_and_a_wrong_name_lists_the_real_ones(
     assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
     assert "Checkpoint 'step_5000' not found" in wrong.stderr
     assert "it has step_120, step_140, step_160, step_180, step_200 (newest 5" in wrong.stderr
+
+
+_ECHO_JOB = [sys.executable, "-c", "import sys; print('Validating', sys.argv[1], '...');"
+             " print(sys.argv[1] + ':12:3: training.max_steps: boom', file=sys.stderr)"]
+
+
+def test_the_job_log_cites_the_users_file_not_the_servers_copy(
+        make_server: Any, tmp_path: Path) -> None:
+    srv, api = make_server(job_command=_ECHO_JOB)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "my_run.yaml").write_text(yaml.safe_dump(manifest()))
+    run = arena(srv, home, "experiments", "submit", "my_run.yaml", "--experiment-name",
+                "cited", "--follow")
+    assert run.returncode == 0, run.stderr
+    assert "Validating my_run.yaml ..." in run.stdout
+    assert "my_run.yaml: training.max_steps: boom" in run.stdout
+    assert str(srv.data_dir) not in run.stdout + run.stderr
+    api.submit(manifest(), experiment_name="from-a-dict")  # no file name: says so
+    api.wait("from-a-dict", {"COMPLETED", "FAILED"})
+    lines = [e["message"] for e in api.logs("from-a-dict") if "message" in e]
+    assert "Validating the submitted manifest ..." in lines, lines
