@@ -51,3 +51,19 @@ def test_show_takes_overrides_like_train():
     bad = _run("-m", "agilerl", "show", str(MANIFEST), "training.pop_size=0")
     assert bad.returncode == 1 and "training.pop_size=0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_schema_write_saves_the_bundle_and_prints_the_modeline(tmp_path):
+    target = tmp_path / "agilerl.schema.json"
+    done = _run("-m", "agilerl", "schema", "--write", str(target))
+    assert done.returncode == 0, done.stderr
+    bundle = REPO / "agilerl" / "schemas" / "manifest.schema.json"
+    assert json.loads(target.read_text()) == json.loads(bundle.read_text())
+    assert done.stdout == f"# yaml-language-server: $schema={target.resolve()}\n"
+    into_folder = _run("-m", "agilerl", "schema", "--algorithm", "PPO", "--write", str(tmp_path))
+    assert into_folder.returncode == 0, into_folder.stderr
+    assert json.loads((tmp_path / "manifest.schema.json").read_text())["title"]
+    nowhere = tmp_path / "missing" / "schema.json"
+    bad = _run("-m", "agilerl", "schema", "--write", str(nowhere))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert f"cannot write {nowhere}" in bad.stderr
