@@ -144,12 +144,12 @@ def _add_projects(build: _Builder) -> None:
 
 def _add_environments(build: _Builder) -> None:
     env = build.group("env", "environments registered on the server")
-    listing = env("list", "env_list", "list environments")
-    listing.add_argument("--name")
+    listing = env("list", "env_list", "list your environments (uploaded with 'env validate')")
+    listing.add_argument("--name", help="only names containing this text")
     listing.add_argument(
         "--include-arena",
         action="store_true",
-        help="include the built-in Gymnasium/PettingZoo environments",
+        help="also list the built-in Gymnasium/PettingZoo environments Arena provides",
     )
     for command, handler, text in (
         ("exists", "env_exists", "say whether an environment (version) exists"),
@@ -257,7 +257,13 @@ def _add_experiments(build: _Builder) -> None:
     metrics.add_argument("--names", action="store_true", help="only list the metric names")
     download = exp("download", "exp_download", "download a checkpoint (default: the best)")
     download.add_argument("experiment_name", metavar="EXPERIMENT_NAME")
-    download.add_argument("--checkpoint", help="checkpoint name, e.g. step_5000")
+    download.add_argument(
+        "--checkpoint",
+        metavar="NAME",
+        help="a name 'experiments checkpoints' lists: gen<G>-step<S>, G the generation "
+        "(from 1), S the population's steps, e.g. gen00003-step0000015000; a "
+        "-member<K> suffix marks one taken mid-generation (default: the best)",
+    )
     download.add_argument("-o", "--output", help="file or folder (default: current folder)")
 
 

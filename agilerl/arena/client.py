@@ -254,6 +254,8 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         :raises ArenaTrainingError: when the server refuses the job.
         """
         payload = manifest_payload(manifest)
+        # the job's log then cites this name, not the server's copy of the manifest
+        file_name = Path(manifest).name if isinstance(manifest, (str, os.PathLike)) else None
         resolved_project = self._resolve_project(project)
         headers = {IDEMPOTENCY_HEADER: idempotency_key or str(uuid.uuid4())}
         kwargs: dict[str, Any] = {"headers": headers, "timeout": self._transport.upload_timeout}
@@ -264,6 +266,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
                 "num_nodes": num_nodes,
                 "project": resolved_project,
                 "experiment_name": experiment_name,
+                **({"manifest_file": file_name} if file_name else {}),
             }
         else:
             fields = {
@@ -273,6 +276,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
                 "num_nodes": None if num_nodes is None else str(num_nodes),
                 "experiment_name": experiment_name,
                 "completion": completion,
+                "manifest_file": file_name,
             }
             kwargs["data"] = {k: v for k, v in fields.items() if v is not None}
             kwargs["files"] = {"reward_file": file_part(reward_file, "reward.py", "text/x-python")}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.arena import config
 from agilerl.arena.errors import ArenaFileNotFoundError
-from agilerl.arena.output import csv_table, emit, table
+from agilerl.arena.output import csv_table, emit, experiment_summary, table
 from agilerl.arena.stream import CheckEvent, ErrorEvent, Event, LogEvent, StatusEvent
 
 if TYPE_CHECKING:
@@ -188,7 +188,16 @@ def projects_get_default(args: argparse.Namespace) -> int:
 # -- environments -----------------------------------------------------------------------------
 def env_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        emit(client.list_environments(args.name, args.include_arena), args.json_out)
+        found = client.list_environments(args.name, args.include_arena)
+    if found or args.json_out:
+        emit(found, args.json_out)
+        return 0
+    # Your own environments are always listed; an empty answer means there are none yet.
+    what = f"matching '{args.name}'" if args.name else "of your own yet"
+    print(f"No environments {what}.")
+    if not args.include_arena:
+        print("Upload one with 'arena env validate NAME --source DIR'; "
+              "'arena env list --include-arena' also lists the built-in ones.")
     return 0
 
 
@@ -326,7 +335,11 @@ def exp_list(args: argparse.Namespace) -> int:
 
 def exp_status(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        emit(client.get_experiment_status(args.experiment_name, args.project), args.json_out)
+        row = client.get_experiment_status(args.experiment_name, args.project)
+    if args.json_out:
+        emit(row, True)
+    else:
+        print(experiment_summary(row))
     return 0
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-__all__ = ["csv_table", "emit", "table", "to_text"]
+__all__ = ["csv_table", "emit", "experiment_summary", "table", "to_text"]
 
 
 def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
@@ -65,6 +65,33 @@ def csv_table(text: str) -> str:
         ]
         return table(["metric"] + [f"row {i + 1}" for i in range(len(body))], pivot)
     return table(header, body)
+
+
+def experiment_summary(row: dict[str, Any]) -> str:
+    """``arena experiments status`` for people: one ``Label  value`` line per fact."""
+    latest = row.get("latest_checkpoint") or {}
+    steps = f"{_count(row.get('steps'))} / {_count(row.get('max_steps'))} per agent"
+    lines = [
+        ("Experiment", f"{row.get('name')} (project {row.get('project') or '-'})"),
+        ("Status", str(row.get("state") or "-")),
+        ("Algorithm", f"{row.get('algorithm') or '-'} on {row.get('environment') or '-'}"),
+        ("Generation", _cell(latest.get("generation"))),
+        ("Steps", steps),
+        ("Best fitness", _cell(latest.get("evaluation_score"))),
+        ("Elite member", _cell(latest.get("elite_member"))),
+        ("Checkpoint", str(latest.get("name") or "none yet")),
+        ("Created", _cell(row.get("created_at"))),
+        ("Started", _cell(row.get("started_at"))),
+        ("Finished", _cell(row.get("finished_at"))),
+    ]
+    if row.get("error"):
+        lines.append(("Error", str(row["error"])))
+    width = max(len(label) for label, _ in lines)
+    return "\n".join(f"{label.ljust(width)}  {value}" for label, value in lines)
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
 
 
 def _is_env_versions(value: Any) -> bool:

@@ -41,8 +41,7 @@ _REPEATED_OPTIONS = (
     ("torch_threads", "--torch-threads"), ("use_accelerator", "--use-accelerator"),
     ("workers", "--workers"), ("backend", "--backend"), ("ray_address", "--ray-address"),
 )
-_OPTION_DEFAULTS = {"device": "auto", "tensorboard_log_dir": "tensorboard_logs",
-                    "torch_threads": 1}
+_OPTION_DEFAULTS = {"device": "auto", "torch_threads": 1}
 
 
 def resume_command(args: argparse.Namespace, trainer: Any, checkpoint: Any) -> str:

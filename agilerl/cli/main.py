@@ -19,6 +19,7 @@ SUBCOMMANDS: list[str] = [
     "agilerl.cli.show",
     "agilerl.cli.schema",
     "agilerl.cli.train",
+    "agilerl.cli.completion",
 ]
 
 EXIT_OK = 0

@@ -1,5 +1,6 @@
-"""``agilerl schema [--algorithm NAME]``: print the bundled JSON Schema of manifests, or the
-schema of one algorithm's ``algorithm`` section."""
+"""``agilerl schema [--algorithm NAME] [--write PATH]``: print the bundled JSON Schema of
+manifests, or the schema of one algorithm's ``algorithm`` section; ``--write`` saves it to a
+file and prints the editor modeline that points a manifest outside this repository at it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ BUNDLE = Path(__file__).resolve().parents[1] / "schemas" / "manifest.schema.json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", metavar="NAME",
                         help="print only this algorithm's schema (e.g. DQN, PPO)")
+    parser.add_argument("--write", metavar="PATH", type=Path,
+                        help="write the schema to PATH (a folder gets manifest.schema.json) "
+                        "and print the '# yaml-language-server: $schema=' line to use")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,26 +31,48 @@ def run(args: argparse.Namespace) -> int:
         print(f"agilerl schema: cannot read the bundled schema {BUNDLE}: {exc.strerror}",
               file=sys.stderr)
         return 3
-    if args.algorithm is None:
-        json.dump(bundle, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
+    schema = bundle if args.algorithm is None else _algorithm_schema(bundle, args.algorithm)
+    if schema is None:
+        return 2
+    if args.write is not None:
+        return _write(schema, args.write)
+    json.dump(schema, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _write(schema: dict[str, Any], path: Path) -> int:
+    """Save ``schema`` at ``path`` and print the modeline a manifest uses to refer to it."""
+    target = path / BUNDLE.name if path.is_dir() else path
+    try:
+        target.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        print(f"agilerl schema: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    where = target.resolve()
+    print(f"Wrote the manifest schema to {where}.", file=sys.stderr)
+    print("Make this the first line of a manifest to have editors that use "
+          "yaml-language-server check it:", file=sys.stderr)
+    print(f"# yaml-language-server: $schema={where}")
+    return 0
+
+
+def _algorithm_schema(bundle: dict[str, Any], algorithm: str) -> dict[str, Any] | None:
+    """One algorithm's schema, or None after saying the name is unknown."""
     defs = bundle.get("$defs", {})
-    key = f"{args.algorithm}Spec"
+    key = f"{algorithm}Spec"
     names = sorted(n.removesuffix("Spec") for n, d in defs.items()
                    if isinstance(d.get("properties", {}).get("name"), dict)
                    and "const" in d["properties"]["name"])
-    if key not in defs or args.algorithm not in names:
+    if key not in defs or algorithm not in names:
         from agilerl.models.suggest import closest
 
-        hint = closest(args.algorithm, names, cutoff=0.6)
+        hint = closest(algorithm, names, cutoff=0.6)
         extra = f" (did you mean '{hint}'?)" if hint else ""
-        print(f"agilerl schema: unknown algorithm {args.algorithm!r}{extra}; registered: "
+        print(f"agilerl schema: unknown algorithm {algorithm!r}{extra}; registered: "
               f"{', '.join(names)}", file=sys.stderr)
-        return 2
-    json.dump(_with_refs(defs, key, bundle.get("$schema")), sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+        return None
+    return _with_refs(defs, key, bundle.get("$schema"))
 
 
 def _with_refs(defs: dict[str, Any], key: str, dialect: str | None) -> dict[str, Any]:

@@ -148,8 +148,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "existing folder holds it as FOLDER/elite.pt")
     parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                         help="log to TensorBoard")
-    parser.add_argument("--tensorboard-log-dir", default="tensorboard_logs",
-                        help="TensorBoard log folder")
+    parser.add_argument("--tensorboard-log-dir", default=None,
+                        help="TensorBoard log folder (default RUN_DIR/tensorboard; view the "
+                             "logs with 'tensorboard --logdir', from 'pip install tensorboard')")
     parser.add_argument("--verbose", action=_VerboseAction, default=True,
                         help="progress, one line per generation and a summary (the default); "
                              "written out, also each generation's per-agent table; "

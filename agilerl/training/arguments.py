@@ -159,8 +159,11 @@ def check_train_arguments(arguments: Mapping[str, Any]) -> None:
     for name in ("save_elite", "wb", "tensorboard", "checkpoint_replay_buffer"):
         _expect(arguments, name, bool, "True or False", optional=False)
     _expect(arguments, "overwrite_checkpoints", bool, "True, False or None")
-    for name in ("elite_path", "tensorboard_log_dir", "checkpoint_path", "run_dir"):
+    for name in ("elite_path", "tensorboard_log_dir", "checkpoint_path"):
         _expect(arguments, name, str | os.PathLike, "a path (str or os.PathLike) or None")
+    if arguments["run_dir"] is not False:
+        _expect(arguments, "run_dir", str | os.PathLike,
+                "a path (str or os.PathLike), None (a new runs/ folder) or False (none)")
     for name in ("wandb_api_key", "source", "backend", "ray_address"):
         _expect(arguments, name, str, "a string or None")
     _expect(arguments, "wandb_kwargs", Mapping, "a mapping or None")
@@ -173,6 +176,18 @@ def check_train_arguments(arguments: Mapping[str, Any]) -> None:
     # for the thread pool to wind down.
     _whole(arguments, "torch_threads", 1, usable_cores(),
            "the CPU cores this process may use")
+
+
+def check_no_run_folder(arguments: Mapping[str, Any], checkpoint_steps: int | None) -> None:
+    """``run_dir=False``: refuse an output that would have to go into the run folder."""
+    if arguments["run_dir"] is not False:
+        return
+    if checkpoint_steps and arguments["checkpoint_path"] is None:
+        raise ArgumentError("run_dir=False writes no run folder, so checkpoints need "
+                            "checkpoint_path (or drop checkpoint_steps)")
+    if arguments["save_elite"] and arguments["elite_path"] is None:
+        raise ArgumentError("run_dir=False writes no run folder, so save_elite=True needs "
+                            "elite_path")
 
 
 def _expect(arguments: Mapping[str, Any], name: str, kind: Any, expected: str,

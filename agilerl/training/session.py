@@ -33,6 +33,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
 
 ELITE_FILE = "elite.pt"
+TENSORBOARD_DIR = "tensorboard"
+"""TensorBoard logs go in ``RUN_DIR/tensorboard`` unless a log folder is given."""
+RUNS_ROOT = Path("runs")
+"""Where a run folder is created when none is named (relative to the working folder)."""
 MANIFEST_FILE = "manifest.yaml"
 CHECKPOINTS_DIR = RUN_CHECKPOINTS
 
@@ -54,7 +58,8 @@ class TrainOptions:
     tensorboard_log_dir: str | None = None
     wandb_api_key: str | None = None
     wandb_kwargs: dict[str, Any] = field(default_factory=dict)
-    run_dir: str | os.PathLike[str] | None = None
+    #: None or "auto": a new ``runs/{env}-{algo}-{timestamp}``; False: no run folder.
+    run_dir: str | os.PathLike[str] | bool | None = None
     checkpoint_replay_buffer: bool = True
     source: str | None = None
     torch_threads: int | None = 1
@@ -90,6 +95,7 @@ class TrainSession:
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
         self._created_run_dir = False
+        self.tensorboard_dir: Path | None = None
         self._stop_signal: int | None = None
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
@@ -168,19 +174,24 @@ class TrainSession:
 
     def _open_outputs(self) -> None:
         """Write the resolved manifest and open the loggers (W&B, TensorBoard, CSV)."""
-        from agilerl.logging import make_run_loggers
+        from agilerl.logging import TensorBoardLogger, make_run_loggers
 
         options, trainer = self.options, self.trainer
+        folder = options.run_dir is not False
+        tensorboard_dir = options.tensorboard_log_dir or (
+            self.run_dir / TENSORBOARD_DIR if folder else None)
         self.loggers = make_run_loggers(
             algo=self.algo, env_name=self.env_name,
-            csv_path=self.run_dir if options.run_dir is not None else None,
+            csv_path=self.run_dir if folder else None,
             csv_append=self._resumed,
             csv_keep_until_step=self._global_steps() if self._resumed else None,
-            tensorboard=options.tensorboard, tensorboard_log_dir=options.tensorboard_log_dir,
+            tensorboard=options.tensorboard, tensorboard_log_dir=tensorboard_dir,
             wb=options.wb, wandb_api_key=options.wandb_api_key,
             wandb_kwargs=options.wandb_kwargs, init_hp=trainer.manifest_dict(),
         )
-        if options.run_dir is not None:  # after the loggers, which may refuse (W&B key)
+        self.tensorboard_dir = next((tb.run_dir for tb in self.loggers.loggers
+                                     if isinstance(tb, TensorBoardLogger)), None)
+        if folder:  # after the loggers, which may refuse (W&B key)
             self._write_manifest()
 
     def _discard_new_run_dir(self) -> None:
@@ -228,9 +239,14 @@ class TrainSession:
         """The run folder (created on first use)."""
         if self._run_dir is None:
             chosen = self.options.run_dir
+            if isinstance(chosen, bool):  # False: train() refused what needs the folder
+                raise AssertionError(f"run_dir={chosen}: no run folder")
             if chosen is None or str(chosen) == "auto":
                 name = f"{self.env_name}-{self.algo}-{self.timestamp}".replace("/", "_")
-                path = Path("runs") / name
+                path, again = RUNS_ROOT / name, 1
+                while path.exists():  # two runs started within one second
+                    again += 1
+                    path = RUNS_ROOT / f"{name}-{again}"
             else:
                 path = Path(chosen)
             self._created_run_dir = not path.exists()
@@ -309,7 +325,8 @@ class TrainSession:
                      "agent_steps": [self.backend.steps(m) for m in range(len(self.backend))],
                      "members_done": state.members_done, "reason": reason,
                      "algorithm": self.algo, "env": self.env_name,
-                     "best_fitness": _finite(max(state.fitnesses, default=math.nan))},
+                     "best_fitness": _finite(max(state.fitnesses, default=math.nan)),
+                     "elite_member": state.elite},
             replay_buffer=self.backend.memory_state() if keep_buffer else None,
             manifest=self.trainer.manifest_dict(),
         )
@@ -455,6 +472,9 @@ class TrainSession:
                                      f"({self.settings.max_wall_seconds:g} s) spent"))
         if self._run_dir is not None:
             extra.append(("run folder", str(self._run_dir.resolve())))
+        if self.tensorboard_dir is not None:
+            extra.append(("tensorboard", f"tensorboard --logdir {self.tensorboard_dir} "
+                          "(pip install tensorboard)"))
         render_summary(
             self.progress.console, verbose=self.options.verbose,
             best_fitness=max(finite) if finite else None, fitnesses=fitnesses,

@@ -34,6 +34,7 @@ from agilerl.training.arguments import (
     algorithm_from_name,
     check_env_kind,
     check_local_arguments,
+    check_no_run_folder,
     check_train_arguments,
     explained,
     refuse,
@@ -391,7 +392,7 @@ class LocalTrainer(Trainer):
         wandb_api_key: str | None = None,
         wandb_kwargs: Mapping[str, Any] | None = None,
         *,
-        run_dir: str | os.PathLike[str] | None = None,
+        run_dir: str | os.PathLike[str] | bool | None = None,
         checkpoint_replay_buffer: bool = True,
         torch_threads: int | None = 1,
         source: str | None = None,
@@ -405,9 +406,11 @@ class LocalTrainer(Trainer):
         manifest's ``training`` values (None means "use the manifest"); given values win and
         are stored on ``training_spec``. Checkpoints are folders under ``checkpoint_path``
         (default ``RUN_DIR/checkpoints``). ``run_dir``: the run folder for the metrics CSV,
-        the resolved manifest and default checkpoint/elite paths; ``"auto"`` creates
-        ``runs/{env}-{algo}-{timestamp}``; None (default) writes a run folder only when a
-        file must be written (checkpoints, elite). ``checkpoint_replay_buffer`` saves the
+        the resolved manifest, TensorBoard logs and default checkpoint/elite paths, as
+        ``agilerl train`` writes it; None (default) or ``"auto"`` creates
+        ``runs/{env}-{algo}-{timestamp}``; False writes no run folder (checkpoints and the
+        elite then need ``checkpoint_path``/``elite_path``). ``tensorboard_log_dir``
+        defaults to ``RUN_DIR/tensorboard``. ``checkpoint_replay_buffer`` saves the
         replay memory in each checkpoint (needed for an exact off-policy resume).
         ``torch_threads``: torch intra-op threads while training on CPU (default 1, fastest
         for these small networks; None leaves torch's setting alone); restored afterwards.
@@ -446,6 +449,9 @@ class LocalTrainer(Trainer):
             training.checkpoint_path = os.fspath(checkpoint_path)
         if overwrite_checkpoints is not None:
             training.overwrite_checkpoints = overwrite_checkpoints
+        check_no_run_folder({"run_dir": run_dir, "checkpoint_path": training.checkpoint_path,
+                             "save_elite": save_elite, "elite_path": elite_path},
+                            training.checkpoint_steps)
         if training.checkpoint_path and not training.checkpoint_steps:
             warnings.warn("checkpoint_path is set without checkpoint_steps: no periodic "
                           "checkpoints will be written", UserWarning, stacklevel=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,51 @@ def test_show_takes_overrides_like_train():
     bad = _run("-m", "agilerl", "show", str(MANIFEST), "training.pop_size=0")
     assert bad.returncode == 1 and "training.pop_size=0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_schema_write_saves_the_bundle_and_prints_the_modeline(tmp_path):
+    target = tmp_path / "agilerl.schema.json"
+    done = _run("-m", "agilerl", "schema", "--write", str(target))
+    assert done.returncode == 0, done.stderr
+    bundle = REPO / "agilerl" / "schemas" / "manifest.schema.json"
+    assert json.loads(target.read_text()) == json.loads(bundle.read_text())
+    assert done.stdout == f"# yaml-language-server: $schema={target.resolve()}\n"
+    into_folder = _run("-m", "agilerl", "schema", "--algorithm", "PPO", "--write", str(tmp_path))
+    assert into_folder.returncode == 0, into_folder.stderr
+    assert json.loads((tmp_path / "manifest.schema.json").read_text())["title"]
+    nowhere = tmp_path / "missing" / "schema.json"
+    bad = _run("-m", "agilerl", "schema", "--write", str(nowhere))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert f"cannot write {nowhere}" in bad.stderr
+
+
+def _complete(shell: str, *words: str) -> list[str]:
+    """What ``_agilerl`` offers for the last of ``words`` (bash, the script sourced)."""
+    script = (f"source <({sys.executable} -m agilerl completion {shell}); "
+              f"COMP_WORDS=({' '.join(shlex.quote(w) for w in words)}); "
+              f"COMP_CWORD={len(words) - 1}; _agilerl; echo ${{COMPREPLY[@]}}")
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout.split()
+
+
+def test_bash_completion_completes_commands_options_and_choices():
+    assert _complete("bash", "agilerl", "tr") == ["train"]
+    assert _complete("bash", "agilerl", "train", "x.yaml", "--se") == ["--seed"]
+    assert _complete("bash", "agilerl", "train", "--backend", "r") == ["ray"]
+    assert _complete("bash", "agilerl", "completion", "") == ["bash", "zsh"]
+    assert "completion" in _complete("bash", "agilerl", "")
+
+
+def test_completion_refuses_an_unknown_shell():
+    done = _run("-m", "agilerl", "completion", "fish")
+    assert done.returncode == 2 and "invalid choice: 'fish'" in done.stderr
+    assert "usage: agilerl completion" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_zsh_completion_uses_bashcompinit():
+    done = _run("-m", "agilerl", "completion", "zsh")
+    assert done.returncode == 0
+    assert done.stdout.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+    assert "complete -o filenames -F _agilerl agilerl" in done.stdout

@@ -276,15 +276,19 @@ def download_checkpoint(request: Request, experiment_name: str | None = None,
     row = find(ctx, user, experiment_name, project)
     run = ctx.scheduler.run_dir(row["id"])
     wanted = blank(checkpoint)
+    listed = run.list_checkpoints()
     if wanted is None:
         chosen = run.best_checkpoint()
     else:
         # Only names the listing produced are accepted, so no path can leave the folder.
-        chosen = next((c for c in run.list_checkpoints() if c.name == wanted), None)
+        chosen = next((c for c in listed if c.name == wanted), None)
     if chosen is None:
         what = f"Checkpoint '{wanted}'" if wanted else "A checkpoint"
+        names = [c.name for c in listed]
+        known = (f"; it has {', '.join(names[-5:])}" + (" (newest 5 shown)"
+                 if len(names) > 5 else "")) if names else "; it has none yet"
         raise ApiError(404, "CHECKPOINT_NOT_FOUND",
-                       f"{what} not found for experiment '{row['name']}'")
+                       f"{what} not found for experiment '{row['name']}'{known}")
     try:
         data = run.checkpoint_archive(chosen)
     except OSError:  # the job changed it while it was packed

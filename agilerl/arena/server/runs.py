@@ -51,11 +51,16 @@ class Checkpoint:
     training_score: float | None
     size_mb: float
     created_at: str
+    #: the generation the checkpoint ends (counted from 1), when the trainer recorded it.
+    generation: int | None = None
+    #: the population slot holding the best member, when the trainer recorded it.
+    elite_member: int | None = None
 
     def row(self) -> dict[str, Any]:
         return {"name": self.name, "steps": self.steps, "total_steps": self.total_steps,
                 "size_mb": round(self.size_mb, 3), "training_score": self.training_score,
-                "evaluation_score": self.evaluation_score, "created_at": self.created_at}
+                "evaluation_score": self.evaluation_score, "created_at": self.created_at,
+                "generation": self.generation, "elite_member": self.elite_member}
 
 
 def untrusted_json(text: bytes | str) -> Any:
@@ -75,6 +80,12 @@ def _number(data: dict[str, Any], keys: tuple[str, ...]) -> float | None:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     return None
+
+
+def _count(value: Any) -> int | None:
+    """A whole number >= 0 the job wrote, else None (the job's files are untrusted)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
 
 
 class RunDir:
@@ -155,6 +166,8 @@ class RunDir:
             training_score=_number(data, _TRAIN_KEYS),
             size_mb=size / 1e6,
             created_at=stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            generation=_count(data.get("generation")),
+            elite_member=_count(data.get("elite_member")),
         )
 
     def latest_checkpoint(self) -> Checkpoint | None:

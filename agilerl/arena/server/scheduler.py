@@ -36,12 +36,14 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import agilerl
 from agilerl.arena.server import states
+from agilerl.arena.server.citation import manifest_citer
 from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.containment import for_jobs
@@ -83,6 +85,8 @@ class _Job:
     killer: threading.Timer | None = None
     #: the Ray placement group reserved for the job (``--ray-address`` servers)
     reservation: str | None = None
+    #: rewrites a log line to cite the user's manifest file (:mod:`.citation`)
+    cite: Callable[[str], str] = str
 
 
 def _group_alive(pid: int) -> bool:
@@ -318,7 +322,8 @@ class Scheduler:
                 self.store.transition(exp_id, states.FAILED, reason="launch failed",
                                       error=f"Could not start the training process: {exc}")
                 return
-            job = _Job(exp_id, proc, writer, reservation=reservation)
+            job = _Job(exp_id, proc, writer, reservation=reservation,
+                       cite=manifest_citer(run.manifest, row.get("manifest_file")))
             self._jobs[exp_id] = job
             self.store.update(exp_id, pid=proc.pid)
         readers = [
@@ -346,7 +351,7 @@ class Scheduler:
             return
         try:
             for line in pipe:
-                job.writer.write(stream, line.rstrip("\r\n"))
+                job.writer.write(stream, job.cite(line.rstrip("\r\n")))
                 if not job.started.is_set():
                     job.started.set()
                     self.store.transition(job.exp_id, states.RUNNING, reason="first output",

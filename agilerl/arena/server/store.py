@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS experiments (
     updated_at TEXT NOT NULL,
     manifest TEXT,
     custom_env TEXT,
+    manifest_file TEXT,
     UNIQUE (project_id, name)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS experiments_idempotency
@@ -105,7 +106,8 @@ CREATE INDEX IF NOT EXISTS transitions_experiment ON transitions (experiment_id,
 #: manifest (JSON) and ``custom_env`` the uploaded environment a run uses (JSON, ``null``
 #: for none): what a (re)launch is built from, kept here because the job can rewrite
 #: anything in its experiment folder. Both are SQL NULL only in rows older than them.
-_ADDED_COLUMNS = (("manifest", "TEXT"), ("custom_env", "TEXT"))
+#: ``manifest_file`` is the name of the file the user submitted, cited in the job's log.
+_ADDED_COLUMNS = (("manifest", "TEXT"), ("custom_env", "TEXT"), ("manifest_file", "TEXT"))
 Row = dict[str, Any]
 _ACTIVE = tuple(sorted(states.ACTIVE))
 _ACTIVE_MARKS = ",".join("?" * len(_ACTIVE))

@@ -32,6 +32,7 @@ from agilerl.arena.server.store import Row
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_PROJECT = "default"
 MAX_IDEMPOTENCY_KEY = 200
+MAX_FILE_NAME = 255
 GENERATED_NAME_TRIES = 5
 
 
@@ -42,6 +43,8 @@ class SubmitRequest:
     num_nodes: int | None = None
     project: str | None = None
     experiment_name: str | None = None
+    #: the name of the user's manifest file (no folder), which the job's log cites.
+    manifest_file: str | None = None
     reward_file: bytes | None = None
     warnings: list[str] = field(default_factory=list)
     #: the uploaded environment the manifest names (:mod:`.env_jobs`), once checked.
@@ -60,6 +63,17 @@ def _text(value: Any, loc: str) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _bad("expected a string", loc)
     return str(value).strip() or None
+
+
+def _file_name(value: Any) -> str | None:
+    """The client's manifest file name: its last part, printable, at most 255 characters."""
+    text = _text(value, "manifest_file")
+    if text is None:
+        return None
+    name = text.replace("\\", "/").rpartition("/")[2]
+    if not name or len(name) > MAX_FILE_NAME or not name.isprintable():
+        raise _bad("must be a file name of at most 255 printable characters", "manifest_file")
+    return name
 
 
 def _nodes(value: Any) -> int | None:
@@ -118,6 +132,7 @@ async def parse(request: Request) -> SubmitRequest:
         num_nodes=_nodes(body.get("num_nodes")),
         project=_text(body.get("project"), "project"),
         experiment_name=_text(body.get("experiment_name"), "experiment_name"),
+        manifest_file=_file_name(body.get("manifest_file")),
         reward_file=reward,
     )
 
@@ -235,6 +250,7 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
         # what every launch is built from: the server's copies, never the job's files
         "manifest": json.dumps(manifest, allow_nan=False),
         "custom_env": env_jobs.binding_json(req.custom_env),
+        "manifest_file": req.manifest_file,
     }
     row, created = _insert(ctx, req, manifest, fields)
     if not created:

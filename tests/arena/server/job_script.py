@@ -31,7 +31,7 @@ def _checkpoint(root: Path, steps: int, agents: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "member_0.pt").write_bytes(b"x" * 100)
     summary = {"global_step": steps * agents, "evaluation_score": float(steps % 7),
-               "training_score": 1.0}
+               "training_score": 1.0, "generation": steps // 100, "elite_member": 1}
     (folder / "index.json").write_text(json.dumps({"summary": summary}))
 
 
