@@ -242,17 +242,29 @@ class TrainSession:
             if isinstance(chosen, bool):  # False: train() refused what needs the folder
                 raise AssertionError(f"run_dir={chosen}: no run folder")
             if chosen is None or str(chosen) == "auto":
-                name = f"{self.env_name}-{self.algo}-{self.timestamp}".replace("/", "_")
-                path, again = RUNS_ROOT / name, 1
-                while path.exists():  # two runs started within one second
-                    again += 1
-                    path = RUNS_ROOT / f"{name}-{again}"
+                path = self._new_auto_run_dir()
+                self._created_run_dir = True
             else:
                 path = Path(chosen)
-            self._created_run_dir = not path.exists()
-            path.mkdir(parents=True, exist_ok=True)
+                self._created_run_dir = not path.exists()
+                path.mkdir(parents=True, exist_ok=True)
             self._run_dir = path
         return self._run_dir
+
+    def _new_auto_run_dir(self) -> Path:
+        """A new ``runs/{env}-{algo}-{timestamp}[-N]`` folder; created here with
+        ``exist_ok=False`` so that two runs started within one second (in two processes)
+        never share one."""
+        name = f"{self.env_name}-{self.algo}-{self.timestamp}".replace("/", "_")
+        RUNS_ROOT.mkdir(parents=True, exist_ok=True)
+        again = 1
+        while True:
+            path = RUNS_ROOT / (name if again == 1 else f"{name}-{again}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                again += 1
 
     @property
     def checkpoint_root(self) -> Path:
