@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agilerl.cli.main import version_line
+from agilerl.version import version_line
 
 __all__ = ["build_parser", "main"]
 

@@ -56,7 +56,9 @@ def _positional_choices(parser: argparse.ArgumentParser) -> list[str]:
 
 def bash_script(parser: argparse.ArgumentParser) -> str:
     """The bash completion function for ``parser`` (the top-level ``agilerl`` parser)."""
-    commands: dict[str, argparse.ArgumentParser] = parser.get_default("command_parsers")
+    from agilerl.cli.main import command_parsers
+
+    commands: dict[str, argparse.ArgumentParser] = command_parsers(parser)
     top = [*commands, *(f for a in parser._actions for f in a.option_strings)]
     option_arms, value_arms, positional_arms = [], [], []
     for name, sub in commands.items():

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from agilerl.version import version_line
+
 SUBCOMMANDS: list[str] = [
     "agilerl.cli.validate",
     "agilerl.cli.show",
@@ -37,7 +39,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
     parser.add_argument("--version", action="version", version=version_line("agilerl"))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands: dict[str, ModuleType] = {}
-    parser.set_defaults(command_parsers={})
     for module_name in SUBCOMMANDS:
         try:
             module = importlib.import_module(module_name)
@@ -46,7 +47,6 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         commands[module.NAME] = module
-        parser.get_default("command_parsers")[module.NAME] = command
     return parser, commands
 
 
@@ -70,11 +70,12 @@ def _unavailable(module_name: str, exc: Exception) -> ModuleType:
     return module
 
 
-def version_line(prog: str) -> str:
-    """What ``PROG --version`` prints (``agilerl``, ``arena``, ``arena-server``)."""
-    from agilerl import __version__
-
-    return f"{prog} (agilerl) {__version__}" if prog != "agilerl" else f"agilerl {__version__}"
+def command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser, by name (the subparsers of :func:`build_parser`'s parser)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, commands = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # a bad option after a command: that command's usage, not the top level's
-        command_parser = parser.get_default("command_parsers").get(args.command, parser)
+        command_parser = command_parsers(parser).get(args.command, parser)
         command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -97,6 +97,14 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+class _DefaultLogDir(str):
+    """The value ``--tensorboard-log-dir`` has when not given: the reference's default name
+    (so ``parse_args`` answers as the reference's does), but the logs go to the run folder."""
+
+
+TENSORBOARD_IN_RUN_FOLDER = _DefaultLogDir("tensorboard_logs")
+
+
 def intermixed(parser: argparse.ArgumentParser) -> None:
     """Let ``PATH=VALUE`` overrides come before or after options on ``parser`` (a
     subparser built by main.py; see :class:`_IntermixedParser`)."""
@@ -148,7 +156,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "existing folder holds it as FOLDER/elite.pt")
     parser.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                         help="log to TensorBoard")
-    parser.add_argument("--tensorboard-log-dir", default=None,
+    parser.add_argument("--tensorboard-log-dir", default=TENSORBOARD_IN_RUN_FOLDER,
                         help="TensorBoard log folder (default RUN_DIR/tensorboard; view the "
                              "logs with 'tensorboard --logdir', from 'pip install tensorboard')")
     parser.add_argument("--verbose", action=_VerboseAction, default=True,
@@ -347,7 +355,8 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
             wb=args.wb,
             wandb_api_key=args.wandb_api_key,
             tensorboard=args.tensorboard,
-            tensorboard_log_dir=args.tensorboard_log_dir,
+            tensorboard_log_dir=(None if args.tensorboard_log_dir is TENSORBOARD_IN_RUN_FOLDER
+                                 else args.tensorboard_log_dir),
             checkpoint_steps=args.checkpoint_steps,
             checkpoint_path=args.checkpoint_path,
             # Flag absent: the manifest's training.overwrite_checkpoints decides.

@@ -11,7 +11,7 @@ One generation:
 4. early-stop check (:mod:`agilerl.training.early_stop`);
 5. selection + mutation, only when BOTH operators exist (spec §1) and a full generation
    follows (see below);
-6. checkpoint check (every ``checkpoint_steps`` x ``pop_size`` steps of the population:
+6. checkpoint check (every ``checkpoint_steps`` steps of the most-trained member:
    ``checkpoint_steps`` counts per agent, as ``max_steps`` and ``evo_steps`` do).
 
 Generations are numbered from 1 wherever a user sees them (progress, ``metrics.csv``'s
@@ -292,9 +292,10 @@ def _maybe_checkpoint(
     every = settings.checkpoint_steps
     if not every:
         return
-    # checkpoint_steps counts steps per agent, as max_steps: the population's steps over
-    # pop_size (a member's own count can jump when selection copies another over it).
-    done = (state.env_steps or 0) // (every * len(backend))
+    # checkpoint_steps counts steps per agent, as max_steps does, and as the reference
+    # counts them: the most-trained member's steps (on-policy members' rollouts end at
+    # different counts, and the run ends when one reaches max_steps).
+    done = max(backend.steps(m) for m in range(len(backend))) // every
     if done > state.checkpoints_written:
         state.checkpoints_written = done
         hooks.checkpoint(state, reason="scheduled")

@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 INCLUDE = (
     "agilerl/__init__.py",
     "agilerl/py.typed",
+    "agilerl/version.py",
     "agilerl/arena",
     "agilerl/models",
     "agilerl/training/__init__.py",

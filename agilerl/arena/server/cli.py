@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.arena.server.config import ServerConfig
-from agilerl.cli.main import version_line
+from agilerl.version import version_line
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
