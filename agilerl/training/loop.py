@@ -34,8 +34,9 @@ resumed or continued run goes on to ``max_steps``.
 Before the first generation, a population with a mutation operator is mutated once (the
 spec's "pre-training mutation", which diversifies the initial population); without selection
 it never evolves afterwards. The loop runs while every
-member has trained fewer than ``max_steps`` steps; a member's last segment is shortened so
-no member trains past ``max_steps``.
+member has trained fewer than ``max_steps`` steps; a member's last segment is asked for no
+more than the steps it has left (an on-policy member still trains whole rollouts, so it can
+end a little past ``max_steps``).
 
 Every train/evaluate call gets a seed derived from (run seed, generation, member, phase), so
 a run is a pure function of its seed, and the loop state (:class:`LoopState`) plus the
