@@ -11,6 +11,10 @@ import pytest
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Runs without a run folder of their own (train() from Python, the CLI without --run-dir)
+# make one under here, not under the checkout's runs/.
+os.environ.setdefault("AGILERL_RUNS_DIR", os.path.join(
+    os.environ.get("PYTEST_DEBUG_TEMPROOT", "/tmp"), f"agilerl-test-runs-{os.getuid()}"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"

@@ -35,7 +35,14 @@ if TYPE_CHECKING:  # pragma: no cover
 ELITE_FILE = "elite.pt"
 TENSORBOARD_DIR = "tensorboard"
 """TensorBoard logs go in ``RUN_DIR/tensorboard`` unless a log folder is given."""
-RUNS_ROOT = Path("runs")
+RUNS_ENV = "AGILERL_RUNS_DIR"
+"""Environment variable naming the folder automatic run folders go in (default ``runs``)."""
+
+
+def runs_root() -> Path:
+    """Where ``runs/{env}-{algo}-{timestamp}`` folders are made: ``$AGILERL_RUNS_DIR`` or
+    ``runs`` in the working folder."""
+    return Path(os.environ.get(RUNS_ENV) or "runs")
 """Where a run folder is created when none is named (relative to the working folder)."""
 MANIFEST_FILE = "manifest.yaml"
 CHECKPOINTS_DIR = RUN_CHECKPOINTS
@@ -256,10 +263,11 @@ class TrainSession:
         ``exist_ok=False`` so that two runs started within one second (in two processes)
         never share one."""
         name = f"{self.env_name}-{self.algo}-{self.timestamp}".replace("/", "_")
-        RUNS_ROOT.mkdir(parents=True, exist_ok=True)
+        root = runs_root()
+        root.mkdir(parents=True, exist_ok=True)
         again = 1
         while True:
-            path = RUNS_ROOT / (name if again == 1 else f"{name}-{again}")
+            path = root / (name if again == 1 else f"{name}-{again}")
             try:
                 path.mkdir()
                 return path

@@ -19,6 +19,7 @@ def _trainer() -> LocalTrainer:
 
 def test_train_writes_the_run_folder_with_tensorboard_inside(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGILERL_RUNS_DIR", raising=False)
     _trainer().train(verbose=True, tensorboard=True)
     (run,) = (tmp_path / "runs").iterdir()
     assert run.name.startswith("CartPole-v1-DQN-")
@@ -34,8 +35,18 @@ def test_train_writes_the_run_folder_with_tensorboard_inside(tmp_path, monkeypat
     assert len(list((tmp_path / "runs").iterdir())) == 2
 
 
+def test_automatic_run_folders_go_under_agilerl_runs_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGILERL_RUNS_DIR", str(tmp_path / "elsewhere"))
+    _trainer().train(verbose=False)
+    (run,) = (tmp_path / "elsewhere").iterdir()
+    assert (run / "metrics.csv").is_file()
+    assert not (tmp_path / "runs").exists()
+
+
 def test_run_dir_false_writes_nothing_and_refuses_outputs_that_need_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGILERL_RUNS_DIR", raising=False)
     _trainer().train(verbose=False, run_dir=False)
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ArgumentError, match="run_dir=False .* elite_path"):
