@@ -43,7 +43,6 @@ def runs_root() -> Path:
     """Where ``runs/{env}-{algo}-{timestamp}`` folders are made: ``$AGILERL_RUNS_DIR`` or
     ``runs`` in the working folder."""
     return Path(os.environ.get(RUNS_ENV) or "runs")
-"""Where a run folder is created when none is named (relative to the working folder)."""
 MANIFEST_FILE = "manifest.yaml"
 CHECKPOINTS_DIR = RUN_CHECKPOINTS
 
