@@ -5,9 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # torch is pinned for development and CI; where the build machines keep wheels on disk, use them.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
-PIP_INSTALL := $(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
+PIP_FLAGS := -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
+PIP_INSTALL := $(PY) -m pip install $(PIP_FLAGS)
+# `make demo` needs only the core package (CartPole is in gymnasium itself), so it gets a
+# light environment of its own instead of the development one (ray, transformers, mujoco, ...).
+DEMO_VENV ?= .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
+DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: setup generate check-generated lint test test-all demo bench bench-peer bench-learning dist-arena clean
+.PHONY: setup setup-demo generate check-generated lint test test-all demo bench bench-peer bench-learning dist-arena clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +22,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_PY) -m pip install $(PIP_FLAGS) --upgrade pip
+	$(DEMO_PY) -m pip install $(PIP_FLAGS) -e .
+	touch $(DEMO_STAMP)
+
+setup-demo: $(DEMO_STAMP)
 
 generate: setup
 	$(PY) -m codegen
@@ -37,8 +51,8 @@ test: setup check-generated
 test-all: setup
 	$(PY) -m pytest -q -m ""
 
-demo: setup
-	$(PY) -m agilerl.demo
+demo: setup-demo
+	$(DEMO_PY) -m agilerl.demo
 
 bench: setup
 	$(PY) bench/validate_bench.py
@@ -61,4 +75,4 @@ dist-arena: setup
 	$(PY) tools/arena_wheel/build.py --out dist
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache .mypy_cache .ruff_cache
