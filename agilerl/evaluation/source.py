@@ -8,6 +8,7 @@
   checkpoint's ``elite_member``, else the member with the best last fitness), or
   ``member``; the manifest is the one the checkpoint holds;
 * a folder of checkpoints (``checkpoints/``): its newest checkpoint, as above;
+* a checkpoint archive (``.tar.gz``, an Arena download): the checkpoint it holds, as above;
 * a run folder (``agilerl train``'s ``--run-dir``): whichever of its ``elite.pt`` and its
   newest checkpoint was written last (they agree at the end of a run), with the run's
   ``manifest.yaml``.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.checkpoint import Checkpoint, CheckpointError, find_checkpoint
+from agilerl.checkpoint.archive import is_archive, unpacked_checkpoint
 from agilerl.checkpoint.layout import INDEX_NAME, RUN_CHECKPOINTS
 
 RUN_MANIFEST = "manifest.yaml"
@@ -55,6 +57,8 @@ def load_source(path: str | os.PathLike[str], member: int | None = None,
     if not target.exists():
         raise SourceError(f"{target} does not exist (expected a run folder, a checkpoint "
                           "folder or an agent file such as elite.pt)")
+    if is_archive(target):
+        return _archived(target, member, device)
     if target.is_file():
         if member is not None:
             raise SourceError(f"--member picks a member of a checkpoint; {target} is an agent "
@@ -70,6 +74,18 @@ def load_source(path: str | os.PathLike[str], member: int | None = None,
         raise SourceError(f"{exc}; pass a run folder, a checkpoint folder or an agent file "
                           "(elite.pt)") from None
     return _checkpoint_member(checkpoint, member, device, _run_manifest(target))
+
+
+def _archived(path: Path, member: int | None, device: str) -> Source:
+    """A checkpoint archive (an Arena download): unpacked, loaded, removed again."""
+    try:
+        with unpacked_checkpoint(path) as folder:
+            source = _checkpoint_member(find_checkpoint(folder), member, device, None)
+    except CheckpointError as exc:
+        raise SourceError(str(exc)) from None
+    source.manifest_path = None  # its folder is gone; the manifest is kept in memory
+    source.description = source.description.replace(str(folder), f"{folder.name} in {path}")
+    return source
 
 
 def _newer_than_checkpoints(elite: Path, run: Path) -> bool:
