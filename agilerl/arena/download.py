@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tarfile
 import re
+import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
