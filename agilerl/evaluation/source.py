@@ -115,8 +115,8 @@ def _agent_file(path: Path, device: str) -> Source:
         raise SourceError(f"{path} is not an agilerl agent file (expected a file written by "
                           "--save-elite or agent.save_checkpoint)")
     agent = _restore(state, device, f"agent file {path}")
-    manifest_path = path.parent / RUN_MANIFEST
-    manifest_path = manifest_path if manifest_path.is_file() else None
+    beside = path.parent / RUN_MANIFEST
+    manifest_path = beside if beside.is_file() else None
     return Source(agent, _read_yaml(manifest_path), manifest_path,
                   f"{agent.algo} agent from {path}")
 

@@ -62,8 +62,8 @@ class VideoWriter:
             import cv2
 
             height, width = first.shape[:2]
-            writer = cv2.VideoWriter(os.fspath(self.path), cv2.VideoWriter_fourcc(*"mp4v"),
-                                     self.fps, (width, height))
+            fourcc = cv2.VideoWriter_fourcc(*"mp4v")  # type: ignore[attr-defined]
+            writer = cv2.VideoWriter(os.fspath(self.path), fourcc, self.fps, (width, height))
         except Exception as exc:  # noqa: BLE001 - a writer's own failure, reported as such
             raise VideoError(f"cannot write the video {self.path}: {exc}") from None
         if not writer.isOpened():

@@ -34,7 +34,8 @@ def is_single(space: spaces.Space, value: Any) -> bool:
     """Whether ``value`` is one observation of ``space`` (not a batch of them)."""
     if isinstance(space, spaces.Dict):
         key = next(iter(space.spaces), None)
-        return isinstance(value, Mapping) and key in value and is_single(space[key], value[key])
+        return (key is not None and isinstance(value, Mapping) and key in value
+                and is_single(space[key], value[key]))
     if isinstance(space, spaces.Tuple):
         return (isinstance(value, tuple | list) and len(space.spaces) > 0
                 and len(value) == len(space.spaces) and is_single(space[0], value[0]))
