@@ -82,6 +82,11 @@ def _built(build: Any, spec: Any) -> Any:
             raise EvalEnvError(f"environment {label} cannot render: its constructor "
                                     "takes no render_mode") from None
         raise EvalEnvError(f"environment {label} cannot be built: {exc}") from None
+    except FileNotFoundError as exc:
+        raise EvalEnvError(f"environment {label} cannot be built: {exc} (a relative path in "
+                           "a run's manifest is relative to the folder training started "
+                           "in: evaluate from there, or override the field with "
+                           "environment.FIELD=/absolute/path)") from None
     except Exception as exc:  # noqa: BLE001 - any failure of user or package code is reported
         hint = missing_extra(exc, f"environment {label}")
         raise EvalEnvError(str(hint) if hint else

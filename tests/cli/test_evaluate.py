@@ -177,3 +177,16 @@ def test_record_writes_a_video(dqn_run, tmp_path, capsys) -> None:
     status, out, err = evaluate(capsys, dqn_run, "--episodes", 1, "--record", video)
     assert status == 0, err
     assert video.stat().st_size > 0 and f"written to {video}" in out
+
+
+def test_a_bare_agent_file_needs_an_environment(dqn_run, tmp_path, capsys) -> None:
+    import shutil
+
+    bare = tmp_path / "best.pt"
+    shutil.copy(dqn_run / "elite.pt", bare)
+    status, _, err = evaluate(capsys, bare)
+    assert status == 2 and "environment.name=ID" in err
+    status, out, err = evaluate(capsys, bare, "environment.name=CartPole-v1", "--episodes", 1,
+                                "--max-steps", 3, "--json")
+    assert status == 0, err
+    assert json.loads(out)["episodes"][0]["length"] <= 3
