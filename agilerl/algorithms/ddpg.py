@@ -31,6 +31,7 @@ from torch import nn
 
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
@@ -139,8 +140,10 @@ class DDPG(RLAlgorithm):
         """The actor's normalised actions for a batch of observations (numpy)."""
         return self.networks["actor"](self.to_tensor(obs)).cpu().numpy()
 
-    def get_action(self, obs: Any, training: bool = True) -> np.ndarray:
-        """Env actions for a batch of observations; with ``training``, plus exploration noise."""
+    @acts_on_single
+    def get_action(self, obs: Any, training: bool = False) -> np.ndarray:
+        """Env actions for a batch of observations (or one observation): the policy's
+        own by default; with ``training``, plus exploration noise."""
         action = self.policy(obs)
         if training:
             noise = self.noise.sample(len(action), self.np_rng, self.noise_settings())

@@ -19,6 +19,7 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
@@ -69,8 +70,10 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
+    @acts_on_single
     def get_action(self, obs: Any, epsilon: float = 0.0, action_mask: Any = None) -> np.ndarray:
-        """Epsilon-greedy actions for a batch of observations (one per sub-env).
+        """Epsilon-greedy actions for a batch of observations (one per sub-env), or the
+        action for one observation; greedy unless ``epsilon`` is given.
 
         ``action_mask`` (optional, shape ``(batch, num_actions)``, truthy = allowed)
         restricts both the greedy and the random choice.

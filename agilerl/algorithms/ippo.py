@@ -24,6 +24,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
 from agilerl.algorithms.ppo import clipped_surrogate_loss
 from agilerl.algorithms.registry import registered
@@ -107,22 +108,29 @@ class IPPO(MultiAgentRLAlgorithm):
             return policy_out
         return _masked(policy_out, torch.as_tensor(mask, device=policy_out.device))
 
+    @acts_on_single
     @torch.inference_mode()
-    def get_action(self, obs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], ...]:
-        """Sample actions for every agent: ``(env_actions, actions, log_probs, values)``,
-        each agent id -> batch over sub-envs. ``actions`` (raw samples) are what the
-        rollout stores; ``env_actions`` go to ``env.step``."""
+    def get_action(self, obs: Mapping[str, Any], *, deterministic: bool | None = None
+                   ) -> tuple[dict[str, np.ndarray], ...]:
+        """Actions for every agent: ``(env_actions, actions, log_probs, values)``, each
+        agent id -> batch over sub-envs (a plain PettingZoo env's observations: agent id
+        -> one value, for the agents observed). ``actions`` (raw samples) are what the
+        rollout stores; ``env_actions`` go to ``env.step``. Sampled, or with
+        ``deterministic`` the policy's mode; by default deterministic when the agent was
+        loaded for inference (``inference``)."""
         env_actions, actions, log_probs, values = {}, {}, {}, {}
+        mode = self.inference if deterministic is None else deterministic
         for unit in self.units:
             policy_out, value = self._policy(unit, obs)
             net = self._net(unit)
             if self.continuous[unit]:
-                noise = torch.randn(policy_out.shape, generator=self.torch_rng)
-                action = policy_out + net.log_std.exp() * noise.to(policy_out.device)
+                action = policy_out if mode else policy_out + net.log_std.exp() * torch.randn(
+                    policy_out.shape, generator=self.torch_rng).to(policy_out.device)
                 log_prob = net.distribution(policy_out).log_prob(action).sum(-1)
             else:
                 probs = torch.softmax(policy_out, dim=-1)
-                action = torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1)
+                action = (policy_out.argmax(dim=-1).cpu() if mode else torch.multinomial(
+                    probs.cpu(), 1, generator=self.torch_rng).squeeze(-1))
                 log_prob = torch.log_softmax(policy_out, dim=-1).gather(
                     1, action.to(policy_out.device).unsqueeze(1)).squeeze(1)
             raw = action.cpu().numpy()
@@ -132,6 +140,7 @@ class IPPO(MultiAgentRLAlgorithm):
             env_actions.update(self.split_unit(unit, self._env_action(unit, raw)))
         return env_actions, actions, log_probs, values
 
+    @acts_on_single
     @torch.inference_mode()
     def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
         """The policy's mode for every agent (argmax legal logit, or the Gaussian mean)."""

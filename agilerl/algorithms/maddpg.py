@@ -40,6 +40,7 @@ import torch
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.agent_actions import AgentActions
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentRLAlgorithm
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.registry import registered
 from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
@@ -133,8 +134,11 @@ class MADDPG(MultiAgentRLAlgorithm):
             for a in self.agent_ids
         }
 
-    def get_action(self, obs: Mapping[str, Any], training: bool = True) -> dict[str, np.ndarray]:
-        """Env actions (agent id -> batch); with ``training``, exploring."""
+    @acts_on_single
+    def get_action(self, obs: Mapping[str, Any], training: bool = False) -> dict[str, np.ndarray]:
+        """Env actions, agent id -> batch (a vector env's observations) or agent id -> one
+        action (a plain PettingZoo env's: for the agents observed); greedy by default, with
+        ``training`` exploring."""
         outputs = self.policy(obs)
         masks = self.action_masks(obs)
         if not training:

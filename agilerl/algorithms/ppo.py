@@ -22,6 +22,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
 from agilerl.algorithms.core.target import clip_grad_norm
 from agilerl.algorithms.registry import registered
@@ -147,32 +148,42 @@ class PPO(RLAlgorithm):
         return policy_out, value
 
     # ------------------------------------------------------------------ acting
+    @acts_on_single
     @torch.inference_mode()
     def get_action(
-        self, obs: Any, hidden: Hidden | None = None
+        self, obs: Any, hidden: Hidden | None = None, *, deterministic: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Sample actions for a batch: ``(env_action, action, log_prob, value)``.
+        """Actions for a batch (or one observation): ``(env_action, action, log_prob, value)``.
 
         ``env_action`` goes to ``env.step``; ``action`` (the raw sample, before clipping or
-        squashing) is what the rollout stores and ``learn`` evaluates. Recurrent: ``hidden``
-        (zero state if None) is advanced in place to the state after ``obs``.
+        squashing) is what the rollout stores and ``learn`` evaluates. Sampled from the
+        policy, or with ``deterministic`` its mode (argmax, or the Gaussian mean); by
+        default deterministic when the agent was loaded for inference (``inference``).
+        Recurrent: ``hidden`` (zero state if None) is advanced in place to the state
+        after ``obs``.
         """
         net = self.actor_critic
         policy_out, value = self._policy_and_value(self.to_tensor(obs), hidden)
+        mode = self.inference if deterministic is None else deterministic
         if self.continuous:
             std = net.log_std.exp()
-            noise = torch.randn(policy_out.shape, generator=self.torch_rng).to(policy_out.device)
-            action = policy_out + std * noise
+            if mode:
+                action = policy_out
+            else:
+                noise = torch.randn(policy_out.shape, generator=self.torch_rng)
+                action = policy_out + std * noise.to(policy_out.device)
             log_prob = net.distribution(policy_out).log_prob(action).sum(-1)
         else:
             probs = torch.softmax(policy_out, dim=-1)
-            action = torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1)
+            action = (policy_out.argmax(dim=-1).cpu() if mode else
+                      torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1))
             log_prob = torch.log(
                 probs.gather(1, action.to(probs.device).unsqueeze(1)).squeeze(1).clamp_min(1e-30)
             )
         action_np = action.cpu().numpy()
         return self._env_action(action_np), action_np, log_prob.cpu().numpy(), value.cpu().numpy()
 
+    @acts_on_single
     @torch.inference_mode()
     def greedy_action(self, obs: Any, hidden: Hidden | None = None) -> np.ndarray:
         """Mode of the policy: argmax logit, or the Gaussian mean. Recurrent: ``hidden``

@@ -30,6 +30,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
@@ -101,12 +102,13 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
+    @acts_on_single
     def get_action(
-        self, obs: Any, action_mask: Any = None, training: bool = True
+        self, obs: Any, action_mask: Any = None, training: bool = False
     ) -> np.ndarray:
-        """Greedy actions of the noisy network (``training``) or of its means (not
-        ``training``), one per observation; ``action_mask`` (truthy = allowed) restricts
-        the choice."""
+        """Greedy actions of the network's means (the default), or with ``training`` of
+        the noisy network (how it explores), one per observation (a batch, or one
+        observation); ``action_mask`` (truthy = allowed) restricts the choice."""
         q = self.actor(self.to_tensor(obs), noise=training)
         if action_mask is not None:
             mask = torch.as_tensor(np.asarray(action_mask, dtype=bool), device=q.device)

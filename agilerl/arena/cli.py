@@ -255,7 +255,9 @@ def _add_experiments(build: _Builder) -> None:
     metrics.add_argument("--preview-rows", type=_non_negative_int, default=5)
     metrics.add_argument("--preview-only", action="store_true", help="do not save a file")
     metrics.add_argument("--names", action="store_true", help="only list the metric names")
-    download = exp("download", "exp_download", "download a checkpoint (default: the best)")
+    download = exp("download", "exp_download",
+                   "download a checkpoint (default: the best) as a .tar.gz of the whole "
+                   "population; says which member is the elite (agilerl evaluate plays it)")
     download.add_argument("experiment_name", metavar="EXPERIMENT_NAME")
     download.add_argument(
         "--checkpoint",

@@ -435,6 +435,26 @@ def exp_metrics(args: argparse.Namespace) -> int:
 
 
 def exp_download(args: argparse.Namespace) -> int:
+    from agilerl.arena.download import archive_summary
+
     with _client(args) as client:
         path = client.download_checkpoint(args.experiment_name, args.checkpoint, args.output)
-    return _say(args, f"Checkpoint saved to {path}", {"path": str(path)})
+    info = archive_summary(path) or {}
+    return _say(args, download_message(path, info),
+                {"path": str(path), "checkpoint": info.get("checkpoint"),
+                 "pop_size": info.get("pop_size"), "elite_member": info.get("elite_member")})
+
+
+def download_message(path: Any, info: dict[str, Any]) -> str:
+    """What ``experiments download`` says: where the checkpoint went, which member is the
+    elite (the archive holds the whole population), and how to evaluate it."""
+    if not info:  # not an agilerl checkpoint archive: nothing more is known about it
+        return f"Checkpoint saved to {path}"
+    name = info.get("checkpoint")
+    message = f"Checkpoint {name + ' ' if name else ''}saved to {path}"
+    if info.get("pop_size") is not None:
+        message += f"\n  it holds the whole population ({info['pop_size']} members)"
+    elite = info.get("elite_member")
+    message += (f"; the elite is member {elite}" if elite is not None else
+                "; no elite was chosen yet (evaluate picks the best last fitness)")
+    return message + f"\n  evaluate the elite with: agilerl evaluate {path}"

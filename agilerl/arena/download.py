@@ -7,17 +7,25 @@ component is used, so a server can never write outside the chosen folder.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from agilerl.arena.errors import ArenaAPIError
 
-__all__ = ["check_new_file", "target_path", "write_new_file"]
+__all__ = ["archive_summary", "check_new_file", "target_path", "write_new_file"]
+
+#: A checkpoint folder's index (``agilerl.checkpoint.layout.INDEX_NAME``; that package
+#: imports torch, which the Arena client does not need).
+_INDEX_NAME = "index.json"
+_MAX_INDEX_BYTES = 16 << 20
 
 _DISPOSITION_NAME = re.compile(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", re.IGNORECASE)
 
@@ -74,3 +82,32 @@ def _link_new(tmp: Path, path: Path) -> None:
     except OSError:  # a file system without hard links
         check_new_file(path)
         os.replace(tmp, path)
+
+
+def archive_summary(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """``{"checkpoint", "pop_size", "elite_member"}`` of the checkpoint packed in ``path``
+    (``elite_member`` None when the trainer had not chosen one yet); None when ``path``
+    holds no readable agilerl checkpoint index."""
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for member in tar:
+                if member.isfile() and Path(member.name).name == _INDEX_NAME \
+                        and len(Path(member.name).parts) <= 2 \
+                        and member.size <= _MAX_INDEX_BYTES:
+                    handle = tar.extractfile(member)
+                    index = json.loads(handle.read()) if handle is not None else None
+                    return _summary(Path(member.name).parent.name, index)
+    except (OSError, tarfile.TarError, ValueError, EOFError):
+        return None
+    return None
+
+
+def _summary(folder: str, index: Any) -> dict[str, Any] | None:
+    if not isinstance(index, dict) or not isinstance(index.get("summary", {}), dict):
+        return None
+    elite = index.get("summary", {}).get("elite_member")
+    pop_size = index.get("pop_size")
+    return {"checkpoint": folder or None,
+            "pop_size": pop_size if isinstance(pop_size, int) else None,
+            "elite_member": elite if isinstance(elite, int) and not isinstance(elite, bool)
+            else None}

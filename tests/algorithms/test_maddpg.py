@@ -198,9 +198,9 @@ def test_state_round_trip_continues_identically(cls, tmp_path) -> None:
     loaded = cls.load(tmp_path / "agent.pt")
     clone = agent.clone()
     obs, _ = env.reset(seed=3)
-    expected = agent.get_action(obs)
+    expected = agent.get_action(obs, training=True)  # exploring: the noise state counts
     for other in (loaded, clone):
-        actions = other.get_action(obs)
+        actions = other.get_action(obs, training=True)
         for name, batch in expected.items():
             np.testing.assert_array_equal(actions[name], batch)
     assert loaded.learn_counter == agent.learn_counter

@@ -90,9 +90,19 @@ class MemberState(SpecHyperparameters, ABC):
             new.index = int(index)
         return new
 
+    #: Loaded to act, not to train (:meth:`load`): acting methods that sample by default
+    #: (PPO, IPPO) then act deterministically unless asked to sample.
+    inference: bool = False
+
     @classmethod
-    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Any:
+    def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu", *,
+             inference: bool = True) -> Any:
         """A member saved with ``save_checkpoint``; it can act straight away.
+
+        With ``inference`` (the default) the member is marked as loaded to act
+        (:attr:`inference`): ``get_action`` is then greedy for every algorithm (see "Using
+        a trained agent" in docs/training.md); ``inference=False`` restores it for
+        training code, whose on-policy ``get_action`` samples.
 
         The file is loaded as plain data only (a crafted or foreign file is refused with a
         :class:`~agilerl.checkpoint.CheckpointError`; nothing in it is run).
@@ -100,7 +110,9 @@ class MemberState(SpecHyperparameters, ABC):
         from agilerl.checkpoint.folder import load_state_file
 
         state = load_state_file(Path(path))
-        return cls.from_state(state, device=device)
+        member = cls.from_state(state, device=device)
+        member.inference = bool(inference)
+        return member
 
 
 def cpu_copy(obj: Any) -> Any:
