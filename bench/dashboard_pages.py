@@ -87,7 +87,7 @@ def main() -> None:
                         args.screenshots.mkdir(parents=True, exist_ok=True)
                         page.wait_for_timeout(300)
                         page.screenshot(path=str(args.screenshots / f"dashboard_{view}.png"),
-                                        full_page=view != "run")
+                                        full_page=True)
                 browser.close()
         finally:
             server.shutdown()

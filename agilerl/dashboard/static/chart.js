@@ -3,7 +3,7 @@
 
 import {el, svg, fmt, tick} from "./dom.js";
 
-const MARGIN = {left: 58, right: 14, top: 10, bottom: 36};
+const MARGIN = {left: 64, right: 14, top: 10, bottom: 36};
 
 function niceStep(span, count) {
   const raw = span / Math.max(count, 1);
@@ -29,7 +29,10 @@ function extent(values, pad) {
     if (v > high) high = v;
   }
   if (low === Infinity) return [0, 1];
-  if (low === high) return [low - 1, high + 1];
+  if (low === high) {  // a constant: centre it, on a scale of its own size
+    const half = Math.abs(low) * 0.1 || 1;
+    return [low - half, high + half];
+  }
   const margin = (high - low) * pad;
   return [low - margin, high + margin];
 }

@@ -51,8 +51,9 @@ export function tick(value, step) {
       return (value / unit).toFixed(Math.max(0, -Math.floor(Math.log10(step / unit) + 1e-9))) + suffix;
     }
   }
-  if (size !== 0 && size < 1e-3) return value.toExponential(1);
-  return value.toFixed(Math.max(0, -Math.floor(Math.log10(step) + 1e-9)));
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  if (decimals > 6) return value.toExponential(1);
+  return value.toFixed(decimals);
 }
 
 /** Bytes as B, kB, MB or GB. */
