@@ -158,7 +158,8 @@ def _parse_manifest(path: Path) -> tuple[str, dict[str, Any]]:
 
 def read_manifest(run: Path) -> tuple[str, dict[str, Any]]:
     """The resolved manifest's text and its parsed mapping (``{}`` when it does not parse)."""
-    return _cached("manifest", run / MANIFEST_FILE, _parse_manifest, ("", {}))
+    empty: tuple[str, dict[str, Any]] = ("", {})
+    return _cached("manifest", run / MANIFEST_FILE, _parse_manifest, empty)
 
 
 def _checkpoint_summary(folder: Path) -> dict[str, Any] | None:

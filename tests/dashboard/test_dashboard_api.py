@@ -225,3 +225,29 @@ def test_static_assets_are_package_files():
     assert {"index.html", "app.js", "chart.js", "style.css"} <= {p.name for p in static.iterdir()}
     pyproject = (static.parents[2] / "pyproject.toml").read_text()
     assert '"dashboard/static/*"' in pyproject
+
+
+def test_the_command_serves_until_interrupted(runs_dir, synthetic):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    synthetic.write_run(runs_dir / "r", 2, 2)
+    repo = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agilerl", "dashboard", str(runs_dir), "--port", "0"],
+        cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        match = re.search(r"at http://127\.0\.0\.1:(\d+)/ \(Ctrl-C to stop\)", line)
+        assert match, line + process.stderr.read()  # type: ignore[union-attr]
+        connection = http.client.HTTPConnection("127.0.0.1", int(match.group(1)), timeout=10)
+        connection.request("GET", "/api/runs")
+        runs = json.loads(connection.getresponse().read())["runs"]
+        assert [run["id"] for run in runs] == ["r"]
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and "Traceback" not in err

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -85,7 +84,7 @@ def test_runs_list_shows_a_live_run_and_its_curve_grows(page, served, runs_dir, 
 
 
 def test_lineage_shows_a_clone_edge_after_a_selection_event(page, served, runs_dir, synthetic):
-    run = synthetic.SyntheticRun(runs_dir / "r", 3).begin()
+    synthetic.SyntheticRun(runs_dir / "r", 3).begin()
     events = runs_dir / "r" / "events.jsonl"
     fitness = [{"member": m, "fitness": float(m), "steps": 100, "hyperparameters": {"lr": 0.1}}
                for m in range(3)]
