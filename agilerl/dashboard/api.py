@@ -8,7 +8,8 @@ Routes (all ``GET``; every other method is refused):
 - ``/api/runs`` every run's summary;
 - ``/api/runs/<id>`` one run: summary, resolved manifest, checkpoints, downloadable files;
 - ``/api/runs/<id>/metrics?since=N`` ``metrics.csv`` from row ``N`` on, as numbers;
-- ``/api/runs/<id>/events?since=N`` ``events.jsonl`` from event ``N`` on;
+- ``/api/runs/<id>/events?since=N`` ``events.jsonl`` from event ``N`` on (both with
+  ``file``: when it changes, the file was rewritten and a reader starts again at 0);
 - ``/api/runs/<id>/download/<path>`` a file of the run, or a checkpoint folder as a tar.
 
 A run id is one URL segment (percent-encode its ``/``). A path segment that decodes to ``..``
@@ -35,6 +36,7 @@ from agilerl.dashboard.readers import (
     EVENTS_FILE,
     MANIFEST_FILE,
     METRICS_FILE,
+    file_id,
     list_checkpoints,
     read_events,
     read_manifest,
@@ -141,12 +143,14 @@ class DashboardApp:
             metrics = read_metrics(run.path)
             start = _since(query)
             return _json({"columns": metrics.columns, "rows": metrics.rows[start:],
-                          "since": start, "total": len(metrics.rows)})
+                          "since": start, "total": len(metrics.rows),
+                          "file": file_id(run.path / METRICS_FILE)})
         if rest[1] == "events" and len(rest) == 2:
             events = read_events(run.path)
             start = _since(query)
             return _json({"events": events[start:], "since": start, "total": len(events),
-                          "recorded": (run.path / EVENTS_FILE).is_file()})
+                          "recorded": (run.path / EVENTS_FILE).is_file(),
+                          "file": file_id(run.path / EVENTS_FILE)})
         if rest[1] == "download" and len(rest) >= 3:
             return self._download(run, rest[2:])
         return _error(404, "no such page")

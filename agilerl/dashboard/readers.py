@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "CHECKPOINTS_DIR", "ELITE_FILE", "EVENTS_FILE", "MANIFEST_FILE", "METRICS_FILE",
-    "MAX_TEXT_BYTES", "Metrics", "list_checkpoints", "read_events", "read_manifest",
-    "read_metrics",
+    "MAX_TEXT_BYTES", "Metrics", "file_id", "list_checkpoints", "read_events",
+    "read_manifest", "read_metrics",
 ]
 
 METRICS_FILE = "metrics.csv"
@@ -44,6 +44,17 @@ def _signature(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (stat.st_mtime_ns, stat.st_size)
+
+
+def file_id(path: Path) -> str | None:
+    """Which file ``path`` is (device and inode): writers append in place but replace the
+    file when they rewrite it (a resumed run drops rows and events past its checkpoint), so
+    a reader that sees the id change must read it again from the start."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return f"{stat.st_dev}:{stat.st_ino}"
 
 
 def _cached(kind: str, path: Path, parse: Callable[[Path], T], empty: T) -> T:

@@ -140,23 +140,39 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _active_seconds(events: list[dict[str, Any]]) -> float | None:
+    """Seconds the run trained: each part (a start or resume, to its last event) summed, so
+    the time a stopped run waited before it was resumed does not count."""
+    total, start, last = 0.0, None, None
+    for event in events:
+        moment = _iso_seconds(event.get("time"))
+        if moment is None:
+            continue
+        if event.get("event") == "run_start":
+            if start is not None and last is not None:
+                total += last - start
+            start = moment
+        last = moment
+    if start is None or last is None:
+        return None
+    return total + last - start
+
+
 def _from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the event log says of the run as a whole."""
+    """What the event log says of the run as a whole (it may hold several start ... end
+    parts: one per start or resume)."""
     start = next((e for e in events if e.get("event") == "run_start"), None)
-    end = next((e for e in reversed(events) if e.get("event") == "run_end"), None)
     last_start = max((i for i, e in enumerate(events) if e.get("event") == "run_start"),
                      default=-1)
-    if end is not None and events.index(end) < last_start:
-        end = None  # resumed after it ended: the run is going again
+    end = next((e for e in reversed(events[last_start + 1:]) if e.get("event") == "run_end"),
+               None)  # an end before the last start was resumed from: the run goes on
     found: dict[str, Any] = {}
     if start is not None:
         found.update(algorithm=_text(start.get("algorithm")), env=_text(start.get("env")),
-                     pop_size=start.get("pop_size"), started=_iso_seconds(start.get("time")))
+                     pop_size=start.get("pop_size"), started=_iso_seconds(start.get("time")),
+                     active_seconds=_active_seconds(events))
     if end is not None:
-        found.update(status=_text(end.get("status")), best_fitness=end.get("best_fitness"),
-                     ended=_iso_seconds(end.get("time")))
-    if events:
-        found["last_event"] = _iso_seconds(events[-1].get("time"))
+        found.update(status=_text(end.get("status")), best_fitness=end.get("best_fitness"))
     return found
 
 
@@ -191,7 +207,9 @@ def summarize(run: RunFolder, now: float | None = None) -> dict[str, Any]:
                   default=None)
     started = told.get("started") or _mtime(run.path / MANIFEST_FILE)
     generations = int(metrics.last("train/generation") or len(metrics.rows))
-    ended = told.get("ended") or told.get("last_event") or updated
+    wall = told.get("active_seconds")
+    if wall is None and started is not None and updated is not None:
+        wall = updated - started
     best = max(best_column) if best_column else told.get("best_fitness")
     return {
         "id": run.id, "name": run.name, "folder": str(run.path),
@@ -204,7 +222,6 @@ def summarize(run: RunFolder, now: float | None = None) -> dict[str, Any]:
         "steps": metrics.last("train/global_step"),
         "generations": generations,
         "started": started, "updated": updated,
-        "wall_seconds": (ended - started) if ended is not None and started is not None
-        else None,
+        "wall_seconds": wall,
         "has_events": (run.path / EVENTS_FILE).is_file(),
     }

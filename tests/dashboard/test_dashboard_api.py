@@ -64,7 +64,7 @@ def test_a_run_without_events_gets_its_names_from_the_manifest(served, runs_dir,
     assert (run["algorithm"], run["env"], run["has_events"]) == ("TD3", "Pendulum-v1", False)
     assert run["status"] == "running"  # just written; "finished" once it stops changing
     events = _json(served, _run(served, "old", "/events"))
-    assert events == {"events": [], "since": 0, "total": 0, "recorded": False}
+    assert events == {"events": [], "since": 0, "total": 0, "recorded": False, "file": None}
 
 
 def test_metrics_and_events_come_incrementally_and_skip_a_partial_last_line(
@@ -251,3 +251,29 @@ def test_the_command_serves_until_interrupted(runs_dir, synthetic):
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)
     assert process.returncode == 130 and "Traceback" not in err
+
+
+def test_a_resumed_run_goes_on_and_counts_only_its_training_time(served, runs_dir):
+    folder = runs_dir / "resumed"
+    folder.mkdir()
+
+    def event(kind: str, minute: int, **fields: Any) -> str:
+        return json.dumps({"v": 1, "event": kind, "time": f"2026-12-02T12:{minute:02d}:00Z",
+                           **fields})
+
+    start = {"algorithm": "PPO", "env": "CartPole-v1", "pop_size": 2}
+    (folder / "events.jsonl").write_text("\n".join([
+        event("run_start", 0, generation=0, **start),
+        event("generation", 1, generation=1, members=[]),
+        event("run_end", 2, status="interrupted", generations=1, best_fitness=3.0),
+        event("run_start", 40, generation=1, **start),  # resumed 38 minutes later
+        event("generation", 43, generation=2, members=[]),
+    ]) + "\n")
+    (run,) = _json(served, "/api/runs")["runs"]
+    assert run["status"] == "running" and run["wall_seconds"] == 5 * 60
+    first = _json(served, _run(served, "resumed", "/events"))["file"]
+    lines = (folder / "events.jsonl").read_text().splitlines()[:2]
+    (folder / "rewrite.tmp").write_text("\n".join(lines) + "\n")
+    os.replace(folder / "rewrite.tmp", folder / "events.jsonl")  # as the writer drops events
+    again = _json(served, _run(served, "resumed", "/events?since=5"))
+    assert again["file"] != first and again["total"] == 2

@@ -7,6 +7,7 @@ Skipped, with the reason, when Chromium or Playwright is absent; CI installs bot
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -80,6 +81,21 @@ def test_runs_list_shows_a_live_run_and_its_curve_grows(page, served, runs_dir, 
                            timeout=LIVE_TIMEOUT_MS)
     assert _points(page, "mean") == 5
     assert page.locator("#run-title").inner_text() == "live-run"
+    assert page.problems == []
+
+
+def test_a_rewritten_metrics_file_is_read_again(page, served, runs_dir, synthetic):
+    run = synthetic.SyntheticRun(runs_dir / "r", 2).begin()
+    for _ in range(4):
+        run.generation()
+    _open(page, served, "#/run/r")
+    assert _points(page, "best") == 4
+    metrics = runs_dir / "r" / "metrics.csv"
+    kept = metrics.read_text().splitlines()[:3]  # the header and 2 rows: a resume's rewrite
+    (runs_dir / "r" / "tmp.csv").write_text("\n".join(kept) + "\n")
+    os.replace(runs_dir / "r" / "tmp.csv", metrics)
+    page.wait_for_selector("#curves path[data-series='best'][data-points='2']",
+                           timeout=LIVE_TIMEOUT_MS)
     assert page.problems == []
 
 

@@ -98,7 +98,7 @@ export function drawLineage(events, recorded) {
       const value = values ? values.get(m) : undefined;
       nodes.append(svg("circle", {cx: x(g), cy: y(m), r: 6, fill: values ? fitnessColour(value, ...range.get(g)) : "none",
         class: `${values ? "node" : "node pending"}${line.has(`${g}:${m}`) ? " ancestry" : ""}`, "data-generation": g, "data-member": m},
-        title(`generation ${g}, member ${m}: ${values ? `fitness ${fmt(value, 5)}` : "not evaluated yet"}`)));
+        title(`generation ${g}, member ${m}: ${values ? `fitness ${fmt(value, 5)}` : "not evaluated (selected after the last evaluation)"}`)));
     }
   }
   const drawing = svg("svg", {width, height, class: "lineage"}, axis, edges, path, nodes, marks);

@@ -17,30 +17,34 @@ export class RunData {
     this.rows = [];
     this.events = [];
     this.recorded = false;
+    this.metricsFile = null;
+    this.eventsFile = null;
   }
 
   async refreshMetrics() {
     const data = await getJSON(runPath(this.id, `/metrics?since=${this.rows.length}`));
-    const reset = data.total < this.rows.length || data.columns.join("\n") !== this.columns.join("\n");
-    if (reset && this.rows.length) {  // the file was rewritten (a new column, a resume)
+    const rewritten = data.file !== this.metricsFile || data.total < this.rows.length
+      || data.columns.join("\n") !== this.columns.join("\n");
+    if (rewritten && this.rows.length) {  // a new column, or a resume that dropped rows
       const whole = await getJSON(runPath(this.id, "/metrics?since=0"));
-      this.columns = whole.columns;
-      this.rows = whole.rows;
+      [this.columns, this.rows, this.metricsFile] = [whole.columns, whole.rows, whole.file];
       return true;
     }
-    this.columns = data.columns;
+    [this.columns, this.metricsFile] = [data.columns, data.file];
     this.rows.push(...data.rows);
-    return data.rows.length > 0 || reset;
+    return data.rows.length > 0 || rewritten;
   }
 
   async refreshEvents() {
     const data = await getJSON(runPath(this.id, `/events?since=${this.events.length}`));
     const before = this.recorded;
     this.recorded = data.recorded;
-    if (data.total < this.events.length) {  // rewritten on resume
-      this.events = (await getJSON(runPath(this.id, "/events?since=0"))).events;
+    if ((data.file !== this.eventsFile || data.total < this.events.length) && this.events.length) {
+      const whole = await getJSON(runPath(this.id, "/events?since=0"));  // rewritten on resume
+      [this.events, this.eventsFile] = [whole.events, whole.file];
       return true;
     }
+    this.eventsFile = data.file;
     this.events.push(...data.events);
     return data.events.length > 0 || before !== this.recorded;
   }
