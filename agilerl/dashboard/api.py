@@ -113,12 +113,15 @@ class DashboardApp:
                 "\x00" in segment for segment in segments):
             return _error(400, "path traversal refused: '..' is not allowed in a path")
         query = parse_qs(query_text)
-        if not segments or segments == ["index.html"]:
-            return self._static("index.html")
-        if segments[0] == "static" and len(segments) == 2:
-            return self._static(segments[1])
-        if segments[0] == "api" and len(segments) >= 2 and segments[1] == "runs":
-            return self._api(segments[2:], query)
+        try:
+            if not segments or segments == ["index.html"]:
+                return self._static("index.html")
+            if segments[0] == "static" and len(segments) == 2:
+                return self._static(segments[1])
+            if segments[0] == "api" and len(segments) >= 2 and segments[1] == "runs":
+                return self._api(segments[2:], query)
+        except OSError as exc:  # unreadable (permissions) or gone mid-request (pruned)
+            return _error(500, f"cannot read the run's files: {exc.strerror or exc}")
         return _error(404, "no such page")
 
     def _static(self, name: str) -> Response:

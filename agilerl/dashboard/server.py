@@ -4,13 +4,14 @@ HTTP server (no extra dependency: the dashboard works on a plain ``pip install a
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agilerl.dashboard.api import DashboardApp
+from agilerl.dashboard.api import DashboardApp, Response
 from agilerl.dashboard.runs import RunsIndex
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DashboardServer", "is_loopback"]
@@ -63,7 +64,11 @@ class _Handler(BaseHTTPRequestHandler):
             # not read the runs: a loopback dashboard answers only to a loopback name.
             self.send_error(403, "this dashboard answers only to localhost")
             return
-        response = self.server.app.handle(self.command, self.path)
+        try:
+            response = self.server.app.handle(self.command, self.path)
+        except Exception as exc:  # a bug must cost one request, not a traceback per poll
+            response = Response(500, "application/json", json.dumps(
+                {"error": f"internal error: {type(exc).__name__}"}).encode())
         headers = response.all_headers()
         payload = response.body
         if isinstance(payload, bytes):
@@ -88,8 +93,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 for chunk in payload:
                     self.wfile.write(chunk)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the browser left (a page change, a closed tab)
+        except OSError:
+            # the browser left (a page change, a closed tab), or a streamed file went away
+            # (a checkpoint pruned while it was downloaded): end this connection only
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         if self.server.verbose:

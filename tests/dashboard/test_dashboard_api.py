@@ -277,3 +277,26 @@ def test_a_resumed_run_goes_on_and_counts_only_its_training_time(served, runs_di
     os.replace(folder / "rewrite.tmp", folder / "events.jsonl")  # as the writer drops events
     again = _json(served, _run(served, "resumed", "/events?since=5"))
     assert again["file"] != first and again["total"] == 2
+
+
+def test_unreadable_files_and_bugs_answer_500_not_a_dropped_connection(
+        served, runs_dir, synthetic, monkeypatch):
+    import agilerl.dashboard.api as api
+
+    synthetic.write_run(runs_dir / "r", 2, 2)
+
+    def denied(run: Path) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(api, "read_metrics", denied)
+    status, _, body = _get(served, "/api/runs/r/metrics")
+    assert status == 500
+    assert json.loads(body)["error"] == "cannot read the run's files: Permission denied"
+
+    def broken(self: Any, method: str, target: str) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(DashboardApp, "handle", broken)
+    status, headers, body = _get(served, "/api/runs")
+    assert status == 500 and json.loads(body) == {"error": "internal error: RuntimeError"}
+    assert headers["X-Content-Type-Options"] == "nosniff"
