@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import mimetypes
 import tarfile
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -100,7 +99,6 @@ class DashboardApp:
     def __init__(self, index: RunsIndex, static: Path | None = None):
         self.index = index
         self.static = static or Path(str(resources.files("agilerl.dashboard") / "static"))
-        self._lock = threading.Lock()
 
     def handle(self, method: str, target: str) -> Response:
         """The response to ``method target`` (``target``: the raw path and query)."""

@@ -176,6 +176,21 @@ def _from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+_told: dict[Path, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def _told_by_events(run: RunFolder) -> dict[str, Any]:
+    """:func:`_from_events` of the run's events, worked out again only when they change
+    (the reader returns the same list until the file does)."""
+    events = read_events(run.path)
+    memo = _told.get(run.path)
+    if memo is not None and memo[0] is events:
+        return memo[1]
+    found = _from_events(events)
+    _told[run.path] = (events, found)
+    return found
+
+
 def _section_name(manifest: dict[str, Any], section: str) -> str | None:
     part = manifest.get(section)
     return _text(part.get("name")) if isinstance(part, dict) else None
@@ -198,7 +213,7 @@ def summarize(run: RunFolder, now: float | None = None) -> dict[str, Any]:
     """The runs-list row of ``run``."""
     now = time.time() if now is None else now
     metrics = read_metrics(run.path)
-    told = _from_events(read_events(run.path))
+    told = _told_by_events(run)
     _, manifest = read_manifest(run.path)
     section = manifest.get("training")
     training: dict[str, Any] = section if isinstance(section, dict) else {}
