@@ -23,6 +23,7 @@ SUBCOMMANDS: list[str] = [
     "agilerl.cli.train",
     "agilerl.cli.evaluate",
     "agilerl.cli.completion",
+    "agilerl.cli.dashboard",
 ]
 
 EXIT_OK = 0
