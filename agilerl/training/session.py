@@ -2,7 +2,8 @@
 
 The generation loop (:mod:`agilerl.training.loop`) knows nothing of files or terminals; the
 session is its :class:`~agilerl.training.loop.LoopHooks`: it logs metrics (CSV in the run
-folder, TensorBoard, W&B), drives the progress display, writes checkpoint folders, turns the
+folder, TensorBoard, W&B) and the population's history (``events.jsonl`` in the run folder,
+through :mod:`agilerl.training.run_events`), drives the progress display, writes checkpoint folders, turns the
 first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained, checkpoint, stop",
 saves the elite and prints the summary.
 """
@@ -28,6 +29,7 @@ from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 from agilerl.training.paradigms import MemberTrainerFactory, paradigm
+from agilerl.training.run_events import RunEvents, end_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -97,6 +99,8 @@ class TrainSession:
         )
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
+        self.evolution.listener = self._on_evolution
+        self.events: RunEvents | None = None  # opened with the loggers
         self.backend = self._make_backend()
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
@@ -148,16 +152,22 @@ class TrainSession:
         self._steps_at_start = self._global_steps()
         started = time.perf_counter()
         interrupted = False
+        error: BaseException | None = None
         trainer._continuation = None  # set again below once the loop state is consistent
         try:
+            self._run_start_event()
             with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation + 1)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
                                             self.evolution)
-        except Interrupted:
-            interrupted = True
+        except Interrupted as stop:
+            interrupted, error = True, stop
             fitnesses = list(self.state.fitnesses)
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
+            self._run_end_event(error)
             trainer.population = self.backend.agents_here()
             trainer.experience_pending = self._pending_experience() if interrupted else []
             self.backend.close()
@@ -199,6 +209,29 @@ class TrainSession:
                                      if isinstance(tb, TensorBoardLogger)), None)
         if folder:  # after the loggers, which may refuse (W&B key)
             self._write_manifest()
+        from agilerl.logging.events import RunEventLog
+
+        log = RunEventLog(self.run_dir if folder else None,
+                          keep_until_generation=self.state.generation if self._resumed else None)
+        self.events = RunEvents(log, self.backend, self.state, self.settings,
+                                self.run_dir if folder else None)
+
+    def _run_start_event(self) -> None:
+        assert self.events is not None
+        self.events.run_start(algorithm=self.algo, env=self.env_name, seed=self.trainer.seed,
+                              resumed=self._resumed, agents=list(self.trainer.population))
+
+    def _run_end_event(self, error: BaseException | None) -> None:
+        """Tell the event log how the run stopped, and close it (never hiding ``error``)."""
+        if self.events is None:
+            return
+        try:
+            self.events.run_end(end_status(self.state, error), self._global_steps())
+        except Exception:
+            if error is None:
+                raise
+        finally:
+            self.events.close()
 
     def _discard_new_run_dir(self) -> None:
         """Remove the run folder when this session created it (all in it is this session's)."""
@@ -317,6 +350,12 @@ class TrainSession:
             mean_fitness=_finite(metrics["eval/mean_fitness"]),
         )
         self.progress.show_generation(metrics)
+        if self.events is not None:
+            self.events.generation()
+
+    def _on_evolution(self, event: str, fields: dict[str, Any], pre_training: bool) -> None:
+        if self.events is not None:
+            self.events.evolution(event, fields, pre_training)
 
     def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None:
         if self.options.save_elite:
@@ -353,6 +392,8 @@ class TrainSession:
             prune_checkpoints(self.checkpoint_root, keep=folder)
         remove_torn_writes(self.checkpoint_root)  # what a killed earlier write left behind
         self.last_checkpoint = folder
+        if self.events is not None:
+            self.events.checkpoint(folder, step)
 
     def _trainer_state(self, reason: str) -> dict[str, Any]:
         return {
