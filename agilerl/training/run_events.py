@@ -10,6 +10,7 @@ and the mutation operator brings its records back), so this one writer sees all 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,15 @@ from agilerl.training.loop import LoopSettings, LoopState
 #: ``run_end`` statuses.
 FINISHED, TARGET_REACHED, INTERRUPTED, FAILED = (
     "finished", "target_reached", "interrupted", "failed")
+
+
+def open_run_events(run_dir: Path | None, backend: Any, state: LoopState,
+                    settings: LoopSettings, *, resumed: bool = False) -> RunEvents:
+    """The event log of a session writing into ``run_dir`` (None: no log); a ``resumed``
+    session keeps the events up to ``state.generation`` (its checkpoint's) and drops the
+    rest."""
+    log = RunEventLog(run_dir, keep_until_generation=state.generation if resumed else None)
+    return RunEvents(log, backend, state, settings, run_dir)
 
 
 class RunEvents:
@@ -76,8 +86,17 @@ class RunEvents:
                       env_steps=steps, best_fitness=max(finite) if finite else None,
                       elite_member=self.state.elite)
 
-    def close(self) -> None:
-        self.log.close()
+    def finish(self, error: BaseException | None, steps: int) -> None:
+        """Write ``run_end`` for a session that stopped with ``error`` (None: it returned)
+        and close the log. A failure here is a warning: the run's own outcome (its result,
+        or ``error``) is what the caller must see."""
+        try:
+            self.run_end(end_status(self.state, error), steps)
+        except Exception as exc:
+            warnings.warn(f"{self.log.path}: the run_end event could not be written "
+                          f"({type(exc).__name__}: {exc})", RuntimeWarning, stacklevel=2)
+        finally:
+            self.log.close()
 
     def _relative(self, folder: Path) -> str:
         if self.run_dir is not None:

@@ -3,9 +3,9 @@
 The generation loop (:mod:`agilerl.training.loop`) knows nothing of files or terminals; the
 session is its :class:`~agilerl.training.loop.LoopHooks`: it logs metrics (CSV in the run
 folder, TensorBoard, W&B) and the population's history (``events.jsonl`` in the run folder,
-through :mod:`agilerl.training.run_events`), drives the progress display, writes checkpoint folders, turns the
-first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained, checkpoint, stop",
-saves the elite and prints the summary.
+through :mod:`agilerl.training.run_events`), drives the progress display, writes checkpoint
+folders, turns the first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained,
+checkpoint, stop", saves the elite and prints the summary.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 from agilerl.training.paradigms import MemberTrainerFactory, paradigm
-from agilerl.training.run_events import RunEvents, end_status
+from agilerl.training.run_events import RunEvents, open_run_events
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -99,9 +99,9 @@ class TrainSession:
         )
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
-        self.evolution.listener = self._on_evolution
-        self.events: RunEvents | None = None  # opened with the loggers
         self.backend = self._make_backend()
+        # no log until the run folder is opened (_open_outputs)
+        self._set_events(open_run_events(None, self.backend, self.state, self.settings))
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
         self._created_run_dir = False
@@ -155,7 +155,8 @@ class TrainSession:
         error: BaseException | None = None
         trainer._continuation = None  # set again below once the loop state is consistent
         try:
-            self._run_start_event()
+            self.events.run_start(algorithm=self.algo, env=self.env_name, seed=trainer.seed,
+                                  resumed=self._resumed, agents=list(trainer.population))
             with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation + 1)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
@@ -167,7 +168,6 @@ class TrainSession:
             error = exc
             raise
         finally:
-            self._run_end_event(error)
             trainer.population = self.backend.agents_here()
             trainer.experience_pending = self._pending_experience() if interrupted else []
             self.backend.close()
@@ -175,6 +175,7 @@ class TrainSession:
             trainer.last_checkpoint = self.last_checkpoint
             trainer.last_run_dir = self._run_dir
             self.loggers.close()
+            self.events.finish(error, self._global_steps())
         trainer._resume = None
         trainer._continuation = {"loop": self.state.state_dict(),
                                  "evolution": self.evolution.state_dict()}
@@ -209,29 +210,15 @@ class TrainSession:
                                      if isinstance(tb, TensorBoardLogger)), None)
         if folder:  # after the loggers, which may refuse (W&B key)
             self._write_manifest()
-        from agilerl.logging.events import RunEventLog
+        self._set_events(open_run_events(self.run_dir if folder else None, self.backend,
+                                         self.state, self.settings, resumed=self._resumed))
 
-        log = RunEventLog(self.run_dir if folder else None,
-                          keep_until_generation=self.state.generation if self._resumed else None)
-        self.events = RunEvents(log, self.backend, self.state, self.settings,
-                                self.run_dir if folder else None)
-
-    def _run_start_event(self) -> None:
-        assert self.events is not None
-        self.events.run_start(algorithm=self.algo, env=self.env_name, seed=self.trainer.seed,
-                              resumed=self._resumed, agents=list(self.trainer.population))
-
-    def _run_end_event(self, error: BaseException | None) -> None:
-        """Tell the event log how the run stopped, and close it (never hiding ``error``)."""
-        if self.events is None:
-            return
-        try:
-            self.events.run_end(end_status(self.state, error), self._global_steps())
-        except Exception:
-            if error is None:
-                raise
-        finally:
-            self.events.close()
+    def _set_events(self, events: RunEvents) -> None:
+        # The evolution tells the event log directly: a listener bound to this session
+        # would make a reference cycle that keeps the session, and the trainer with its
+        # env worker processes, alive until the garbage collector runs.
+        self.events = events
+        self.evolution.listener = events.evolution
 
     def _discard_new_run_dir(self) -> None:
         """Remove the run folder when this session created it (all in it is this session's)."""
@@ -350,12 +337,7 @@ class TrainSession:
             mean_fitness=_finite(metrics["eval/mean_fitness"]),
         )
         self.progress.show_generation(metrics)
-        if self.events is not None:
-            self.events.generation()
-
-    def _on_evolution(self, event: str, fields: dict[str, Any], pre_training: bool) -> None:
-        if self.events is not None:
-            self.events.evolution(event, fields, pre_training)
+        self.events.generation()
 
     def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None:
         if self.options.save_elite:
@@ -392,8 +374,7 @@ class TrainSession:
             prune_checkpoints(self.checkpoint_root, keep=folder)
         remove_torn_writes(self.checkpoint_root)  # what a killed earlier write left behind
         self.last_checkpoint = folder
-        if self.events is not None:
-            self.events.checkpoint(folder, step)
+        self.events.checkpoint(folder, step)
 
     def _trainer_state(self, reason: str) -> dict[str, Any]:
         return {
