@@ -194,3 +194,16 @@ def test_values_are_written_as_json(tmp_path):
     assert event["members"][0]["fitness"] is None
     assert event["members"][0]["hyperparameters"] == {"lr": 0.5, "double": True,
                                                       "sizes": [1, 2]}
+
+
+def test_run_end_status_says_how_the_run_stopped():
+    from agilerl.training.errors import TrainingAborted
+    from agilerl.training.loop import Interrupted, LoopState
+    from agilerl.training.run_events import end_status
+
+    assert end_status(LoopState(), None) == "finished"
+    assert end_status(LoopState(stopped_early=True), None) == "target_reached"
+    assert end_status(LoopState(out_of_time=True), None) == "interrupted"
+    assert end_status(LoopState(), Interrupted()) == "interrupted"
+    assert end_status(LoopState(), TrainingAborted(2)) == "interrupted"
+    assert end_status(LoopState(), RuntimeError("boom")) == "failed"
