@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_SUFFIX = ".schema.json"
+#: Schemas of run-folder files, not of the manifest: no model is built from them (codegen
+#: only copies them into the package, see ``generate.COPIED_SCHEMAS``).
+NOT_MANIFEST = ("run_events.schema.json",)
 # Keys that hold sub-schemas (values are schemas, lists of schemas, or maps of schemas).
 _SCHEMA_MAPS = ("properties", "$defs", "patternProperties")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
@@ -77,7 +80,8 @@ def _is_model(schema: dict[str, Any]) -> bool:
 def load(root: Path) -> Catalog:
     """Read every ``*.schema.json`` below ``root`` (sorted) into a :class:`Catalog`."""
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*" + SCHEMA_SUFFIX)
-                   if "bundle" not in p.parts)
+                   if "bundle" not in p.parts
+                   and p.relative_to(root).as_posix() not in NOT_MANIFEST)
     docs = {rel: json.loads((root / rel).read_text(encoding="utf-8")) for rel in files}
     names: dict[tuple[str, str], str] = {}
     for rel, doc in docs.items():

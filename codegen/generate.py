@@ -19,6 +19,8 @@ GENERATED_DIRS = (*PACKAGES.values(), ALGORITHMS_PACKAGE)
 BUNDLE_PATH = "agilerl/schemas/manifest.schema.json"
 ARENA_BUNDLE_PATH = "agilerl/schemas/arena-manifest.schema.json"
 DOCS_PATH = "docs/reference/manifest.md"
+#: Schemas shipped verbatim in the package (``schemas/`` name -> packaged path).
+COPIED_SCHEMAS = {"run_events.schema.json": "agilerl/schemas/run_events.schema.json"}
 
 
 def _model_set(catalog: Catalog, target: str) -> dict[str, str]:
@@ -47,4 +49,6 @@ def outputs(repo: Path) -> dict[str, str]:
     files[BUNDLE_PATH] = bundle.render(catalog, "local")
     files[ARENA_BUNDLE_PATH] = bundle.render(catalog, "arena")
     files[DOCS_PATH] = docs.render(catalog)
+    for source, target in COPIED_SCHEMAS.items():
+        files[target] = (repo / "schemas" / source).read_text(encoding="utf-8")
     return files

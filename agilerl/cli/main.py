@@ -22,6 +22,7 @@ SUBCOMMANDS: list[str] = [
     "agilerl.cli.schema",
     "agilerl.cli.train",
     "agilerl.cli.evaluate",
+    "agilerl.cli.plot",
     "agilerl.cli.completion",
     "agilerl.cli.dashboard",
 ]

@@ -22,6 +22,10 @@ mutable networks and applied identically to its mirrors (e.g. a DQN target netwo
 All randomness comes from the operator's own ``np.random.Generator`` (``rand_seed``),
 exposed by ``get_state``/``set_state``; members are changed only through their public
 API (``mutable_networks``, ``apply_architecture_mutation``, ``set_hyperparameter``).
+
+Each member mutated appends a record of what changed to ``records`` (see
+:mod:`agilerl.hpo.mutation_record`; the run's event log takes them with
+:meth:`Mutations.take_records`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.hpo import mutation_record
 from agilerl.hpo.ranges import plain_hp_config
 
 #: Activations an ``act_mut`` chooses from unless ``activation_selection`` says otherwise.
@@ -76,6 +81,9 @@ class Mutations:
         self.mutate_elite = bool(mutate_elite)
         self.rl_hp_selection = plain_hp_config(rl_hp_selection)
         self.rng = np.random.default_rng(rand_seed)
+        #: One record per member mutated, in order (kind, changes, description).
+        self.records: list[dict[str, Any]] = []
+        self._network: str | None = None  # the network the current mutation picked
 
     @classmethod
     def from_spec(cls, spec: Any, **kwargs: Any) -> Mutations:
@@ -111,11 +119,21 @@ class Mutations:
         for slot, agent in enumerate(population):
             if wanted is not None and int(agent.index) not in wanted:
                 continue
-            kind = KINDS[int(self.rng.choice(len(KINDS), p=self.probabilities))]
-            if wanted is None and slot == 0 and not (self.mutate_elite or pre_training_mut):
-                kind = "None"
+            drawn = KINDS[int(self.rng.choice(len(KINDS), p=self.probabilities))]
+            kept = wanted is None and slot == 0 and not (self.mutate_elite or pre_training_mut)
+            kind = "None" if kept else drawn
+            before = mutation_record.snapshot(agent)
+            self._network = None
             agent.mut = self.mutate(agent, kind)
+            self.records.append(mutation_record.record(
+                agent.mut, kind, self._network, before, mutation_record.snapshot(agent),
+                elite_kept=kept))
         return list(population)
+
+    def take_records(self) -> list[dict[str, Any]]:
+        """The records of the members mutated since the last call, in order; clears them."""
+        records, self.records = self.records, []
+        return records
 
     def mutate(self, agent: Any, kind: str) -> str:
         """Apply one mutation of ``kind`` to ``agent``; returns the label stored in ``mut``."""
@@ -193,7 +211,8 @@ class Mutations:
 
     def _pick_network(self, agent: Any) -> str:
         names = agent.mutable_networks()
-        return names[int(self.rng.integers(len(names)))]
+        self._network = names[int(self.rng.integers(len(names)))]
+        return self._network
 
     # ------------------------------------------------------------------ checkpoints
     def get_state(self) -> dict[str, Any]:

@@ -12,13 +12,22 @@ directly: its plan lists the slots that receive a copy of another slot (winner c
 losers, migrants into open slots) and the slots to mutate (the winner copies only). It is
 applied the same way; a weights-only migrant then gets the destination elite's
 hyperparameters through ``set_hyperparameters``.
+
+What each step did is told to ``listener`` (when set; the training session writes it to the
+run's ``events.jsonl``): ``("selection", {"members": [{"member", "parent", "elite"}]})``
+once per selection, then ``("mutation", {"member", "kind", "changes", "description"})``
+per member mutated, in slot order; the pre-training mutation's with ``pre_training`` True.
+Telling draws no random numbers, so a run is the same with or without a listener.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+#: ``listener(event, fields, pre_training)``: see the module docstring.
+EvolutionListener = Callable[[str, dict[str, Any], bool], None]
 
 
 class _Candidate:
@@ -38,6 +47,7 @@ class LocalEvolution:
     def __init__(self, mutations: Any, selection: Any) -> None:
         self.mutations = mutations
         self.selection = selection
+        self.listener: EvolutionListener | None = None
 
     @property
     def evolves(self) -> bool:
@@ -48,7 +58,31 @@ class LocalEvolution:
         return self.mutations is not None
 
     def pre_training(self, backend: Any) -> None:
-        backend.apply_mutation(self.mutations, pre_training=True)
+        self._mutate(backend, None, pre_training=True)
+
+    def _mutate(self, backend: Any, members: Sequence[int] | None, *,
+                pre_training: bool = False) -> None:
+        """Mutate ``members`` (None: all) and tell the listener what changed in each."""
+        take = getattr(self.mutations, "take_records", None)
+        if take is not None:
+            take()  # records left by a direct call of the operator are not this step's
+        if members is None:
+            backend.apply_mutation(self.mutations, pre_training=pre_training)
+        else:
+            backend.apply_mutation(self.mutations, pre_training=pre_training, members=members)
+        if self.listener is None or take is None:
+            return
+        slots = range(len(backend)) if members is None else sorted(set(members))
+        # Backends mutate in slot order, one record per member: the n-th record is the
+        # n-th slot (a member's own ``index`` is not trusted for this).
+        for slot, record in zip(slots, take(), strict=False):
+            self.listener("mutation", {"member": slot, **record}, pre_training)
+
+    def _tell_selection(self, parents: Sequence[int], elite: int | None) -> None:
+        if self.listener is not None:
+            self.listener("selection", {"members": [
+                {"member": slot, "parent": int(parent), "elite": slot == elite}
+                for slot, parent in enumerate(parents)]}, False)
 
     def plan(self, fitnesses: list[float]) -> tuple[int | None, list[int]]:
         """``(elite slot, parent slot of each new slot)`` drawn by the selection operator."""
@@ -70,12 +104,15 @@ class LocalEvolution:
         # that keeps its own member is left alone and no two slots share memory.
         moved = [slot for slot, parent in enumerate(parents) if parent != slot]
         _copy_members(backend, {slot: parents[slot] for slot in moved})
-        backend.apply_mutation(self.mutations, pre_training=False)
         if elite is None:
-            return None
-        if getattr(self.selection, "elitism", False):
-            return 0
-        return parents.index(elite) if elite in parents else None
+            elite_slot = None
+        elif getattr(self.selection, "elitism", False):
+            elite_slot = 0
+        else:
+            elite_slot = parents.index(elite) if elite in parents else None
+        self._tell_selection(parents, elite_slot)
+        self._mutate(backend, None)
+        return elite_slot
 
     def _evolve_multi_frequency(self, backend: Any, fitnesses: list[float]) -> int | None:
         from agilerl.hpo.multi_frequency import MIGRATE_WEIGHTS
@@ -91,8 +128,11 @@ class LocalEvolution:
         _copy_members(backend, {move.slot: move.source for move in plan.moves})
         for slot, values in hyperparameters.items():
             backend.set_hyperparameters(slot, values)
+        sources = {move.slot: move.source for move in plan.moves}
+        self._tell_selection([sources.get(slot, slot) for slot in range(len(backend))],
+                             plan.elite)
         if plan.mutate:
-            backend.apply_mutation(self.mutations, pre_training=False, members=plan.mutate)
+            self._mutate(backend, plan.mutate)
         return plan.elite
 
     def state_dict(self) -> dict[str, Any]:

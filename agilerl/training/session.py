@@ -2,9 +2,10 @@
 
 The generation loop (:mod:`agilerl.training.loop`) knows nothing of files or terminals; the
 session is its :class:`~agilerl.training.loop.LoopHooks`: it logs metrics (CSV in the run
-folder, TensorBoard, W&B), drives the progress display, writes checkpoint folders, turns the
-first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained, checkpoint, stop",
-saves the elite and prints the summary.
+folder, TensorBoard, W&B) and the population's history (``events.jsonl`` in the run folder,
+through :mod:`agilerl.training.run_events`), drives the progress display, writes checkpoint
+folders, turns the first Ctrl-C (SIGINT) or SIGTERM into "finish the member being trained,
+checkpoint, stop", saves the elite and prints the summary.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 from agilerl.training.paradigms import MemberTrainerFactory, paradigm
+from agilerl.training.run_events import RunEvents, open_run_events
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -98,6 +100,8 @@ class TrainSession:
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
         self.backend = self._make_backend()
+        # no log until the run folder is opened (_open_outputs)
+        self._set_events(open_run_events(None, self.backend, self.state, self.settings))
         self.timestamp = time.strftime("%Y%m%d-%H%M%S")
         self._run_dir: Path | None = None
         self._created_run_dir = False
@@ -148,15 +152,21 @@ class TrainSession:
         self._steps_at_start = self._global_steps()
         started = time.perf_counter()
         interrupted = False
+        error: BaseException | None = None
         trainer._continuation = None  # set again below once the loop state is consistent
         try:
+            self.events.run_start(algorithm=self.algo, env=self.env_name, seed=trainer.seed,
+                                  resumed=self._resumed, agents=list(trainer.population))
             with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation + 1)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
                                             self.evolution)
-        except Interrupted:
-            interrupted = True
+        except Interrupted as stop:
+            interrupted, error = True, stop
             fitnesses = list(self.state.fitnesses)
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             trainer.population = self.backend.agents_here()
             trainer.experience_pending = self._pending_experience() if interrupted else []
@@ -165,6 +175,7 @@ class TrainSession:
             trainer.last_checkpoint = self.last_checkpoint
             trainer.last_run_dir = self._run_dir
             self.loggers.close()
+            self.events.finish(error, self._global_steps())
         trainer._resume = None
         trainer._continuation = {"loop": self.state.state_dict(),
                                  "evolution": self.evolution.state_dict()}
@@ -199,6 +210,15 @@ class TrainSession:
                                      if isinstance(tb, TensorBoardLogger)), None)
         if folder:  # after the loggers, which may refuse (W&B key)
             self._write_manifest()
+        self._set_events(open_run_events(self.run_dir if folder else None, self.backend,
+                                         self.state, self.settings, resumed=self._resumed))
+
+    def _set_events(self, events: RunEvents) -> None:
+        # The evolution tells the event log directly: a listener bound to this session
+        # would make a reference cycle that keeps the session, and the trainer with its
+        # env worker processes, alive until the garbage collector runs.
+        self.events = events
+        self.evolution.listener = events.evolution
 
     def _discard_new_run_dir(self) -> None:
         """Remove the run folder when this session created it (all in it is this session's)."""
@@ -317,6 +337,7 @@ class TrainSession:
             mean_fitness=_finite(metrics["eval/mean_fitness"]),
         )
         self.progress.show_generation(metrics)
+        self.events.generation()
 
     def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None:
         if self.options.save_elite:
@@ -353,6 +374,7 @@ class TrainSession:
             prune_checkpoints(self.checkpoint_root, keep=folder)
         remove_torn_writes(self.checkpoint_root)  # what a killed earlier write left behind
         self.last_checkpoint = folder
+        self.events.checkpoint(folder, step)
 
     def _trainer_state(self, reason: str) -> dict[str, Any]:
         return {

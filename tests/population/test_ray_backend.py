@@ -83,6 +83,22 @@ def test_dqn_with_evolution_and_shared_memory_on_ray_equals_the_sequential_run(r
     assert same(remote[2].memory.state_dict(), local[2].memory.state_dict())
 
 
+def test_run_events_on_ray_are_those_of_the_sequential_run(ray_cluster, tmp_path):
+    """Issue 22: members mutate in Ray actors, and the operator brings its records back,
+    so the run's events.jsonl tells what the sequential run's does (times aside)."""
+    from agilerl.logging.events import read_events
+
+    _train(dqn(), run_dir=tmp_path / "local")
+    _train(dqn(), backend="ray", ray_address=ray_cluster.address, run_dir=tmp_path / "ray")
+
+    def story(folder: Any) -> list[dict[str, Any]]:
+        return [{k: v for k, v in e.items() if k != "time"} for e in read_events(folder)]
+
+    local = story(tmp_path / "local")
+    assert [e for e in local if e["event"] == "mutation" and e["kind"] != "none"]
+    assert story(tmp_path / "ray") == local
+
+
 def _backend(manifest: dict[str, Any], address: str) -> Any:
     """A Ray backend over a fresh trainer's members, as a training session builds it."""
     from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
