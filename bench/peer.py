@@ -59,10 +59,13 @@ def _load_manifest(manifest_path: str, max_steps: int | None, settings: list[str
 
     data = yaml.safe_load(Path(manifest_path).read_text())
     _resolve_data_files(data, Path(manifest_path).parent)
-    for setting in settings:  # SECTION.KEY=VALUE, e.g. training.learning_delay=10000000
+    for setting in settings:  # PATH=VALUE, e.g. mutation.probabilities.no_mut=1.0
         key, _, raw = setting.partition("=")
-        section, _, field = key.partition(".")
-        data.setdefault(section, {})[field] = yaml.safe_load(raw)
+        *parents, field = key.split(".")
+        node = data
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[field] = yaml.safe_load(raw)
     data["training"].update(budget_settings(data["training"], max_steps))
     return data
 

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from agilerl.run_folder import CHECKPOINTS_DIR
+
 FORMAT = "agilerl-checkpoint"
 VERSION = 2
 """Version 2: every file holds plain data only (:mod:`agilerl.checkpoint.plain`)."""
@@ -20,7 +22,7 @@ INDEX_NAME = "index.json"
 TRAINER_FILE = "trainer.pt"
 BUFFER_FILE = "replay_buffer.pt"
 MANIFEST_FILE = "manifest.json"
-RUN_CHECKPOINTS = "checkpoints"
+RUN_CHECKPOINTS = CHECKPOINTS_DIR
 """The checkpoint folder inside a run folder (``agilerl train --run-dir``)."""
 TEMP_MARK = ".tmp-"
 """Temporary files are ``.{name}.tmp-{pid}`` until renamed into place."""

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agilerl.dashboard.server import DashboardServer, is_loopback
-    from agilerl.training.session import runs_root
+    from agilerl.run_folder import runs_root
 
     folders = [Path(d) for d in args.runs_dirs] or [runs_root()]
     for folder in folders:

@@ -18,17 +18,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agilerl.run_folder import (
+    CHECKPOINTS_DIR,
+    ELITE_FILE,
+    EVENTS_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+)
+
 __all__ = [
     "CHECKPOINTS_DIR", "ELITE_FILE", "EVENTS_FILE", "MANIFEST_FILE", "METRICS_FILE",
     "MAX_TEXT_BYTES", "Metrics", "file_id", "list_checkpoints", "read_events",
     "read_manifest", "read_metrics",
 ]
 
-METRICS_FILE = "metrics.csv"
-EVENTS_FILE = "events.jsonl"
-MANIFEST_FILE = "manifest.yaml"
-CHECKPOINTS_DIR = "checkpoints"
-ELITE_FILE = "elite.pt"
 CHECKPOINT_INDEX = "index.json"
 #: the manifest shown on a run page is cut at this size (a resolved manifest is a few KiB).
 MAX_TEXT_BYTES = 1 << 20

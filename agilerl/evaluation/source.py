@@ -27,9 +27,8 @@ from typing import Any
 from agilerl.checkpoint import Checkpoint, CheckpointError, find_checkpoint
 from agilerl.checkpoint.archive import is_archive, unpacked_checkpoint
 from agilerl.checkpoint.layout import INDEX_NAME, RUN_CHECKPOINTS
-
-RUN_MANIFEST = "manifest.yaml"
-ELITE_FILE = "elite.pt"
+from agilerl.run_folder import ELITE_FILE
+from agilerl.run_folder import MANIFEST_FILE as RUN_MANIFEST
 
 
 class SourceError(ValueError):

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.logging.base import GLOBAL_STEP_KEY, MetricsLogger, as_scalar
+from agilerl.run_folder import METRICS_FILE
 
 __all__ = ["METRICS_CSV_NAME", "CSVLogger"]
 
-METRICS_CSV_NAME = "metrics.csv"
+METRICS_CSV_NAME = METRICS_FILE
 
 
 def _cell(value: Any) -> Any:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agilerl.logging.base import as_scalar
+from agilerl.run_folder import EVENTS_FILE
 
 __all__ = [
     "EVENTS_FILE",
@@ -32,7 +33,6 @@ __all__ = [
     "read_events",
 ]
 
-EVENTS_FILE = "events.jsonl"
 EVENTS_VERSION = 1
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
-from agilerl.checkpoint.folder import RUN_CHECKPOINTS, prune_checkpoints, remove_torn_writes
+from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
 from agilerl.population import TrainReport
+from agilerl.run_folder import CHECKPOINTS_DIR, ELITE_FILE, MANIFEST_FILE, runs_root
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
 from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
@@ -34,19 +35,8 @@ from agilerl.training.run_events import RunEvents, open_run_events
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
 
-ELITE_FILE = "elite.pt"
 TENSORBOARD_DIR = "tensorboard"
 """TensorBoard logs go in ``RUN_DIR/tensorboard`` unless a log folder is given."""
-RUNS_ENV = "AGILERL_RUNS_DIR"
-"""Environment variable naming the folder automatic run folders go in (default ``runs``)."""
-
-
-def runs_root() -> Path:
-    """Where ``runs/{env}-{algo}-{timestamp}`` folders are made: ``$AGILERL_RUNS_DIR`` or
-    ``runs`` in the working folder."""
-    return Path(os.environ.get(RUNS_ENV) or "runs")
-MANIFEST_FILE = "manifest.yaml"
-CHECKPOINTS_DIR = RUN_CHECKPOINTS
 
 
 #: Signals that stop a run cleanly: Ctrl-C, and the polite stop of job schedulers (the Arena
