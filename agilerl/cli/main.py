@@ -21,6 +21,7 @@ SUBCOMMANDS: list[str] = [
     "agilerl.cli.show",
     "agilerl.cli.schema",
     "agilerl.cli.train",
+    "agilerl.cli.llm",
     "agilerl.cli.completion",
 ]
 
