@@ -108,8 +108,9 @@ def _check_folder(folder: Path, force: bool) -> None:
         entries = sorted(p.name for p in folder.iterdir())
         if entries:
             shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+            count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
             raise StarterFolderError(
-                f"{folder} is not empty ({len(entries)} entries: {shown}); choose an empty or "
+                f"{folder} is not empty ({count}: {shown}); choose an empty or "
                 "new folder, or pass --force to write the starter files into it anyway")
 
 
