@@ -182,3 +182,36 @@ def test_the_guess_letter_game_scores_hints_and_ends() -> None:
         GuessLetter(letters=1)
     with pytest.raises(ValueError, match="env_config.max_turns"):
         GuessLetter(max_turns=0)
+
+
+def test_a_game_whose_opening_does_not_fit_the_context_is_refused(starter: Path) -> None:
+    import yaml
+
+    from agilerl.training.errors import EnvironmentSetupError
+    from agilerl.training.trainer import LocalTrainer
+
+    manifest = yaml.safe_load((LLM_CONFIGS / "grpo_multiturn.yaml").read_text())
+    manifest["network"].update(pretrained_model_name_or_path=str(starter / "model"),
+                               max_context_length=40)  # the opening is ~90 characters
+    manifest["training"].update(max_steps=1, evo_steps=1)
+    trainer = LocalTrainer.from_manifest(manifest, seed=0)
+    with pytest.raises(EnvironmentSetupError, match=r"opens with a prompt of \d+ tokens.*"
+                       r"network.max_context_length = 40"):
+        trainer.train(verbose=False)
+
+
+def test_without_the_llm_extra_the_command_names_the_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import agilerl.llm
+    from agilerl.training.errors import MissingExtraError
+
+    def missing(what: str = "") -> None:
+        raise MissingExtraError(f"{what} needs the Python package(s) 'peft'. Install them "
+                                "with: pip install 'agilerl[llm]'")
+
+    monkeypatch.setattr(agilerl.llm, "require_llm_extra", missing)
+    assert main(["llm", "tiny-model", str(tmp_path / "t")]) == 1
+    err = capsys.readouterr().err
+    assert "agilerl llm tiny-model: agilerl llm tiny-model needs" in err
+    assert "pip install 'agilerl[llm]'" in err and not (tmp_path / "t").exists()

@@ -64,3 +64,21 @@ def test_the_multiturn_manifest_builds_the_built_in_game_on_the_tiny_model(
     trainer = LocalTrainer.from_manifest(manifest, seed=0)
     assert trainer.env.name == "agilerl.llm.toy_game:make_guess_letter"
     assert trainer.env.max_turns == 3  # env_config.max_turns, read from the game
+
+
+def test_the_multiturn_manifest_plays_a_gem_game_with_the_overrides_its_header_names(
+        folder: Path, tmp_path: Path) -> None:
+    pytest.importorskip("gem", reason="GEM games need gem-llm")
+    header = (REPO / "configs/training/llm/grpo_multiturn.yaml").read_text()
+    overrides = next(line[1:].split() for line in header.splitlines()
+                     if "environment.env_name=" in line)
+    done = _agilerl(["train", "configs/training/llm/grpo_multiturn.yaml", *overrides,
+                     f"network.pretrained_model_name_or_path={folder / 'model'}",
+                     "training.max_steps=1", "training.evo_steps=1", "training.pop_size=1",
+                     "--run-dir", str(tmp_path / "run")], REPO, tmp_path / "runs")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "status: finished" in done.stdout
+    assert "env_name: game:GuessTheNumber-v0-easy" in (tmp_path / "run" / "manifest.yaml").read_text()
+    header_row, first = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[:2]
+    turns = dict(zip(header_row.split(","), first.split(","), strict=False))["train/mean_turns"]
+    assert float(turns) >= 1.0  # the game was played (its opening fits the context)
