@@ -38,8 +38,9 @@ __all__ = [
     "write_starter",
 ]
 
-#: Size of the written model: ~0.3 M parameters, fast enough for a CPU run of seconds.
-MODEL_SIZE = {"hidden_size": 128, "layers": 2, "heads": 4, "max_positions": 2048}
+#: Size of the written model (hidden size, layers, heads, positions): ~0.3 M parameters,
+#: fast enough for a CPU run of seconds, with room for multi-turn conversations.
+MODEL_SIZE = (128, 2, 4, 2048)
 #: Overrides that shorten a shipped manifest's run to seconds (two steps per member).
 QUICK_BUDGET = ("training.max_steps=2", "training.evo_steps=1")
 #: Further ones per ``env_type``: the reasoning manifests sample 256 tokens per completion,
@@ -125,7 +126,9 @@ def write_starter(folder: str | os.PathLike[str], *, seed: int = 0,
     kit = _layout(Path(folder))
     _check_folder(kit.folder, force)
     kit.folder.mkdir(parents=True, exist_ok=True)
-    build_tiny_model(kit.model, seed=seed, **MODEL_SIZE)
+    hidden, layers, heads, positions = MODEL_SIZE
+    build_tiny_model(kit.model, hidden_size=hidden, layers=layers, heads=heads,
+                     max_positions=positions, seed=seed)
     write_records(kit.countdown, [{**row, "solution": " + ".join(map(str, row["nums"]))}
                                   for row in countdown_rows(64, seed)])
     write_records(kit.preference, preference_rows(48, seed))
