@@ -23,6 +23,7 @@ SUBCOMMANDS: list[str] = [
     "agilerl.cli.train",
     "agilerl.cli.evaluate",
     "agilerl.cli.plot",
+    "agilerl.cli.llm",
     "agilerl.cli.completion",
     "agilerl.cli.dashboard",
 ]

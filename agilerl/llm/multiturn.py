@@ -26,7 +26,7 @@ import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.population.backend import Deadline, TrainReport
-from agilerl.training.errors import MissingExtraError
+from agilerl.training.errors import EnvironmentSetupError, MissingExtraError
 
 #: Turns per episode when neither the manifest nor the environment says.
 DEFAULT_MAX_TURNS = 8
@@ -120,10 +120,12 @@ class MultiTurnEnv:
         for game, episode, seed in zip(games, episodes, seeds, strict=True):
             observation, info = game.reset(seed=int(seed))
             episode.messages.append({"role": "user", "content": _text(observation, info)})
-        for _ in range(self.max_turns):
+        for turn in range(self.max_turns):
             live = [i for i, e in enumerate(episodes) if not e.done]
             prompts = {i: self._prompt(episodes[i].messages) for i in live}
             live = [i for i in live if self._fits(prompts[i], agent)]
+            if turn == 0 and len(live) < len(prompts):
+                self._refuse_opening(max(len(prompts[i]) for i in prompts), agent)
             for i in set(prompts) - set(live):
                 episodes[i].done = True
             if not live:
@@ -141,6 +143,15 @@ class MultiTurnEnv:
     def _fits(self, prompt: list[int], agent: Any) -> bool:
         limit = min(self.max_context_length or agent.context_limit, agent.context_limit)
         return len(prompt) < int(limit) - 1
+
+    def _refuse_opening(self, length: int, agent: Any) -> None:
+        """An opening prompt that leaves no room for a reply would make an episode of no
+        turns: nothing to learn from, and no sign of why (a run of empty steps)."""
+        raise EnvironmentSetupError(
+            f"environment: the game {self.name!r} opens with a prompt of {length} tokens, "
+            "which leaves no room for a reply within network.max_context_length = "
+            f"{min(self.max_context_length or agent.context_limit, agent.context_limit)}; "
+            "raise network.max_context_length (up to the model's own position limit)")
 
     def _step(self, game: Any, episode: Episode, prompt: list[int], completion: list[int],
               text: str) -> None:

@@ -3,12 +3,17 @@
 Tests and benchmarks need a model that loads like any Hugging Face checkpoint without
 downloading one: :func:`build_tiny_model` writes a randomly initialised Llama-style model
 (a few layers, a vocabulary of printable ASCII characters) and its tokenizer, with a chat
-template, to a folder that ``network.pretrained_model_name_or_path`` can point at.
+template, to a folder that ``network.pretrained_model_name_or_path`` can point at. The
+``*_rows`` and ``write_*`` functions make small local datasets with patterns such a model
+learns in a few dozen updates (a character to emit, Countdown sums, preference and SFT
+pairs); ``agilerl llm tiny-model`` (:mod:`agilerl.llm.starter`) writes them all at once.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import string
 from collections.abc import Sequence
 from pathlib import Path
@@ -167,33 +172,76 @@ def combined_rewards(completion, solution, prompt):
 '''
 
 
+def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:
+    """Write ``records`` to ``path``: JSON lines for ``.jsonl`` (readable, byte-for-byte
+    the same for the same records), else Parquet; creates the folder; returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.suffix == ".jsonl":
+        target.write_text("".join(json.dumps(record) + "\n" for record in records))
+        return target
+    from datasets import Dataset
+
+    Dataset.from_list(list(records)).to_parquet(str(target))
+    return target
+
+
 def write_token_task(folder: str | os.PathLike[str], rows: int = 32, answer: str = "7") -> Path:
     """A Parquet dataset (``question``, ``answer``: the character to emit) and ``reward.py``
     (``emit_token``) in ``folder``; returns the dataset file."""
-    from datasets import Dataset
-
     path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    Dataset.from_list([{"question": f"Say {answer} ({i})", "answer": answer}
-                       for i in range(rows)]).to_parquet(str(path / "token_task.parquet"))
+    write_records(path / "token_task.parquet",
+                  [{"question": f"Say {answer} ({i})", "answer": answer} for i in range(rows)])
     (path / "reward.py").write_text(TOKEN_TASK_REWARD)
     return path / "token_task.parquet"
+
+
+def countdown_rows(rows: int = 24, seed: int = 0) -> list[dict[str, Any]]:
+    """Countdown rows (``nums``: three or four numbers from 1 to 20, ``target``: their sum,
+    so every row has a solution using each number once)."""
+    rng = random.Random(seed)
+    records: list[dict[str, Any]] = []
+    for _ in range(rows):
+        nums = [rng.randint(1, 20) for _ in range(rng.choice((3, 4)))]
+        records.append({"nums": nums, "target": sum(nums)})
+    return records
 
 
 def write_countdown_task(folder: str | os.PathLike[str], rows: int = 24, seed: int = 0) -> Path:
     """A Countdown-style Parquet dataset (``nums``, ``target``, as the reference's
     Countdown-Tasks-3to4) and ``reward.py`` (``combined_rewards``); returns the dataset."""
-    import random
-
-    from datasets import Dataset
-
     path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    records = []
-    for _ in range(rows):
-        nums = [rng.randint(1, 20) for _ in range(rng.choice((3, 4)))]
-        records.append({"nums": nums, "target": sum(nums)})
-    Dataset.from_list(records).to_parquet(str(path / "countdown.parquet"))
+    write_records(path / "countdown.parquet", countdown_rows(rows, seed))
     (path / "reward.py").write_text(COUNTDOWN_REWARD)
     return path / "countdown.parquet"
+
+
+def _short_prompts(rows: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [f"Q{rng.randint(10, 99)}?" for _ in range(rows)]
+
+
+def preference_rows(rows: int = 48, seed: int = 0) -> list[dict[str, str]]:
+    """``prompt``/``chosen``/``rejected`` rows a tiny character-level model learns in a few
+    dozen DPO updates: the chosen answer always reads `` yes``, the rejected one `` no``."""
+    return [{"prompt": p, "chosen": " yes", "rejected": " no"}
+            for p in _short_prompts(rows, seed)]
+
+
+def sft_rows(rows: int = 48, seed: int = 1,
+             response_column: str = "response") -> list[dict[str, str]]:
+    """``prompt``/response rows: the response repeats the prompt's number (``Q42?`` ->
+    `` A42.``), a pattern a tiny model learns in a few dozen SFT updates."""
+    return [{"prompt": p, response_column: f" A{p[1:3]}."} for p in _short_prompts(rows, seed)]
+
+
+def write_preference_set(folder: str | os.PathLike[str], rows: int = 48, seed: int = 0,
+                         name: str = "prefs.parquet") -> Path:
+    """:func:`preference_rows` as ``folder/name`` (Parquet, or JSON lines for ``.jsonl``)."""
+    return write_records(Path(folder) / name, preference_rows(rows, seed))
+
+
+def write_sft_set(folder: str | os.PathLike[str], rows: int = 48, seed: int = 1,
+                  response_column: str = "response", name: str = "sft.parquet") -> Path:
+    """:func:`sft_rows` as ``folder/name`` (Parquet, or JSON lines for ``.jsonl``)."""
+    return write_records(Path(folder) / name, sft_rows(rows, seed, response_column))

@@ -13,8 +13,8 @@ pytest.importorskip("peft")
 from agilerl.algorithms.dpo import DPO  # noqa: E402
 from agilerl.algorithms.sft import SFT  # noqa: E402
 from agilerl.llm.dataset_envs import make_dataset_env  # noqa: E402
+from agilerl.llm.tiny import write_preference_set, write_sft_set  # noqa: E402
 from agilerl.models import LLMEnvSpec  # noqa: E402
-from tests.llm.pref_data import write_preference_set, write_sft_set  # noqa: E402
 
 LORA = {"lora_r": 8, "lora_alpha": 16, "target_modules": ["q_proj", "k_proj", "v_proj",
                                                          "o_proj"], "lora_dropout": 0.0}

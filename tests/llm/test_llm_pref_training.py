@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from agilerl.llm.tiny import write_preference_set, write_sft_set  # noqa: E402
 from agilerl.training.trainer import LocalTrainer  # noqa: E402
-from tests.llm.pref_data import write_preference_set, write_sft_set  # noqa: E402
 
 LORA = {"lora_r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"],
         "lora_dropout": 0.0, "task_type": "CAUSAL_LM"}

@@ -30,8 +30,7 @@ MANIFESTS = ["configs/llm_finetuning/dpo.yaml", "configs/sft.yaml"]
 @pytest.fixture(scope="module")
 def local_model_and_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A tiny model folder and a Parquet file with the Human-Like-DPO-Dataset columns."""
-    from agilerl.llm.tiny import build_tiny_model
-    from tests.llm.pref_data import write_preference_set
+    from agilerl.llm.tiny import build_tiny_model, write_preference_set
 
     folder = tmp_path_factory.mktemp("peer_llm_pref")
     return build_tiny_model(folder / "model"), write_preference_set(folder, rows=24)
