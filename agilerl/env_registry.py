@@ -11,6 +11,7 @@ from __future__ import annotations
 SHIPPED_ENVS: dict[str, str] = {
     "DummyImage-v0": "agilerl.envs.image_probe:DummyImageEnv",
     "RepeatFirstObservation-v0": "agilerl.envs.memory:RepeatFirstObservationEnv",
+    "CartPoleNoVel-v1": "agilerl.envs.memory:CartPoleNoVelocity",
 }
 
 

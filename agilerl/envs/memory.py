@@ -1,4 +1,4 @@
-"""A memory probe: repeat the first observation.
+"""Memory tasks: a probe that repeats the first observation, and CartPole without velocities.
 
 ``RepeatFirstObservationEnv`` checks that a learner can remember. An episode lasts
 ``delay + 1`` steps. The first observation shows a cue (one of ``num_cues``, one-hot);
@@ -10,6 +10,13 @@ Observation: ``Box(0, 1, (num_cues + 1,))`` = cue one-hot (first step only), que
 A feed-forward policy sees the same blank query observation whatever the cue, so its best
 expected return is ``(2 / num_cues) - 1`` (0 for two cues); a policy that remembers the cue
 earns 1. Shipped as ``RepeatFirstObservation-v0`` (:mod:`agilerl.env_registry`).
+
+``CartPoleNoVelocity`` is Gymnasium's ``CartPole-v1`` (the same dynamics, rewards and
+500-step limit) observed through a wrapper that keeps the cart position and pole angle and
+drops both velocities. One observation then says where the pole is but not where it is
+going: a policy must infer the velocities from the observations before, so a feed-forward
+policy does poorly and a recurrent one can solve it (RL Zoo's ``CartPoleNoVel-v1``).
+Shipped as ``CartPoleNoVel-v1``.
 """
 
 from __future__ import annotations
@@ -56,6 +63,23 @@ class RepeatFirstObservationEnv(gym.Env):
             return self._observation(), 0.0, False, False, {}
         reward = 1.0 if int(action) == self._cue else -1.0
         return self._observation(), reward, True, False, {}
+
+
+class CartPoleNoVelocity(gym.ObservationWrapper):
+    """``CartPole-v1`` observing ``[cart position, pole angle]`` only."""
+
+    #: Indices of CartPole's observation kept: cart position, pole angle.
+    KEPT = (0, 2)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(gym.make("CartPole-v1", **kwargs))
+        full = self.env.observation_space
+        assert isinstance(full, spaces.Box)
+        keep = list(self.KEPT)
+        self.observation_space = spaces.Box(full.low[keep], full.high[keep], dtype=full.dtype)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return np.asarray(observation)[list(self.KEPT)]
 
 
 def make_memory_vector_env(

@@ -41,3 +41,33 @@ def test_registered_with_gymnasium_and_checked():
     assert env.observation_space.shape == (3,)
     with pytest.raises(ValueError, match="delay >= 1"):
         RepeatFirstObservationEnv(delay=0)
+
+
+def test_cartpole_no_velocity_is_cartpole_without_the_velocities():
+    # Same seed, same actions: CartPoleNoVel-v1 shows CartPole-v1's cart position and pole
+    # angle, gets the same rewards and ends at the same step.
+    full, masked = gym.make("CartPole-v1"), gym.make("CartPoleNoVel-v1")
+    assert masked.observation_space.shape == (2,)
+    obs_full, _ = full.reset(seed=7)
+    obs_masked, _ = masked.reset(seed=7)
+    steps, done = 0, False
+    while not done:
+        assert obs_masked.tolist() == obs_full[[0, 2]].tolist()
+        action = steps % 3 == 0  # a poor policy, so the episode ends by termination
+        obs_full, r_full, term_full, trunc_full, _ = full.step(int(action))
+        obs_masked, r_masked, term_masked, trunc_masked, _ = masked.step(int(action))
+        assert (r_masked, term_masked, trunc_masked) == (r_full, term_full, trunc_full)
+        steps, done = steps + 1, term_full or trunc_full
+    assert obs_masked.tolist() == obs_full[[0, 2]].tolist()
+
+
+def test_cartpole_no_velocity_keeps_cartpoles_time_limit():
+    env = gym.make("CartPoleNoVel-v1")
+    env.reset(seed=0)
+    steps, truncated = 0, False
+    while not truncated:
+        env.unwrapped.state = np.zeros(4)  # held upright: only the time limit ends it
+        _, _, terminated, truncated, _ = env.step(0)
+        assert not terminated
+        steps += 1
+    assert steps == 500
