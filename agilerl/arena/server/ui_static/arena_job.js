@@ -48,6 +48,7 @@ export function jobCard(id) {
   }
 
   async function act(action, extra) {
+    say(action === "stop" ? "Stopping…" : "Resuming…", "");
     try {
       const row = await post(`${JOBS}/${action}`, {experiment_name: job.experiment_name, project: job.project, ...extra});
       say(`${action === "stop" ? "Stop requested" : "Resumed"}: the job is ${row.state}.`, "good");
