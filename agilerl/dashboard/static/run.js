@@ -5,6 +5,7 @@
 import {el, fmt, bytes, duration, when, colour, getJSON, runPath, downloadPath, downloadLink} from "./dom.js";
 import {LineChart} from "./chart.js";
 import {drawLineage} from "./lineage.js";
+import {runsList} from "./runs.js";
 
 const AGENT = /^(train|eval)\/agent_(\d+)\/(.+)$/;
 const STEP = "train/global_step", GENERATION = "train/generation";
@@ -136,7 +137,7 @@ function summaryList(summary) {
     ["Population", summary.pop_size ?? "–"], ["Generations", fmt(summary.generations)],
     ["Env steps", fmt(summary.steps)], ["Best fitness", fmt(summary.best_fitness, 5)],
     ["Wall time", duration(summary.wall_seconds)], ["Started", when(summary.started)],
-    ["Folder", summary.folder],
+    summary.project === undefined ? ["Folder", summary.folder] : ["Project", summary.project],
   ];
   return el("dl", {class: "summary"}, ...items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
@@ -198,7 +199,7 @@ export function runView(id) {
   const hps = new ChartGrid(hpBox, "generation");
   let manifest = null;
   const root = el("div", {},
-    el("p", {}, el("a", {href: "#/"}, "← all runs")), title, summaryBox,
+    el("p", {}, el("a", {href: "#/"}, `← all ${runsList.noun}`)), title, summaryBox,
     ...cards.map((card) => card.root),
     section("Learning curves", "s-curves", el("p", {class: "muted small"}, "Evaluation fitness of the best member, the population mean and each member against the population's env steps."), curvesBox),
     section("Training metrics", "s-training", trainingBox),

@@ -18,7 +18,7 @@ import pytest
 from agilerl.arena.server.testing import RunningServer
 
 from .conftest import Api, manifest
-from .envsources import LINE_WORLD, tar_gz
+from .envsources import BROKEN, LINE_WORLD, tar_gz
 
 CHROMIUM = next((found for name in ("chromium", "chromium-browser", "google-chrome")
                  if (found := shutil.which(name))), None)
@@ -181,6 +181,17 @@ def test_an_environment_upload_shows_its_validation_stages(page, make_server, tm
     row.wait_for(timeout=LIVE_TIMEOUT_MS)
     assert row.locator(".c-description").inner_text() == XSS_IMG
     assert page.locator("#environments img").count() == 0
+    # a broken environment: the failed stage and the check that failed, with its reason
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(tar_gz({"line_world.py": BROKEN["wrong_spaces"]}))
+    form.locator("input[name=name]").fill("Broken")
+    form.locator("#env-file").set_input_files(str(broken))
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("#stages li[data-stage='validation'][data-status='failed']",
+                           timeout=180_000)
+    failed = page.locator("#stages li.check.failed").first.inner_text()
+    assert failed.startswith("✗ Reset") and "shape (3,)" in failed
+    assert page.locator("#upload-message").inner_text().startswith("Not validated")
     assert page.problems == []
 
 

@@ -55,9 +55,12 @@ function stagesBox() {
       entry.li.dataset.status = event.status;
       entry.text.textContent = event.message;
     } else if (event.kind === "check") {
-      const ok = event.detail && event.detail.result && event.detail.result.success;
-      entry.details.append(el("li", {class: `check ${ok ? "passed" : "failed"}`},
-        `${ok ? "✓" : "✗"} ${event.detail ? event.detail.check : ""}: ${event.message}`));
+      const result = (event.detail && event.detail.result) || {};
+      const ok = result.success === true;
+      const check = event.detail ? String(event.detail.check) : event.message;
+      const error = result["error msg"] || result.error;  // the reference wire names it "error msg"
+      const said = error ? `: ${error}` : "";
+      entry.details.append(el("li", {class: `check ${ok ? "passed" : "failed"}`}, `${ok ? "✓" : "✗"} ${check}${said}`));
     } else {
       entry.details.append(el("li", {class: "log"}, event.message));
     }
