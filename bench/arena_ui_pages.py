@@ -133,6 +133,11 @@ def main() -> None:
             Path(tmp), user="alice", job_command=WORKER, allow_custom_code=True,
             env_profile_s=0.5, extra_env={"JOB_STEP_S": "0.5"}) as srv:
         with httpx.Client(base_url=srv.base_url, headers=srv.headers, timeout=60) as http:
+            http.post("/api/cli/v1/datasets/create", data={
+                "name": "maths-qa", "category": "reasoning", "description": "Two sums",
+                "column_mapping": '{"question": "q", "answer": "a"}'},
+                files={"file": ("qa.csv", b"q,a\nwhat is 1+1?,2\nwhat is 2+2?,4\n")}
+            ).raise_for_status()
             finished = _submit(http, "ppo-cartpole-baseline", 800)
             _submit(http, "ppo-cartpole-wide", 40_000)
             while http.get(JOBS + "/status", params={"experiment_name": "ppo-cartpole-baseline"}

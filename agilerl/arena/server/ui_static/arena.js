@@ -74,7 +74,7 @@ function loginView(query) {
   el("button", {type: "submit"}, "Sign in"));
   const root = el("section", {class: "narrow"},
     el("h1", {}, "Sign in to Arena"),
-    el("p", {}, "Paste an API key (", el("code", {}, "arena-server token create --user NAME"),
+    el("p", {}, "Paste an API key (", el("code", {}, "arena-server tokens create --data-dir DIR --user NAME"),
       " prints one). It is kept in this browser tab only and sent with each request."),
     form, message,
     el("p", {class: "muted small"}, "Approving a login of the command-line client? ",

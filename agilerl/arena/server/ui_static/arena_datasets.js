@@ -65,7 +65,7 @@ export function datasetsView() {
   view.root = el("section", {},
     el("h1", {}, "Datasets"),
     el("table", {class: "runs", id: "datasets"}, el("thead", {}, el("tr", {},
-      ...["Name", "Category", "Rows", "Columns", "Description", "Uploaded"].map((h) => el("th", {}, h)))), body),
+      ...["Name", "Category", "Rows", "Mapping", "Description", "Uploaded"].map((h) => el("th", {}, h)))), body),
     empty,
     el("section", {class: "card"}, el("h2", {}, "Upload a dataset"), uploadForm(() => view.refresh().catch(() => {}))));
   return view;
