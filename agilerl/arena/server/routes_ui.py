@@ -61,6 +61,13 @@ def page() -> Response:
     return _static(PAGE)
 
 
+@public.get(UI + "/server")
+def server_facts(request: Request) -> Response:
+    """What the sign-in page needs before it has credentials: the realm of the device login
+    endpoints (nothing about users or their data)."""
+    return _json({"realm": context(request).config.realm})
+
+
 @public.get("/static/{name}")
 def static_file(name: str) -> Response:
     return _static(name)

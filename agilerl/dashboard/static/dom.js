@@ -87,14 +87,15 @@ export function colour(i, n) {
 
 /** Where the run API lives and how to call it. A host that mounts the page behind its own
  * authentication (the Arena server) sets `base`, returns its credentials from `headers()`
- * and is told of a refused request (401) through `unauthorized()`. */
-export const api = {base: "/api", headers: () => ({}), unauthorized: () => {}};
+ * and is told of a refused request (401) through `unauthorized()`, which resolves to true
+ * when it renewed the credentials (the request is then sent once more). */
+export const api = {base: "/api", headers: () => ({}), unauthorized: async () => false};
 
-/** fetch() with the host's credentials; a 401 is reported to the host, then thrown. */
-export async function request(path, options = {}) {
+/** fetch() with the host's credentials; a 401 is reported to the host. */
+export async function request(path, options = {}, again = true) {
   const response = await fetch(path, {cache: "no-store", ...options,
     headers: {...api.headers(), ...(options.headers || {})}});
-  if (response.status === 401) api.unauthorized();
+  if (response.status === 401 && await api.unauthorized() && again) return request(path, options, false);
   return response;
 }
 

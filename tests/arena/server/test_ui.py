@@ -37,6 +37,8 @@ def test_every_answer_carries_the_security_headers(server: Any) -> None:
     assert "<script>" not in page.text  # no inline script: the CSP would refuse it
     assert httpx.get(srv.base_url + "/static/..%2Fapp.py").status_code == 404
     assert httpx.get(srv.base_url + "/static/missing.js").status_code == 404
+    # the one data answer without a key: the device login's realm, nothing of any user
+    assert httpx.get(srv.base_url + UI + "/server").json() == {"realm": "arena"}
 
 
 def test_the_ui_api_refuses_a_request_without_a_valid_token(server: Any) -> None:

@@ -115,6 +115,29 @@ def test_signing_in_lists_the_experiments_and_opens_the_job(page, server):
     assert page.problems == []
 
 
+def test_a_device_login_signs_the_page_in_and_renews_its_token(page, server):
+    srv, api = server
+    _finished(api, "by-device")
+    page.goto(srv.base_url + "/#/")
+    page.wait_for_selector("body[data-view='login'][data-ready='1']")
+    page.click("#device-start")
+    code = page.locator("#device-code")
+    code.wait_for()
+    assert page.locator("#device-box a").get_attribute("href").endswith(
+        f"/device?user_code={code.inner_text()}")
+    approved = api.post("/api/admin/device/approve", {"user_code": code.inner_text()})
+    assert approved.status_code == 200, approved.text
+    page.wait_for_selector("body[data-view='runs'][data-ready='1']", timeout=LIVE_TIMEOUT_MS)
+    assert page.locator("#runs .c-name").inner_text() == "by-device"
+    # an access token that stopped working is renewed with the refresh token, unseen
+    page.evaluate("sessionStorage.setItem('arena-token', 'expired.jwt.token')")
+    page.reload()
+    page.wait_for_selector("body[data-view='runs'][data-ready='1']")
+    assert page.locator("#runs .c-name").inner_text() == "by-device"
+    assert page.evaluate("sessionStorage.getItem('arena-token')") != "expired.jwt.token"
+    assert page.problems == []
+
+
 def test_stop_and_resume_from_the_job_card(page, make_server):
     srv, api = make_server(extra_env={"JOB_STEP_S": "0.2"})
     api.submit(manifest(50_000, checkpoint_steps=100), experiment_name="long")

@@ -1,43 +1,41 @@
 // The Arena server's pages: the dashboard's run views over the signed-in user's experiments,
 // job controls on each run page, and pages for environments and datasets.
 //
-// The API key (or an access token) is kept in this tab's sessionStorage and sent as the
-// Authorization header, exactly as the CLI sends it; the server sets no cookie, so another
-// site cannot make this browser send an authenticated request.
+// The API key (or a device login's tokens) is kept in this tab's sessionStorage and sent as
+// the Authorization header, exactly as the CLI sends it; the server sets no cookie, so
+// another site cannot make this browser send an authenticated request.
 
 import {start, show} from "./app.js";
-import {api, el, request, failure} from "./dom.js";
+import {api, request} from "./dom.js";
+import {loginView, renew, session} from "./arena_login.js";
 import {runsList} from "./runs.js";
 import {runCards} from "./run.js";
 import {jobCard} from "./arena_job.js";
 import {environmentsView} from "./arena_envs.js";
 import {datasetsView} from "./arena_datasets.js";
 
-const KEY = "arena-token";
 let who = null;
 
-function token() {
-  return sessionStorage.getItem(KEY);
-}
-
 function signOut() {
-  sessionStorage.removeItem(KEY);
+  session.clear();
   who = null;
   header();
 }
 
 function header() {
-  document.getElementById("nav").hidden = !token();
-  document.getElementById("logout").hidden = !token();
+  document.getElementById("nav").hidden = !session.token();
+  document.getElementById("logout").hidden = !session.token();
   document.getElementById("who").textContent = who ? `signed in as ${who}` : "";
 }
 
 api.base = "/api/ui";
-api.headers = () => (token() ? {Authorization: `Bearer ${token()}`} : {});
-api.unauthorized = () => {
-  // a key that was revoked, or an access token that expired: ask again
+api.headers = () => (session.token() ? {Authorization: `Bearer ${session.token()}`} : {});
+api.unauthorized = async () => {
+  if (await renew()) return true;  // a device login's access token expired: renewed
+  // a key that was revoked, or a session that ended: ask again
   signOut();
   if (!location.hash.startsWith("#/login")) location.hash = "#/login?expired=1";
+  return false;
 };
 
 runsList.title = "Experiments";
@@ -50,46 +48,23 @@ runsList.columns = [
 ];
 runCards.push(jobCard);
 
-function loginView(query) {
-  const input = el("input", {type: "password", id: "api-key", autocomplete: "off", required: true,
-    placeholder: "arena_pat_…"});
-  const message = el("p", {class: "message bad", id: "login-message"},
-    query.get("expired") ? "Your key was refused (revoked or expired); sign in again." : "");
-  const form = el("form", {class: "stack", id: "login", onsubmit: async (event) => {
-    event.preventDefault();
-    const key = input.value.trim();
-    message.textContent = "";
-    const response = await fetch("/api/users/current", {cache: "no-store",
-      headers: {Authorization: `Bearer ${key}`}});
-    if (!response.ok) {
-      message.textContent = (await failure(response)).message;
-      return;
-    }
-    sessionStorage.setItem(KEY, key);
-    who = (await response.json()).data.username;
+function login(query) {
+  return loginView(query, (name) => {
+    who = name;
     header();
-    location.hash = "#/";
-  }},
-  el("label", {}, "API key or access token", input),
-  el("button", {type: "submit"}, "Sign in"));
-  const root = el("section", {class: "narrow"},
-    el("h1", {}, "Sign in to Arena"),
-    el("p", {}, "Paste an API key (", el("code", {}, "arena-server tokens create --data-dir DIR --user NAME"),
-      " prints one). It is kept in this browser tab only and sent with each request."),
-    form, message,
-    el("p", {class: "muted small"}, "Approving a login of the command-line client? ",
-      el("a", {href: "/device"}, "Open the device login page"), "."));
-  return {name: "login", root, still: true, async refresh() { input.focus(); }};
+    if (location.hash === "#/") show();  // the sign-in page stood in for the list
+    else location.hash = "#/";
+  });
 }
 
 function guard(path) {
   if (path === "/login") return null;
-  if (!token()) return loginView(new URLSearchParams());
+  if (!session.token()) return login(new URLSearchParams());
   return null;
 }
 
 async function whoami() {
-  if (!token()) return;
+  if (!session.token()) return;
   try {
     who = (await (await request("/api/users/current")).json()).data.username;
   } catch (error) {
@@ -105,4 +80,4 @@ document.getElementById("logout").addEventListener("click", () => {
 });
 header();
 whoami();
-start({views: {"/login": loginView, "/environments": environmentsView, "/datasets": datasetsView}, guard});
+start({views: {"/login": login, "/environments": environmentsView, "/datasets": datasetsView}, guard});
