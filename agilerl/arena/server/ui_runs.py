@@ -36,9 +36,10 @@ from agilerl.dashboard.readers import (
 T = TypeVar("T")
 #: files of the trainer's run folder (``run/``) a page may download.
 DOWNLOADABLE = ("metrics.csv", EVENTS_FILE, MANIFEST_FILE, ELITE_FILE)
-#: a metrics or events file larger than this is not parsed for the pages (a long run's
-#: files are a few MiB; past this the CLI's download is the way to read them).
-MAX_PARSED_BYTES = 256 << 20
+#: a metrics or events file larger than this is not parsed for the pages: a long run's
+#: files are a few MiB, and parsing is held in the server's memory (a job could write a
+#: huge file to exhaust it). Past this the download is the way to read them.
+MAX_PARSED_BYTES = 16 << 20
 #: how many parsed files are kept (a user's page polls one run, a list reads every run).
 CACHE_ENTRIES = 512
 #: bytes of log shown when a page first opens a job's log (older lines are skipped).

@@ -146,3 +146,16 @@ def test_environments_list_shows_descriptions_and_the_custom_code_switch(server:
     srv, api = server
     data = api.http.get(UI + "/environments").json()
     assert data == {"environments": [], "custom_code": False}
+
+
+def test_a_metrics_file_past_the_cap_is_not_parsed(server: Any, monkeypatch: Any) -> None:
+    """A job could write a huge file to fill the server's memory through the pages."""
+    from agilerl.arena.server import ui_runs
+
+    srv, api = server
+    row = _done(api, "huge")
+    monkeypatch.setattr(ui_runs, "MAX_PARSED_BYTES", 20)
+    metrics = api.http.get(f"{UI}/runs/{row['id']}/metrics").json()
+    assert metrics["columns"] == [] and metrics["rows"] == []
+    download = api.http.get(f"{UI}/runs/{row['id']}/download/metrics.csv")
+    assert download.text.count("\n") == 5  # still downloadable whole

@@ -7,6 +7,7 @@ Debian's chromium; the dev extra brings Playwright).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -173,9 +174,17 @@ def test_an_experiment_named_like_a_script_renders_as_text(page, server):
     assert cells.locator(".c-name").inner_text() == XSS
     assert cells.locator(".c-env").inner_text() == XSS_IMG
     assert page.locator("#runs img").count() == 0 and page.locator("#app script").count() == 0
+    # a log line the job printed
+    line = json.dumps({"seq": 99, "ts": "2026-01-01T00:00:00Z", "stream": "stdout",
+                       "message": XSS_IMG})
+    with (srv.data_dir / "experiments" / str(row["id"]) / "logs.ndjson").open("a") as log:
+        log.write(line + "\n")
     cells.locator("a.runlink").click()
     page.wait_for_selector("body[data-view='run'][data-ready='1']")
     assert page.locator("#run-title").inner_text() == XSS
+    page.wait_for_selector("#job-log:has-text('onerror')")
+    assert page.locator("#job-log").inner_text().strip().endswith(XSS_IMG)
+    assert page.locator("#job-log img").count() == 0
     assert page.problems == []  # no alert dialog, no error
 
 
