@@ -14,7 +14,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,8 +28,8 @@ from agilerl.run_folder import (
 
 __all__ = [
     "CHECKPOINTS_DIR", "ELITE_FILE", "EVENTS_FILE", "MANIFEST_FILE", "METRICS_FILE",
-    "MAX_TEXT_BYTES", "Metrics", "file_id", "list_checkpoints", "read_events",
-    "read_manifest", "read_metrics",
+    "MAX_TEXT_BYTES", "Metrics", "file_id", "list_checkpoints", "parse_events",
+    "parse_manifest", "parse_metrics", "read_events", "read_manifest", "read_metrics",
 ]
 
 CHECKPOINT_INDEX = "index.json"
@@ -107,8 +107,9 @@ def _number(cell: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _parse_metrics(path: Path) -> Metrics:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def parse_metrics(text: str) -> Metrics:
+    """``metrics.csv``'s text as :class:`Metrics` (a host reading the file its own way, like
+    the Arena server's no-follow reads, parses it with this)."""
     complete = text.endswith("\n")
     lines = list(csv.reader(io.StringIO(text)))
     if not lines:
@@ -119,6 +120,10 @@ def _parse_metrics(path: Path) -> Metrics:
     width = len(columns)
     rows = [[_number(cell) for cell in (row + [""] * width)[:width]] for row in body if row]
     return Metrics(columns, rows)
+
+
+def _parse_metrics(path: Path) -> Metrics:
+    return parse_metrics(path.read_text(encoding="utf-8", errors="replace"))
 
 
 def read_metrics(run: Path) -> Metrics:
@@ -137,17 +142,22 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _parse_events(path: Path) -> list[dict[str, Any]]:
+def parse_events(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The events among ``events.jsonl``'s lines; a line that is not an event is skipped."""
     events: list[dict[str, Any]] = []
-    with path.open("rb") as handle:
-        for line in handle:
-            try:
-                event = json.loads(line)
-            except (ValueError, RecursionError):
-                continue  # a line being written, or damage: skip it, keep the rest
-            if isinstance(event, dict) and isinstance(event.get("event"), str):
-                events.append(_finite(event))
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # a line being written, or damage: skip it, keep the rest
+        if isinstance(event, dict) and isinstance(event.get("event"), str):
+            events.append(_finite(event))
     return events
+
+
+def _parse_events(path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as handle:
+        return parse_events(handle)
 
 
 def read_events(run: Path) -> list[dict[str, Any]]:
@@ -155,11 +165,11 @@ def read_events(run: Path) -> list[dict[str, Any]]:
     return _cached("events", run / EVENTS_FILE, _parse_events, [])
 
 
-def _parse_manifest(path: Path) -> tuple[str, dict[str, Any]]:
+def parse_manifest(raw: bytes) -> tuple[str, dict[str, Any]]:
+    """The text (cut at :data:`MAX_TEXT_BYTES`; pass up to one byte more to have the cut
+    noted) and parsed mapping of a manifest's bytes."""
     import yaml
 
-    with path.open("rb") as handle:
-        raw = handle.read(MAX_TEXT_BYTES + 1)
     text = raw[:MAX_TEXT_BYTES].decode("utf-8", errors="replace")
     if len(raw) > MAX_TEXT_BYTES:
         return text + "\n# ... cut: the file is larger than 1 MiB\n", {}
@@ -168,6 +178,11 @@ def _parse_manifest(path: Path) -> tuple[str, dict[str, Any]]:
     except yaml.YAMLError:
         data = None
     return text, data if isinstance(data, dict) else {}
+
+
+def _parse_manifest(path: Path) -> tuple[str, dict[str, Any]]:
+    with path.open("rb") as handle:
+        return parse_manifest(handle.read(MAX_TEXT_BYTES + 1))
 
 
 def read_manifest(run: Path) -> tuple[str, dict[str, Any]]:

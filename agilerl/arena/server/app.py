@@ -119,6 +119,32 @@ class BodyLimit:
         await self.app(scope, counting_receive, send)
 
 
+class SecurityHeaders:
+    """The dashboard's security headers on every response (pages, scripts and JSON alike):
+    a Content-Security-Policy allowing only this origin's scripts and styles (no inline
+    script, no ``eval``), no framing, no content-type sniffing, no referrer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        from agilerl.dashboard.api import SECURITY_HEADERS
+
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in self.headers if k not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 class JsonDepthLimit:
     """400 ``INVALID_JSON`` for a JSON body nested deeper than ``MAX_JSON_DEPTH``, before any
     route parses it (the parser would recurse once per level). Runs inside
@@ -245,6 +271,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         routes_datasets,
         routes_environments,
         routes_experiments,
+        routes_ui,
     )
 
     config.ensure_dirs()
@@ -289,13 +316,16 @@ def create_app(config: ServerConfig) -> FastAPI:
         return {"ok": True, "data": {"status": "ok"}}
 
     app.include_router(routes_auth.public)
+    app.include_router(routes_ui.public)  # the page shell and its scripts: no user data
     guarded = [Depends(current_user)]
     app.include_router(routes_auth.api, dependencies=guarded)
     app.include_router(routes_catalog.router, dependencies=guarded)
     app.include_router(routes_experiments.router, dependencies=guarded)
     app.include_router(routes_environments.router, dependencies=guarded)
     app.include_router(routes_datasets.router, dependencies=guarded)
+    app.include_router(routes_ui.router, dependencies=guarded)
     app.include_router(routes_catalog.fallback, dependencies=guarded)
     app.add_middleware(JsonDepthLimit)
-    app.add_middleware(BodyLimit, config=config)  # added last: runs first
+    app.add_middleware(BodyLimit, config=config)
+    app.add_middleware(SecurityHeaders)  # added last: runs first, so every answer has them
     return app

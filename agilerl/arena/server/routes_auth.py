@@ -119,14 +119,14 @@ async def logout(request: Request, realm: str) -> Response:
 
 
 _PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Arena device login</title>
-</head><body style="font-family:sans-serif;max-width:36em;margin:3em auto">
+<link rel="stylesheet" href="/static/style.css"></head><body><main class="narrow">
 <h1>Approve a device login</h1><p>{message}</p>
 <form method="post" action="device">
 <p><label>Code <input name="user_code" value="{code}" required></label></p>
 <p><label>Your API key <input name="api_key" type="password" required></label></p>
 <p><button type="submit">Approve</button></p></form>
 <p>Headless machines: <code>arena-server device approve --data-dir DIR --user NAME CODE</code>
-</p></body></html>"""
+</p></main></body></html>"""
 
 
 @public.get("/device")

@@ -85,17 +85,61 @@ export function colour(i, n) {
   return `hsl(${hue}, 62%, 48%)`;
 }
 
+/** Where the run API lives and how to call it. A host that mounts the page behind its own
+ * authentication (the Arena server) sets `base`, returns its credentials from `headers()`
+ * and is told of a refused request (401) through `unauthorized()`, which resolves to true
+ * when it renewed the credentials (the request is then sent once more). */
+export const api = {base: "/api", headers: () => ({}), unauthorized: async () => false};
+
+/** fetch() with the host's credentials; a 401 is reported to the host. */
+export async function request(path, options = {}, again = true) {
+  const response = await fetch(path, {cache: "no-store", ...options,
+    headers: {...api.headers(), ...(options.headers || {})}});
+  if (response.status === 401 && await api.unauthorized() && again) return request(path, options, false);
+  return response;
+}
+
+/** The error message of a failed response (the JSON `error`, else the status). */
+export async function failure(response) {
+  const data = await response.json().catch(() => ({}));
+  return new Error(data.error || `${response.status} ${response.statusText}`);
+}
+
 /** GET a JSON API path; throws with the server's message on an error status. */
 export async function getJSON(path) {
-  const response = await fetch(path, {cache: "no-store"});
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `${response.status} ${response.statusText}`);
-  return data;
+  const response = await request(path);
+  if (!response.ok) throw await failure(response);
+  return response.json();
 }
 
 /** The API path of one run (the id is one percent-encoded segment). */
 export function runPath(id, rest = "") {
-  return `/api/runs/${encodeURIComponent(id)}${rest}`;
+  return `${api.base}/runs/${encodeURIComponent(id)}${rest}`;
+}
+
+/** Save a download: a plain link when the host needs no credentials, else fetched with
+ * them (a link cannot carry a header) and handed to the browser as a file. */
+export async function download(href, name) {
+  const response = await request(href);
+  if (!response.ok) throw await failure(response);
+  const disposition = response.headers.get("Content-Disposition") || "";
+  const named = /filename="([^"]+)"/.exec(disposition);
+  const url = URL.createObjectURL(await response.blob());
+  const link = el("a", {href: url, download: named ? named[1] : name || "download"});
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+/** A download link for `href` that works with or without the host's credentials. */
+export function downloadLink(href, label) {
+  const link = el("a", {href, download: "", onclick: (event) => {
+    if (!Object.keys(api.headers()).length) return;  // the browser follows the link itself
+    event.preventDefault();
+    download(href).catch((error) => { link.title = error.message; link.classList.add("failed"); });
+  }}, label);
+  return link;
 }
 
 /** A download link for a file of a run ("checkpoints/gen..." keeps its slashes). */

@@ -2,9 +2,10 @@
 // lineage tree, checkpoints and files, and the resolved manifest. New metrics rows and
 // events are fetched incrementally ("since") while the run trains.
 
-import {el, fmt, bytes, duration, when, colour, getJSON, runPath, downloadPath} from "./dom.js";
+import {el, fmt, bytes, duration, when, colour, getJSON, runPath, downloadPath, downloadLink} from "./dom.js";
 import {LineChart} from "./chart.js";
 import {drawLineage} from "./lineage.js";
+import {runsList} from "./runs.js";
 
 const AGENT = /^(train|eval)\/agent_(\d+)\/(.+)$/;
 const STEP = "train/global_step", GENERATION = "train/generation";
@@ -136,19 +137,19 @@ function summaryList(summary) {
     ["Population", summary.pop_size ?? "–"], ["Generations", fmt(summary.generations)],
     ["Env steps", fmt(summary.steps)], ["Best fitness", fmt(summary.best_fitness, 5)],
     ["Wall time", duration(summary.wall_seconds)], ["Started", when(summary.started)],
-    ["Folder", summary.folder],
+    summary.project === undefined ? ["Folder", summary.folder] : ["Project", summary.project],
   ];
   return el("dl", {class: "summary"}, ...items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
 }
 
 function filesList(id, detail) {
-  const files = detail.files.map((name) => el("li", {}, el("a", {href: downloadPath(id, name), download: ""}, name),
+  const files = detail.files.map((name) => el("li", {}, downloadLink(downloadPath(id, name), name),
     name === "elite.pt" ? " (the elite agent)" : ""));
   const rows = detail.checkpoints.map((c) => el("tr", {},
     el("td", {}, c.name), el("td", {}, fmt(c.generation)), el("td", {}, fmt(c.env_steps)),
     el("td", {}, fmt(c.elite_member)),
     el("td", {}, bytes(c.files.reduce((n, f) => n + f.bytes, 0))),
-    el("td", {}, el("a", {href: downloadPath(id, c.path), download: ""}, "download (tar)"))));
+    el("td", {}, downloadLink(downloadPath(id, c.path), "download (tar)"))));
   return el("div", {},
     el("ul", {class: "files"}, ...files),
     rows.length ? el("table", {class: "checkpoints"},
@@ -178,6 +179,9 @@ class ChartGrid {
   resize() { for (const chart of this.charts.values()) chart.draw(); }
 }
 
+/** Cards a host adds to every run page: functions (id) -> {root, refresh(detail)}. */
+export const runCards = [];
+
 export function runView(id) {
   const data = new RunData(id);
   const title = el("h1", {id: "run-title"}, id);
@@ -189,12 +193,14 @@ export function runView(id) {
   const lineageBox = el("div");
   const filesBox = el("div", {id: "files"});
   const manifestBox = el("pre", {class: "manifest", id: "manifest"});
+  const cards = runCards.map((make) => make(id));
   const curves = new LineChart(curvesBox, {xLabel: "env steps", yLabel: "fitness", height: 300});
   const training = new ChartGrid(trainingBox, "env steps");
   const hps = new ChartGrid(hpBox, "generation");
   let manifest = null;
   const root = el("div", {},
-    el("p", {}, el("a", {href: "#/"}, "← all runs")), title, summaryBox,
+    el("p", {}, el("a", {href: "#/"}, `← all ${runsList.noun}`)), title, summaryBox,
+    ...cards.map((card) => card.root),
     section("Learning curves", "s-curves", el("p", {class: "muted small"}, "Evaluation fitness of the best member, the population mean and each member against the population's env steps."), curvesBox),
     section("Training metrics", "s-training", trainingBox),
     section("Hyperparameters", "s-hyperparameters", el("p", {class: "muted small"}, "Each member's hyperparameters by generation (mutations change them, selection copies them)."), hpNone, hpBox),
@@ -226,7 +232,8 @@ export function runView(id) {
       const [detail, newRows, newEvents] = await Promise.all([
         getJSON(runPath(id)), data.refreshMetrics(), data.refreshEvents()]);
       title.textContent = detail.summary.name;
-      document.title = `${detail.summary.name} · agilerl dashboard`;
+      document.title = `${detail.summary.name} · ${document.body.dataset.product || "agilerl dashboard"}`;
+      for (const card of cards) card.refresh(detail);
       summaryBox.replaceChildren(summaryList(detail.summary));
       filesBox.replaceChildren(filesList(id, detail));
       if (manifest !== detail.manifest) { manifest = detail.manifest; manifestBox.textContent = manifest || "(no manifest.yaml)"; }

@@ -1,8 +1,12 @@
 // The runs list: every run folder with its algorithm, environment, status, best fitness,
 // steps and wall time; a filter, sortable columns, and a selection to compare.
 
-import {el, fmt, duration, getJSON} from "./dom.js";
+import {el, fmt, duration, getJSON, api} from "./dom.js";
 
+/** What the list shows; a host may replace these (the Arena lists experiments). */
+export const runsList = {title: "Runs", noun: "runs",
+  empty: "No run folders found yet. Train with `agilerl train MANIFEST` and they appear here.",
+  columns: null};
 const COLUMNS = [
   ["name", "Run"], ["algorithm", "Algorithm"], ["env", "Environment"], ["status", "Status"],
   ["best_fitness", "Best fitness"], ["steps", "Steps"], ["generations", "Gens"],
@@ -10,6 +14,10 @@ const COLUMNS = [
 ];
 const selected = new Set();
 let sortKey = "updated", sortDown = true, filterText = "";
+
+function columns() {
+  return runsList.columns || COLUMNS;
+}
 
 function cell(run, key) {
   const value = run[key];
@@ -49,7 +57,7 @@ export function runsView() {
     oninput: () => { filterText = filter.value; render(); }});
 
   function header() {
-    head.replaceChildren(el("th", {}, ""), ...COLUMNS.map(([key, label]) => el("th", {
+    head.replaceChildren(el("th", {}, ""), ...columns().map(([key, label]) => el("th", {
       class: key === sortKey ? `sortable sorted ${sortDown ? "down" : "up"}` : "sortable", "data-key": key,
       onclick: () => { sortDown = key === sortKey ? !sortDown : key !== "name"; sortKey = key; header(); render(); },
     }, label)));
@@ -60,9 +68,9 @@ export function runsView() {
     body.replaceChildren(...shown.map((run) => {
       const box = el("input", {type: "checkbox", title: "select to compare", checked: selected.has(run.id),
         onchange: () => { if (box.checked) selected.add(run.id); else selected.delete(run.id); sync(); }});
-      return el("tr", {"data-run": run.id}, el("td", {}, box), ...COLUMNS.map(([key]) => el("td", {class: `c-${key}`}, cell(run, key))));
+      return el("tr", {"data-run": run.id}, el("td", {}, box), ...columns().map(([key]) => el("td", {class: `c-${key}`}, cell(run, key))));
     }));
-    count.textContent = `${shown.length} of ${runs.length} runs`;
+    count.textContent = `${shown.length} of ${runs.length} ${runsList.noun}`;
     sync();
   }
 
@@ -74,13 +82,13 @@ export function runsView() {
 
   header();
   const table = el("table", {class: "runs", id: "runs"}, el("thead", {}, head), body);
-  const empty = el("p", {class: "muted", hidden: true}, "No run folders found yet. Train with `agilerl train MANIFEST` and they appear here.");
+  const empty = el("p", {class: "muted", hidden: true}, runsList.empty);
   const root = el("section", {},
-    el("div", {class: "toolbar"}, el("h1", {}, "Runs"), filter, compareButton, count), table, empty);
+    el("div", {class: "toolbar"}, el("h1", {}, runsList.title), filter, compareButton, count), table, empty);
   return {
     name: "runs", root,
     async refresh() {
-      const data = await getJSON("/api/runs");
+      const data = await getJSON(`${api.base}/runs`);
       runs = data.runs;
       empty.hidden = runs.length > 0;
       render();
