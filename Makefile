@@ -9,6 +9,8 @@ PIP_FLAGS := -q --disable-pip-version-check $(FIND_LINKS) -c constraints.txt
 PIP_INSTALL := $(PY) -m pip install $(PIP_FLAGS)
 # `make demo` needs only the core package (CartPole is in gymnasium itself), so it gets a
 # light environment of its own instead of the development one (ray, transformers, mujoco, ...).
+# --no-compile: Python writes bytecode on first import, for the modules the demo uses only
+# (precompiling every installed module would add about 140 MB, most of it torch's).
 DEMO_VENV ?= .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
 DEMO_STAMP := $(DEMO_VENV)/.installed
@@ -26,7 +28,7 @@ setup: $(STAMP)
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(DEMO_VENV)
 	$(DEMO_PY) -m pip install $(PIP_FLAGS) --upgrade pip
-	$(DEMO_PY) -m pip install $(PIP_FLAGS) -e .
+	$(DEMO_PY) -m pip install $(PIP_FLAGS) --no-compile -e .
 	touch $(DEMO_STAMP)
 
 setup-demo: $(DEMO_STAMP)
