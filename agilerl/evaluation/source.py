@@ -67,6 +67,10 @@ def load_source(path: str | os.PathLike[str], member: int | None = None,
     if elite.is_file() and member is None and not (target / INDEX_NAME).exists() \
             and _newer_than_checkpoints(elite, target):
         return _agent_file(elite, device)
+    if (target / RUN_MANIFEST).is_file() and not elite.is_file() \
+            and not (target / RUN_CHECKPOINTS).is_dir():
+        raise SourceError(f"run folder {target} holds no agent: the run saved neither an elite "
+                          "nor a checkpoint (train with --save-elite or --checkpoint-steps N)")
     try:
         checkpoint = find_checkpoint(target)
     except CheckpointError as exc:

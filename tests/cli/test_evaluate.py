@@ -156,6 +156,16 @@ def test_refusals_exit_two_without_traceback(dqn_run, tmp_path, args, needle, ca
     assert needle in err and "Traceback" not in err
 
 
+def test_a_run_that_saved_no_agent_says_how_to_save_one(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.yaml").write_text("algorithm: {name: DQN}\n")
+    (run / "metrics.csv").write_text("train/global_step\n")
+    status, _, err = evaluate(capsys, run)
+    assert status == 2
+    assert "saved neither an elite nor a checkpoint" in err and "--save-elite" in err
+
+
 def test_a_render_mode_the_env_lacks_is_refused(maddpg_run, capsys) -> None:
     status, _, err = evaluate(capsys, maddpg_run, "--render", "rgb_array")
     assert status == 2 and "cannot render" in err
