@@ -126,6 +126,9 @@ class MADDPG(MultiAgentRLAlgorithm):
                 self.network_name(r, a) for a in agents for r in roles)
             self._rebuild_optimizer(opt_name)
         self.noise = {a: ActionNoise(dims[a]) for a in agents}
+        # Noise-free acting samples discrete agents' policies from a stream of its own, so
+        # that evaluating neither draws from the training stream nor depends on it.
+        self.acting_rng = np.random.default_rng(int(self.np_rng.integers(0, 2**62)))
         self.learn_counter = 0
 
     # ------------------------------------------------------------------ acting
@@ -153,14 +156,25 @@ class MADDPG(MultiAgentRLAlgorithm):
         outputs = self.policy(obs)
         masks = self.action_masks(obs)
         settings = self.noise_settings() if explore else None
+        rng = self.np_rng if explore else self.acting_rng
         env_actions, vectors = {}, {}
         for agent in self.agent_ids:
             noise = None
             if settings is not None:
-                noise = self.noise[agent].sample(len(outputs[agent]), self.np_rng, settings)
+                noise = self.noise[agent].sample(len(outputs[agent]), rng, settings)
             env_actions[agent], vectors[agent] = self.actions[agent].act(
-                outputs[agent], noise, self.np_rng, masks[agent])
+                outputs[agent], noise, rng, masks[agent])
         return env_actions, vectors
+
+    def test(
+        self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    ) -> float:
+        """Evaluation without exploration noise (see ``MultiAgentRLAlgorithm.test``); with
+        ``seed``, discrete agents' policy samples are drawn from that seed, so the same
+        weights, env and seed give the same fitness."""
+        if seed is not None:
+            self.acting_rng = np.random.default_rng(seed)
+        return super().test(env, max_steps=max_steps, loop=loop, seed=seed)
 
     def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
         return self.get_action(obs, training=False)
@@ -303,6 +317,7 @@ class MADDPG(MultiAgentRLAlgorithm):
             "noise": {a: None if n.state is None else n.state.copy()
                       for a, n in self.noise.items()},
             "learn_counter": self.learn_counter,
+            "acting_rng": copy.deepcopy(self.acting_rng.bit_generator.state),
         }
 
     def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
@@ -311,6 +326,8 @@ class MADDPG(MultiAgentRLAlgorithm):
                 self.noise[agent].state = (None if state is None
                                            else np.array(state, dtype=np.float64))
         self.learn_counter = int(extra.get("learn_counter", 0))
+        if extra.get("acting_rng") is not None:
+            self.acting_rng.bit_generator.state = copy.deepcopy(extra["acting_rng"])
 
 
 def _masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
