@@ -88,7 +88,7 @@ TASKS = {t.name: t for t in (
          "LSTM PPO on CartPoleNoVel-v1 (velocities hidden: a memory task)"),
     Task("ppo_novel_control", BENCH / "ppo_cartpole_novel_ff.yaml", 475, 100_000,
          "control: feed-forward PPO on CartPoleNoVel-v1 should NOT reach 475"),
-    Task("ippo_spread", BENCH / "ippo_spread.yaml", None, None),
+    Task("ippo_spread", BENCH / "ippo_spread.yaml", None, None, "", ("network.arch=mlp",)),
     Task("maddpg_ssl", SHARED / "maddpg_ssl.yaml", None, None, "",
          ("network.arch=mlp",)),
     Task("matd3_ssl", BENCH / "matd3_ssl.yaml", None, None, "", ("network.arch=mlp",)),

@@ -7,25 +7,28 @@ each with a target copy following it by soft updates (``tau``). Networks are per
 learn from their own rewards). Every ``learn``:
 
 * critic ``i`` regresses onto ``r_i + gamma * (1 - terminated_i) * Q'_i(o', a')`` with
-  ``a'_j = mu'_j(o'_j)`` for every agent (the target policies' actions);
+  ``a'_j = mu'_j(o'_j)`` for every agent (the target policies' actions; a relaxed sample
+  for discrete agents);
 * every ``policy_freq``-th call (MADDPG: every call), actor ``i`` ascends
   ``Q_i(o, a_1..mu_i(o_i)..a_N)``, the other agents' actions as stored; then every target
   network is soft-updated.
 
 Actions (:mod:`agilerl.algorithms.core.agent_actions`): continuous agents act in
-normalised units with their own OU or Gaussian noise stream per sub-env (the DDPG/TD3
-:class:`~agilerl.algorithms.core.action_noise.ActionNoise`); discrete agents' actors
-output logits, explore by sampling (Gumbel-max), and learn through a straight-through
-Gumbel-softmax sample, with a small penalty on the logits' size (as in the original
-implementation) so they stay in the range where the softmax has gradients. Critics read
-one-hot discrete actions; the target action of a discrete agent is its target policy's
-argmax. Action masks (PettingZoo classic) restrict acting to legal actions, and the
-target actions at ``o'`` to the actions legal there (the loop stores the next
-observation's masks with each transition, field ``next_action_mask``).
+normalised units; discrete agents' actors output logits and act by their Gumbel-softmax
+relaxation (MADDPG's original design): critics read the relaxed action vectors, replay
+memory stores them, target actions are the target policies' relaxed samples, and acting
+without exploration samples the policy rather than taking the argmax of its logits. Every
+agent explores with its own OU or Gaussian noise stream per sub-env (the DDPG/TD3
+:class:`~agilerl.algorithms.core.action_noise.ActionNoise`) added to its action vector;
+discrete actors' logits carry a small penalty on their size (as in the original
+implementation) so they stay in the range where the softmax has gradients. Action masks
+(PettingZoo classic) restrict acting to legal actions, and the target actions at ``o'``
+to the actions legal there (the loop stores the next observation's masks with each
+transition, field ``next_action_mask``).
 
 Rows of agents that were not live at the observation (they left the episode early) are
 masked out of that agent's own losses; their (zero) observations and actions still feed
-the other agents' critics. Fitness is the greedy episode return summed over agents.
+the other agents' critics. Fitness is the episode return without exploration noise, summed over agents.
 """
 
 from __future__ import annotations
@@ -122,7 +125,10 @@ class MADDPG(MultiAgentRLAlgorithm):
             self.optimizer_networks[opt_name] = tuple(
                 self.network_name(r, a) for a in agents for r in roles)
             self._rebuild_optimizer(opt_name)
-        self.noise = {a: ActionNoise(dims[a]) for a in agents if not self.actions[a].discrete}
+        self.noise = {a: ActionNoise(dims[a]) for a in agents}
+        # Noise-free acting samples discrete agents' policies from a stream of its own, so
+        # that evaluating neither draws from the training stream nor depends on it.
+        self.acting_rng = np.random.default_rng(int(self.np_rng.integers(0, 2**62)))
         self.learn_counter = 0
 
     # ------------------------------------------------------------------ acting
@@ -137,21 +143,38 @@ class MADDPG(MultiAgentRLAlgorithm):
     @acts_on_single
     def get_action(self, obs: Mapping[str, Any], training: bool = False) -> dict[str, np.ndarray]:
         """Env actions, agent id -> batch (a vector env's observations) or agent id -> one
-        action (a plain PettingZoo env's: for the agents observed); greedy by default, with
-        ``training`` exploring."""
+        action (a plain PettingZoo env's: for the agents observed); without exploration
+        noise by default (discrete agents still sample their policy), with ``training``
+        exploring."""
+        return self.act(obs, explore=training)[0]
+
+    def act(
+        self, obs: Mapping[str, Any], *, explore: bool
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Env actions and the action vectors replay memory stores (agent id -> batch),
+        with each agent's exploration noise when ``explore``."""
         outputs = self.policy(obs)
         masks = self.action_masks(obs)
-        if not training:
-            return {a: self.actions[a].to_env(outputs[a], masks[a]) for a in self.agent_ids}
-        settings = self.noise_settings()
-        actions = {}
+        settings = self.noise_settings() if explore else None
+        rng = self.np_rng if explore else self.acting_rng
+        env_actions, vectors = {}, {}
         for agent in self.agent_ids:
             noise = None
-            if agent in self.noise:
-                noise = self.noise[agent].sample(len(outputs[agent]), self.np_rng, settings)
-            actions[agent] = self.actions[agent].explore(outputs[agent], noise, self.np_rng,
-                                                         masks[agent])
-        return actions
+            if settings is not None:
+                noise = self.noise[agent].sample(len(outputs[agent]), rng, settings)
+            env_actions[agent], vectors[agent] = self.actions[agent].act(
+                outputs[agent], noise, rng, masks[agent])
+        return env_actions, vectors
+
+    def test(
+        self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    ) -> float:
+        """Evaluation without exploration noise (see ``MultiAgentRLAlgorithm.test``); with
+        ``seed``, discrete agents' policy samples are drawn from that seed, so the same
+        weights, env and seed give the same fitness."""
+        if seed is not None:
+            self.acting_rng = np.random.default_rng(seed)
+        return super().test(env, max_steps=max_steps, loop=loop, seed=seed)
 
     def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
         return self.get_action(obs, training=False)
@@ -204,10 +227,9 @@ class MADDPG(MultiAgentRLAlgorithm):
         self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Agent's target-policy critic action at ``o'``, legal under ``o'``'s action
-        mask when it has one (MATD3 smooths it)."""
+        mask when it has one (MATD3 smooths a continuous one)."""
         output = self.unit_network("actor_target", agent)(next_obs)
-        return self.actions[agent].policy_action(output, self.torch_rng, sample=False,
-                                                 mask=next_mask)
+        return self.actions[agent].policy_action(output, self.torch_rng, mask=next_mask)
 
     def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
         return self.unit_network("critic_target", agent)(next_obs, next_actions)
@@ -252,7 +274,7 @@ class MADDPG(MultiAgentRLAlgorithm):
         for agent in self.agent_ids:
             output = self.unit_network("actor", agent)(batch["obs"][agent])
             joint = dict(batch["action"])
-            joint[agent] = self.actions[agent].policy_action(output, self.torch_rng, sample=True)
+            joint[agent] = self.actions[agent].policy_action(output, self.torch_rng)
             active = batch["active"][agent]
             critic = self.unit_network(self.critic_roles[0], agent)
             loss = -_masked_mean(critic(batch["obs"], joint), active)
@@ -295,6 +317,7 @@ class MADDPG(MultiAgentRLAlgorithm):
             "noise": {a: None if n.state is None else n.state.copy()
                       for a, n in self.noise.items()},
             "learn_counter": self.learn_counter,
+            "acting_rng": copy.deepcopy(self.acting_rng.bit_generator.state),
         }
 
     def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
@@ -303,6 +326,8 @@ class MADDPG(MultiAgentRLAlgorithm):
                 self.noise[agent].state = (None if state is None
                                            else np.array(state, dtype=np.float64))
         self.learn_counter = int(extra.get("learn_counter", 0))
+        if extra.get("acting_rng") is not None:
+            self.acting_rng.bit_generator.state = copy.deepcopy(extra["acting_rng"])
 
 
 def _masked_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -6,9 +6,8 @@
   ``policy_freq`` critic updates; actors ascend the first critic.
 * **Target policy smoothing**: a continuous agent's target action is
   ``clip(mu'(o') + clip(N(0, 0.2), -0.5, 0.5), -1, 1)`` (normalised units, the TD3
-  paper's constants, as in :mod:`agilerl.algorithms.td3`); a discrete agent's is a
-  one-hot Gumbel-max sample of its target policy instead of the argmax (sampling is the
-  discrete counterpart of the smoothing noise).
+  paper's constants, as in :mod:`agilerl.algorithms.td3`); a discrete agent's target
+  action is already a relaxed sample of its target policy (MADDPG's), which smooths it.
 
 Everything else (actions, noise, masks, state) is MADDPG's.
 """
@@ -38,10 +37,9 @@ class MATD3(MADDPG):
     def _target_action(
         self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
+        if self.actions[agent].discrete:
+            return super()._target_action(agent, next_obs, next_mask)
         output = self.unit_network("actor_target", agent)(next_obs)
-        actions = self.actions[agent]
-        if actions.discrete:
-            return actions.policy_action(output, self.torch_rng, sample=True, mask=next_mask)
         noise = torch.randn(output.shape, generator=self.torch_rng).to(output.device)
         return (output + (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)).clamp(-1.0, 1.0)
 

@@ -47,7 +47,8 @@ def train_multi_agent_off_policy_member(
 ) -> dict[str, Any]:
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
 
-    The agent provides ``agent_ids``, ``explore_action(obs) -> {agent: env actions}``,
+    The agent provides ``agent_ids``, ``act(obs, explore=True) -> ({agent: env actions},
+    {agent: actions to store})``,
     ``storable(obs) -> {agent: rows}``, ``storable_masks(obs) -> {agent: masks}``,
     ``on_episode_end(mask)``, ``learn(batch)``,
     ``batch_size``, ``learn_step`` and ``steps``. Returns ``{steps, score, episodes,
@@ -66,14 +67,14 @@ def train_multi_agent_off_policy_member(
     first = agent.steps[-1] // num_envs
     per_step, every = _learn_schedule(int(agent.learn_step), num_envs)
     for i in range(vector_steps):
-        action = agent.explore_action(obs)
+        action, stored_action = agent.act(obs, explore=True)
         next_obs, reward, terminated, _, acted, ended, _ = stepper.step(action)
         # A sub-env whose step was real has at least one agent that acted in it.
         valid = np.any([acted[a] for a in agents], axis=0)
         # Masked agents: the next observation's masks, which limit the target actions.
         next_masks = agent.storable_masks(next_obs)
         memory.add(
-            obs=agent.storable(obs), action=action, next_obs=agent.storable(next_obs),
+            obs=agent.storable(obs), action=stored_action, next_obs=agent.storable(next_obs),
             reward={a: np.asarray(reward[a], dtype=np.float32) for a in agents},
             done={a: np.asarray(terminated[a], dtype=bool) for a in agents},
             active=acted, valid=valid, **({NEXT_MASK: next_masks} if next_masks else {}),

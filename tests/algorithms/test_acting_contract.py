@@ -1,5 +1,6 @@
-"""The ``get_action`` contract of a trained agent: greedy unless exploration is asked for,
-and one observation of a plain env in, actions that plain env accepts out."""
+"""The ``get_action`` contract of a trained agent: no exploration unless asked for (greedy,
+or a sample of a stochastic policy), and one observation of a plain env in, actions that
+plain env accepts out."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from agilerl.algorithms import DDPG, DQN, IPPO, MADDPG, MATD3, PPO, TD3, RainbowDQN
 from agilerl.algorithms.core.multi_agent import agent_spaces
 from agilerl.envs import multi_agent_probe
+from agilerl.envs.pettingzoo_env import PettingZooVectorEnv
 
 NET = {"latent_dim": 8, "encoder_config": {"hidden_size": [8]},
        "head_config": {"hidden_size": [8]}}
@@ -35,21 +37,24 @@ def _plain_episode_actions(agent, env, seed: int) -> list[dict]:
 @pytest.mark.parametrize("cls", [MADDPG, MATD3])
 @pytest.mark.parametrize("config", [{}, {"early_exit": True}, {"action_masks": True}],
                          ids=["plain", "agent-leaves", "action-masks"])
-def test_maddpg_acts_on_a_plain_pettingzoo_env_greedily(cls, config) -> None:
+def test_maddpg_acts_on_a_plain_pettingzoo_env_without_noise(cls, config) -> None:
     env = multi_agent_probe.parallel_env(**config)
     agent = cls(*agent_spaces(env), seed=0, net_config=NET)
     first = _plain_episode_actions(agent, env, seed=4)
     again = _plain_episode_actions(agent, env, seed=4)
-    # greedy by default: the same observations give the same actions, and those of
-    # greedy_action; exploring is asked for with training=True
-    assert [{k: np.asarray(v).tolist() for k, v in a.items()} for a in first] == \
-           [{k: np.asarray(v).tolist() for k, v in a.items()} for a in again]
+    # Without noise by default: the continuous agent's action is a function of its
+    # observation, the same as greedy_action's; exploring is asked for with training=True.
+    # (Discrete agents sample their policy: softmax of the actor's logits.)
+    assert [a["pointer_0"].tolist() for a in first] == [a["pointer_0"].tolist() for a in again]
     obs, _ = env.reset(seed=4)
-    greedy = agent.greedy_action(obs)
-    assert {k: np.asarray(v).tolist() for k, v in greedy.items()} == \
-           {k: np.asarray(v).tolist() for k, v in first[0].items()}
+    assert agent.greedy_action(obs)["pointer_0"].tolist() == first[0]["pointer_0"].tolist()
     explored = [agent.get_action(obs, training=True)["pointer_0"] for _ in range(5)]
     assert len({float(a[0]) for a in explored}) > 1
+    seekers = {int(agent.get_action(obs)["seeker_0"]) for _ in range(40)}
+    assert len(seekers) > 1
+    # An evaluation with a seed replays the same policy samples.
+    vector = PettingZooVectorEnv([lambda: multi_agent_probe.parallel_env(**config)] * 4)
+    assert agent.test(vector, seed=3) == agent.test(vector, seed=3)
 
 
 def test_loaded_ippo_is_deterministic_unless_asked_to_sample(tmp_path) -> None:

@@ -115,6 +115,29 @@ def _changed(before, network) -> bool:
     return any(not torch.equal(a, b) for a, b in zip(before, network.parameters(), strict=True))
 
 
+def test_discrete_agents_store_relaxed_actions_and_act_by_sampling() -> None:
+    env = _env()
+    agent = _agent(MADDPG, env)
+    batch = _batch(agent, env)
+    # Seekers (Discrete(2)) store the noisy relaxed vector they acted on; the pointer
+    # (Box(1)) its env action.
+    stored = np.asarray(batch["action"]["seeker_0"])
+    assert stored.shape == (32, 2) and stored.dtype == np.float32
+    assert np.all((stored >= 0.0) & (stored <= 1.0)) and np.ptp(stored) > 0.0
+    assert np.asarray(batch["action"]["pointer_0"]).shape == (32, 1)
+    # Target actions of discrete agents are relaxed samples, not one-hot argmaxes.
+    obs = agent._batch(batch)["next_obs"]["seeker_0"]
+    target = agent._target_action("seeker_0", obs)
+    assert torch.all((target > 0.0) & (target < 1.0))
+    # Acting without exploration samples softmax(logits): one observation, many draws.
+    first, _ = env.reset(seed=0)
+    draws = {int(agent.get_action(first)["seeker_0"][0]) for _ in range(40)}
+    assert len(draws) > 1
+    twin = _agent(MADDPG, env)
+    np.testing.assert_array_equal(twin.get_action(first)["seeker_0"],
+                                  _agent(MADDPG, env).get_action(first)["seeker_0"])
+
+
 def test_departed_agents_rows_do_not_train_their_own_critic() -> None:
     env = _env()
     agent = _agent(MADDPG, env)

@@ -86,3 +86,18 @@ def test_drawn_architecture_mutations_apply() -> None:
             continue
         mutated = critic.mutated(plan)
         assert mutated(obs, act).shape == (7,)
+
+
+def test_vector_observations_reach_the_head_through_one_dense_layer() -> None:
+    # The configured encoder has a hidden layer of 32; the critic's does not, and no
+    # mutation adds one (deep observation paths destabilised speaker-listener's actors).
+    critic = _critic()
+    rng = np.random.default_rng(0)
+    for agent in AGENTS:
+        encoder = critic.encoder(agent)
+        assert encoder.arch["hidden_size"] == []
+        assert len(list(encoder.linears)) == 1
+        assert not encoder.can("add_layer")
+    for _ in range(20):
+        plan = critic.draw_plan("add_layer", rng, ["ReLU"])
+        assert plan is not None and plan["target"] == "head:q"
