@@ -177,6 +177,8 @@ class MADDPG(MultiAgentRLAlgorithm):
         return super().test(env, max_steps=max_steps, loop=loop, seed=seed)
 
     def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
+        """The evaluation action: no exploration noise; a discrete agent's is a sample of
+        its policy (from the acting stream), not the argmax of its logits."""
         return self.get_action(obs, training=False)
 
     def explore_action(self, obs: Any, vector_step: int = 0, settings: Any = None) -> Any:

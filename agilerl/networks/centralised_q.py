@@ -26,14 +26,11 @@ from agilerl.networks.encoders import encoder_architecture
 
 def observation_encoder_architecture(net_config: NetworkConfig, space: Any) -> dict[str, Any]:
     """A critic's encoder of one agent's observation: the agent's configured encoder,
-    except that a flat vector goes through a single dense layer to the latent (no hidden
-    layers, and none added by mutation).
-
-    Measured on speaker-listener (one member, no mutation, 30k env steps, 6 seeds): with
-    the configured hidden layers the critics' policy gradients drove most actors into
-    confident, bad moves (mean training return over the last 10k steps -163 with MADDPG,
-    -158 with MATD3); with one dense layer, -77 and -91. The reference's multi-input
-    critic also maps vector observations with one dense layer.
+    except that an MLP encoder (a flat vector observation) is a single dense layer to the
+    latent (no hidden layers, and none added by mutation), as in the reference's
+    multi-input critic. With the configured hidden layers, speaker-listener's actors were
+    driven into confident, bad moves (``docs/training.md``, "Multi-agent off-policy", has
+    the measurements).
     """
     arch = encoder_architecture(net_config, space)
     if arch.get("kind") == "mlp":

@@ -123,7 +123,8 @@ def test_discrete_agents_store_relaxed_actions_and_act_by_sampling() -> None:
     # (Box(1)) its env action.
     stored = np.asarray(batch["action"]["seeker_0"])
     assert stored.shape == (32, 2) and stored.dtype == np.float32
-    assert np.all((stored >= 0.0) & (stored <= 1.0)) and np.ptp(stored) > 0.0
+    assert np.all((stored >= 0.0) & (stored <= 1.0))
+    assert np.any((stored > 0.0) & (stored < 1.0))  # soft vectors, not one-hot rows
     assert np.asarray(batch["action"]["pointer_0"]).shape == (32, 1)
     # Target actions of discrete agents are relaxed samples, not one-hot argmaxes.
     obs = agent._batch(batch)["next_obs"]["seeker_0"]
