@@ -59,15 +59,32 @@ def test_gradient_features_are_the_output_layers_gradient(bandit) -> None:
     context = np.random.default_rng(0).uniform(0, 5, (3, 12)).astype(np.float32)
     mean, features = bandit.scores_and_features(context)
     layer = bandit._output_layer()
-    width = layer.in_features
     for arm in range(3):
         bandit.actor.zero_grad()
         bandit.actor(torch.as_tensor(context[arm:arm + 1])).sum().backward()
         grad = torch.cat([layer.weight.grad.reshape(-1), layer.bias.grad]).numpy()
-        np.testing.assert_allclose(features[arm], grad / np.sqrt(width), rtol=1e-5, atol=1e-6)
+        # unscaled, as the reference's (no 1/sqrt(width): that is a lamb width times larger)
+        np.testing.assert_allclose(features[arm], grad, rtol=1e-5, atol=1e-6)
         with torch.no_grad():
             assert mean[arm] == pytest.approx(float(bandit.actor(
                 torch.as_tensor(context[arm:arm + 1]))), rel=1e-5)
+
+
+def test_first_pull_bonus_is_the_gradient_norm_over_sqrt_lamb() -> None:
+    """Before any pull ``Z = lamb * I``, so the confidence width is ``||g|| / sqrt(lamb)``
+    with ``g = [h, 1]`` the output layer's plain gradient, as the reference's: a hidden
+    ``1/sqrt(m)`` scale would shrink every width (and the exploration) ``sqrt(m)`` times."""
+    agent = NeuralUCB(spaces.Box(0, 10, (12,), np.float32), spaces.Discrete(3),
+                      net_config=NET, seed=0, lamb=4.0)
+    context = np.random.default_rng(5).uniform(0, 5, (3, 12)).astype(np.float32)
+    with torch.no_grad():
+        hidden = agent.actor.head("q").penultimate(
+            agent.actor.encoder("encoder").forward(torch.as_tensor(context))).double().numpy()
+    expected = np.sqrt((hidden ** 2).sum(axis=1) + 1.0) / 2.0
+    mean, features = agent.scores_and_features(context)
+    np.testing.assert_allclose(agent.confidence_widths(features), expected, rtol=1e-6)
+    arm = agent.get_action(context)
+    assert arm == int(np.argmax(mean + expected))
 
 
 def test_design_inverse_tracks_the_pulls_and_greedy_leaves_it(bandit) -> None:

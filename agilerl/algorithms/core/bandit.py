@@ -3,11 +3,15 @@
 A context is an ``(arms, context_dim)`` matrix, one row per arm
 (:mod:`agilerl.envs.bandit`); one network scores a row: ``f(x) = w . h(x) + b``, ``h`` the
 last hidden activation. The exploration of both algorithms (Zhou et al. 2020, Zhang et al.
-2021) uses the gradient of ``f`` with respect to the output layer, ``g(x) = [h(x), 1] /
-sqrt(m)`` (``m``: the width of ``h``), which is read from the forward pass, not computed
-by backpropagation, and the design matrix ``Z = lamb * I + sum_t g_t g_t^T`` of the arms
-pulled. ``Z^-1`` is kept up to date by the Sherman-Morrison rank-one update, and ``sum_t
-g_t g_t^T`` is kept too, so a mutated ``lamb`` gives the exact ``Z^-1`` of the same history.
+2021) uses the gradient of ``f`` with respect to the output layer, ``g(x) = [h(x), 1]``,
+which is read from the forward pass, not computed by backpropagation, and the design
+matrix ``Z = lamb * I + sum_t g_t g_t^T`` of the arms pulled. ``g`` is not divided by
+``sqrt(m)`` (``m``: the width of ``h``) as in the papers: the reference divides by the
+square root of the output layer's output count, 1 here, and dividing by ``sqrt(m)``
+amounts to a ``lamb`` ``m`` times larger (an exploration bonus ``sqrt(m)`` times smaller
+at the start), which on the iris bandits explored less and learned less. ``Z^-1`` is
+kept up to date by the Sherman-Morrison rank-one update, and ``sum_t g_t g_t^T`` is kept
+too, so a mutated ``lamb`` gives the exact ``Z^-1`` of the same history.
 An architecture change restarts both (the gradient features change), as in the reference.
 
 Learning regresses ``f(x)`` on the observed rewards with ``reg * ||theta - theta_0||^2``
@@ -109,7 +113,7 @@ class NeuralBandit(RLAlgorithm):
         layer = self._output_layer()
         mean = F.linear(hidden, layer.weight, layer.bias).reshape(-1)
         h = hidden.double().cpu().numpy()
-        features = np.concatenate([h, np.ones((len(h), 1))], axis=1) / np.sqrt(h.shape[1])
+        features = np.concatenate([h, np.ones((len(h), 1))], axis=1)
         return mean.double().cpu().numpy(), features
 
     def confidence_widths(self, features: np.ndarray) -> np.ndarray:
