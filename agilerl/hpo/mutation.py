@@ -8,10 +8,14 @@ architecture mutation is a *layer* change (add or remove a hidden layer) with pr
 units of a hidden layer or of the latent width); it is drawn for one of the member's
 mutable networks and applied identically to its mirrors (e.g. a DQN target network).
 
-* ``params_mut``: in a random non-empty subset of one network's weight matrices (biases
-  and norms untouched), 10% of the entries are drawn; each gets Gaussian noise of standard
+* ``params_mut``: first the dormant neurons of every network the member trains are
+  re-initialised (ReGraMa, :mod:`agilerl.hpo.dormant`, with ``dormant_threshold``); then,
+  in a random non-empty subset of one network's weight matrices (biases and norms
+  untouched), 10% of the entries are drawn; each gets Gaussian noise of standard
   deviation ``mutation_sd * |w|`` (relative to the weight, as the reference library's
-  ``mutation_sd`` means), except 5% of them, which are redrawn from N(0, 1).
+  ``mutation_sd`` means), except 5% of them, which are redrawn from N(0, 1). Then, as in
+  the reference, target networks are copied from the networks they follow and the
+  optimizers start afresh (``agent.restart_after_weight_mutation``).
 * ``act_mut``: the hidden activation of one network becomes another of
   ``activation_selection``.
 * ``rl_hp_mut``: one hyperparameter listed in the member's ``hp_config`` (else this
@@ -38,6 +42,7 @@ import numpy as np
 import torch
 
 from agilerl.hpo import mutation_record
+from agilerl.hpo.dormant import revive_dormant_neurons
 from agilerl.hpo.ranges import plain_hp_config
 
 #: Activations an ``act_mut`` chooses from unless ``activation_selection`` says otherwise.
@@ -64,6 +69,7 @@ class Mutations:
         activation: float,
         rl_hp: float,
         mutation_sd: float = 0.1,
+        dormant_threshold: float = 0.01,
         activation_selection: Sequence[str] = DEFAULT_ACTIVATIONS,
         mutate_elite: bool = True,
         rl_hp_selection: Mapping[str, Any] | None = None,
@@ -75,8 +81,17 @@ class Mutations:
         if (probs < 0).any() or probs.sum() <= 0:
             raise ValueError("mutation probabilities must be >= 0 and not all zero")
         self.probabilities = probs / probs.sum()
+        # The mutation before training is there to diversify the population, so it never
+        # draws "no mutation" (as the reference's); without any other kind it is one.
+        changes = probs.copy()
+        changes[0] = 0.0
+        self.pre_training_probabilities = (
+            changes / changes.sum() if changes.sum() > 0 else np.eye(len(KINDS))[0])
         self.new_layer_prob = float(new_layer_prob)
         self.mutation_sd = float(mutation_sd)
+        if dormant_threshold < 0:
+            raise ValueError("dormant_threshold must be >= 0")
+        self.dormant_threshold = float(dormant_threshold)
         self.activation_selection = list(activation_selection)
         self.mutate_elite = bool(mutate_elite)
         self.rl_hp_selection = plain_hp_config(rl_hp_selection)
@@ -97,6 +112,7 @@ class Mutations:
             activation=p.act_mut,
             rl_hp=p.rl_hp_mut,
             mutation_sd=spec.mutation_sd,
+            dormant_threshold=spec.dormant_threshold,
             rl_hp_selection=spec.rl_hp_selection,
             rand_seed=kwargs.pop("rand_seed", spec.rand_seed),
             **kwargs,
@@ -111,6 +127,7 @@ class Mutations:
     ) -> list[Any]:
         """Mutate every member in place (slot 0, the elite, only if ``mutate_elite`` or
         ``pre_training_mut``); returns the population. ``agent.mut`` names what changed.
+        Before training (``pre_training_mut``) "no mutation" is never drawn.
 
         ``indices`` (MF-PBT): mutate only the members whose ``index`` is listed, in
         population order, with no elite exception; the others are not touched.
@@ -119,7 +136,8 @@ class Mutations:
         for slot, agent in enumerate(population):
             if wanted is not None and int(agent.index) not in wanted:
                 continue
-            drawn = KINDS[int(self.rng.choice(len(KINDS), p=self.probabilities))]
+            weights = self.pre_training_probabilities if pre_training_mut else self.probabilities
+            drawn = KINDS[int(self.rng.choice(len(KINDS), p=weights))]
             kept = wanted is None and slot == 0 and not (self.mutate_elite or pre_training_mut)
             kind = "None" if kept else drawn
             before = mutation_record.snapshot(agent)
@@ -178,6 +196,8 @@ class Mutations:
         return "act"
 
     def parameter_mutation(self, agent: Any) -> str:
+        for name in agent.trained_networks():
+            revive_dormant_neurons(agent.networks[name], self.dormant_threshold, self.rng)
         network = agent.networks[self._pick_network(agent)]
         # weight matrices: ``linears.0.weight``, an LSTM's ``weight_ih_l0`` ...
         weights = [param for name, param in network.named_parameters()
@@ -189,6 +209,7 @@ class Mutations:
         with torch.no_grad():
             for index in chosen:
                 _mutate_entries(weights[index], self.rng, self.mutation_sd)
+        agent.restart_after_weight_mutation()
         return "param"
 
     def rl_hyperparam_mutation(self, agent: Any) -> str:

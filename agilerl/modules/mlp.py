@@ -28,7 +28,8 @@ import contextlib
 import copy
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from functools import partial
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -106,21 +107,49 @@ class EvolvableMLP(nn.Module):
         # submodules, without per-module dispatch overhead (this runs on every env step).
         plan = self.__dict__.get("_plan") or self._make_plan()
         weight, bias, _, act = plan[-1]
-        return act(F.linear(self._hidden(plan, x), weight, bias))
+        out = F.linear(self._hidden(plan, x), weight, bias)
+        if self.measures_output and out.requires_grad:
+            out.register_hook(partial(self.keep_gradient, len(plan) - 1))
+        return act(out)
 
     def penultimate(self, x: torch.Tensor) -> torch.Tensor:
         """The input of the output layer: the last hidden activation (``x`` itself without
         hidden layers). Neural bandits read the output's gradient from it."""
         return self._hidden(self.__dict__.get("_plan") or self._make_plan(), x)
 
-    @staticmethod
-    def _hidden(plan: list[tuple[Any, Any, Any, Any]], x: torch.Tensor) -> torch.Tensor:
-        for weight, bias, norm, act in plan[:-1]:
+    def _hidden(self, plan: list[tuple[Any, Any, Any, Any]], x: torch.Tensor) -> torch.Tensor:
+        for layer, (weight, bias, norm, act) in enumerate(plan[:-1]):
             x = F.linear(x, weight, bias)
             if norm is not None:
                 x = F.layer_norm(x, norm[0], norm[1], norm[2], norm[3])
+            if x.requires_grad:
+                x.register_hook(partial(self.keep_gradient, layer))
             x = act(x)
         return x
+
+    # ------------------------------------------------------------------ dormancy
+    #: Whether the output layer's pre-activation is measured too (an encoder's latent).
+    measures_output: ClassVar[bool] = False
+
+    def keep_gradient(self, layer: int, gradient: torch.Tensor) -> None:
+        """Remember ``gradient`` (w.r.t. layer ``layer``'s pre-activation: after its layer
+        norm, before its activation) as that layer's latest; ReGraMa reads it
+        (:mod:`agilerl.hpo.dormant`). Called by backward passes: autograd's, through
+        tensor hooks the forward pass registers, and the closed-form one."""
+        kept = self.__dict__.get("_latest_gradients")
+        if kept is None or len(kept) != len(self.linears):
+            kept = self.__dict__["_latest_gradients"] = [None] * len(self.linears)
+        kept[layer] = gradient
+
+    def latest_gradients(self) -> list[torch.Tensor | None]:
+        """Per layer, the gradient :meth:`keep_gradient` kept last (None: none yet)."""
+        kept = self.__dict__.get("_latest_gradients")
+        return list(kept) if kept is not None else [None] * len(self.linears)
+
+    def measured_layers(self) -> int:
+        """How many layers, from the first, are measured: the hidden ones, and the output
+        layer when :attr:`measures_output`."""
+        return len(self.linears) - (0 if self.measures_output else 1)
 
     def _make_plan(self) -> list[tuple[Any, Any, Any, Any]]:
         """(weight, bias, layer-norm args or None, activation) per layer, cached.
@@ -264,6 +293,7 @@ class MLPEncoder(EvolvableMLP, EvolvableEncoder):
     """
 
     kind = "mlp"
+    measures_output = True
 
     @classmethod
     def architecture_from_config(

@@ -51,6 +51,10 @@ class MLPChain:
         self.plan = [layer for mlp in mlps
                      for layer in (mlp.__dict__.get("_plan") or mlp._make_plan())]
         self.parameters = [p for mlp in mlps for p in mlp.parameters()]
+        #: Per layer of :attr:`plan`: (its MLP, its index there) when the gradient w.r.t.
+        #: its pre-activation is kept for ReGraMa (``EvolvableMLP.keep_gradient``).
+        self.measured = [(mlp, i) if i < mlp.measured_layers() else None
+                         for mlp in mlps for i in range(len(mlp.linears))]
 
     @classmethod
     def of(cls, network: Any) -> MLPChain | None:
@@ -130,6 +134,8 @@ class MLPChain:
             activation_backward = ACTIVATION_BACKWARD.get(act)
             if activation_backward is not None:
                 grad = activation_backward(grad, out)
+            if (measured := self.measured[i]) is not None:
+                measured[0].keep_gradient(measured[1], grad)
             if norm is not None:
                 grad, norm[1].grad, norm[2].grad = LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
@@ -147,6 +153,8 @@ class MLPChain:
             x, pre, mean, rstd, out = tape[i]
             if activation_backward is not None:
                 grad = activation_backward(grad, out)
+            if (measured := self.measured[i]) is not None:
+                measured[0].keep_gradient(measured[1], grad)
             weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
             if norm is not None:
                 grad, norm_weight, norm_bias = LAYER_NORM_BACKWARD(

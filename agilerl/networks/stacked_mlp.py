@@ -14,7 +14,8 @@ Grouped matmuls rather than ``torch.func.vmap(functional_call(...))``: the MLPs 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
@@ -55,12 +56,13 @@ def layer_parameters(mlps: Sequence[EvolvableMLP]) -> list[torch.Tensor]:
 
 
 def stacked_forward(layers: Sequence[StackedLayer], params: Sequence[torch.Tensor],
-                    x: torch.Tensor) -> torch.Tensor:
+                    x: torch.Tensor, keep: GradientKeeper | None = None) -> torch.Tensor:
     """Every member's output for its rows of ``x`` (``(members, rows, in)``), the networks
     being ``layers`` with the member-stacked ``params`` (in :func:`layer_parameters`
-    order, each ``(members, *shape)``)."""
+    order, each ``(members, *shape)``). Under autograd, ``keep`` (see
+    :func:`gradient_keeper`) receives each layer's gradient w.r.t. its pre-activation."""
     i = 0
-    for layer in layers:
+    for index, layer in enumerate(layers):
         weight, bias = params[i], params[i + 1]
         x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
         i += 2
@@ -69,5 +71,30 @@ def stacked_forward(layers: Sequence[StackedLayer], params: Sequence[torch.Tenso
             x = (F.layer_norm(x, shape, None, None, eps) * params[i].unsqueeze(1)
                  + params[i + 1].unsqueeze(1))
             i += 2
+        if keep is not None and x.requires_grad:
+            x.register_hook(partial(keep, index))
         x = layer.act(x)
     return x
+
+
+#: Called with a layer's index (in :func:`stacked_layers` order) and its stacked gradient
+#: w.r.t. the pre-activation, ``(members, rows, features)``.
+GradientKeeper = Callable[[int, torch.Tensor], None]
+
+
+def gradient_keeper(member_mlps: Sequence[Sequence[EvolvableMLP]],
+                    rows: Sequence[int] | None = None) -> GradientKeeper:
+    """A :data:`GradientKeeper` handing each member its slice of a stacked pass's gradients
+    (its first ``rows[g]`` rows: the others pad a shorter batch) through
+    ``EvolvableMLP.keep_gradient``, as its own update would (for ReGraMa).
+    ``member_mlps[g]``: member ``g``'s MLPs, in the order the stacked layers run them."""
+    slots = [[(mlp, j) if j < mlp.measured_layers() else None
+              for mlp in mlps for j in range(len(mlp.linears))] for mlps in member_mlps]
+
+    def keep(layer: int, gradient: torch.Tensor) -> None:
+        for g, member in enumerate(slots):
+            if (slot := member[layer]) is not None:
+                own = gradient[g] if rows is None else gradient[g, : rows[g]]
+                slot[0].keep_gradient(slot[1], own)
+
+    return keep

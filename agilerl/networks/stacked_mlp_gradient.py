@@ -27,6 +27,7 @@ from torch import nn
 
 from agilerl.modules.mlp import _identity
 from agilerl.networks.mlp_gradient import ACTIVATION_BACKWARD, LAYER_NORM_BACKWARD, MLPChain
+from agilerl.networks.stacked_mlp import GradientKeeper
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
 #: input, output).
@@ -135,9 +136,11 @@ class StackedMLPChain:
 
     @torch.no_grad()
     def backward(self, params: Sequence[torch.Tensor], tape: StackedTape,
-                 grad: torch.Tensor) -> list[torch.Tensor]:
+                 grad: torch.Tensor, keep: GradientKeeper | None = None
+                 ) -> list[torch.Tensor]:
         """The gradients (stacked, in ``params`` order) of ``sum(grad * output)``, the
-        output being the one :meth:`forward` recorded in ``tape`` with ``params``."""
+        output being the one :meth:`forward` recorded in ``tape`` with ``params``;
+        ``keep`` receives each layer's gradient w.r.t. its pre-activation."""
         grads: list[Any] = [None] * len(params)
         i = len(params)
         for index in range(len(self.layers) - 1, -1, -1):
@@ -145,6 +148,8 @@ class StackedMLPChain:
             x, pre, normed, mean, rstd, act_in, out = tape[index]
             if layer.act_backward is not None:
                 grad = layer.act_backward(grad, act_in, out)
+            if keep is not None:
+                keep(index, grad)
             if layer.norm is not None:
                 i -= 2
                 grads[i] = (grad * normed).sum(1)

@@ -14,6 +14,7 @@ from agilerl.algorithms.core.stacked_ppo import StackedPPOGroup
 from agilerl.algorithms.ppo import PPO
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.training.experience import on_policy_member_run
+from tests.algorithms.conftest import assert_same_dormancy_scores
 
 TOL = {"rtol": 1e-4, "atol": 1e-5}
 
@@ -59,6 +60,7 @@ def _assert_same_member(a: PPO, b: PPO) -> None:
         for key, value in entry.items():
             torch.testing.assert_close(value, sb["state"][index][key], **TOL)
     assert torch.equal(a.torch_rng.get_state(), b.torch_rng.get_state())
+    assert_same_dormancy_scores(a, b)
 
 
 def _compare(env_name: str, hps: list[dict], *, share: bool = True, net: dict | None = None,

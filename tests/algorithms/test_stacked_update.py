@@ -11,6 +11,7 @@ from agilerl.algorithms.core.stacked_update import StackedGroup, group_key, lear
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.dqn import DQN
 from agilerl.envs.probe import make_probe_vector_env
+from tests.algorithms.conftest import assert_same_dormancy_scores
 
 NET = {"latent_dim": 16, "encoder_config": {"hidden_size": [16]},
        "head_config": {"hidden_size": [16]}}
@@ -52,6 +53,7 @@ def _assert_close(a: DQN, b: DQN) -> None:
         for (key, pa), pb in zip(a.networks[name].state_dict().items(),
                                  b.networks[name].state_dict().values(), strict=True):
             torch.testing.assert_close(pa, pb, **TOL, msg=f"{name}.{key}")
+    assert_same_dormancy_scores(a, b)
     sa, sb = a.optimizers["optimizer"].state_dict(), b.optimizers["optimizer"].state_dict()
     assert sa["param_groups"] == sb["param_groups"]
     for index, entry in sa["state"].items():

@@ -128,6 +128,22 @@ def test_rl_hp_mutation_stays_within_ranges_and_updates_optimizer(small_net):
     assert seen == {"lr", "batch_size", "learn_step"}
 
 
+def test_pre_training_mutation_never_draws_no_mutation(small_net):
+    agents = [_dqn(small_net, seed=i) for i in range(4)]
+    for agent in agents:
+        agent.hp_config = {"lr": {"min": 1e-5, "max": 1.0, "grow_factor": 1.2,
+                                  "shrink_factor": 0.8}}
+    mutations = Mutations(0.9, 0, 0, 0, 0, 0.1, rand_seed=0)
+    for _ in range(5):
+        mutations.mutation(agents, pre_training_mut=True)
+        assert all(agent.mut == "lr" for agent in agents)
+    mutations.mutation(agents)  # afterwards "no mutation" is drawn at its weight again
+    assert [agent.mut for agent in agents].count("None") >= 2
+    only_none = Mutations(1, 0, 0, 0, 0, 0, rand_seed=0)
+    only_none.mutation(agents, pre_training_mut=True)
+    assert all(agent.mut == "None" for agent in agents)
+
+
 def test_activation_and_parameter_mutations(small_net):
     agent = _dqn(small_net)
     before = copy.deepcopy(agent.actor.state_dict())

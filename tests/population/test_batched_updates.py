@@ -29,6 +29,7 @@ RECURRENT_PPO["network"] = {"latent_dim": 16, "head_config": {"hidden_size": [16
 #: Architecture mutations split the population into groups that change every generation.
 MUTATING = copy.deepcopy(TINY_DQN)
 MUTATING["training"]["pop_size"] = 4
+MUTATING["mutation"]["rand_seed"] = 5  # a draw whose architecture mutations regroup members
 
 
 def _train(manifest: dict, batched: bool, **options) -> tuple[list, list[float]]:

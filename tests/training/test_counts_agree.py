@@ -50,11 +50,14 @@ def _check_agreement(stdout: str, run_dir: Path, *, generations: int) -> list[di
 
 def test_ppo_whole_rollouts_past_the_budget_agree(tmp_path):
     run_dir = tmp_path / "ppo"
-    # learn_step 1,000 (not a multiple of 8 envs) and evo_steps 1,500: every member call
+    # learn_step 1,004 (not a multiple of 8 envs: rollouts of 126 vector steps, 1,008 env
+    # steps; pinned, so that no mutation changes it) and evo_steps 1,500: every member call
     # trains whole rollouts and passes its share, the total passes the budget.
     stdout = _train(CONFIGS / "ppo.yaml", run_dir, "--checkpoint-steps", "1",
                     "training.max_steps=3000", "training.evo_steps=1500",
-                    "training.pop_size=2", "algorithm.learn_step=1000")
+                    "training.pop_size=2", "algorithm.learn_step=1004",
+                    "mutation.rl_hp_selection.learn_step.min=1004",
+                    "mutation.rl_hp_selection.learn_step.max=1004")
     rows = _check_agreement(stdout, run_dir, generations=2)
     last = int(rows[-1]["train/global_step"])
     assert last > 6000  # past the budget, and the line says so instead of "N/6,000"

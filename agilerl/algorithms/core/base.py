@@ -30,6 +30,7 @@ import torch
 from agilerl.algorithms.core.evaluation import evaluate_greedy
 from agilerl.algorithms.core.member_state import MemberState, cpu_copy
 from agilerl.algorithms.core.spaces import ObsEncoder
+from agilerl.hpo.dormant import load_network_scores, network_scores
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
@@ -252,6 +253,7 @@ class RLAlgorithm(MemberState):
             "optimizers": {n: cpu_copy(opt.state_dict()) for n, opt in self.optimizers.items()},
             "np_rng": copy.deepcopy(self.np_rng.bit_generator.state),
             "torch_rng": self.torch_rng.get_state(),
+            "dormancy": network_scores(self.networks),
             "extra": self._extra_state(),
         }
 
@@ -270,6 +272,7 @@ class RLAlgorithm(MemberState):
                 self.networks[name] = net
                 setattr(self, name, net)
             net.load_state_dict(state["weights"][name])
+        load_network_scores(self.networks, state.get("dormancy"))
         for opt_name, opt_state in state["optimizers"].items():
             self._rebuild_optimizer(opt_name)
             self.optimizers[opt_name].load_state_dict(opt_state)
@@ -306,6 +309,24 @@ class RLAlgorithm(MemberState):
     def mutable_networks(self) -> list[str]:
         """Networks whose architecture may be mutated (mirrors follow their source)."""
         return [n for n in self.networks if n not in self.mirrored_networks]
+
+    def network_mirror_sources(self) -> dict[str, str]:
+        """Mirror (target) network -> the network it follows."""
+        return dict(self.mirrored_networks)
+
+    def trained_networks(self) -> list[str]:
+        """The networks an optimizer trains: every network but the mirrors."""
+        mirrors = self.network_mirror_sources()
+        return [name for name in self.networks if name not in mirrors]
+
+    def restart_after_weight_mutation(self) -> None:
+        """After a parameter mutation, as the reference's: each mirror (target network)
+        becomes a copy of the network it follows, and every optimizer starts afresh (its
+        moments described weights that have just changed)."""
+        for mirror, source in self.network_mirror_sources().items():
+            self.networks[mirror].load_state_dict(self.networks[source].state_dict())
+        for opt_name in self.optimizers:
+            self._rebuild_optimizer(opt_name)
 
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         """Apply one architecture mutation ``plan`` to a network and its mirrors.

@@ -330,6 +330,9 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         """One representative per mutation family (its plan applies to the whole family)."""
         return [family[0] for family in self.mutation_families()]
 
+    def network_mirror_sources(self) -> dict[str, str]:
+        return dict(self.network_mirrors)
+
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         """Apply ``plan`` to every network of ``network_name``'s family and their mirrors;
         optimizers training any of them are rebuilt with their state carried."""

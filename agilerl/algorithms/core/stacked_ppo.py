@@ -40,6 +40,7 @@ from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.stacked_mlp import (
     StackedLayer,
+    gradient_keeper,
     layer_parameters,
     stacked_forward,
     stacked_layers,
@@ -155,7 +156,7 @@ class StackedPPOGroup:
         agents = [self.agents[m] for m in members]
         (params,) = self._stacks.gather(members)
         batch = data.minibatch(step)
-        policy_out, value = self._forward(params, batch.obs)
+        policy_out, value = self._forward(params, batch.obs, agents, batch.sizes)
         log_prob, entropy = self._log_prob_entropy(params, policy_out, batch.actions)
         terms = _surrogate(agents, log_prob, entropy, value, batch)
         terms[0].sum().backward()
@@ -175,18 +176,22 @@ class StackedPPOGroup:
                 stopped.append(j)
         return stopped
 
-    def _forward(self, params: Sequence[torch.Tensor],
-                 obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's policy output and state value for its rows of ``obs``."""
-        latents = {}
-        for name in dict.fromkeys(self.inputs.values()):
-            part = self.parts[f"encoder:{name}"]
-            latents[name] = stacked_forward(part.layers, params[part.params], obs)
-        policy, value = self.parts["policy"], self.parts["value"]
-        return (stacked_forward(policy.layers, params[policy.params],
-                                latents[self.inputs["policy"]]),
-                stacked_forward(value.layers, params[value.params],
-                                latents[self.inputs["value"]]).squeeze(-1))
+    def _forward(self, params: Sequence[torch.Tensor], obs: torch.Tensor,
+                 agents: Sequence[Any], sizes: Sequence[int] | None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's policy output and state value for its rows of ``obs`` (``agents``:
+        the members, which keep their gradients for ReGraMa as their own update would, from
+        their own ``sizes`` rows)."""
+        members = [_mlps(agent.actor_critic) for agent in agents]
+
+        def run(name: str, x: torch.Tensor) -> torch.Tensor:
+            part = self.parts[name]
+            keep = gradient_keeper([[member[name]] for member in members], sizes)
+            return stacked_forward(part.layers, params[part.params], x, keep)
+
+        latents = {name: run(f"encoder:{name}", obs) for name in dict.fromkeys(self.inputs.values())}
+        return (run("policy", latents[self.inputs["policy"]]),
+                run("value", latents[self.inputs["value"]]).squeeze(-1))
 
     def _log_prob_entropy(self, params: Sequence[torch.Tensor], policy_out: torch.Tensor,
                           actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

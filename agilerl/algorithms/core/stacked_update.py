@@ -43,7 +43,13 @@ from agilerl.algorithms.dqn import DQN, bellman_target
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.q_network import QNetwork
-from agilerl.networks.stacked_mlp import layer_parameters, stacked_forward, stacked_layers
+from agilerl.networks.stacked_mlp import (
+    GradientKeeper,
+    gradient_keeper,
+    layer_parameters,
+    stacked_forward,
+    stacked_layers,
+)
 from agilerl.networks.stacked_mlp_gradient import StackedMLPChain, StackedTape
 
 Batch = Mapping[str, Any]
@@ -133,7 +139,7 @@ class StackedGroup:
         batch = _stacked_batch(agents, batches)
         y = _td_target(agents[0].double, batch, partial(self.forward, online),
                        partial(self.forward, target))
-        q_all = self.forward(online, batch.obs)
+        q_all = self.forward(online, batch.obs, _keeper(agents, batch.sizes))
         q = q_all.gather(2, batch.action).squeeze(2)
         terms = [agent.loss_terms(q_all[g, :rows], q[g, :rows], y[g, :rows])
                  for g, (agent, rows) in enumerate(zip(agents, batch.sizes, strict=True))]
@@ -170,7 +176,7 @@ class StackedGroup:
             grad_q = torch.zeros_like(q_all)
             for g, grad in enumerate(member_grads):
                 grad_q[g, : len(grad)] = grad
-        grads = chain.backward(online, tape, grad_q)
+        grads = chain.backward(online, tape, grad_q, _keeper(agents, batch.sizes))
         names = type(agents[0]).loss_metric_names
         return ([dict(zip(names, row, strict=True)) for row in torch.stack(terms).tolist()],
                 list(grads))
@@ -191,10 +197,16 @@ class StackedGroup:
         for tau, (targets, sources) in lerps.items():
             torch._foreach_lerp_(targets, sources, tau)
 
-    def forward(self, params: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    def forward(self, params: Sequence[torch.Tensor], x: torch.Tensor,
+                keep: GradientKeeper | None = None) -> torch.Tensor:
         """The stacked networks ``params`` (member-stacked, in :func:`_member_params`
         order) on ``x`` of shape (members, rows, in)."""
-        return stacked_forward(self.layers, params, x)
+        return stacked_forward(self.layers, params, x, keep)
+
+
+def _keeper(agents: Sequence[Any], rows: Sequence[int]) -> GradientKeeper:
+    """Each member's gradients for ReGraMa, as its own update keeps them."""
+    return gradient_keeper([_mlps(agent.actor) for agent in agents], rows)
 
 
 def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray:

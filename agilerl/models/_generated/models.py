@@ -1487,6 +1487,13 @@ class MutationSpec(SpecModel):
             ge=0.0,
         ),
     ] = 0.1
+    dormant_threshold: Annotated[
+        float,
+        Field(
+            description="ReGraMa threshold of parameter mutations (params_mut): before the weight noise, the neurons whose GraMa score (mean absolute gradient of the last learning step's loss with respect to their pre-activation) divided by their layer's mean score is at most this value are re-initialised, in every network the member trains. 0 revives only neurons without any gradient.",
+            ge=0.0,
+        ),
+    ] = 0.01
     rand_seed: Annotated[
         Integer,
         Field(
