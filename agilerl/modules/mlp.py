@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar, cast
 
@@ -497,3 +497,10 @@ def _transfer_add_nodes(
     norm.weight[n_old:] = 1.0
     # A positive offset keeps the new units alive (they would otherwise output act(0)).
     norm.bias[n_old:] = torch.empty(n_new - n_old).uniform_(0.1, 1.0, generator=gen)
+
+
+def measured_slots(mlps: Sequence[EvolvableMLP]) -> list[tuple[EvolvableMLP, int] | None]:
+    """Per layer of ``mlps`` run one after another: (its MLP, its index there) when the
+    gradient w.r.t. its pre-activation is kept for ReGraMa (``keep_gradient``), else None."""
+    return [(mlp, i) if i < mlp.measured_layers() else None
+            for mlp in mlps for i in range(len(mlp.linears))]

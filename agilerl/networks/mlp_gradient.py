@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from agilerl.modules.mlp import EvolvableMLP
+from agilerl.modules.mlp import EvolvableMLP, measured_slots
 
 #: The layer-norm backward kernel autograd itself calls.
 LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
@@ -51,10 +51,8 @@ class MLPChain:
         self.plan = [layer for mlp in mlps
                      for layer in (mlp.__dict__.get("_plan") or mlp._make_plan())]
         self.parameters = [p for mlp in mlps for p in mlp.parameters()]
-        #: Per layer of :attr:`plan`: (its MLP, its index there) when the gradient w.r.t.
-        #: its pre-activation is kept for ReGraMa (``EvolvableMLP.keep_gradient``).
-        self.measured = [(mlp, i) if i < mlp.measured_layers() else None
-                         for mlp in mlps for i in range(len(mlp.linears))]
+        #: Per layer of :attr:`plan`: where its pre-activation gradient is kept (ReGraMa).
+        self.measured = measured_slots(mlps)
 
     @classmethod
     def of(cls, network: Any) -> MLPChain | None:

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from agilerl.modules.mlp import EvolvableMLP
+from agilerl.modules.mlp import EvolvableMLP, measured_slots
 
 
 class StackedLayer(NamedTuple):
@@ -88,8 +88,7 @@ def gradient_keeper(member_mlps: Sequence[Sequence[EvolvableMLP]],
     (its first ``rows[g]`` rows: the others pad a shorter batch) through
     ``EvolvableMLP.keep_gradient``, as its own update would (for ReGraMa).
     ``member_mlps[g]``: member ``g``'s MLPs, in the order the stacked layers run them."""
-    slots = [[(mlp, j) if j < mlp.measured_layers() else None
-              for mlp in mlps for j in range(len(mlp.linears))] for mlps in member_mlps]
+    slots = [measured_slots(mlps) for mlps in member_mlps]
 
     def keep(layer: int, gradient: torch.Tensor) -> None:
         for g, member in enumerate(slots):

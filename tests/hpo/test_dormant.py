@@ -54,7 +54,8 @@ def test_closed_form_and_autograd_keep_the_pre_activation_gradients():
     upstream = torch.randn(16, 2, generator=torch.Generator().manual_seed(2))
     chain = MLPChain([encoder, head])
     tape: list = []
-    chain.backward(tape if chain.forward(x, tape) is not None else tape, upstream)
+    chain.forward(x, tape)
+    chain.backward(tape, upstream)
     closed = [layer_scores(encoder), layer_scores(head)]
     (head(encoder(x)) * upstream).sum().backward()
     autograd = [layer_scores(encoder), layer_scores(head)]
@@ -112,6 +113,8 @@ def test_parameter_mutation_revives_before_its_weight_noise():
     Mutations(0, 0, 0, 1, 0, 0, rand_seed=0).mutation([agent])
     assert agent.mut == "param"
     assert agent.actor.encoder("encoder").linear(0).weight[[1, 2]].abs().gt(0).all()
+    # biases: only a revival sets them (the weight noise leaves biases alone)
+    assert agent.actor.encoder("encoder").linear(0).bias[[1, 2]].eq(0).all()
     untouched = _dqn()  # same seed, no learning step: nothing measured, nothing revived
     _kill(untouched, [1, 2])
     Mutations(0, 0, 0, 1, 0, 0, rand_seed=0).mutation([untouched])
@@ -123,6 +126,7 @@ def test_the_kept_gradients_travel_with_the_state():
     agent.learn(_batch())
     saved = network_scores(agent.networks)
     clone = agent.clone()
+    assert saved["actor"]["encoders.encoder"][0] is not None  # something was measured
     for name, mlps in network_scores(clone.networks).items():
         for path, layers in mlps.items():
             for got, want in zip(layers, saved[name][path], strict=True):

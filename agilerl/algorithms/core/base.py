@@ -253,7 +253,7 @@ class RLAlgorithm(MemberState):
             "optimizers": {n: cpu_copy(opt.state_dict()) for n, opt in self.optimizers.items()},
             "np_rng": copy.deepcopy(self.np_rng.bit_generator.state),
             "torch_rng": self.torch_rng.get_state(),
-            "dormancy": network_scores(self.networks),
+            "dormancy": network_scores({n: self.networks[n] for n in self.trained_networks()}),
             "extra": self._extra_state(),
         }
 
@@ -308,7 +308,7 @@ class RLAlgorithm(MemberState):
     # ------------------------------------------------------------------ mutation support
     def mutable_networks(self) -> list[str]:
         """Networks whose architecture may be mutated (mirrors follow their source)."""
-        return [n for n in self.networks if n not in self.mirrored_networks]
+        return self.trained_networks()
 
     def network_mirror_sources(self) -> dict[str, str]:
         """Mirror (target) network -> the network it follows."""
