@@ -97,6 +97,13 @@ TASKS = {t.name: t for t in (
          BANDIT_PEER_SET),
     Task("neural_ts_iris", BENCH / "neural_ts_iris.yaml", None, None, "budget in pulls",
          BANDIT_PEER_SET),
+    # Shipped manifests outside issue 21's table, each measured at its own budget.
+    Task("ppo_mfpbt_cartpole", CONFIGS / "ppo_mfpbt.yaml", 475, 100_000,
+         "multi-frequency PBT; the reference has no such selection"),
+    Task("neural_ucb_blobs", CONFIGS / "neural_ucb.yaml", 99, None,
+         "budget in pulls; fitness: the reward of 100 greedy pulls"),
+    Task("neural_ts_blobs", CONFIGS / "neural_ts.yaml", 99, None,
+         "budget in pulls; fitness: the reward of 100 greedy pulls"),
 )}
 
 
