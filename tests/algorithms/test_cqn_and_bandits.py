@@ -55,6 +55,33 @@ def bandit(request):
                          net_config=NET, seed=0)
 
 
+def test_neural_ts_starts_from_the_papers_gaussian_weights_and_ucb_does_not() -> None:
+    """NeuralTS draws every dense weight from N(0, (4/fan_in)^2), the output layer's from
+    N(0, (2/fan_in)^2), biases zero; NeuralUCB keeps the library's orthogonal weights."""
+    net = {"latent_dim": 128, "encoder_config": {"hidden_size": [128]},
+           "head_config": {"hidden_size": [128]}}
+    space, arms = spaces.Box(0, 10, (12,), np.float32), spaces.Discrete(3)
+    ts = NeuralTS(space, arms, net_config=net, seed=0)
+    output = ts._output_layer()
+    layers = [m for m in ts.actor.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(layers) >= 3
+    for layer in layers:
+        coeff = 2.0 if layer is output else 4.0
+        assert float(layer.weight.std()) == pytest.approx(coeff / layer.in_features, rel=0.1)
+        assert not layer.bias.any()
+    again = NeuralTS(space, arms, net_config=net, seed=0)
+    for a, b in zip(ts.actor.parameters(), again.actor.parameters(), strict=True):
+        assert torch.equal(a, b)
+    def gram(agent: NeuralTS | NeuralUCB) -> torch.Tensor:  # the head's hidden layer
+        weight = agent.actor.head("q").linear(0).weight.detach()
+        return weight @ weight.T / weight.square().sum(1).mean()
+
+    eye = torch.eye(128)
+    ucb = NeuralUCB(space, arms, net_config=net, seed=0)
+    assert torch.allclose(gram(ucb), eye, atol=1e-4)  # orthogonal rows
+    assert not torch.allclose(gram(ts), eye, atol=0.05)
+
+
 def test_gradient_features_are_the_output_layers_gradient(bandit) -> None:
     context = np.random.default_rng(0).uniform(0, 5, (3, 12)).astype(np.float32)
     mean, features = bandit.scores_and_features(context)

@@ -22,7 +22,7 @@ restarted). Regret counts ``1 - reward`` per pull (best reward 1, as the bandit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -52,18 +52,40 @@ class NeuralBandit(RLAlgorithm):
     lamb: float
     reg: float
 
+    #: Whether the network starts from the papers' Gaussian initialisation (see
+    #: :meth:`_gaussian_init`) instead of the library's orthogonal one; chosen per
+    #: algorithm by measurement (``docs/training.md``, "Contextual bandits").
+    gaussian_init: ClassVar[bool] = False
+
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
             raise IncompatibleSpaceError(
                 f"{self.algo} pulls one of a Discrete set of arms, got {self.action_space}")
         self.arms = int(self.action_space.n)
+        generator = self.network_generator()
         self.actor = QNetwork.build(self.observation_space, 1, net_config,
-                                    self.network_generator()).to(self.device)
+                                    generator).to(self.device)
+        if self.gaussian_init:
+            self._gaussian_init(generator)
         self.networks = {"actor": self.actor}
         self.optimizer_networks = {"optimizer": ("actor",)}
         self.optimizers = {"optimizer": make_optimizer([self.actor], self.lr)}
         self.regret: list[float] = [0.0]
         self._restart_exploration()
+
+    @torch.no_grad()
+    def _gaussian_init(self, generator: torch.Generator) -> None:
+        """Every dense weight drawn from ``N(0, (4 / fan_in)^2)``, the output layer's from
+        ``N(0, (2 / fan_in)^2)``, biases zero: the reference's reading of the papers'
+        initialisation (which states variances ``4/m`` and ``2/m``)."""
+        output = self._output_layer()
+        for layer in self.actor.modules():
+            if isinstance(layer, torch.nn.Linear):
+                coeff = 2.0 if layer is output else 4.0
+                weight = torch.empty(layer.weight.shape).normal_(
+                    0.0, coeff / layer.in_features, generator=generator)
+                layer.weight.copy_(weight)
+                layer.bias.zero_()
 
     # ------------------------------------------------------------------ exploration state
     def _output_layer(self) -> torch.nn.Linear:
