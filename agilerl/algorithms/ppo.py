@@ -4,7 +4,8 @@
 with ``gamma``/``gae_lambda``), ``update_epochs`` passes over shuffled minibatches of
 ``batch_size``, clipped surrogate + ``vf_coef`` * value loss - ``ent_coef`` * entropy,
 gradient-norm clipping at ``max_grad_norm``, early stop of the update when the approximate
-KL divergence exceeds ``target_kl`` (when set).
+KL divergence exceeds ``target_kl`` (when set). With ``anneal_lr`` the learning rate
+decays linearly to zero over the run (``set_progress``).
 
 Recurrent PPO (``recurrent: true``, an ``lstm`` encoder) stores the recurrent state of
 every step in the rollout and learns by truncated backpropagation through time over
@@ -49,10 +50,11 @@ class PPO(RLAlgorithm):
         "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
         "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
         "share_encoders", "num_envs", "recurrent", "max_seq_len", "bptt_sequence_type",
+        "anneal_lr",
     )  # fmt: skip
     fixed_hyperparameters = (
         "action_std_init", "share_encoders", "num_envs", "target_kl", "recurrent",
-        "max_seq_len", "bptt_sequence_type",
+        "max_seq_len", "bptt_sequence_type", "anneal_lr",
     )  # fmt: skip
     unsupported_settings = {
         "rollout_buffer_config": "rollout buffer settings are not implemented in this "
@@ -81,6 +83,7 @@ class PPO(RLAlgorithm):
     recurrent: bool
     max_seq_len: int | None
     bptt_sequence_type: str
+    anneal_lr: bool
 
     @classmethod
     def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -212,6 +215,17 @@ class PPO(RLAlgorithm):
         return scaled.reshape((-1, *box.shape)).astype(box.dtype)
 
     # ------------------------------------------------------------------ learning
+    def set_progress(self, progress: float) -> None:
+        """Where this member stands in the run's budget (0 at the start, 1 at the end) before
+        its next ``learn``: with ``anneal_lr`` the optimizer's learning rate becomes
+        ``lr * (1 - progress)``; without, it stays ``lr``. ``lr`` itself (what mutation
+        changes) is never touched."""
+        if not self.anneal_lr:
+            return
+        scaled = float(self.lr) * max(0.0, 1.0 - float(progress))
+        for group in self.optimizers["optimizer"].param_groups:
+            group["lr"] = scaled
+
     def learn(self, rollout: RolloutBuffer) -> dict[str, float]:
         """PPO update from a rollout whose advantages have been computed.
 

@@ -230,6 +230,7 @@ def train_on_policy_member(
     *,
     seed: int | None = None,
     on_rollout: Callable[[dict[str, float]], None] | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """``ceil(steps / learn_step)`` rollouts of ``ceil(learn_step / num_envs)`` vector
     steps, each followed by ``agent.learn(rollout)`` (PPO-style agents).
@@ -244,6 +245,10 @@ def train_on_policy_member(
     stored in the rollout at every step, advanced by ``get_action`` and zeroed for a
     sub-env whose next observation starts an episode: after the step that ended it, and
     after a NEXT_STEP autoreset step.
+
+    With ``max_steps`` (the run's budget per member), ``agent.set_progress`` is told, before
+    each update, the member's env steps before that rollout over ``max_steps`` (what a
+    learning-rate schedule follows).
     """
     def learn(point: RolloutPoint) -> dict[str, float]:
         metrics = agent.learn(point.rollout)
@@ -251,11 +256,13 @@ def train_on_policy_member(
             on_rollout(metrics)
         return metrics
 
-    return drive_member_run(on_policy_member_run(agent, env, steps, seed=seed), learn)
+    return drive_member_run(
+        on_policy_member_run(agent, env, steps, seed=seed, max_steps=max_steps), learn)
 
 
 def on_policy_member_run(
-    agent: Any, env: Any, steps: int, *, seed: int | None = None
+    agent: Any, env: Any, steps: int, *, seed: int | None = None,
+    max_steps: int | None = None,
 ) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
     """:func:`train_on_policy_member` as a generator that yields a :class:`RolloutPoint`
     at every learning update and is sent the update's metrics; it returns the call's
@@ -280,7 +287,7 @@ def on_policy_member_run(
     )
     episodes = _Episodes(num_envs)
     learn: list[dict[str, float]] = []
-    for _ in range(rollouts):
+    for r in range(rollouts):
         buffer.reset()
         for _t in range(horizon):
             stored_hidden = _numpy_state(hidden)
@@ -300,6 +307,8 @@ def on_policy_member_run(
             agent.reset_hidden(hidden, ended | ~valid)
             obs = new_obs
         buffer.compute_gae(agent.get_value(obs, hidden), agent.gamma, agent.gae_lambda)
+        if max_steps:
+            agent.set_progress((agent.steps[-1] + r * horizon * num_envs) / max_steps)
         learn.append((yield RolloutPoint(buffer)))
     return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
 

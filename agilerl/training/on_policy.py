@@ -14,21 +14,25 @@ from agilerl.training.experience import (
 
 
 class OnPolicyMemberTrainer:
-    """``train(agent, steps, seed)`` for on-policy agents: rollouts then ``learn``."""
+    """``train(agent, steps, seed)`` for on-policy agents: rollouts then ``learn``
+    (``max_steps``: the run's budget per member, which a learning-rate schedule follows)."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, max_steps: int | None = None) -> None:
         self.env = env
+        self.max_steps = max_steps
 
     def __call__(self, agent: Any, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        return self.report(train_on_policy_member(agent, self.env, steps, seed=seed))
+        return self.report(train_on_policy_member(agent, self.env, steps, seed=seed,
+                                                  max_steps=self.max_steps))
 
     def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
             memory: Any = None) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
         """The same call as a generator that yields at every learning update (see
         :func:`on_policy_member_run`), on ``env`` (default: the trainer's); on-policy
         members keep no ``memory``."""
-        return on_policy_member_run(agent, self.env if env is None else env, steps, seed=seed)
+        return on_policy_member_run(agent, self.env if env is None else env, steps, seed=seed,
+                                    max_steps=self.max_steps)
 
     @staticmethod
     def report(result: dict[str, Any]) -> TrainReport:

@@ -54,7 +54,7 @@ def _off_policy(trainer: Any) -> Any:
 def _on_policy(trainer: Any) -> Any:
     from agilerl.training.on_policy import OnPolicyMemberTrainer
 
-    return OnPolicyMemberTrainer(trainer.env)
+    return OnPolicyMemberTrainer(trainer.env, int(trainer.training_spec.max_steps))
 
 
 def _llm_reasoning(trainer: Any) -> Any:

@@ -1,4 +1,5 @@
-"""PPO specifics: target_kl early stop, update counts, squashed continuous actions."""
+"""PPO specifics: target_kl early stop, update counts, squashed continuous actions, the
+annealed learning rate."""
 
 from __future__ import annotations
 
@@ -43,6 +44,41 @@ def test_update_count_and_target_kl_early_stop(small_net):
     # equal to the rollout policy, KL exactly 0) passes and the second one stops the update.
     assert counts[None] == 8
     assert counts[0.0] == 2
+
+
+def _update_lrs(agent: PPO) -> list[float]:
+    """The optimizer's learning rate at each ``learn`` call from now on."""
+    seen: list[float] = []
+    original = agent.learn
+
+    def recording_learn(rollout, _orig=original):
+        seen.append(agent.optimizers["optimizer"].param_groups[0]["lr"])
+        return _orig(rollout)
+
+    agent.learn = recording_learn  # type: ignore[method-assign]
+    return seen
+
+
+def test_anneal_lr_decays_linearly_over_the_budget_and_leaves_lr_alone(small_net):
+    agent, env = _ppo(small_net, lr=1e-3, anneal_lr=True)
+    seen = _update_lrs(agent)
+    # 4 rollouts of 64 steps in each of two calls, budget 512 steps per member: the k-th
+    # update follows k * 64 steps, so its learning rate is 1e-3 * (1 - k / 8)
+    train_on_policy_member(agent, env, 256, seed=0, max_steps=512)
+    train_on_policy_member(agent, env, 256, seed=1, max_steps=512)
+    assert seen == pytest.approx([1e-3 * (1 - k / 8) for k in range(8)])
+    assert agent.lr == 1e-3  # what mutation reads and changes
+    # a mutated lr is the value the schedule scales from then on
+    agent.set_hyperparameter("lr", 2e-3)
+    train_on_policy_member(agent, env, 64, seed=2, max_steps=1024)
+    assert seen[-1] == pytest.approx(2e-3 * (1 - 512 / 1024))
+
+
+def test_without_anneal_lr_the_learning_rate_stays_constant(small_net):
+    agent, env = _ppo(small_net, lr=1e-3)
+    seen = _update_lrs(agent)
+    train_on_policy_member(agent, env, 256, seed=0, max_steps=512)
+    assert seen == [1e-3] * 4
 
 
 def test_squashed_actions_stay_in_bounds(small_net):

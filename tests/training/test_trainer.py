@@ -12,7 +12,13 @@ import torch
 from agilerl.checkpoint import CheckpointError
 from agilerl.training.trainer import LocalTrainer, UnsupportedAlgorithmError
 
-from .conftest import assert_same_weights, weights
+from .conftest import (
+    assert_same_learning_rates,
+    assert_same_weights,
+    manifest_trainer,
+    run_and_resume,
+    weights,
+)
 
 
 def test_defaults_from_names():
@@ -178,3 +184,18 @@ def test_base_trainer_hooks_are_abstract():
 
     with pytest.raises(NotImplementedError, match="train method"):
         Named("DQN", "CartPole-v1").train()
+
+
+@pytest.mark.parametrize("training", [{}, {"num_workers": 2}, {"batched_updates": True}],
+                         ids=["in-process", "workers", "batched"])
+def test_anneal_lr_follows_each_members_budget_and_resumes_exactly(tiny_ppo, training, tmp_path):
+    tiny_ppo["algorithm"]["anneal_lr"] = True
+    tiny_ppo["training"].update(training)
+    run = run_and_resume(manifest_trainer(tiny_ppo, seed=5), tmp_path, checkpoint_steps=128)
+    assert_same_learning_rates(run.full_pop, run.pop)
+    learn_step, budget = 64, tiny_ppo["training"]["max_steps"]
+    for agent in run.pop:
+        assert agent.lr == 1e-3  # the schedule scales lr; it never rewrites it
+        # the last update came after all but the last rollout of the member's steps
+        last = (agent.steps[-1] - learn_step) / budget
+        assert agent.optimizers["optimizer"].param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - last))
