@@ -3,6 +3,7 @@ backend for the same seed, lost actors re-created, placement on distinct nodes."
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
@@ -73,6 +74,17 @@ def test_ppo_with_evolution_on_ray_equals_the_sequential_run(ray_cluster, throug
     assert remote[1] == local[1]
     assert same(remote[0], local[0])
     assert not ray.is_initialized()  # the backend disconnects what it connected
+
+
+def test_ppo_with_anneal_lr_on_ray_equals_the_sequential_run(ray_cluster):
+    # the schedule follows each member's budget, which the actors read from the run's spec
+    manifest = ppo()
+    manifest["algorithm"]["anneal_lr"] = True
+    local = _train(copy.deepcopy(manifest))
+    remote = _train(copy.deepcopy(manifest), backend="ray", ray_address=ray_cluster.address)
+    assert remote[1] == local[1]
+    assert same(remote[0], local[0])
+    assert not same(local[0], _train(ppo())[0])  # the schedule changed the run
 
 
 def test_dqn_with_evolution_and_shared_memory_on_ray_equals_the_sequential_run(ray_cluster):
