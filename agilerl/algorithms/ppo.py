@@ -223,7 +223,7 @@ class PPO(RLAlgorithm):
         if not self.anneal_lr:
             return
         scaled = float(self.lr) * max(0.0, 1.0 - float(progress))
-        for group in self.optimizers["optimizer"].param_groups:
+        for group in self._lr_param_groups("lr"):
             group["lr"] = scaled
 
     def learn(self, rollout: RolloutBuffer) -> dict[str, float]:
