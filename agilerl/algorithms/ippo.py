@@ -9,7 +9,8 @@ only (no centralised critic): a unit's update pools the transitions of all its a
 The maths per unit is PPO's: GAE advantages (``gamma``/``gae_lambda``, per agent),
 ``update_epochs`` passes over shuffled minibatches of ``batch_size``, clipped surrogate
 + ``vf_coef`` * value loss - ``ent_coef`` * entropy, gradient clipping at
-``max_grad_norm``, early stop on approximate KL > ``target_kl``. Discrete actions honour
+``max_grad_norm``, early stop on approximate KL > ``target_kl``; with ``anneal_lr`` the
+learning rate decays linearly to zero over the run, as PPO's. Discrete actions honour
 action masks (illegal logits are set to the dtype's minimum before sampling, in the
 stored log-probabilities and in the update).
 """
@@ -44,9 +45,9 @@ class IPPO(MultiAgentRLAlgorithm):
     hyperparameter_names = (
         "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
         "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
-        "share_group_networks",
+        "share_group_networks", "anneal_lr",
     )  # fmt: skip
-    fixed_hyperparameters = ("action_std_init", "target_kl", "share_group_networks")
+    fixed_hyperparameters = ("action_std_init", "target_kl", "share_group_networks", "anneal_lr")
     inert_settings = {
         "torch_compiler": "networks are not compiled in this version (small MLPs and CNNs "
                           "run eagerly faster than the compile takes)",
@@ -66,6 +67,7 @@ class IPPO(MultiAgentRLAlgorithm):
     target_kl: float | None
     update_epochs: int
     share_group_networks: bool
+    anneal_lr: bool
 
     def shares_group_networks(self) -> bool:
         return bool(self.share_group_networks)

@@ -5,7 +5,7 @@ with ``gamma``/``gae_lambda``), ``update_epochs`` passes over shuffled minibatch
 ``batch_size``, clipped surrogate + ``vf_coef`` * value loss - ``ent_coef`` * entropy,
 gradient-norm clipping at ``max_grad_norm``, early stop of the update when the approximate
 KL divergence exceeds ``target_kl`` (when set). With ``anneal_lr`` the learning rate
-decays linearly to zero over the run (``set_progress``).
+decays linearly to zero over the run (``SpecHyperparameters.set_progress``).
 
 Recurrent PPO (``recurrent: true``, an ``lstm`` encoder) stores the recurrent state of
 every step in the rollout and learns by truncated backpropagation through time over
@@ -215,17 +215,6 @@ class PPO(RLAlgorithm):
         return scaled.reshape((-1, *box.shape)).astype(box.dtype)
 
     # ------------------------------------------------------------------ learning
-    def set_progress(self, progress: float) -> None:
-        """Where this member stands in the run's budget (0 at the start, 1 at the end) before
-        its next ``learn``: with ``anneal_lr`` the optimizer's learning rate becomes
-        ``lr * (1 - progress)``; without, it stays ``lr``. ``lr`` itself (what mutation
-        changes) is never touched."""
-        if not self.anneal_lr:
-            return
-        scaled = float(self.lr) * max(0.0, 1.0 - float(progress))
-        for group in self._lr_param_groups("lr"):
-            group["lr"] = scaled
-
     def learn(self, rollout: RolloutBuffer) -> dict[str, float]:
         """PPO update from a rollout whose advantages have been computed.
 

@@ -28,14 +28,17 @@ from agilerl.training.experience import mean_metrics
 
 
 class MultiAgentOnPolicyMemberTrainer:
-    """``train(agent, steps, seed)`` for multi-agent on-policy agents (IPPO)."""
+    """``train(agent, steps, seed)`` for multi-agent on-policy agents (IPPO); ``max_steps``:
+    the run's budget per member, which a learning-rate schedule follows."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, max_steps: int | None = None) -> None:
         self.env = env
+        self.max_steps = max_steps
 
     def __call__(self, agent: Any, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        result = train_multi_agent_on_policy_member(agent, self.env, steps, seed=seed)
+        result = train_multi_agent_on_policy_member(agent, self.env, steps, seed=seed,
+                                                    max_steps=self.max_steps)
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))
 
@@ -52,10 +55,13 @@ def _buffers(agent: Any, horizon: int, num_envs: int) -> dict[str, RolloutBuffer
 
 
 def train_multi_agent_on_policy_member(
-    agent: Any, env: Any, steps: int, *, seed: int | None = None
+    agent: Any, env: Any, steps: int, *, seed: int | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
     """Collect and learn for ``steps`` env steps (see the module docstring); returns
-    ``{steps, score, episodes, learn_updates, metrics, seconds}``."""
+    ``{steps, score, episodes, learn_updates, metrics, seconds}``. With ``max_steps``
+    (the run's budget per member), ``agent.set_progress`` is told, before each update, the
+    member's env steps before that rollout over ``max_steps``."""
     start = time.perf_counter()
     stepper = MultiAgentStepper(env)
     num_envs, agent_ids = stepper.num_envs, stepper.agent_ids
@@ -69,7 +75,7 @@ def train_multi_agent_on_policy_member(
              for a in masked}
     returns = MultiAgentReturns(agent_ids, num_envs)
     learned: list[dict[str, float]] = []
-    for _ in range(rollouts):
+    for r in range(rollouts):
         for buffer in buffers.values():
             buffer.reset()
         for t in range(horizon):
@@ -89,6 +95,8 @@ def train_multi_agent_on_policy_member(
         last = agent.get_value(obs)
         for a in agent_ids:
             buffers[a].compute_gae(last[a], agent.gamma, agent.gae_lambda)
+        if max_steps:
+            agent.set_progress((agent.steps[-1] + r * horizon * num_envs) / max_steps)
         learned.append(agent.learn(buffers, masks or None))
     env_steps = rollouts * horizon * num_envs
     agent.steps[-1] += env_steps

@@ -122,7 +122,7 @@ def _bandits(trainer: Any) -> Any:
 def _multi_agent_on_policy(trainer: Any) -> Any:
     from agilerl.training.multi_agent_on_policy import MultiAgentOnPolicyMemberTrainer
 
-    return MultiAgentOnPolicyMemberTrainer(trainer.env)
+    return MultiAgentOnPolicyMemberTrainer(trainer.env, int(trainer.training_spec.max_steps))
 
 
 def _multi_agent_off_policy(trainer: Any) -> Any:

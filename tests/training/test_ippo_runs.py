@@ -1,7 +1,9 @@
 """IPPO through the trainer on the multi-agent probe env: same seed twice gives the same
 run, and a run stopped at a checkpoint and resumed equals the uninterrupted one (tournament
 and MF-PBT, with architecture, parameter and learning-rate mutations); the elite acts for
-every agent; IPPO learns the probe in seconds and honours action masks."""
+every agent; IPPO learns the probe in seconds and honours action masks; ``anneal_lr`` decays
+every unit's learning rate over the member's budget, in a member run and through the
+trainer (resumed exactly)."""
 
 from __future__ import annotations
 
@@ -130,3 +132,55 @@ def test_masked_actions_are_never_sampled_or_chosen() -> None:
             assert mask[rows, sampled[seeker][rows]].all()
             assert mask[rows, greedy[seeker][rows]].all()
         obs = env.step(sampled)[0]
+
+
+def _unit_lrs(agent: IPPO) -> list[dict[str, float]]:
+    """Each unit optimizer's learning rate at each ``learn`` call from now on."""
+    seen: list[dict[str, float]] = []
+    original = agent.learn
+
+    def recording_learn(rollouts, masks=None, _orig=original):
+        seen.append({n: o.param_groups[0]["lr"] for n, o in agent.optimizers.items()})
+        return _orig(rollouts, masks)
+
+    agent.learn = recording_learn  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.mark.parametrize("anneal", [True, False])
+def test_anneal_lr_decays_every_unit_over_the_budget(anneal: bool) -> None:
+    env = _probe(num_envs=4)
+    obs, act = agent_spaces(env)
+    agent = IPPO(obs, act, net_config=TINY_NETWORK, seed=0, lr=1e-3, learn_step=64,
+                 batch_size=32, update_epochs=1, action_std_init=0.5, anneal_lr=anneal)
+    units = len(agent.optimizers)
+    assert units > 1  # the schedule must reach every unit's optimizer
+    seen = _unit_lrs(agent)
+    # 2 rollouts of 64 steps in each of two calls, budget 512 steps per member: the k-th
+    # update follows k * 64 steps
+    train_multi_agent_on_policy_member(agent, env, 128, seed=0, max_steps=512)
+    train_multi_agent_on_policy_member(agent, env, 128, seed=1, max_steps=512)
+    expected = [1e-3 * (1 - k / 8) if anneal else 1e-3 for k in range(4)]
+    assert [sorted(set(lrs.values())) for lrs in seen] == [[pytest.approx(e)] for e in expected]
+    assert agent.lr == 1e-3  # what mutation reads and changes
+
+
+@pytest.mark.parametrize("training", [{}, {"num_workers": 2}], ids=["in-process", "workers"])
+def test_anneal_lr_through_the_trainer_resumes_exactly(training: dict, tmp_path) -> None:
+    manifest = _manifest("tournament")
+    manifest["algorithm"]["anneal_lr"] = True
+    manifest["training"].update(training)
+    # mutations that leave the optimizers and learn_step alone, so the final learning rates
+    # are those of each member's last update
+    manifest["mutation"]["probabilities"] = {"no_mut": 0.5, "arch_mut": 0.0, "new_layer": 0.0,
+                                             "params_mut": 0.0, "act_mut": 0.0, "rl_hp_mut": 0.5}
+    manifest["mutation"]["rl_hp_selection"] = {"batch_size": {"min": 8, "max": 64}}
+    run = run_and_resume(manifest_trainer(manifest, seed=5), tmp_path,
+                         manifest["training"]["evo_steps"])
+    assert_same_learning_rates(run.full_pop, run.pop)
+    budget = manifest["training"]["max_steps"]
+    for agent in run.pop:
+        # the last update came after all but the last rollout of the member's steps
+        last = (agent.steps[-1] - agent.learn_step) / budget
+        for optimizer in agent.optimizers.values():
+            assert optimizer.param_groups[0]["lr"] == pytest.approx(agent.lr * (1 - last))

@@ -88,6 +88,17 @@ class SpecHyperparameters:
             for group in self._lr_param_groups(name):
                 group["lr"] = value
 
+    def set_progress(self, progress: float) -> None:
+        """Where this member stands in the run's budget (0 at the start, 1 at the end) before
+        its next update. With an ``anneal_lr`` hyperparameter set (PPO, IPPO) the optimizers
+        that ``lr`` drives take ``lr * (1 - progress)``; ``lr`` itself (what mutation
+        changes) is never touched. Otherwise nothing changes."""
+        if not getattr(self, "anneal_lr", False):
+            return
+        scaled = float(self.hyperparameters["lr"]) * max(0.0, 1.0 - float(progress))
+        for group in self._lr_param_groups("lr"):
+            group["lr"] = scaled
+
     def _lr_param_groups(self, lr_name: str) -> Iterable[dict[str, Any]]:
         """The optimizer parameter groups the learning rate ``lr_name`` drives."""
         raise NotImplementedError

@@ -1279,6 +1279,12 @@ class IPPOSpec(MultiAgentRLAlgorithmSpec):
         ),
     ] = None
     lr: Annotated[float, Field(description="Learning rate.", ge=0.0, le=1.0)] = 0.0001
+    anneal_lr: Annotated[
+        bool,
+        Field(
+            description="Decay the learning rate linearly over the run: each update uses lr * (1 - p), p being the member's env steps before its rollout over training.max_steps (CleanRL's anneal_lr; RL Zoo's lin_ schedules). A mutated lr is the new value the decay scales. False keeps lr constant, as the reference library does."
+        ),
+    ] = False
     actor_networks: Annotated[
         RuntimeObject,
         Field(
