@@ -24,7 +24,10 @@ reference runs (none without ``--reference``).
 Each finished run is a JSON file under ``--out`` (default ``bench/results/learning/``)
 keyed by task, library, seed, budget, stop mode and a hash of the manifest and settings,
 so a killed benchmark resumes where it stopped. Learning results do not depend on load (a
-seed gives the same run); wall seconds do, and the load is printed with them.
+seed gives the same run); wall seconds do, and the load is printed with them. They do
+depend on the installation and the machine (package versions, the CPU's floating-point
+kernels): a seed's run diverges from another installation's within a few thousand steps.
+So the header prints both, each run records them, and the cache key includes them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -104,6 +108,32 @@ TASKS = {t.name: t for t in (
     Task("neural_ts_blobs", CONFIGS / "neural_ts.yaml", 99, None,
          "budget in pulls; fitness: the reward of 100 greedy pulls"),
 )}
+
+
+def installation() -> dict[str, str]:
+    """What a seed's run depends on beside the code and the manifest: the versions of the
+    numeric and environment packages, Python, and the CPU model."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in ("torch", "numpy", "gymnasium", "pettingzoo"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = "absent"
+    found["python"] = platform.python_version()
+    found["cpu"] = _cpu_model()
+    return found
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _load() -> list[float]:
@@ -190,6 +220,8 @@ class Cache:
     def __init__(self, folder: Path, task: Task, budget: int, settings: list[str]):
         digest = hashlib.sha256(task.manifest.read_bytes())
         digest.update("\n".join(settings).encode())
+        # another installation or CPU gives a seed another run: re-measure, never reuse
+        digest.update(json.dumps(installation(), sort_keys=True).encode())
         self.task, self.folder, self.budget, self.digest = task, folder / task.name, budget, digest
 
     def path(self, library: str, seed: int, full: bool) -> Path:
@@ -267,7 +299,7 @@ def seed_line(seed: int, record: dict, target: float | None) -> str:
 def _timed(run, *args) -> dict:  # type: ignore[no-untyped-def]
     before = _load()
     record = run(*args)
-    record.update(load_before=before, load_after=_load())
+    record.update(load_before=before, load_after=_load(), installation=installation())
     return record
 
 
@@ -391,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference and python is None:
         print("reference skipped (see the message above)")
     print(f"load average at start: {' '.join(map(str, _load()))}; {os.cpu_count()} cores")
+    print("installation: " + ", ".join(f"{k} {v}" for k, v in installation().items()))
     if args.jobs > 1:
         print(f"{args.jobs} runs at once: wall seconds are load-affected "
               "(learning results are not: a seed gives the same run)")

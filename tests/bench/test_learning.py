@@ -46,6 +46,12 @@ def test_tiny_task_through_the_cli_prints_its_table_caches_its_runs_and_draws(
     runs = sorted((tmp_path / "dqn_cartpole").glob("ours-*.json"))
     assert [p.name.split("-")[1] for p in runs] == ["s3", "s4"]
     records = [json.loads(p.read_text()) for p in runs]
+    # each run records what its result depends on beside the code, as the header prints it
+    (header,) = [line for line in lines if line.startswith("installation: ")]
+    for record in records:
+        assert set(record["installation"]) == {"torch", "numpy", "gymnasium", "pettingzoo",
+                                               "python", "cpu"}
+        assert f"numpy {record['installation']['numpy']}" in header
     for record in records:
         # generations of 400 steps per member: evaluations at 400 and 800
         assert [point[0] for point in record["curve"]] == [400, 800]
@@ -136,3 +142,14 @@ def test_summary_counts_a_run_that_never_reached_the_target_as_infinitely_slow()
     assert learning.row("agilerl", slow, 475, 1000).split()[1:3] == ["1/3", ">1000"]
     no_target = learning.summary([run(10)], target=None)
     assert learning.row("agilerl", no_target, None, 1000).split()[1:3] == ["-", "-"]
+
+
+def test_a_run_cached_on_another_installation_is_not_reused(monkeypatch, tmp_path) -> None:
+    learning = _learning_module()
+    task = learning.TASKS["dqn_cartpole"]
+    here = learning.Cache(tmp_path, task, 800, []).path("agilerl", 3, full=False)
+    assert learning.Cache(tmp_path, task, 800, []).path("agilerl", 3, full=False) == here
+    for key, value in (("numpy", "0.0.1"), ("cpu", "another CPU")):
+        other = dict(learning.installation(), **{key: value})
+        monkeypatch.setattr(learning, "installation", lambda other=other: other)
+        assert learning.Cache(tmp_path, task, 800, []).path("agilerl", 3, full=False) != here
