@@ -24,16 +24,18 @@ reference runs (none without ``--reference``).
 Each finished run is a JSON file under ``--out`` (default ``bench/results/learning/``)
 keyed by task, library, seed, budget, stop mode and a hash of the manifest and settings,
 so a killed benchmark resumes where it stopped. Learning results do not depend on load (a
-seed gives the same run); wall seconds do, and the load is printed with them. They do
-depend on the installation and the machine (package versions, the CPU's floating-point
-kernels): a seed's run diverges from another installation's within a few thousand steps.
-So the header prints both, each run records them, and the cache key includes them.
+seed gives the same run); wall seconds do, and the load is printed with them. On another
+installation or machine a seed need not give the same run (a package version that changes
+one bit of one step sends the run elsewhere; the older numpy and gymnasium and the AVX2
+kernels tried here did not), so the header prints the installation, each run records it,
+and the cache key includes it.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import hashlib
 import json
 import math
@@ -110,9 +112,10 @@ TASKS = {t.name: t for t in (
 )}
 
 
+@functools.cache
 def installation() -> dict[str, str]:
-    """What a seed's run depends on beside the code and the manifest: the versions of the
-    numeric and environment packages, Python, and the CPU model."""
+    """What a seed's run may depend on beside the code and the manifest: the versions of the
+    numeric and environment packages, Python, and the CPU model (read once per process)."""
     from importlib import metadata
 
     found: dict[str, str] = {}
