@@ -54,6 +54,14 @@ def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
     return 1, max(1, learn_step // num_envs)
 
 
+def tell_progress(agent: Any, steps_this_call: int, max_steps: int | None) -> None:
+    """Before an update: tell ``agent.set_progress`` the member's env steps so far (its
+    total before this call plus ``steps_this_call``) over ``max_steps``, the run's budget
+    per member, which a learning-rate schedule follows; nothing without a budget."""
+    if max_steps:
+        agent.set_progress((agent.steps[-1] + steps_this_call) / max_steps)
+
+
 def mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
     """The mean of every metric over the updates that report it."""
     if not metrics:
@@ -307,8 +315,7 @@ def on_policy_member_run(
             agent.reset_hidden(hidden, ended | ~valid)
             obs = new_obs
         buffer.compute_gae(agent.get_value(obs, hidden), agent.gamma, agent.gae_lambda)
-        if max_steps:
-            agent.set_progress((agent.steps[-1] + r * horizon * num_envs) / max_steps)
+        tell_progress(agent, r * horizon * num_envs, max_steps)
         learn.append((yield RolloutPoint(buffer)))
     return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
 

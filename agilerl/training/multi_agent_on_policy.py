@@ -24,7 +24,7 @@ import numpy as np
 from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.population.backend import Deadline, TrainReport
-from agilerl.training.experience import mean_metrics
+from agilerl.training.experience import mean_metrics, tell_progress
 
 
 class MultiAgentOnPolicyMemberTrainer:
@@ -95,8 +95,7 @@ def train_multi_agent_on_policy_member(
         last = agent.get_value(obs)
         for a in agent_ids:
             buffers[a].compute_gae(last[a], agent.gamma, agent.gae_lambda)
-        if max_steps:
-            agent.set_progress((agent.steps[-1] + r * horizon * num_envs) / max_steps)
+        tell_progress(agent, r * horizon * num_envs, max_steps)
         learned.append(agent.learn(buffers, masks or None))
     env_steps = rollouts * horizon * num_envs
     agent.steps[-1] += env_steps
