@@ -12,7 +12,8 @@ steps per member = ``train/global_step`` / members, and ``eval/best_fitness`` an
 ``eval/mean_fitness``). With ``--reference`` the reference library (its venv as
 ``bench/peer.py`` makes it) runs the same manifest at the same budget, as many runs as
 seeds (it takes no run seed), each measured by ``bench/peer.py``'s driver, which records
-every evaluation.
+every evaluation, on one torch thread as ours (``OMP_NUM_THREADS``, unless set: its default
+of a thread per core makes runs side by side wait on each other).
 
 A run stops at its target unless ``--full``: ours by the CLI's ``training.target_score``
 rule (the mean of the last 3 generations' best at least the target), the reference at its
@@ -202,10 +203,23 @@ def _ours(task: Task, seed: int, budget: int, settings: list[str], stop_at: floa
             "stopped_at_target": stop_at is not None and window >= stop_at}
 
 
+#: Intra-op threads of the reference's torch unless ``OMP_NUM_THREADS`` is set: one, as ours
+#: trains with (``torch_threads``). By default it takes a thread per core, and two runs side
+#: by side or beside other work then wait on each other's threads: one of its DQN CartPole
+#: runs took 19 minutes at load 4 with two threads (6 December).
+REFERENCE_THREADS = "1"
+
+
+def reference_threads() -> str:
+    """The reference's intra-op threads for this invocation (part of its runs' cache key)."""
+    return os.environ.get("OMP_NUM_THREADS", REFERENCE_THREADS)
+
+
 def _reference(python: str, task: Task, budget: int, settings: list[str],
                stop_at: float | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not our agilerl
     env["WANDB_MODE"] = "disabled"
+    env["OMP_NUM_THREADS"] = reference_threads()
     every = settings + list(task.peer_set)
     members = int(peer._load_manifest(str(task.manifest), budget, every)["training"]
                   .get("pop_size") or 1)
@@ -229,8 +243,9 @@ class Cache:
 
     def path(self, library: str, seed: int, full: bool) -> Path:
         digest = self.digest.copy()
-        if library == "reference":  # its workarounds are part of what it ran
+        if library == "reference":  # its workarounds and threads are part of what it ran
             digest.update("\n".join(self.task.peer_set).encode())
+            digest.update(f"threads {reference_threads()}".encode())
         mode = "full" if full else "stop"
         return self.folder / f"{library}-s{seed}-b{self.budget}-{mode}-{digest.hexdigest()[:12]}.json"
 
@@ -425,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     python = peer._ensure_peer_venv() if args.reference else None
     if args.reference and python is None:
         print("reference skipped (see the message above)")
+    elif args.reference:
+        print(f"reference: {reference_threads()} torch intra-op thread(s) (OMP_NUM_THREADS)")
     print(f"load average at start: {' '.join(map(str, _load()))}; {os.cpu_count()} cores")
     print("installation: " + ", ".join(f"{k} {v}" for k, v in installation().items()))
     if args.jobs > 1:

@@ -153,3 +153,26 @@ def test_a_run_cached_on_another_installation_is_not_reused(monkeypatch, tmp_pat
         other = dict(learning.installation(), **{key: value})
         monkeypatch.setattr(learning, "installation", lambda other=other: other)
         assert learning.Cache(tmp_path, task, 800, []).path("agilerl", 3, full=False) != here
+
+
+def test_the_reference_trains_on_one_thread_unless_told_otherwise(monkeypatch, tmp_path) -> None:
+    learning = _learning_module()
+    task = learning.TASKS["dqn_cartpole"]
+    seen: list[dict] = []
+
+    def measure(python, manifest, budget, env, settings, stop_at=None):
+        seen.append(dict(env))
+        return {"history": [[800, 1.0, 20.0]], "wall_seconds": 1.0, "unit": "env steps",
+                "stopped_at_target": False}
+
+    monkeypatch.setattr(learning.peer, "_measure", measure)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    one = learning.Cache(tmp_path, task, 800, []).path("reference", 1, full=False)
+    learning._reference("python", task, 800, [], None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    learning._reference("python", task, 800, [], None)
+    assert [env["OMP_NUM_THREADS"] for env in seen] == ["1", "2"]
+    assert all("PYTHONPATH" not in env for env in seen)  # never our agilerl
+    # a run on other threads is another run: cached apart
+    assert learning.Cache(tmp_path, task, 800, []).path("reference", 1, full=False) != one
