@@ -19,9 +19,11 @@ relaxation (MADDPG's original design): critics read the relaxed action vectors, 
 memory stores them, target actions are the target policies' relaxed samples, and acting
 without exploration samples the policy rather than taking the argmax of its logits. Every
 agent explores with its own OU or Gaussian noise stream per sub-env (the DDPG/TD3
-:class:`~agilerl.algorithms.core.action_noise.ActionNoise`) added to its action vector;
-discrete actors' logits carry a small penalty on their size (as in the original
-implementation) so they stay in the range where the softmax has gradients. Action masks
+:class:`~agilerl.algorithms.core.action_noise.ActionNoise`) added to its action vector.
+An actor's loss is minus its critic's value, plus, for a discrete agent, ``logit_penalty``
+times the mean square of its logits (MADDPG's original code: 1e-3). The schema's defaults
+are what speaker-listener populations evaluated best with (``docs/benchmarks.md``): none
+for MADDPG, as in the reference library, and 1e-3 for MATD3. Action masks
 (PettingZoo classic) restrict acting to legal actions, and the target actions at ``o'``
 to the actions legal there (the loop stores the next observation's masks with each
 transition, field ``next_action_mask``).
@@ -49,9 +51,6 @@ from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.deterministic_actor import DeterministicActor
 
-#: Weight of the mean squared logit penalty of discrete actors.
-LOGIT_PENALTY = 1e-3
-
 
 @registered
 class MADDPG(MultiAgentRLAlgorithm):
@@ -60,13 +59,13 @@ class MADDPG(MultiAgentRLAlgorithm):
     algo = "MADDPG"
     hyperparameter_names: ClassVar[tuple[str, ...]] = (
         "batch_size", "lr_actor", "lr_critic", "learn_step", "gamma", "tau",
-        "O_U_noise", "expl_noise", "mean_noise", "theta", "dt",
+        "O_U_noise", "expl_noise", "mean_noise", "theta", "dt", "logit_penalty",
     )  # fmt: skip
     lr_names = ("lr_actor", "lr_critic")
     optimizer_lrs: ClassVar[dict[str, str]] = {
         "actor_optimizer": "lr_actor", "critic_optimizer": "lr_critic",
     }
-    fixed_hyperparameters = ("O_U_noise",)
+    fixed_hyperparameters = ("O_U_noise", "logit_penalty")
     #: The critic roles of each agent (all trained by its ``critic_optimizer``).
     critic_roles: ClassVar[tuple[str, ...]] = ("critic",)
     inert_settings: ClassVar[dict[str, str]] = {
@@ -87,6 +86,7 @@ class MADDPG(MultiAgentRLAlgorithm):
     mean_noise: float
     theta: float
     dt: float
+    logit_penalty: float
 
     #: Critic updates per actor update (MATD3 reads it from its spec).
     policy_freq: int = 1
@@ -280,8 +280,8 @@ class MADDPG(MultiAgentRLAlgorithm):
             active = batch["active"][agent]
             critic = self.unit_network(self.critic_roles[0], agent)
             loss = -_masked_mean(critic(batch["obs"], joint), active)
-            if self.actions[agent].discrete:
-                loss = loss + LOGIT_PENALTY * _masked_mean(output.pow(2).mean(-1), active)
+            if self.actions[agent].discrete and self.logit_penalty:
+                loss = loss + self.logit_penalty * _masked_mean(output.pow(2).mean(-1), active)
             losses.append(loss)
         optimizer = self.optimizers["actor_optimizer"]
         optimizer.zero_grad(set_to_none=True)

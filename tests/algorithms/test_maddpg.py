@@ -150,6 +150,36 @@ def test_departed_agents_rows_do_not_train_their_own_critic() -> None:
     assert _changed(critics["seeker_0"], agent.unit_network("critic", "seeker_0"))
 
 
+@pytest.mark.parametrize(("cls", "settings", "penalty"), [
+    (MADDPG, {}, 0.0),  # the schema's defaults: none for MADDPG, as the reference
+    (MATD3, {}, 1e-3),  # ... and MADDPG's original 1e-3 for MATD3 (docs/benchmarks.md)
+    (MADDPG, {"logit_penalty": 0.5}, 0.5),
+])
+def test_an_actors_loss_is_minus_its_critics_value_plus_the_logit_penalty(
+        cls, settings, penalty) -> None:
+    env = _env()
+    agent = _agent(cls, env, **settings)
+    assert agent.logit_penalty == penalty
+    batch = agent._batch(_batch(agent, env))
+    rng_state = agent.torch_rng.get_state()
+    expected = []
+    with torch.no_grad():
+        for name in agent.agent_ids:
+            output = agent.unit_network("actor", name)(batch["obs"][name])
+            joint = dict(batch["action"])
+            joint[name] = agent.actions[name].policy_action(output, agent.torch_rng)
+            critic = agent.unit_network(agent.critic_roles[0], name)  # MATD3: the first
+            value = critic(batch["obs"], joint).reshape(-1)
+            live = batch["active"][name].reshape(-1)  # 1 where the agent was live
+            loss = -(value * live).sum() / live.sum()
+            if agent.actions[name].discrete:  # the seekers; the pointer is continuous
+                loss = loss + penalty * (output.pow(2).mean(-1) * live).sum() / live.sum()
+            expected.append(loss)
+    agent.torch_rng.set_state(rng_state)
+    loss = agent._actor_step(batch)
+    assert loss == pytest.approx(float(torch.stack(expected).mean()), rel=1e-6, abs=1e-7)
+
+
 def test_matd3_delays_actor_and_target_updates() -> None:
     env = _env()
     agent = _agent(MATD3, env, policy_freq=2)
