@@ -21,9 +21,8 @@ without exploration samples the policy rather than taking the argmax of its logi
 agent explores with its own OU or Gaussian noise stream per sub-env (the DDPG/TD3
 :class:`~agilerl.algorithms.core.action_noise.ActionNoise`) added to its action vector.
 An actor's loss is minus its critic's value, plus, for a discrete agent, ``logit_penalty``
-times the mean square of its logits (MADDPG's original code: 1e-3). The schema's defaults
-are what speaker-listener populations evaluated best with (``docs/benchmarks.md``): none
-for MADDPG, as in the reference library, and 1e-3 for MATD3. Action masks
+times the mean square of its logits (default 1e-3, MADDPG's original code; the reference
+library has none: ``docs/training.md`` gives what each choice measured). Action masks
 (PettingZoo classic) restrict acting to legal actions, and the target actions at ``o'``
 to the actions legal there (the loop stores the next observation's masks with each
 transition, field ``next_action_mask``).

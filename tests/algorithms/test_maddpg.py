@@ -151,9 +151,10 @@ def test_departed_agents_rows_do_not_train_their_own_critic() -> None:
 
 
 @pytest.mark.parametrize(("cls", "settings", "penalty"), [
-    (MADDPG, {}, 0.0),  # the schema's defaults: none for MADDPG, as the reference
-    (MATD3, {}, 1e-3),  # ... and MADDPG's original 1e-3 for MATD3 (docs/benchmarks.md)
-    (MADDPG, {"logit_penalty": 0.5}, 0.5),
+    (MADDPG, {}, 1e-3),  # the schema's default: MADDPG's original code's
+    (MATD3, {}, 1e-3),
+    (MADDPG, {"logit_penalty": 0.0}, 0.0),  # the reference's: the critic's value alone
+    (MATD3, {"logit_penalty": 0.5}, 0.5),
 ])
 def test_an_actors_loss_is_minus_its_critics_value_plus_the_logit_penalty(
         cls, settings, penalty) -> None:
