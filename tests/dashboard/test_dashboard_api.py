@@ -235,10 +235,14 @@ def test_the_command_serves_until_interrupted(runs_dir, synthetic):
 
     synthetic.write_run(runs_dir / "r", 2, 2)
     repo = Path(__file__).resolve().parents[2]
+    # Ctrl-C in a terminal: SIGINT at its default, whatever this runner inherited (a suite
+    # started in the background by a shell without job control ignores it, and so would
+    # the child)
     process = subprocess.Popen(
         [sys.executable, "-m", "agilerl", "dashboard", str(runs_dir), "--port", "0"],
         cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = process.stdout.readline()  # type: ignore[union-attr]
         match = re.search(r"at http://127\.0\.0\.1:(\d+)/ \(Ctrl-C to stop\)", line)
