@@ -113,7 +113,7 @@ def test_sigint_stops_a_ray_run_with_a_checkpoint_that_resumes_locally(ray_clust
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not list((run_dir / "checkpoints").glob("gen*")) and proc.poll() is None:
+        while not list_checkpoints(run_dir / "checkpoints") and proc.poll() is None:
             assert time.monotonic() < deadline, "no checkpoint in time"
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)

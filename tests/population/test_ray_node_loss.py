@@ -50,7 +50,7 @@ def _env(cluster: Any) -> dict[str, str]:
 
 def _train_and_kill(cluster: Any, manifest: Path, run_dir: Path, node: int,
                     process: str) -> tuple[int, str, float]:
-    """Train on ``cluster``; once the first checkpoint is written, SIGKILL ``process`` of
+    """Train on ``cluster``; once the first checkpoint is complete, SIGKILL ``process`` of
     ``node``; the driver's exit status, stderr and seconds from the kill to its end."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "agilerl.cli.main", "train", str(manifest), "--no-verbose",
@@ -60,7 +60,9 @@ def _train_and_kill(cluster: Any, manifest: Path, run_dir: Path, node: int,
         stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not list((run_dir / "checkpoints").glob("gen*")) and proc.poll() is None:
+        # A complete checkpoint (its index written), not a folder still being written: a
+        # kill in between leaves nothing to resume from, which is not what is tested.
+        while not list_checkpoints(run_dir / "checkpoints") and proc.poll() is None:
             assert time.monotonic() < deadline, "no checkpoint in time"
             time.sleep(0.1)
         assert proc.poll() is None, proc.communicate()[1][-3000:]
