@@ -7,6 +7,13 @@ architecture mutation is a *layer* change (add or remove a hidden layer) with pr
 ``new_layer_prob`` (the manifest's ``new_layer``), else a *node* change (add or remove
 units of a hidden layer or of the latent width); it is drawn for one of the member's
 mutable networks and applied identically to its mirrors (e.g. a DQN target network).
+Adding units or a layer starts them so that the network computes what it did (see
+:mod:`agilerl.modules.mlp`): the targets keep their lagged weights and the optimizers their
+moments. Removing units or a layer, or changing an activation (``act_mut``), changes what
+the network computes: the targets then become copies of the networks they follow and the
+optimizers start afresh (``agent.restart_targets_and_optimizers``), as after a weight
+mutation, since a lagged copy of a function that no longer exists is no target to learn
+towards.
 
 * ``params_mut``: first the dormant neurons of every network the member trains are
   re-initialised (ReGraMa, :mod:`agilerl.hpo.dormant`, with ``dormant_threshold``); then,
@@ -15,7 +22,7 @@ mutable networks and applied identically to its mirrors (e.g. a DQN target netwo
   deviation ``mutation_sd * |w|`` (relative to the weight, as the reference library's
   ``mutation_sd`` means), except 5% of them, which are redrawn from N(0, 1). Then, as in
   the reference, target networks are copied from the networks they follow and the
-  optimizers start afresh (``agent.restart_after_weight_mutation``).
+  optimizers start afresh (``agent.restart_targets_and_optimizers``).
 * ``act_mut``: the hidden activation of one network becomes another of
   ``activation_selection``.
 * ``rl_hp_mut``: one hyperparameter listed in the member's ``hp_config`` (else this
@@ -55,6 +62,9 @@ PARAM_RESET_FRACTION = 0.05
 PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
+#: Architecture changes that start the new units or layer so that the network computes
+#: what it did; any other change restarts the member's targets and optimizers.
+FUNCTION_PRESERVING_OPS = frozenset({"add_nodes", "add_layer"})
 
 
 class Mutations:
@@ -184,6 +194,8 @@ class Mutations:
             plan = agent.networks[network].draw_plan(op, self.rng, self.activation_selection)
             if plan is not None:
                 agent.apply_architecture_mutation(network, plan)
+                if op not in FUNCTION_PRESERVING_OPS:
+                    agent.restart_targets_and_optimizers()
                 return op
         return "None"
 
@@ -193,6 +205,7 @@ class Mutations:
         if plan is None:
             return "None"
         agent.apply_architecture_mutation(network, plan)
+        agent.restart_targets_and_optimizers()
         return "act"
 
     def parameter_mutation(self, agent: Any) -> str:
@@ -209,7 +222,7 @@ class Mutations:
         with torch.no_grad():
             for index in chosen:
                 _mutate_entries(weights[index], self.rng, self.mutation_sd)
-        agent.restart_after_weight_mutation()
+        agent.restart_targets_and_optimizers()
         return "param"
 
     def rl_hyperparam_mutation(self, agent: Any) -> str:

@@ -275,3 +275,58 @@ def test_optimizer_moments_follow_the_output_layer_when_a_hidden_layer_comes_or_
     agent.actor(OBS).pow(2).sum().backward()
     opt.step()  # and the optimizer still steps every parameter
     assert all(float(opt.state[p]["step"]) >= 1 for p in agent.actor.parameters())
+
+
+
+def _learning_batch(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.normal(size=(32, 1)).astype(np.float32),
+            "action": rng.integers(0, 2, size=32),
+            "reward": rng.normal(size=32).astype(np.float32),
+            "next_obs": rng.normal(size=(32, 1)).astype(np.float32),
+            "done": rng.random(32) < 0.2}
+
+
+def _trained_dqn(net: dict, seed: int) -> DQN:
+    """A DQN whose target lags its online network and whose Adam has moments."""
+    agent = _dqn(net, seed=seed, batch_size=32, tau=0.01)
+    for _ in range(5):
+        agent.learn(_learning_batch(seed))
+    return agent
+
+
+def _target_is_online_copy(agent: DQN) -> bool:
+    online, target = agent.actor.state_dict(), agent.actor_target.state_dict()
+    return online.keys() == target.keys() and all(
+        torch.equal(online[k], target[k]) for k in online)
+
+
+@pytest.mark.parametrize("new_layer", [0.0, 1.0])
+def test_architecture_changes_that_alter_the_function_restart_targets_and_optimizers(
+        small_net, new_layer):
+    """Removing units or a layer changes what the network computes: the lagged target
+    becomes a copy of the online network and Adam starts afresh (a target that lags a
+    function that no longer exists is nothing to learn towards). Adding units or a layer
+    keeps the function, so the target keeps lagging and Adam keeps its moments."""
+    net = dict(small_net, head_config={"hidden_size": [32, 32], "max_hidden_layers": 3})
+    seen = set()
+    for seed in range(12):
+        agent = _trained_dqn(net, seed)
+        assert not _target_is_online_copy(agent) and agent.optimizers["optimizer"].state
+        Mutations(0, 1, new_layer, 0, 0, 0, rand_seed=seed).mutation([agent])
+        op = agent.mut
+        seen.add(op)
+        restarted = _target_is_online_copy(agent) and not agent.optimizers["optimizer"].state
+        kept = not _target_is_online_copy(agent) and agent.optimizers["optimizer"].state
+        assert restarted if op.startswith("remove") else kept, op
+        agent.learn(_learning_batch(seed))  # and it trains on
+    kind = "layer" if new_layer else "nodes"
+    assert seen == {f"add_{kind}", f"remove_{kind}"}, seen
+
+
+def test_an_activation_change_restarts_targets_and_optimizers(small_net):
+    agent = _trained_dqn(small_net, 0)
+    Mutations(0, 0, 0, 0, 1, 0, activation_selection=["ELU"], rand_seed=0).mutation([agent])
+    assert agent.mut == "act"
+    assert _target_is_online_copy(agent)
+    assert not agent.optimizers["optimizer"].state

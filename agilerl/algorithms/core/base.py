@@ -319,10 +319,12 @@ class RLAlgorithm(MemberState):
         mirrors = self.network_mirror_sources()
         return [name for name in self.networks if name not in mirrors]
 
-    def restart_after_weight_mutation(self) -> None:
-        """After a parameter mutation, as the reference's: each mirror (target network)
-        becomes a copy of the network it follows, and every optimizer starts afresh (its
-        moments described weights that have just changed)."""
+    def restart_targets_and_optimizers(self) -> None:
+        """Each mirror (target network) becomes a copy of the network it follows, and
+        every optimizer starts afresh: called after a mutation that changed what the
+        networks compute (new weights, units or a layer removed, another activation), when
+        a target's lagged weights and the optimizers' moments describe a function that no
+        longer exists."""
         for mirror, source in self.network_mirror_sources().items():
             self.networks[mirror].load_state_dict(self.networks[source].state_dict())
         for opt_name in self.optimizers:
