@@ -19,6 +19,7 @@ from agilerl.hpo.dormant import (
 from agilerl.hpo.mutation import Mutations
 from agilerl.models import MutationSpec
 from agilerl.networks.mlp_gradient import MLPChain
+from tests.hpo.conftest import dqn_batch
 
 NET = {"latent_dim": 12, "encoder_config": {"hidden_size": [10], "layer_norm": False},
        "head_config": {"hidden_size": [8], "layer_norm": False}}
@@ -28,15 +29,6 @@ def _dqn(seed: int = 0) -> DQN:
     env = make_probe_vector_env("ObsPolicyEnv", 2)
     return DQN(env.single_observation_space, env.single_action_space, net_config=NET,
                seed=seed, batch_size=32)
-
-
-def _batch(rows: int = 32) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {"obs": rng.normal(size=(rows, 1)).astype(np.float32),
-            "action": rng.integers(0, 2, size=rows),
-            "reward": rng.normal(size=rows).astype(np.float32),
-            "next_obs": rng.normal(size=(rows, 1)).astype(np.float32),
-            "done": rng.random(rows) < 0.2}
 
 
 def _kill(agent: DQN, neurons: list[int]) -> None:
@@ -78,7 +70,7 @@ def test_dormant_neurons_are_those_far_below_their_layers_mean():
 def test_revival_reinitialises_dead_neurons_and_barely_moves_the_function():
     agent = _dqn()
     _kill(agent, [0, 3])
-    agent.learn(_batch())
+    agent.learn(dqn_batch())
     encoder = agent.actor.encoder("encoder")
     hidden = layer_scores(encoder)[0]
     assert hidden[[0, 3]].eq(0).all() and hidden.gt(0).sum() > 4
@@ -109,7 +101,7 @@ def test_revival_reinitialises_dead_neurons_and_barely_moves_the_function():
 def test_parameter_mutation_revives_before_its_weight_noise():
     agent = _dqn()
     _kill(agent, [1, 2])
-    agent.learn(_batch())
+    agent.learn(dqn_batch())
     Mutations(0, 0, 0, 1, 0, 0, rand_seed=0).mutation([agent])
     assert agent.mut == "param"
     assert agent.actor.encoder("encoder").linear(0).weight[[1, 2]].abs().gt(0).all()
@@ -123,7 +115,7 @@ def test_parameter_mutation_revives_before_its_weight_noise():
 
 def test_the_kept_gradients_travel_with_the_state():
     agent = _dqn()
-    agent.learn(_batch())
+    agent.learn(dqn_batch())
     saved = network_scores(agent.networks)
     clone = agent.clone()
     assert saved["actor"]["encoders.encoder"][0] is not None  # something was measured
@@ -170,7 +162,7 @@ def test_the_threshold_comes_from_the_manifest_and_cannot_be_negative():
 def test_after_a_parameter_mutation_targets_follow_and_optimizers_restart():
     agent = _dqn()
     for _ in range(3):
-        agent.learn(_batch())
+        agent.learn(dqn_batch())
     assert agent.optimizers["optimizer"].state  # moments from the steps above
     Mutations(0, 0, 0, 1, 0, 0, rand_seed=0).mutation([agent])
     for (name, online), target in zip(agent.actor.state_dict().items(),
@@ -178,5 +170,5 @@ def test_after_a_parameter_mutation_targets_follow_and_optimizers_restart():
         assert torch.equal(online, target), name
     assert not agent.optimizers["optimizer"].state
     assert agent.optimizers["optimizer"].param_groups[0]["lr"] == agent.lr
-    agent.learn(_batch())  # and it trains on
+    agent.learn(dqn_batch())  # and it trains on
 

@@ -12,6 +12,7 @@ from agilerl.algorithms import DQN, PPO
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.hpo.mutation import Mutations
 from agilerl.modules.mlp import EvolvableMLP
+from tests.hpo.conftest import dqn_batch
 
 OBS = torch.randn(64, 1, generator=torch.Generator().manual_seed(0))
 
@@ -277,21 +278,11 @@ def test_optimizer_moments_follow_the_output_layer_when_a_hidden_layer_comes_or_
     assert all(float(opt.state[p]["step"]) >= 1 for p in agent.actor.parameters())
 
 
-
-def _learning_batch(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.normal(size=(32, 1)).astype(np.float32),
-            "action": rng.integers(0, 2, size=32),
-            "reward": rng.normal(size=32).astype(np.float32),
-            "next_obs": rng.normal(size=(32, 1)).astype(np.float32),
-            "done": rng.random(32) < 0.2}
-
-
 def _trained_dqn(net: dict, seed: int) -> DQN:
     """A DQN whose target lags its online network and whose Adam has moments."""
     agent = _dqn(net, seed=seed, batch_size=32, tau=0.01)
     for _ in range(5):
-        agent.learn(_learning_batch(seed))
+        agent.learn(dqn_batch(seed))
     return agent
 
 
@@ -319,7 +310,7 @@ def test_architecture_changes_that_alter_the_function_restart_targets_and_optimi
         restarted = _target_is_online_copy(agent) and not agent.optimizers["optimizer"].state
         kept = not _target_is_online_copy(agent) and agent.optimizers["optimizer"].state
         assert restarted if op.startswith("remove") else kept, op
-        agent.learn(_learning_batch(seed))  # and it trains on
+        agent.learn(dqn_batch(seed))  # and it trains on
     kind = "layer" if new_layer else "nodes"
     assert seen == {f"add_{kind}", f"remove_{kind}"}, seen
 
