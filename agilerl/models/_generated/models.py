@@ -1336,7 +1336,7 @@ class MADDPGSpec(MultiAgentRLAlgorithmSpec):
     logit_penalty: Annotated[
         float,
         Field(
-            description="Weight of a penalty on the mean square of discrete agents' actor logits, added to the actor loss (MADDPG's original code uses 0.001; continuous agents are unaffected). With the reference's speaker-listener manifest (lr_actor 1e-4) populations evaluated higher with 0 (the reference has none), but one member with lr_actor 1e-3 diverged without it: see docs/training.md.",
+            description="Weight of a penalty on the mean square of discrete agents' actor logits, added to the actor loss (MADDPG's original code uses 0.001; 0 gives the reference library's loss; continuous agents are unaffected). docs/training.md gives what each value measured.",
             ge=0.0,
             le=1000.0,
         ),
@@ -1406,7 +1406,7 @@ class MATD3Spec(MultiAgentRLAlgorithmSpec):
     logit_penalty: Annotated[
         float,
         Field(
-            description="Weight of a penalty on the mean square of discrete agents' actor logits, added to the actor loss (MADDPG's original code uses 0.001; continuous agents are unaffected). On speaker-listener, MATD3 populations evaluated higher with it than with 0: see docs/training.md.",
+            description="Weight of a penalty on the mean square of discrete agents' actor logits, added to the actor loss (MADDPG's original code uses 0.001; 0 gives the reference library's loss; continuous agents are unaffected). docs/training.md gives what each value measured.",
             ge=0.0,
             le=1000.0,
         ),
