@@ -63,7 +63,8 @@ PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
 #: Architecture changes that start the new units or layer so that the network computes
-#: what it did; any other change restarts the member's targets and optimizers.
+#: what it did (exactly or nearly, per module: an LSTM's new layer is the exception, see
+#: ``agilerl.modules.lstm``); any other change restarts the member's targets and optimizers.
 FUNCTION_PRESERVING_OPS = frozenset({"add_nodes", "add_layer"})
 
 
