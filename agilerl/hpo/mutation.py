@@ -7,13 +7,15 @@ architecture mutation is a *layer* change (add or remove a hidden layer) with pr
 ``new_layer_prob`` (the manifest's ``new_layer``), else a *node* change (add or remove
 units of a hidden layer or of the latent width); it is drawn for one of the member's
 mutable networks and applied identically to its mirrors (e.g. a DQN target network).
-Adding units or a layer starts them so that the network computes what it did (see
-:mod:`agilerl.modules.mlp`): the targets keep their lagged weights and the optimizers their
-moments. Removing units or a layer, or changing an activation (``act_mut``), changes what
-the network computes: the targets then become copies of the networks they follow and the
-optimizers start afresh (``agent.restart_targets_and_optimizers``), as after a weight
-mutation, since a lagged copy of a function that no longer exists is no target to learn
-towards.
+Where a change keeps what the network computes (new units, which start with zero outgoing
+weights; a new identity layer where no layer norm or activation alters what it passes on:
+the network's ``preserves_function(plan)``, see :mod:`agilerl.modules.mlp`), the targets
+keep their lagged weights and the optimizers their moments. Every other architecture
+change (units or a layer removed, a layer added before a layer norm, an LSTM's new layer)
+and an activation change (``act_mut``) alter the function: the targets then become copies
+of the networks they follow and the optimizers start afresh
+(``agent.restart_targets_and_optimizers``), as after a weight mutation, since a lagged copy
+of a function that no longer exists is no target to learn towards.
 
 * ``params_mut``: first the dormant neurons of every network the member trains are
   re-initialised (ReGraMa, :mod:`agilerl.hpo.dormant`, with ``dormant_threshold``); then,
@@ -62,11 +64,6 @@ PARAM_RESET_FRACTION = 0.05
 PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
-#: Architecture changes that start the new units or layer so that the network computes
-#: what it did (exactly or nearly, per module: an LSTM's new layer is the exception, see
-#: ``agilerl.modules.lstm``); any other change restarts the member's targets and optimizers.
-FUNCTION_PRESERVING_OPS = frozenset({"add_nodes", "add_layer"})
-
 
 class Mutations:
     """Mutation operator (see module docstring); ``mutation(population)`` applies it."""
@@ -194,8 +191,9 @@ class Mutations:
         for op in ops:  # fall back to the opposite change when at a bound
             plan = agent.networks[network].draw_plan(op, self.rng, self.activation_selection)
             if plan is not None:
+                keeps_function = agent.networks[network].preserves_function(plan)
                 agent.apply_architecture_mutation(network, plan)
-                if op not in FUNCTION_PRESERVING_OPS:
+                if not keeps_function:
                     agent.restart_targets_and_optimizers()
                 return op
         return "None"

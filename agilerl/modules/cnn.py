@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from agilerl.modules.encoder import EvolvableEncoder
-from agilerl.modules.mlp import make_activation
+from agilerl.modules.mlp import IDEMPOTENT_ACTIVATIONS, make_activation
 
 #: Channel steps of ``add_nodes`` / ``remove_nodes``.
 CHANNEL_STEPS = (8, 16, 32)
@@ -211,6 +211,15 @@ class EvolvableCNN(EvolvableEncoder):
         with torch.no_grad():
             _transfer(self, new, plan)
         return new
+
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """New channels (read with zero weights) and a new identity layer after an
+        idempotent activation keep the function, without a norm; nothing else does."""
+        if self.arch["layer_norm"]:
+            return False
+        if plan["op"] == "add_layer":
+            return self.arch["activation"] in IDEMPOTENT_ACTIVATIONS
+        return plan["op"] == "add_nodes" and "channels" in plan
 
     def resized(self, *, out_dim: int, seed: int = 0) -> EvolvableCNN:
         arch = self.architecture()

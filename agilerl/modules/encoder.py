@@ -71,6 +71,13 @@ class EvolvableEncoder(nn.Module, metaclass=ABCMeta):
         (an encoder without a hidden activation returns an unchanged copy)."""
 
     @abstractmethod
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """Whether ``self.mutated(plan)`` computes what this encoder computes (to
+        rounding): the mutation then changed the architecture and not the function, and
+        what was learned about the function (a lagging target network, optimizer
+        moments) still applies."""
+
+    @abstractmethod
     def resized(self, *, out_dim: int, seed: int = 0) -> EvolvableEncoder:
         """A new encoder whose latent width is ``out_dim``, weights transferred."""
 

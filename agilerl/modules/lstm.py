@@ -200,6 +200,11 @@ class LSTMEncoder(EvolvableEncoder):
             raise ValueError(f"unknown LSTM mutation {op!r}")
         return self._rebuilt(arch, int(plan.get("seed", 0)))
 
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """New hidden units (zero weights, so they stay 0) keep the function, and so does
+        an activation change (an LSTM has none); a new layer starts fresh."""
+        return plan["op"] in ("add_nodes", "activation")
+
     def resized(self, *, out_dim: int, seed: int = 0) -> LSTMEncoder:
         """A new encoder with another latent width (new latent units: fresh weights)."""
         arch = self.architecture()

@@ -18,6 +18,9 @@ Function preservation (outputs right after the mutation equal those before):
   ``ReLU``, ``Identity``) and there is no layer norm; otherwise it is the closest
   cheap start and the function changes.
 * ``remove_layer`` / ``remove_nodes`` / ``activation`` cannot preserve the function.
+
+``preserves_function(plan)`` states which case a plan is (every encoder answers it too);
+mutation restarts targets and optimizers after the changes it says alter the function.
 * ``resize_input``/``resize_output`` (latent width changes): new input columns start at
   zero; new output units get fresh weights (a following layer's zero columns hide them).
 """
@@ -50,6 +53,10 @@ ACTIVATIONS: dict[str, Any] = {
     "PReLU": nn.PReLU,
     "Identity": nn.Identity,
 }
+
+#: Activations ``f`` with ``f(f(x)) == f(x)`` (None: the identity): a new identity layer
+#: after one of them passes the values it receives through unchanged.
+IDEMPOTENT_ACTIVATIONS = frozenset({"ReLU", "Identity", None})
 
 #: Layer-count/width fields of an MLP architecture that mutations must respect.
 ARCH_KEYS = (
@@ -242,6 +249,18 @@ class EvolvableMLP(nn.Module):
             else:
                 _transfer_overlap(self, new)
         return new
+
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """Whether ``self.mutated(plan)`` computes what this MLP computes (to rounding; with
+        layer norm, to the norm's epsilon): new units do (their outgoing weights start at
+        zero), and so does a new identity layer when neither a layer norm nor the
+        activation changes the values it passes on. Every other change does not."""
+        if plan["op"] == "add_nodes":
+            return True
+        if plan["op"] == "add_layer":
+            return (not self.arch["layer_norm"]
+                    and self.arch["activation"] in IDEMPOTENT_ACTIVATIONS)
+        return False
 
     def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
         """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the

@@ -191,6 +191,19 @@ class MultiInputEncoder(EvolvableEncoder):
         new.arch = new.architecture()
         return new
 
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """A part's or the MLP's own answer for a change of that module; a part's wider
+        latent is read with zero weights (kept), a narrower one is not; an activation
+        change of every module at once is not."""
+        module = plan.get("module")
+        if module == "mlp":
+            return self.mlp.preserves_function(plan)
+        if module is not None and module.startswith("part:"):
+            return self._encoders()[module.split(":", 1)[1]].preserves_function(plan)
+        if module is not None and module.startswith("latent:"):
+            return plan["op"] == "add_nodes"
+        return False
+
     def _resize_part(self, name: str, plan: Mapping[str, Any]) -> None:
         encoder = self._encoders()[name]
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])

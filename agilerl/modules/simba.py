@@ -136,6 +136,11 @@ class SimbaEncoder(EvolvableEncoder):
             raise ValueError(f"unknown SimBa mutation {op!r}")
         return self._rebuilt(arch, int(plan.get("seed", 0)), new_block=op == "add_layer")
 
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """A new block (zero output projection) keeps the function, and so does an
+        activation change (SimBa has none); a width change moves the layer norms."""
+        return plan["op"] in ("add_layer", "activation")
+
     def resized(self, *, out_dim: int, seed: int = 0) -> SimbaEncoder:
         arch = self.architecture()
         arch["out_dim"] = int(out_dim)

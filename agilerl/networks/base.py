@@ -141,6 +141,18 @@ class EvolvableNetwork(nn.Module):
         new.arch = new.architecture()
         return new
 
+    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+        """Whether ``self.mutated(plan)`` computes what this network computes (to
+        rounding): the changed module's answer; a wider latent is read by the heads with
+        zero weights (kept), a narrower one is not; an activation change is not."""
+        target = plan["target"]
+        if target == "all":
+            return False
+        if target.startswith("latent:"):
+            return plan["op"] == "add_nodes"
+        kind, name = target.split(":", 1)
+        return bool(self.mlps(kind)[name].preserves_function(plan))
+
     def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
         """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the
         same name (``named_parameters``): new name -> old name, None for a new one. Every

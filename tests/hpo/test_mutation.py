@@ -292,27 +292,40 @@ def _target_is_online_copy(agent: DQN) -> bool:
         torch.equal(online[k], target[k]) for k in online)
 
 
+@pytest.mark.parametrize("layer_norm", [False, True])
 @pytest.mark.parametrize("new_layer", [0.0, 1.0])
 def test_architecture_changes_that_alter_the_function_restart_targets_and_optimizers(
-        small_net, new_layer):
-    """Removing units or a layer changes what the network computes: the lagged target
-    becomes a copy of the online network and Adam starts afresh (a target that lags a
-    function that no longer exists is nothing to learn towards). Adding units or a layer
-    keeps the function, so the target keeps lagging and Adam keeps its moments."""
-    net = dict(small_net, head_config={"hidden_size": [32, 32], "max_hidden_layers": 3})
-    seen = set()
+        small_net, new_layer, layer_norm):
+    """A change that alters what the network computes (units or a layer removed, a layer
+    added before a layer norm) makes the lagged target a copy of the online network and
+    starts Adam afresh: a target that lags a function that no longer exists is nothing to
+    learn towards. A change that keeps the function (new units; a new identity layer
+    without a norm) keeps the target lagging and Adam's moments. Whether the function
+    changed is measured here, on the network's outputs."""
+    net = dict(small_net,
+               encoder_config={"arch": "mlp", "hidden_size": [32], "layer_norm": layer_norm},
+               head_config={"hidden_size": [32, 32], "max_hidden_layers": 3,
+                            "layer_norm": layer_norm})
+    seen = {True: set(), False: set()}
     for seed in range(12):
         agent = _trained_dqn(net, seed)
         assert not _target_is_online_copy(agent) and agent.optimizers["optimizer"].state
+        with torch.no_grad():
+            before = agent.actor(OBS)
         Mutations(0, 1, new_layer, 0, 0, 0, rand_seed=seed).mutation([agent])
-        op = agent.mut
-        seen.add(op)
+        with torch.no_grad():
+            changed = not torch.allclose(agent.actor(OBS), before, atol=1e-4, rtol=1e-4)
+        seen[changed].add(agent.mut)
         restarted = _target_is_online_copy(agent) and not agent.optimizers["optimizer"].state
         kept = not _target_is_online_copy(agent) and agent.optimizers["optimizer"].state
-        assert restarted if op.startswith("remove") else kept, op
+        assert restarted if changed else kept, agent.mut
         agent.learn(dqn_batch(seed))  # and it trains on
     kind = "layer" if new_layer else "nodes"
-    assert seen == {f"add_{kind}", f"remove_{kind}"}, seen
+    assert seen[True] >= {f"remove_{kind}"}, seen
+    if kind == "nodes" or not layer_norm:
+        assert seen[False] == {f"add_{kind}"}, seen
+    else:  # before a layer norm an identity layer does not pass the values on unchanged
+        assert seen[True] == {"add_layer", "remove_layer"} and not seen[False], seen
 
 
 def test_an_activation_change_restarts_targets_and_optimizers(small_net):
