@@ -167,7 +167,11 @@ def test_mutations_reach_online_and_target_alike_and_keep_working(plan, small_ne
     obs = torch.linspace(-1, 1, 8).reshape(-1, 1)
     with torch.no_grad():
         before_mean = agent.actor(obs, noise=False)
+    claim = agent.actor.preserves_function(plan)
     agent.apply_architecture_mutation("actor", plan)
+    with torch.no_grad():  # the network says what it keeps (the heads have layer norm)
+        kept = torch.allclose(agent.actor(obs, noise=False), before_mean, atol=2e-3)
+    assert kept == claim == (plan["op"] == "add_nodes")
     assert agent.actor.architecture() == agent.actor_target.architecture()
     assert isinstance(agent.actor, type(agent.actor_target))
     heads = agent.actor.architecture()["heads"]
