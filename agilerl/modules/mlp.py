@@ -18,11 +18,11 @@ Function preservation (outputs right after the mutation equal those before):
   ``ReLU``, ``Identity``) and there is no layer norm; otherwise it is the closest
   cheap start and the function changes.
 * ``remove_layer`` / ``remove_nodes`` / ``activation`` cannot preserve the function.
+* ``resize_input``/``resize_output`` (latent width changes): new input columns start at
+  zero; new output units get fresh weights (a following layer's zero columns hide them).
 
 ``preserves_function(plan)`` states which case a plan is (every encoder answers it too);
 mutation restarts targets and optimizers after the changes it says alter the function.
-* ``resize_input``/``resize_output`` (latent width changes): new input columns start at
-  zero; new output units get fresh weights (a following layer's zero columns hide them).
 """
 
 from __future__ import annotations
