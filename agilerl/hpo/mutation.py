@@ -65,6 +65,7 @@ PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
 
+
 class Mutations:
     """Mutation operator (see module docstring); ``mutation(population)`` applies it."""
 

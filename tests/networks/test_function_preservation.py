@@ -27,6 +27,13 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, atol=1e-4, rtol=1e-4)
 
 
+def _encoder_plan(activation: str) -> Callable[[Any, str, Any], Any]:
+    """An encoder's plans: its own draws, and the network's activation plan (which an
+    encoder without a hidden activation turns into a copy)."""
+    return lambda module, op, rng: ({"op": op, "activation": activation, "seed": 0}
+                                    if op == "activation" else module.draw_plan(op, rng, []))
+
+
 def _check_claims(module: Any, draw: Callable[[Any, str, Any], Any],
                   outputs: Callable[[Any], torch.Tensor]) -> dict[bool, set[str]]:
     """Draw plans of every op (up to 6 each) from ``module`` and check each claim; returns
@@ -74,9 +81,7 @@ def test_a_simba_encoder_says_which_mutations_keep_its_function():
     encoder = encoder_from_architecture(encoder_architecture(config, space),
                                         torch.Generator().manual_seed(0))
     x = torch.rand(8, 5, generator=torch.Generator().manual_seed(1))
-    seen = _check_claims(encoder, lambda m, op, rng: (
-        {"op": op, "activation": "Tanh", "seed": 0} if op == "activation"
-        else m.draw_plan(op, rng, [])), lambda m: m(x))
+    seen = _check_claims(encoder, _encoder_plan("Tanh"), lambda m: m(x))
     # SimBa has no hidden activation: an activation plan is a copy
     assert seen == {True: {"add_layer", "activation"},
                     False: {"remove_layer", "add_nodes", "remove_nodes"}}, seen
@@ -88,9 +93,8 @@ def test_an_lstm_encoder_says_which_mutations_keep_its_function():
             "max_layers": 3}
     encoder = LSTMEncoder(lstm_arch(spec, 5, 8, "Tanh"), torch.Generator().manual_seed(0))
     x = torch.randn(7, 3, 5, generator=torch.Generator().manual_seed(1))
-    seen = _check_claims(encoder, lambda m, op, rng: (
-        {"op": op, "activation": "ReLU", "seed": 0} if op == "activation"
-        else m.draw_plan(op, rng, [])), lambda m: m.sequence(x, m.initial_state(3)))
+    seen = _check_claims(encoder, _encoder_plan("ReLU"),
+                         lambda m: m.sequence(x, m.initial_state(3)))
     # a new LSTM layer starts with fresh weights; an LSTM has no activation to change
     assert seen == {True: {"add_nodes", "activation"},
                     False: {"add_layer", "remove_layer", "remove_nodes"}}, seen
