@@ -1,7 +1,17 @@
 """Side by side with the reference library: the same manifests through both trainers.
 
-    python bench/peer.py [--manifests dqn_cartpole ppo_cartpole] [--max-steps N] [--ours-only]
-                         [--target RETURN] [--workers N] [--seed N]
+    python bench/peer.py [--manifests NAME[:STEPS] ...] [--max-steps N] [--ours-only]
+                         [--repeat N] [--quiet-load LOAD] [--settle SECONDS]
+                         [--peer-python PATH] [--target RETURN] [--workers N] [--seed N]
+
+``--repeat N`` is the protocol every speed figure comes from (``bench/peer_protocol.py``):
+N runs of each library per manifest, interleaved (ours, the reference, ours, ...), each
+after the load left by the one before has settled (``--settle``, up to 120 s), each with
+the 1-minute load when it started and ended (``*``: started above ``--quiet-load``, 1.5)
+and the CPU seconds the rest of the machine took while it ran; then the median ratio of
+the pairs with its range, over all pairs and over those started quiet. Every run's train
+steps, and the step at which it reached the target, are checked against the run's own
+record: our run folder's ``metrics.csv``, the reference's members' step counters.
 
 A manifest is a name in ``shared/bench-manifests`` (the reference's own benchmark set), a
 name in ``bench/manifests`` (ours, for algorithms that set has no manifest for), or a path.
@@ -34,6 +44,7 @@ section names no ``arch``), applied to the reference run only and printed with i
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -42,6 +53,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import peer_protocol  # bench/peer_protocol.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared folder beside the checkout (``$AGILERL_SHARED`` where a worktree lives elsewhere).
@@ -147,8 +160,34 @@ def _driver(manifest_path: str, launched: float, out: str, max_steps: int | None
         "seed": getattr(trainer, "seed", None),
         "stopped_at_target": record["stopped"],
         "history": record["history"],
+        "own_record": _own_record(trainer, unit),
     }
     Path(out).write_text(json.dumps(result))
+
+
+def _own_record(trainer: object, unit: str) -> dict:
+    """The run's own account of its train steps (and, where it keeps one, of its
+    evaluations), to check the driver's counts against: ours from the run folder's
+    ``metrics.csv`` (``train/global_step``, ``eval/best_fitness`` per generation); the
+    reference, whose trainer writes no such file, from its members' step counters (a clone
+    inherits its parent's, so their sum is the run's env steps when every member trained
+    the same)."""
+    run_dir = getattr(trainer, "last_run_dir", None)
+    metrics = Path(run_dir) / "metrics.csv" if run_dir else None
+    if metrics is not None and metrics.is_file():
+        with metrics.open(newline="") as fh:
+            rows = [(int(float(row["train/global_step"])), float(row["eval/best_fitness"]))
+                    for row in csv.DictReader(fh) if row.get("train/global_step")]
+        return {"source": "metrics.csv", "train_steps": rows[-1][0] if rows else 0,
+                "history": rows}
+    population = getattr(trainer, "population", None) or []
+    if unit != "env steps" or not population:
+        return {"source": None}
+    def steps(agent: object) -> int:  # ours keep a list per generation, the reference an int
+        counter = getattr(agent, "steps", 0)
+        return int(counter[-1] if isinstance(counter, list) else counter)
+
+    return {"source": "members' step counters", "train_steps": sum(map(steps, population))}
 
 
 def _record_evaluation(record: dict, steps: int, seconds: float, fitness: float) -> None:
@@ -342,13 +381,15 @@ def _measure(python: str, manifest: Path, max_steps: int | None, env: dict[str, 
             cmd += ["--seed", str(seed)]
         if stop_at is not None:  # end the run at the first evaluation reaching it
             cmd += ["--stop-at", repr(stop_at)]
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, _tree_rss_bytes(proc.pid))
-            time.sleep(_sample_interval(time.time() - launched))
-        stderr = proc.stderr.read() if proc.stderr else ""
+        err_path = Path(tmp) / "stderr.txt"
+        with err_path.open("w") as err:
+            proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=err, text=True)
+            peak = 0
+            while proc.poll() is None:
+                peak = max(peak, _tree_rss_bytes(proc.pid))
+                time.sleep(_sample_interval(time.time() - launched))
+        stderr = err_path.read_text(errors="replace")
         if proc.returncode != 0 or not out.exists():
             return {"error": f"exit {proc.returncode}: {stderr.strip()[-800:]}"}
         result = json.loads(out.read_text())
@@ -402,14 +443,47 @@ def _manifest_path(name: str) -> Path:
     return Path(name)
 
 
-def _row(name: str, r: dict, target: float | None) -> str:
+HEADER = (f"  {'run':<12} {'wall s':>7} {'steps/s':>9} {'1st step':>8} {'peak MB':>7}"
+          f" {'best':>7} {'steps@tgt':>9} {'s@tgt':>6} {'load start/end':>14}"
+          f" {'other CPU s':>11}  own record")
+
+
+def _row(name: str, r: dict, target: float | None, quiet_load: float) -> str:
+    """One run: its figures, the load when it started and ended (``*`` marks a start above
+    ``quiet_load``), the CPU seconds the rest of the machine took meanwhile, and whether
+    the run's own record agrees with the driver's counts."""
     if "error" in r:
-        return f"  {name:<10} FAILED: {r['error']}"
+        return f"  {name:<12} FAILED: {r['error']}"
     solved = _reached(r, target)
-    return (f"  {name:<10} {_fmt(r['wall_seconds'], '8.1f')} {_fmt(r['train_steps_per_second'], '10.0f')}"
-            f" {_fmt(r['first_step_seconds'], '9.2f')} {_fmt(r['peak_rss_mb'], '8.0f')}"
-            f" {_fmt(r['best_fitness'], '8.1f')} {_fmt(solved.get('steps'), '10d')}"
-            f" {_fmt(solved.get('seconds'), '9.1f')}")
+    mark = "*" if r.get("load_start", 0.0) > quiet_load else ""
+    load = f"{_fmt(r.get('load_start'), '.2f')}{mark}/{_fmt(r.get('load_end'), '.2f')}"
+    return (f"  {name:<12} {_fmt(r['wall_seconds'], '7.1f')}"
+            f" {_fmt(r['train_steps_per_second'], '9.0f')}"
+            f" {_fmt(r['first_step_seconds'], '8.2f')} {_fmt(r['peak_rss_mb'], '7.0f')}"
+            f" {_fmt(r['best_fitness'], '7.1f')} {_fmt(solved.get('steps'), '9d')}"
+            f" {_fmt(solved.get('seconds'), '6.1f')} {load:>14}"
+            f" {_fmt(r.get('other_cpu_seconds'), '11.1f')}  {own_record_check(r, target)}")
+
+
+def own_record_check(result: dict, target: float | None, tolerance: float = 0.01) -> str:
+    """``ok`` when the run's own record (``metrics.csv`` for ours, the members' step
+    counters for the reference) gives the same train steps as the driver counted, within
+    ``tolerance``, and, where it records evaluations, reaches ``target`` at the same step;
+    else what differs."""
+    own = result.get("own_record") or {}
+    if own.get("source") is None:
+        return "none kept"
+    counted, kept = result["train_steps"], own["train_steps"]
+    problems = []
+    if kept <= 0 or abs(counted - kept) > tolerance * kept:
+        problems.append(f"steps {counted} counted, {kept} in {own['source']}")
+    if target is not None and "history" in own:
+        own_at = next((steps for steps, best in own["history"] if best >= target), None)
+        counted_at = _reached(result, target).get("steps")
+        if (own_at is None) != (counted_at is None) or (
+                own_at is not None and abs(counted_at - own_at) > tolerance * own_at):
+            problems.append(f"target at {counted_at} counted, {own_at} in {own['source']}")
+    return "; ".join(problems) if problems else f"ok ({own['source']})"
 
 
 def _raw_env_rate(python: str, env: dict[str, str]) -> str:
@@ -422,12 +496,100 @@ def _raw_env_rate(python: str, env: dict[str, str]) -> str:
     return (done.stdout or done.stderr).strip()
 
 
+def _timed_run(python: str, manifest: Path, max_steps: int | None, args: argparse.Namespace,
+               env: dict[str, str], settings: list[str], seed: int | None) -> dict:
+    """One run of the protocol: wait for the load to settle, then measure the run and what
+    the rest of the machine did meanwhile."""
+    waited = peer_protocol.wait_for_quiet(args.quiet_load, args.settle) if args.settle else 0.0
+    before = peer_protocol.host_snapshot()
+    result = _measure(python, manifest, max_steps, env, settings, seed)
+    result.update(peer_protocol.run_accounting(before, peer_protocol.host_snapshot()),
+                  settle_seconds=waited)
+    return result
+
+
+def _compare(name: str, args: argparse.Namespace, pythons: dict[str, str],
+             envs: dict[str, dict[str, str]]) -> list[tuple[dict, dict]]:
+    """Every run of one manifest in protocol order, printed as it ends; the pairs."""
+    name, max_steps = split_budget(name, args.max_steps)
+    manifest = _manifest_path(name)
+    changes = ([f"max_steps={max_steps}"] if max_steps else []) + args.set
+    print(f"\n{name} ({manifest})" + (f", {', '.join(changes)}" if changes else ""))
+    settings = {"agilerl": args.set + ([f"training.num_workers={args.workers}"]
+                                       if args.workers is not None else []),
+                "reference": args.set + args.peer_set}
+    if args.workers is not None:
+        print(f"  ours with training.num_workers={args.workers}")
+    if args.peer_set and "reference" in pythons:
+        print(f"  reference run only (workaround): {', '.join(args.peer_set)}")
+    print(HEADER)
+    runs: dict[tuple[int, str], dict] = {}
+    libraries = list(pythons)
+    for pair, library in peer_protocol.schedule(args.repeat, "reference" in pythons):
+        seed = args.seed if library == "agilerl" else None
+        runs[pair, library] = _timed_run(pythons[library], manifest, max_steps, args,
+                                         envs[library], settings[library], seed)
+        if library != libraries[-1]:
+            continue  # a pair is printed when its last run ends
+        peer = runs.get((pair, "reference"))
+        target = args.target if args.target is not None else (
+            peer.get("best_fitness") if peer and "error" not in peer else None)
+        for lib in libraries:
+            tag = lib if args.repeat == 1 else f"{lib} #{pair + 1}"
+            print(_row(tag, runs[pair, lib], target, args.quiet_load))
+        if peer is not None:
+            print(_pair_line(runs[pair, "agilerl"], peer, target))
+        sys.stdout.flush()
+    pairs = [(runs[i, "agilerl"], runs[i, "reference"]) for i in range(args.repeat)
+             if (i, "reference") in runs]
+    if pairs:
+        print(f"  target return: {_fmt(args.target, '.1f')}" if args.target is not None
+              else "  target return: each pair's reference best")
+        print("\n".join(peer_protocol.summary_lines(pairs, args.quiet_load)))
+    return pairs
+
+
+def split_budget(spec: str, default: int | None) -> tuple[str, int | None]:
+    """``NAME:STEPS`` (a manifest with its own budget) or ``NAME`` (``--max-steps``)."""
+    name, sep, steps = spec.rpartition(":")
+    if sep and steps.isdigit() and name:
+        return name, int(steps)
+    return spec, default
+
+
+def _pair_line(ours: dict, peer: dict, target: float | None) -> str:
+    if "error" in ours or "error" in peer or not peer["train_steps_per_second"]:
+        return "    ratio: -"
+    ratio = ours["train_steps_per_second"] / peer["train_steps_per_second"]
+    line = f"    ratio: {ratio:.2f}x steps/s, " \
+           f"{ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x memory"
+    ours_t, peer_t = _reached(ours, target), _reached(peer, target)
+    if ours_t and peer_t:
+        line += f", {ours_t['seconds'] / peer_t['seconds']:.2f}x time to target"
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"])
+    parser.add_argument("--manifests", nargs="+", default=["dqn_cartpole", "ppo_cartpole"],
+                        metavar="NAME[:STEPS]", help="manifest names or paths, each with "
+                        "its own budget per member after a colon if given")
     parser.add_argument("--max-steps", type=int, default=None,
-                        help="shrink training.max_steps (same for both libraries)")
+                        help="shrink training.max_steps (same for both libraries) of the "
+                             "manifests given without a budget")
     parser.add_argument("--ours-only", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="N runs of each library per manifest, interleaved (ours, the "
+                             "reference, ours, ...): the median ratio and its range")
+    parser.add_argument("--quiet-load", type=float, default=peer_protocol.QUIET_LOAD,
+                        metavar="LOAD", help="runs starting above this 1-minute load are "
+                                             "marked * and left out of the clean median")
+    parser.add_argument("--settle", type=float, default=None, metavar="SECONDS",
+                        help="before each run, wait up to this long for the load to fall to "
+                             "--quiet-load (default 120 with --repeat above 1, else 0)")
+    parser.add_argument("--peer-python", default=None, metavar="PATH",
+                        help="the python that runs the other side (default: the reference's "
+                             "virtual environment, installed on first use)")
     parser.add_argument("--target", type=float, default=None,
                         help="return to time (default: the reference's best in this run)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -448,45 +610,26 @@ def main(argv: list[str] | None = None) -> int:
         _driver(args.driver, args.launched, args.out, args.max_steps, args.set, args.seed,
                 args.stop_at)
         return 0
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if args.settle is None:
+        args.settle = 120.0 if args.repeat > 1 else 0.0
 
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     ours_env = {**env, "PYTHONPATH": str(REPO)}
-    peer_python = None if args.ours_only else _ensure_peer_venv()
-    if peer_python is None and not args.ours_only:
-        print("reference half skipped (see the message above); measuring ours only")
-    header = (f"  {'library':<10} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
-              f" {'best':>8} {'steps@tgt':>10} {'s@tgt':>9}")
+    pythons = {"agilerl": sys.executable}
+    if not args.ours_only:
+        peer_python = args.peer_python or _ensure_peer_venv()
+        if peer_python is None:
+            print("reference half skipped (see the message above); measuring ours only")
+        else:
+            pythons["reference"] = peer_python
+    print(f"protocol: {args.repeat} run(s) per library per manifest, interleaved; runs "
+          f"starting above load {args.quiet_load} are marked *; up to {args.settle:.0f} s "
+          f"waited before each run for the load to settle; load now "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
     for name in args.manifests:
-        manifest = _manifest_path(name)
-        changes = ([f"max_steps={args.max_steps}"] if args.max_steps else []) + args.set
-        print(f"\n{name} ({manifest})" + (f", {', '.join(changes)}" if changes else ""))
-        ours_set = args.set + ([f"training.num_workers={args.workers}"]
-                               if args.workers is not None else [])
-        if args.workers is not None:
-            print(f"  ours with training.num_workers={args.workers}")
-        if args.peer_set and peer_python:
-            print(f"  reference run only (workaround): {', '.join(args.peer_set)}")
-        ours = _measure(sys.executable, manifest, args.max_steps, ours_env, ours_set, args.seed)
-        peer = _measure(peer_python, manifest, args.max_steps, env, args.set + args.peer_set) \
-            if peer_python else None
-        target = args.target
-        if target is None and peer is not None and "error" not in peer:
-            target = peer["best_fitness"]
-        print(f"  target return: {_fmt(target, '.1f')}"
-              + ("" if args.target is not None else " (the reference's best in this run)"))
-        print(header.replace("steps/s", f"{ours.get('unit', 'steps')[:6]}/s"))
-        print(_row("agilerl", ours, target))
-        if peer is not None:
-            print(_row("reference", peer, target))
-            if "error" not in ours and "error" not in peer and peer["train_steps_per_second"]:
-                ratio = ours["train_steps_per_second"] / peer["train_steps_per_second"]
-                line = f"  ratio: {ratio:.2f}x steps/s, " \
-                       f"{ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}x memory"
-                ours_t, peer_t = _reached(ours, target), _reached(peer, target)
-                if ours_t and peer_t:
-                    line += f", {ours_t['seconds'] / peer_t['seconds']:.2f}x time to target"
-                print(line)
-        sys.stdout.flush()
+        _compare(name, args, pythons, {"agilerl": ours_env, "reference": env})
     print("\nraw env + policy step rate (ceiling for the loop):")
     print(_raw_env_rate(sys.executable, ours_env))
     return 0
