@@ -10,28 +10,56 @@ the chain rule layer by layer with the kernels autograd itself calls (``mm``,
 autograd's up to float rounding; the maths of the update is unchanged.
 
 Supported: :class:`~agilerl.modules.mlp.EvolvableMLP` layers (an ``MLPEncoder`` and a
-head) with ReLU, Tanh, Sigmoid or no activation, with or without layer norm, on 2-D
+head) with ReLU, Tanh, Sigmoid, ELU, GELU, LeakyReLU, Softplus or no activation (every
+activation an activation mutation draws by default), with or without layer norm, on 2-D
 batches. :meth:`MLPChain.of` returns None for any other network, and callers fall back to
 autograd.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+from torch import nn
 
-from agilerl.modules.mlp import EvolvableMLP, measured_slots
+from agilerl.modules.mlp import EvolvableMLP, _identity, measured_slots
 
 #: The layer-norm backward kernel autograd itself calls.
 LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
+_ATEN = torch.ops.aten
 
 #: Activation (as the MLP's plan holds it) -> gradient through it from its output.
 ACTIVATION_BACKWARD: dict[Any, Any] = {
-    torch.relu: lambda grad, out: torch.ops.aten.threshold_backward.default(grad, out, 0),
-    torch.tanh: torch.ops.aten.tanh_backward.default,
-    torch.sigmoid: torch.ops.aten.sigmoid_backward.default,
+    torch.relu: lambda grad, out: _ATEN.threshold_backward.default(grad, out, 0),
+    torch.tanh: _ATEN.tanh_backward.default,
+    torch.sigmoid: _ATEN.sigmoid_backward.default,
 }
+
+
+def input_activation_backward(act: Any) -> Any:
+    """The gradient through the activation module ``act`` from its input (``grad, x ->
+    grad``), for the activations an MLP keeps as modules (those an activation mutation
+    draws: ELU, GELU; and LeakyReLU, Softplus); None for any other. The kernels are the
+    ones autograd calls for them."""
+    if type(act) is nn.GELU:
+        return lambda grad, x: _ATEN.gelu_backward.default(grad, x, approximate=act.approximate)
+    if type(act) is nn.ELU:
+        return lambda grad, x: _ATEN.elu_backward.default(grad, act.alpha, 1, 1, False, x)
+    if type(act) is nn.LeakyReLU:
+        return lambda grad, x: _ATEN.leaky_relu_backward.default(grad, x, act.negative_slope,
+                                                                 False)
+    if type(act) is nn.Softplus:
+        return lambda grad, x: _ATEN.softplus_backward.default(grad, x, act.beta,
+                                                               act.threshold)
+    return None
+
+
+def covered(act: Any) -> bool:
+    """Whether the closed form has a backward for the activation ``act``."""
+    return act is _identity or act in ACTIVATION_BACKWARD \
+        or input_activation_backward(act) is not None
+
 
 _ALL_THREE = [True, True, True]
 
@@ -39,8 +67,21 @@ _ALL_THREE = [True, True, True]
 _IN_PLACE: dict[Any, Any] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
                              torch.sigmoid: torch.sigmoid_}
 
-#: Per layer: (input, pre-norm value, norm mean, norm rstd, activation output).
+#: Per layer: (input, pre-norm value, norm mean, norm rstd, what the activation's
+#: backward reads: its output, or its input for the activations kept as modules).
 Tape = list[tuple[torch.Tensor, Any, Any, Any, Any]]
+
+
+class _Layer(NamedTuple):
+    """A layer of :attr:`MLPChain.plan` with every parameter detached."""
+
+    weight_t: torch.Tensor
+    bias: torch.Tensor
+    norm: Any  # layer-norm args, or None
+    act: Any  # applied out of place (None: in place by ``in_place``, or the identity)
+    in_place: Any  # the activation applied in place, or None
+    weight: torch.Tensor
+    act_backward: Any  # grad, what the tape keeps -> grad (None: the identity)
 
 
 class MLPChain:
@@ -68,10 +109,7 @@ class MLPChain:
         chain = cls(mlps)
         if {id(p) for p in network.parameters()} != {id(p) for p in chain.parameters}:
             return None
-        from agilerl.modules.mlp import _identity
-
-        if any(act is not _identity and act not in ACTIVATION_BACKWARD
-               for _, _, _, act in chain.plan):
+        if not all(covered(act) for _, _, _, act in chain.plan):
             return None
         return chain
 
@@ -84,34 +122,42 @@ class MLPChain:
     def run(self, x: torch.Tensor, tape: Tape | None = None) -> torch.Tensor:
         """:meth:`forward` without its ``no_grad`` wrapper: every parameter is read
         detached, so no graph is recorded in any grad mode (for ``x`` without one)."""
-        for weight_t, bias, norm, act, _, _ in self._layers():
-            pre = torch.addmm(bias, x, weight_t)  # what F.linear computes, one kernel
+        for layer in self._layers():
+            pre = torch.addmm(layer.bias, x, layer.weight_t)  # what F.linear computes
+            norm = layer.norm
             if norm is not None:
                 out, mean, rstd = torch.native_layer_norm(pre, *norm)
             else:
                 out, mean, rstd = pre, None, None
-            if act is not None:  # in place: ``out`` is this layer's own new tensor
-                act(out)
+            kept = out
+            if layer.in_place is not None:  # in place: ``out`` is this layer's own tensor
+                layer.in_place(out)
+            elif layer.act is not None:  # its backward reads its input, ``kept``
+                out = layer.act(out)
             if tape is not None:
-                tape.append((x, pre if norm is not None else None, mean, rstd, out))
+                tape.append((x, pre if norm is not None else None, mean, rstd, kept))
             x = out
         return x
 
-    def _layers(self) -> list[tuple[Any, ...]]:
-        """Per layer of :attr:`plan`, with every parameter detached: (transposed weight,
-        bias, layer-norm args, in-place activation, weight, activation's backward). Rebuilt
-        when the parameters' storage was replaced (see ``flat_params``)."""
+    def _layers(self) -> list[_Layer]:
+        """:attr:`plan` with every parameter detached (see :class:`_Layer`). Rebuilt when
+        the parameters' storage was replaced (see ``flat_params``)."""
         key = self.plan[0][0].data_ptr()
         if self.__dict__.get("_layers_key") != key:
             self._layers_key = key
-            self._layers_cache = [
-                (weight.detach().t(), bias.detach(),
-                 None if norm is None else (norm[0], norm[1].detach(), norm[2].detach(),
-                                            norm[3]),
-                 _IN_PLACE.get(act), weight.detach(), ACTIVATION_BACKWARD.get(act))
-                for weight, bias, norm, act in self.plan]
+            self._layers_cache = [self._layer(*layer) for layer in self.plan]
             self._backward_order = list(enumerate(self._layers_cache))[::-1]
         return self._layers_cache
+
+    @staticmethod
+    def _layer(weight: torch.Tensor, bias: torch.Tensor, norm: Any, act: Any) -> _Layer:
+        if norm is not None:
+            norm = (norm[0], norm[1].detach(), norm[2].detach(), norm[3])
+        in_place = _IN_PLACE.get(act)
+        backward = ACTIVATION_BACKWARD.get(act) or input_activation_backward(act)
+        out_of_place = None if in_place is not None or act is _identity else act
+        return _Layer(weight.detach().t(), bias.detach(), norm, out_of_place, in_place,
+                      weight.detach(), backward)
 
     @torch.no_grad()
     def backward(self, tape: Tape, grad: torch.Tensor,
@@ -126,12 +172,12 @@ class MLPChain:
         if into is not None:
             self.backward_into(tape, grad, into)
             return
+        layers = self._layers()
         for i in range(len(self.plan) - 1, -1, -1):
-            weight, bias, norm, act = self.plan[i]
-            x, pre, mean, rstd, out = tape[i]
-            activation_backward = ACTIVATION_BACKWARD.get(act)
-            if activation_backward is not None:
-                grad = activation_backward(grad, out)
+            weight, bias, norm, _ = self.plan[i]
+            x, pre, mean, rstd, kept = tape[i]
+            if (activation_backward := layers[i].act_backward) is not None:
+                grad = activation_backward(grad, kept)
             if (measured := self.measured[i]) is not None:
                 measured[0].keep_gradient(measured[1], grad)
             if norm is not None:
@@ -147,10 +193,11 @@ class MLPChain:
         """:meth:`backward` writing into the tensors ``into``, without a ``no_grad``
         wrapper (no parameter is read attached); ``grad`` must carry no graph."""
         self._layers()
-        for i, (_, _, norm, _, weight, activation_backward) in self._backward_order:
-            x, pre, mean, rstd, out = tape[i]
-            if activation_backward is not None:
-                grad = activation_backward(grad, out)
+        for i, layer in self._backward_order:
+            x, pre, mean, rstd, kept = tape[i]
+            norm, weight = layer.norm, layer.weight
+            if layer.act_backward is not None:
+                grad = layer.act_backward(grad, kept)
             if (measured := self.measured[i]) is not None:
                 measured[0].keep_gradient(measured[1], grad)
             weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]

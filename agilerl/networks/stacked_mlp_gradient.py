@@ -23,10 +23,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
-from torch import nn
 
 from agilerl.modules.mlp import _identity
-from agilerl.networks.mlp_gradient import ACTIVATION_BACKWARD, LAYER_NORM_BACKWARD, MLPChain
+from agilerl.networks.mlp_gradient import (
+    ACTIVATION_BACKWARD,
+    LAYER_NORM_BACKWARD,
+    MLPChain,
+    input_activation_backward,
+)
 from agilerl.networks.stacked_mlp import GradientKeeper
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
@@ -45,17 +49,9 @@ def _activation_backward(act: Any) -> ActivationBackward | None:
     from_output = ACTIVATION_BACKWARD.get(act)
     if from_output is not None:
         return lambda grad, _, out: from_output(grad, out)
-    if type(act) is nn.GELU:
-        return lambda grad, x, _: _ATEN.gelu_backward.default(grad, x,
-                                                              approximate=act.approximate)
-    if type(act) is nn.ELU:
-        return lambda grad, x, _: _ATEN.elu_backward.default(grad, act.alpha, 1, 1, False, x)
-    if type(act) is nn.LeakyReLU:
-        return lambda grad, x, _: _ATEN.leaky_relu_backward.default(grad, x,
-                                                                    act.negative_slope, False)
-    if type(act) is nn.Softplus:
-        return lambda grad, x, _: _ATEN.softplus_backward.default(grad, x, act.beta,
-                                                                  act.threshold)
+    from_input = input_activation_backward(act)
+    if from_input is not None:
+        return lambda grad, x, _: from_input(grad, x)
     return None
 
 

@@ -27,6 +27,9 @@ def q_network(activation: str = "ReLU", layer_norm: bool = True,
 @pytest.mark.parametrize(("activation", "layer_norm", "output_activation"), [
     ("ReLU", True, None), ("ReLU", False, None), ("Tanh", True, "Sigmoid"),
     ("Sigmoid", False, "Tanh"), ("ReLU", True, "ReLU"),
+    # the activations kept as modules, whose backward reads their input
+    ("ELU", True, None), ("GELU", False, None), ("GELU", True, "ELU"),
+    ("LeakyReLU", True, "Softplus"), ("Softplus", False, "LeakyReLU"),
 ])
 def test_chain_gradient_equals_autograd(activation, layer_norm, output_activation) -> None:
     net = q_network(activation, layer_norm, output_activation)
@@ -48,16 +51,19 @@ def test_chain_gradient_equals_autograd(activation, layer_norm, output_activatio
 
 
 def test_networks_the_chain_does_not_cover_get_none() -> None:
-    assert MLPChain.of(q_network("GELU")) is None  # no closed form here for GELU
+    assert MLPChain.of(q_network("PReLU")) is None  # a learned slope: not covered here
+    assert MLPChain.of(q_network("ReLU", output_activation="Softmax")) is None
     assert MLPChain.of(torch.nn.Linear(3, 2)) is None
 
 
 @pytest.mark.parametrize("algo", ["CQN", "DQN"])
-@pytest.mark.parametrize("double", [True, False])
-def test_q_learning_closed_form_update_equals_the_autograd_update(algo, double,
+@pytest.mark.parametrize(("double", "activation"), [(True, "ReLU"), (False, "ReLU"),
+                                                    (True, "GELU"), (False, "ELU")])
+def test_q_learning_closed_form_update_equals_the_autograd_update(algo, double, activation,
                                                                   monkeypatch) -> None:
-    net = {"latent_dim": 8, "encoder_config": {"hidden_size": [8]},
-           "head_config": {"hidden_size": [8]}}
+    # GELU and ELU: what an activation mutation draws besides ReLU
+    net = {"latent_dim": 8, "encoder_config": {"hidden_size": [8], "activation": activation},
+           "head_config": {"hidden_size": [8], "activation": activation}}
     extra = {"cql_alpha": 0.7} if algo == "CQN" else {}
     cls = CQN if algo == "CQN" else DQN
     agents = [cls(OBS, spaces.Discrete(3), net_config=net, seed=0, double=double, lr=1e-2,
