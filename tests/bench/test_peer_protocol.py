@@ -123,3 +123,18 @@ def test_repeat_interleaves_two_installations_and_prints_each_run_and_the_median
         assert row[11] == "ok", row
     assert done.stdout.count("    ratio: ") == 2
     assert "all pairs (2): steps/s ratio median" in done.stdout
+
+
+def test_startup_times_each_import_and_the_first_training_step_over_cold_starts() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--repeat", "2",
+                           "--settle", "0", "--manifest",
+                           str(REPO / "configs" / "training" / "dqn.yaml")],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split("median")[0].strip(): line for line in done.stdout.splitlines()
+             if "median" in line}
+    assert set(lines) == {"import torch", "from agilerl import LocalTrainer",
+                          "import agilerl.training.trainer", "first training step, agilerl"}
+    for line in lines.values():  # two cold starts each, every one timed
+        times = re.search(r"; ([\d.]+), ([\d.]+)\)$", line)
+        assert times is not None and all(float(t) > 0 for t in times.groups()), line
