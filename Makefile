@@ -64,8 +64,16 @@ bench: setup
 	$(PY) bench/hostile_manifest_bench.py
 	$(PY) bench/arena_env_bench.py
 
+# Issue 24's speed protocol: every manifest of the speed table at its bench budget, 3 runs of
+# each library interleaved (docs/speed.md); then start-up over 5 cold starts.
+PEER_MANIFESTS = dqn_cartpole:20000 ppo_cartpole:20000 td3_pendulum:4000 rainbow_cartpole:4000 \
+	cqn_cartpole:10000 neural_ts_iris:10000 neural_ucb_iris:10000
+PEER_MULTI_AGENT = maddpg_ssl:2000 ippo_spread:4096
+
 bench-peer: setup
-	$(PY) bench/peer.py
+	$(PY) bench/peer.py --repeat 3 --manifests $(PEER_MANIFESTS)
+	$(PY) bench/peer.py --repeat 3 --manifests $(PEER_MULTI_AGENT) --peer-set network.arch=mlp
+	$(PY) bench/startup.py --reference
 
 # Issue 21's learning benchmark: every task, 5 seeds each, the reference beside (hours on 2 cores;
 # finished runs are cached under bench/results/learning/, so it resumes where it stopped).
