@@ -47,6 +47,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -422,7 +423,11 @@ def _ensure_peer_venv() -> str | None:
 
 
 def _fmt(value: object, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    """``value`` formatted by ``spec``; a missing one as ``-`` in the same width."""
+    if value is not None:
+        return format(value, spec)
+    width = re.match(r"\d*", spec).group()  # type: ignore[union-attr]  # always matches
+    return format("-", f">{width}") if width else "-"
 
 
 def _reached(result: dict, target: float | None) -> dict:

@@ -153,3 +153,8 @@ def test_startup_times_each_import_and_the_first_training_step_over_cold_starts(
     for line in lines.values():  # two cold starts each, every one timed
         times = re.search(r"; ([\d.]+), ([\d.]+)\)$", line)
         assert times is not None and all(float(t) > 0 for t in times.groups()), line
+
+
+def test_a_missing_figure_keeps_its_column() -> None:
+    assert peer._fmt(None, "9d") == "        -" and peer._fmt(12, "9d") == "       12"
+    assert peer._fmt(None, ".1f") == "-"
