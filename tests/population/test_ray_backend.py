@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -126,6 +127,19 @@ def _backend(manifest: dict[str, Any], address: str) -> Any:
     return make_backend(setup, BackendSettings(backend="ray", ray_address=address))
 
 
+def _kill(actor: Any) -> None:
+    """Kill ``actor`` and return once it is gone: ``ray.kill`` only asks, and calls made
+    before its process ends can still succeed (then nothing would be lost to test)."""
+    ray.kill(actor, no_restart=True)
+    for _ in range(600):
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the killed Ray actor still answers after a minute")
+
+
 @pytest.mark.parametrize("make", [ppo, pytest.param(dqn, marks=pytest.mark.slow)])
 def test_a_lost_actor_is_recreated_from_its_members_last_state(ray_cluster, make):
     import warnings
@@ -143,11 +157,11 @@ def test_a_lost_actor_is_recreated_from_its_members_last_state(ray_cluster, make
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if kill:  # its process dies between two calls: the next call finds it gone
-                ray.kill(backend._actors[1], no_restart=True)
+                _kill(backend._actors[1])
             list(backend.train_members(again))
             backend.end_training_phase()
             if kill:  # again, while both its members are to be evaluated
-                ray.kill(backend._actors[1], no_restart=True)
+                _kill(backend._actors[1])
             fitnesses = backend.evaluate_members(evals)
         lost = [w for w in caught if "re-creating it from their last states" in str(w.message)]
         assert len(lost) == (2 if kill else 0), [str(w.message) for w in caught]
