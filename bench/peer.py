@@ -453,7 +453,8 @@ HEADER = (f"  {'run':<12} {'wall s':>7} {'steps/s':>9} {'1st step':>8} {'peak MB
           f" {'other CPU s':>11}  own record")
 
 
-def _row(name: str, r: dict, target: float | None, quiet_load: float) -> str:
+def _row(name: str, r: dict, target: float | None,
+         quiet_load: float = peer_protocol.QUIET_LOAD) -> str:
     """One run: its figures, the load when it started and ended (``*`` marks a start above
     ``quiet_load``), the CPU seconds the rest of the machine took meanwhile, and whether
     the run's own record agrees with the driver's counts."""

@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     peer = _peer_module()
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(peer.REPO)}
-    print(f"  {'manifest':<14} {'wall s':>8} {'steps/s':>10} {'1st step':>9} {'peak MB':>8}"
-          f" {'best':>8} {'steps@tgt':>10} {'s@tgt':>9}")
+    print(peer.HEADER)  # the load and others' CPU columns stay empty: one run each
     for name in args.manifests:
         result = peer._measure(sys.executable, peer._manifest_path(name),
                                args.max_steps, env)
