@@ -37,11 +37,17 @@ ACTIVATION_BACKWARD: dict[Any, Any] = {
 }
 
 
-def input_activation_backward(act: Any) -> Any:
-    """The gradient through the activation module ``act`` from its input (``grad, x ->
-    grad``), for the activations an MLP keeps as modules (those an activation mutation
-    draws: ELU, GELU; and LeakyReLU, Softplus); None for any other. The kernels are the
-    ones autograd calls for them."""
+class ActivationGradient(NamedTuple):
+    """How the closed form differentiates an activation."""
+
+    backward: Any  # grad, the saved tensor -> gradient at the activation's input
+    reads_input: bool  # the saved tensor is the activation's input (else its output)
+
+
+def _from_input(act: Any) -> Any:
+    """The backward, from its input, of the activation modules an MLP keeps as modules
+    (ELU and GELU, which an activation mutation draws; LeakyReLU, Softplus), with the
+    kernels autograd calls for them; None for any other."""
     if type(act) is nn.GELU:
         return lambda grad, x: _ATEN.gelu_backward.default(grad, x, approximate=act.approximate)
     if type(act) is nn.ELU:
@@ -55,10 +61,19 @@ def input_activation_backward(act: Any) -> Any:
     return None
 
 
+def activation_gradient(act: Any) -> ActivationGradient | None:
+    """The closed form's backward of the activation ``act`` (as an MLP plan holds it);
+    None for the identity and for activations it does not cover."""
+    from_output = ACTIVATION_BACKWARD.get(act)
+    if from_output is not None:
+        return ActivationGradient(from_output, False)
+    from_input = _from_input(act)
+    return None if from_input is None else ActivationGradient(from_input, True)
+
+
 def covered(act: Any) -> bool:
     """Whether the closed form has a backward for the activation ``act``."""
-    return act is _identity or act in ACTIVATION_BACKWARD \
-        or input_activation_backward(act) is not None
+    return act is _identity or activation_gradient(act) is not None
 
 
 _ALL_THREE = [True, True, True]
@@ -153,11 +168,13 @@ class MLPChain:
     def _layer(weight: torch.Tensor, bias: torch.Tensor, norm: Any, act: Any) -> _Layer:
         if norm is not None:
             norm = (norm[0], norm[1].detach(), norm[2].detach(), norm[3])
+        # An activation whose backward reads its output runs in place (the tape keeps
+        # the output); the others run out of place (the tape keeps their input).
+        gradient = activation_gradient(act)
         in_place = _IN_PLACE.get(act)
-        backward = ACTIVATION_BACKWARD.get(act) or input_activation_backward(act)
         out_of_place = None if in_place is not None or act is _identity else act
         return _Layer(weight.detach().t(), bias.detach(), norm, out_of_place, in_place,
-                      weight.detach(), backward)
+                      weight.detach(), None if gradient is None else gradient.backward)
 
     @torch.no_grad()
     def backward(self, tape: Tape, grad: torch.Tensor,

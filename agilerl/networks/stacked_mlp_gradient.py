@@ -19,41 +19,23 @@ own weight and bias.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import torch
 
-from agilerl.modules.mlp import _identity
 from agilerl.networks.mlp_gradient import (
-    ACTIVATION_BACKWARD,
     LAYER_NORM_BACKWARD,
+    ActivationGradient,
     MLPChain,
-    input_activation_backward,
+    activation_gradient,
+    covered,
 )
 from agilerl.networks.stacked_mlp import GradientKeeper
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
 #: input, output).
 StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, Any, torch.Tensor]]
-
-#: grad, activation input, activation output -> gradient at the activation's input.
-ActivationBackward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-_ATEN = torch.ops.aten
-
-
-def _activation_backward(act: Any) -> ActivationBackward | None:
-    """The backward of the activation ``act`` (as an MLP plan holds it), or None when it
-    has none here."""
-    from_output = ACTIVATION_BACKWARD.get(act)
-    if from_output is not None:
-        return lambda grad, _, out: from_output(grad, out)
-    from_input = input_activation_backward(act)
-    if from_input is not None:
-        return lambda grad, x, _: from_input(grad, x)
-    return None
-
 
 class _Norm(NamedTuple):
     """A layer norm's shape and eps, with unit scale and zero shift: the kernel is about
@@ -68,8 +50,7 @@ class _Norm(NamedTuple):
 class _Layer(NamedTuple):
     norm: _Norm | None  # a layer norm after the linear layer
     act: Any
-    act_backward: Any  # None: the identity
-    keeps_input: bool  # whether the backward needs the activation's input (else its output)
+    gradient: ActivationGradient | None  # None: the identity
 
 
 class StackedMLPChain:
@@ -82,16 +63,14 @@ class StackedMLPChain:
     def __init__(self, chain: MLPChain) -> None:
         self.layers = [_Layer(_Norm(list(norm[0]), float(norm[3]), torch.ones_like(norm[1]),
                                     torch.zeros_like(norm[2])) if norm is not None else None,
-                              act, None if act is _identity else _activation_backward(act),
-                              act not in ACTIVATION_BACKWARD and act is not _identity)
+                              act, activation_gradient(act))
                        for _, _, norm, act in chain.plan]
 
     @classmethod
     def of(cls, chain: MLPChain) -> StackedMLPChain | None:
         """The stacked form of ``chain``, or None when one of its activations has no
         backward here."""
-        if any(act is not _identity and _activation_backward(act) is None
-               for _, _, _, act in chain.plan):
+        if not all(covered(act) for _, _, _, act in chain.plan):
             return None
         return cls(chain)
 
@@ -125,8 +104,9 @@ class StackedMLPChain:
                 i += 2
             act_in, out = out, layer.act(out)
             if tape is not None:  # only what the backward reads: the rest is freed early
+                reads_input = layer.gradient is not None and layer.gradient.reads_input
                 tape.append((x, pre if normed is not None else None, normed, mean, rstd,
-                             act_in if layer.keeps_input else None, out))
+                             act_in if reads_input else None, out))
             x = out
         return x
 
@@ -142,8 +122,8 @@ class StackedMLPChain:
         for index in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[index]
             x, pre, normed, mean, rstd, act_in, out = tape[index]
-            if layer.act_backward is not None:
-                grad = layer.act_backward(grad, act_in, out)
+            if (gradient := layer.gradient) is not None:
+                grad = gradient.backward(grad, act_in if gradient.reads_input else out)
             if keep is not None:
                 keep(index, grad)
             if layer.norm is not None:
