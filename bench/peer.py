@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -426,7 +426,7 @@ def _fmt(value: object, spec: str) -> str:
     """``value`` formatted by ``spec``; a missing one as ``-`` in the same width."""
     if value is not None:
         return format(value, spec)
-    width = re.match(r"\d*", spec).group()  # type: ignore[union-attr]  # always matches
+    width = "".join(itertools.takewhile(str.isdigit, spec))
     return format("-", f">{width}") if width else "-"
 
 
@@ -531,7 +531,7 @@ def _compare(name: str, args: argparse.Namespace, pythons: dict[str, str],
     print(HEADER)
     runs: dict[tuple[int, str], dict] = {}
     libraries = list(pythons)
-    for pair, library in peer_protocol.schedule(args.repeat, "reference" in pythons):
+    for pair, library in peer_protocol.schedule(args.repeat, libraries):
         seed = args.seed if library == "agilerl" else None
         runs[pair, library] = _timed_run(pythons[library], manifest, max_steps, args,
                                          envs[library], settings[library], seed)

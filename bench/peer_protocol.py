@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 #: Runs starting above this 1-minute load average are marked and left out of the clean median.
 QUIET_LOAD = 1.5
-LIBRARIES = ("agilerl", "reference")
 
 
 @dataclass(frozen=True)
@@ -82,9 +81,9 @@ def wait_for_quiet(threshold: float, max_wait: float, poll: float = 2.0,
     return waited
 
 
-def schedule(repeat: int, with_reference: bool) -> list[tuple[int, str]]:
-    """(pair index, library) in run order: ours, the reference, ours, the reference, ..."""
-    libraries = LIBRARIES if with_reference else LIBRARIES[:1]
+def schedule(repeat: int, libraries: list[str]) -> list[tuple[int, str]]:
+    """(pair index, library) in run order: each of ``libraries`` in turn, ``repeat`` times
+    (ours, the reference, ours, the reference, ...)."""
     return [(pair, library) for pair in range(repeat) for library in libraries]
 
 

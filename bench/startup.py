@@ -49,7 +49,7 @@ def time_import(statement: str, env: dict[str, str]) -> float:
 
 def first_step(python: str, manifest: Path, env: dict[str, str]) -> float | None:
     """Seconds from launch to the first training step of ``manifest`` (a short run)."""
-    result = peer._measure(python, manifest, 64, env, ["training.evo_steps=64"])
+    result = peer._measure(python, manifest, 64, env)  # evo_steps is cut to the budget
     if "error" in result:
         print(f"  run failed: {result['error']}")
         return None

@@ -35,10 +35,10 @@ peer_protocol = _bench_module("peer_protocol")
 
 
 def test_runs_alternate_ours_and_the_reference() -> None:
-    assert peer_protocol.schedule(3, with_reference=True) == [
+    assert peer_protocol.schedule(3, ["agilerl", "reference"]) == [
         (0, "agilerl"), (0, "reference"), (1, "agilerl"), (1, "reference"),
         (2, "agilerl"), (2, "reference")]
-    assert peer_protocol.schedule(2, with_reference=False) == [(0, "agilerl"), (1, "agilerl")]
+    assert peer_protocol.schedule(2, ["agilerl"]) == [(0, "agilerl"), (1, "agilerl")]
 
 
 def test_busy_time_counts_every_non_idle_state_including_steal() -> None:
