@@ -34,9 +34,11 @@ from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.registry import registered
+from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.continuous_q import ContinuousQNetwork
 from agilerl.networks.deterministic_actor import DeterministicActor
+from agilerl.networks.mlp_gradient import Tape
 
 
 @registered
@@ -175,45 +177,113 @@ class DDPG(RLAlgorithm):
         done = _tensor(experiences["done"], self.device).reshape(-1)
         return obs, action, reward, next_obs, done
 
-    def _next_action(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """The target policy's action at ``s'`` (TD3 smooths it with clipped noise)."""
-        return self.networks["actor_target"](next_obs)
+    def _smooth_target_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The action the critic targets value at ``s'``, from the target policy's (TD3
+        smooths it with clipped noise)."""
+        return action
 
-    def _next_value(self, next_obs: torch.Tensor, next_action: torch.Tensor) -> torch.Tensor:
-        return self.networks["critic_target"](next_obs, next_action)
+    def _next_value(self, q_next: list[torch.Tensor]) -> torch.Tensor:
+        """The value at ``s'`` from each target critic's (TD3: their minimum)."""
+        return q_next[0]
 
-    def _critic_loss(self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.mse_loss(self.networks["critic"](obs, action), target)
+    def _q_next(self, next_obs: torch.Tensor, policy: Any, critics: list[Any]) -> torch.Tensor:
+        """The bootstrap value at ``s'``, from the target policy and critics (modules, or
+        their closed-form chains' ``run``)."""
+        next_action = self._smooth_target_action(policy(next_obs))
+        return self._next_value([critic(next_obs, next_action) for critic in critics])
 
     def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
         """One critic step on a batch ``{obs, action, reward, next_obs, done}``; every
         ``policy_freq``-th call also an actor step and a soft update of the targets.
-        Returns ``loss`` (critic) and, after an actor step, ``actor_loss``."""
+        Returns ``loss`` (critic) and, after an actor step, ``actor_loss``.
+
+        With MLP networks both steps take their gradients in closed form
+        (:mod:`agilerl.networks.actor_critic_gradient`), otherwise through autograd; the
+        two give the same gradients up to float rounding."""
         obs, action, reward, next_obs, done = self._batch(experiences)
-        with torch.inference_mode():
-            q_next = self._next_value(next_obs, self._next_action(next_obs))
-        with torch.no_grad():
+        chains = self._chains()
+        if chains is not None:
+            q_next = self._q_next(next_obs, chains.actor_target.run,
+                                  [c.run for c in chains.critic_targets])
             target = reward + self.gamma * (1.0 - done) * q_next
-        critic_loss = self._critic_loss(obs, action, target)
-        _step(self.optimizers["critic_optimizer"], critic_loss)
+            metrics = {"loss": self._critic_step_closed_form(chains, obs, action, target)}
+        else:
+            metrics = {"loss": self._critic_step(obs, action, reward, next_obs, done)}
         if self.share_encoders:
             self._share_encoder()
         self.learn_counter += 1
-        metrics = {"loss": float(critic_loss.detach())}
         if self.learn_counter % int(self.policy_freq) == 0:
-            critic_params = self._params()["critic"]
-            for p in critic_params:  # the actor's loss needs no critic gradients
-                p.requires_grad_(False)
-            try:
-                critic = self.networks[self.critic_names[0]]
-                actor_loss = -critic(obs, self.networks["actor"](obs)).mean()
-                _step(self.optimizers["actor_optimizer"], actor_loss)
-            finally:
-                for p in critic_params:
-                    p.requires_grad_(True)
-            metrics["actor_loss"] = float(actor_loss.detach())
+            metrics["actor_loss"] = (self._actor_step_closed_form(chains, obs)
+                                     if chains is not None else self._actor_step(obs))
             self.soft_update()
         return metrics
+
+    # --- through autograd ---
+    def _critic_step(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
+                     next_obs: torch.Tensor, done: torch.Tensor) -> float:
+        """Regress every critic onto the TD target: ``sum_i mean((Q_i(s, a) - y)^2)``."""
+        with torch.inference_mode():
+            q_next = self._q_next(next_obs, self.networks["actor_target"],
+                                  [self.networks[f"{n}_target"] for n in self.critic_names])
+        with torch.no_grad():
+            target = reward + self.gamma * (1.0 - done) * q_next
+        loss = F.mse_loss(self.networks[self.critic_names[0]](obs, action), target)
+        for name in self.critic_names[1:]:
+            loss = loss + F.mse_loss(self.networks[name](obs, action), target)
+        _step(self.optimizers["critic_optimizer"], loss)
+        return float(loss.detach())
+
+    def _actor_step(self, obs: torch.Tensor) -> float:
+        """Ascend the first critic: minimise ``-mean(Q_1(s, mu(s)))``."""
+        critic_params = self._params()["critic"]
+        for p in critic_params:  # the actor's loss needs no critic gradients
+            p.requires_grad_(False)
+        try:
+            critic = self.networks[self.critic_names[0]]
+            actor_loss = -critic(obs, self.networks["actor"](obs)).mean()
+            _step(self.optimizers["actor_optimizer"], actor_loss)
+        finally:
+            for p in critic_params:
+                p.requires_grad_(True)
+        return float(actor_loss.detach())
+
+    # --- in closed form (the same losses) ---
+    def _critic_step_closed_form(self, chains: ActorCriticChains, obs: torch.Tensor,
+                                 action: torch.Tensor, target: torch.Tensor) -> float:
+        """:meth:`_critic_step`'s loss; its gradient at ``Q_i`` is ``2 (Q_i - y) / N``."""
+        scale = 2.0 / len(target)
+        loss: torch.Tensor | None = None
+        for critic in chains.critics:
+            encoder_tape: Tape = []
+            head_tape: Tape = []
+            delta = critic.run(obs, action, encoder_tape, head_tape) - target
+            term = delta.square().mean()
+            loss = term if loss is None else loss + term
+            critic.backward(encoder_tape, head_tape, delta * scale)
+        self.optimizers["critic_optimizer"].step()
+        return float(loss)  # type: ignore[arg-type]
+
+    def _actor_step_closed_form(self, chains: ActorCriticChains, obs: torch.Tensor) -> float:
+        """:meth:`_actor_step`'s loss; its gradient at ``Q_1`` is ``-1 / N``, carried to
+        the action through the critic's head (its parameters frozen), then to the actor."""
+        critic = chains.critics[0]
+        policy_tape: Tape = []
+        head_tape: Tape = []
+        q = critic.run(obs, chains.actor.run(obs, policy_tape), head_tape=head_tape)
+        grad_q = torch.full_like(q, -1.0 / len(q))
+        chains.actor.backward(policy_tape, critic.action_gradient(head_tape, grad_q))
+        self.optimizers["actor_optimizer"].step()
+        return -float(q.mean())
+
+    def _chains(self) -> ActorCriticChains | None:
+        """The networks' closed-form chains (None: not covered), cached until a network
+        is replaced."""
+        nets = tuple(self.networks.values())
+        cache = self.__dict__.get("_chain_cache")
+        if cache is None or not _same(cache[0], nets):
+            cache = (nets, ActorCriticChains.of(self.networks, self.critic_names))
+            self.__dict__["_chain_cache"] = cache
+        return cache[1]
 
     @torch.no_grad()
     def soft_update(self) -> None:
@@ -226,9 +296,7 @@ class DDPG(RLAlgorithm):
         cache holds the networks, so their ids stay unique while it lives)."""
         nets = tuple(self.networks.values())
         cache = self.__dict__.get("_param_cache")
-        if cache is not None and len(cache["nets"]) == len(nets) and all(
-            a is b for a, b in zip(cache["nets"], nets, strict=True)
-        ):
+        if cache is not None and _same(cache["nets"], nets):
             return cache
 
         def data(name: str, part: str = "") -> list[torch.Tensor]:
@@ -283,6 +351,11 @@ class DDPG(RLAlgorithm):
         noise = extra.get("noise")
         self.noise.state = None if noise is None else np.array(noise, dtype=np.float64)
         self.learn_counter = int(extra.get("learn_counter", 0))
+
+
+def _same(cached: tuple[Any, ...], nets: tuple[Any, ...]) -> bool:
+    """Whether ``nets`` are the very networks ``cached`` holds."""
+    return len(cached) == len(nets) and all(a is b for a, b in zip(cached, nets, strict=True))
 
 
 def _step(optimizer: Any, loss: torch.Tensor) -> None:

@@ -11,7 +11,6 @@ mutation, state) is DDPG's.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from agilerl.algorithms.ddpg import DDPG
 from agilerl.algorithms.registry import registered
@@ -35,20 +34,10 @@ class TD3(DDPG):
         "critic_2_target": "critic_1",
     }
 
-    def _next_action(self, next_obs: torch.Tensor) -> torch.Tensor:
-        action = self.networks["actor_target"](next_obs)
+    def _smooth_target_action(self, action: torch.Tensor) -> torch.Tensor:
         noise = torch.randn(action.shape, generator=self.torch_rng).to(action.device)
         noise = (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)
         return (action + noise).clamp(-1.0, 1.0)
 
-    def _next_value(self, next_obs: torch.Tensor, next_action: torch.Tensor) -> torch.Tensor:
-        q1 = self.networks["critic_1_target"](next_obs, next_action)
-        q2 = self.networks["critic_2_target"](next_obs, next_action)
-        return torch.minimum(q1, q2)
-
-    def _critic_loss(
-        self, obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-    ) -> torch.Tensor:
-        return F.mse_loss(self.networks["critic_1"](obs, action), target) + F.mse_loss(
-            self.networks["critic_2"](obs, action), target
-        )
+    def _next_value(self, q_next: list[torch.Tensor]) -> torch.Tensor:
+        return torch.minimum(q_next[0], q_next[1])

@@ -77,6 +77,7 @@ def covered(act: Any) -> bool:
 
 
 _ALL_THREE = [True, True, True]
+_INPUT_ONLY = [True, False, False]
 
 #: Activation -> the same activation applied in place (identity: None).
 _IN_PLACE: dict[Any, Any] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
@@ -227,6 +228,33 @@ class MLPChain:
             torch.sum(grad, 0, out=bias_grad)
             if i:
                 grad = torch.mm(grad, weight)
+
+    def backward_to_input(self, tape: Tape, grad: torch.Tensor, parameters: bool = True
+                          ) -> torch.Tensor:
+        """The gradient of ``sum(grad * output)`` with respect to the chain's input (the
+        output being the one :meth:`forward` recorded in ``tape``). With ``parameters``,
+        also set ``.grad`` of every parameter, as :meth:`backward` does; without, the
+        parameters are treated as frozen, and only the pre-activation gradients ReGraMa
+        keeps are recorded, as they are by an autograd pass through a frozen network."""
+        self._layers()
+        for i, layer in self._backward_order:
+            x, pre, mean, rstd, kept = tape[i]
+            if layer.act_backward is not None:
+                grad = layer.act_backward(grad, kept)
+            if (measured := self.measured[i]) is not None:
+                measured[0].keep_gradient(measured[1], grad)
+            weight, bias, norm, _ = self.plan[i]
+            if norm is not None:
+                grad, norm_weight_grad, norm_bias_grad = LAYER_NORM_BACKWARD(
+                    grad, pre, norm[0], mean, rstd, layer.norm[1], layer.norm[2],
+                    _ALL_THREE if parameters else _INPUT_ONLY)
+                if parameters:
+                    norm[1].grad, norm[2].grad = norm_weight_grad, norm_bias_grad
+            if parameters:
+                weight.grad = torch.mm(grad.t(), x)
+                bias.grad = grad.sum(0)
+            grad = torch.mm(grad, layer.weight)
+        return grad
 
     def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
         """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
