@@ -31,6 +31,7 @@ from torch import nn
 
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.flat_actor_critic import ActorCriticBuffers
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.registry import registered
@@ -38,6 +39,7 @@ from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.continuous_q import ContinuousQNetwork
 from agilerl.networks.deterministic_actor import DeterministicActor
+from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import Tape
 
 
@@ -202,20 +204,24 @@ class DDPG(RLAlgorithm):
         two give the same gradients up to float rounding."""
         obs, action, reward, next_obs, done = self._batch(experiences)
         chains = self._chains()
+        flat = None if chains is None else self._flat_buffers(chains)
         if chains is not None:
             q_next = self._q_next(next_obs, chains.actor_target.run,
                                   [c.run for c in chains.critic_targets])
             target = reward + self.gamma * (1.0 - done) * q_next
-            metrics = {"loss": self._critic_step_closed_form(chains, obs, action, target)}
+            metrics = {"loss": self._critic_step_closed_form(chains, flat, obs, action, target)}
         else:
             metrics = {"loss": self._critic_step(obs, action, reward, next_obs, done)}
         if self.share_encoders:
             self._share_encoder()
         self.learn_counter += 1
         if self.learn_counter % int(self.policy_freq) == 0:
-            metrics["actor_loss"] = (self._actor_step_closed_form(chains, obs)
+            metrics["actor_loss"] = (self._actor_step_closed_form(chains, flat, obs)
                                      if chains is not None else self._actor_step(obs))
-            self.soft_update()
+            if flat is not None:
+                flat.soft_update(self.tau)
+            else:
+                self.soft_update()
         return metrics
 
     # --- through autograd ---
@@ -248,22 +254,26 @@ class DDPG(RLAlgorithm):
         return float(actor_loss.detach())
 
     # --- in closed form (the same losses) ---
-    def _critic_step_closed_form(self, chains: ActorCriticChains, obs: torch.Tensor,
+    def _critic_step_closed_form(self, chains: ActorCriticChains,
+                                 flat: ActorCriticBuffers | None, obs: torch.Tensor,
                                  action: torch.Tensor, target: torch.Tensor) -> float:
-        """:meth:`_critic_step`'s loss; its gradient at ``Q_i`` is ``2 (Q_i - y) / N``."""
+        """:meth:`_critic_step`'s loss; its gradient at ``Q_i`` is ``2 (Q_i - y) / N``.
+        With ``flat``, the gradients land in its buffers and its Adam steps them."""
         scale = 2.0 / len(target)
         loss: torch.Tensor | None = None
-        for critic in chains.critics:
+        for i, critic in enumerate(chains.critics):
             encoder_tape: Tape = []
             head_tape: Tape = []
             delta = critic.run(obs, action, encoder_tape, head_tape) - target
             term = delta.square().mean()
             loss = term if loss is None else loss + term
-            critic.backward(encoder_tape, head_tape, delta * scale)
-        self.optimizers["critic_optimizer"].step()
+            critic.backward(encoder_tape, head_tape, delta * scale,
+                            None if flat is None else flat.critic_slots[i])
+        _adam_step(self.optimizers["critic_optimizer"], None if flat is None else flat.critic)
         return float(loss)  # type: ignore[arg-type]
 
-    def _actor_step_closed_form(self, chains: ActorCriticChains, obs: torch.Tensor) -> float:
+    def _actor_step_closed_form(self, chains: ActorCriticChains,
+                                flat: ActorCriticBuffers | None, obs: torch.Tensor) -> float:
         """:meth:`_actor_step`'s loss; its gradient at ``Q_1`` is ``-1 / N``, carried to
         the action through the critic's head (its parameters frozen), then to the actor."""
         critic = chains.critics[0]
@@ -271,9 +281,27 @@ class DDPG(RLAlgorithm):
         head_tape: Tape = []
         q = critic.run(obs, chains.actor.run(obs, policy_tape), head_tape=head_tape)
         grad_q = torch.full_like(q, -1.0 / len(q))
-        chains.actor.backward(policy_tape, critic.action_gradient(head_tape, grad_q))
-        self.optimizers["actor_optimizer"].step()
+        chains.actor.backward(policy_tape, critic.action_gradient(head_tape, grad_q),
+                              None if flat is None else flat.actor_slots)
+        _adam_step(self.optimizers["actor_optimizer"], None if flat is None else flat.actor)
         return -float(q.mean())
+
+    def _flat_buffers(self, chains: ActorCriticChains) -> ActorCriticBuffers | None:
+        """The networks' and optimizers' flat buffers (:mod:`.core.flat_actor_critic`),
+        rebuilt when any of them was replaced; None with ``share_encoders``, or where the
+        optimizers do not fit them."""
+        if self.share_encoders:
+            return None
+        optimizers = self.optimizers
+        key = (chains, optimizers["actor_optimizer"], optimizers["critic_optimizer"])
+        cached = self.__dict__.get("_flat_cache")
+        if cached is not None and _same(cached[0], key) and (
+                cached[1] is None or cached[1].bound_to(chains, optimizers)):
+            return cached[1]
+        flat = ActorCriticBuffers.build(chains, self.networks, optimizers, self.critic_names)
+        self.__dict__["_flat_cache"] = (key, flat)
+        self.__dict__.pop("_param_cache", None)  # its tensors may no longer be the parameters'
+        return flat
 
     def _chains(self) -> ActorCriticChains | None:
         """The networks' closed-form chains (None: not covered), cached until a network
@@ -356,6 +384,16 @@ class DDPG(RLAlgorithm):
 def _same(cached: tuple[Any, ...], nets: tuple[Any, ...]) -> bool:
     """Whether ``nets`` are the very networks ``cached`` holds."""
     return len(cached) == len(nets) and all(a is b for a, b in zip(cached, nets, strict=True))
+
+
+def _adam_step(optimizer: Any, flat: FlatTraining | None) -> None:
+    """Step ``optimizer`` on the gradients just written: ``flat``'s, in its buffer, when
+    given."""
+    if flat is None:
+        optimizer.step()
+    else:
+        flat.attach_grads()
+        flat.adam_step()
 
 
 def _step(optimizer: Any, loss: torch.Tensor) -> None:

@@ -26,6 +26,13 @@ from agilerl.networks.deterministic_actor import DeterministicActor
 from agilerl.networks.mlp_gradient import MLPChain, Tape, covered
 
 
+class CriticSlots(NamedTuple):
+    """Where :meth:`CriticChain.backward` writes a critic's gradients, per chain."""
+
+    encoder: list[tuple[Any, ...]]
+    head: list[tuple[Any, ...]]
+
+
 class CriticChain:
     """``Q(s, a) = head([a, encoder(s)])`` with a recorded forward and its backward."""
 
@@ -50,10 +57,21 @@ class CriticChain:
         latent = self.encoder.run(obs, encoder_tape)
         return self.head.run(torch.cat([action, latent], dim=-1), head_tape).squeeze(-1)
 
-    def backward(self, encoder_tape: Tape, head_tape: Tape, grad_q: torch.Tensor) -> None:
-        """Set ``.grad`` of every parameter to the gradient of ``sum(grad_q * Q)``."""
-        grad_in = self.head.backward_to_input(head_tape, grad_q.unsqueeze(-1))
-        self.encoder.backward(encoder_tape, grad_in[:, self.action_dim:])
+    def backward(self, encoder_tape: Tape, head_tape: Tape, grad_q: torch.Tensor,
+                 into: CriticSlots | None = None) -> None:
+        """Set ``.grad`` of every parameter to the gradient of ``sum(grad_q * Q)``; with
+        ``into`` (see :meth:`gradient_slots`), write it there instead."""
+        grad_in = self.head.backward_to_input(head_tape, grad_q.unsqueeze(-1),
+                                              into=None if into is None else into.head)
+        if into is None:
+            self.encoder.backward(encoder_tape, grad_in[:, self.action_dim:])
+        else:
+            self.encoder.backward_into(encoder_tape, grad_in[:, self.action_dim:], into.encoder)
+
+    def gradient_slots(self, grads: dict[int, torch.Tensor]) -> CriticSlots:
+        """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
+        tensor)."""
+        return CriticSlots(self.encoder.gradient_slots(grads), self.head.gradient_slots(grads))
 
     def action_gradient(self, head_tape: Tape, grad_q: torch.Tensor) -> torch.Tensor:
         """The gradient of ``sum(grad_q * Q)`` with respect to the action, the critic's
@@ -82,9 +100,15 @@ class PolicyChain:
         out = self.chain.run(obs, tape)
         return out * 2.0 - 1.0 if self.affine else out
 
-    def backward(self, tape: Tape, grad_action: torch.Tensor) -> None:
-        """Set ``.grad`` of every parameter to the gradient of ``sum(grad_action * mu)``."""
-        self.chain.backward(tape, grad_action * 2.0 if self.affine else grad_action)
+    def backward(self, tape: Tape, grad_action: torch.Tensor,
+                 into: list[tuple[Any, ...]] | None = None) -> None:
+        """Set ``.grad`` of every parameter to the gradient of ``sum(grad_action * mu)``;
+        with ``into`` (``MLPChain.gradient_slots``), write it there instead."""
+        grad = grad_action * 2.0 if self.affine else grad_action
+        if into is None:
+            self.chain.backward(tape, grad)
+        else:
+            self.chain.backward_into(tape, grad, into)
 
 
 class ActorCriticChains(NamedTuple):

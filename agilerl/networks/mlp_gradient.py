@@ -229,13 +229,14 @@ class MLPChain:
             if i:
                 grad = torch.mm(grad, weight)
 
-    def backward_to_input(self, tape: Tape, grad: torch.Tensor, parameters: bool = True
-                          ) -> torch.Tensor:
+    def backward_to_input(self, tape: Tape, grad: torch.Tensor, parameters: bool = True,
+                          into: list[tuple[Any, ...]] | None = None) -> torch.Tensor:
         """The gradient of ``sum(grad * output)`` with respect to the chain's input (the
         output being the one :meth:`forward` recorded in ``tape``). With ``parameters``,
-        also set ``.grad`` of every parameter, as :meth:`backward` does; without, the
-        parameters are treated as frozen, and only the pre-activation gradients ReGraMa
-        keeps are recorded, as they are by an autograd pass through a frozen network."""
+        also set ``.grad`` of every parameter, as :meth:`backward` does (or write into
+        ``into``, see :meth:`backward`); without, the parameters are treated as frozen, and
+        only the pre-activation gradients ReGraMa keeps are recorded, as they are by an
+        autograd pass through a frozen network. Needs no ``no_grad`` context."""
         self._layers()
         for i, layer in self._backward_order:
             x, pre, mean, rstd, kept = tape[i]
@@ -248,9 +249,15 @@ class MLPChain:
                 grad, norm_weight_grad, norm_bias_grad = LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, layer.norm[1], layer.norm[2],
                     _ALL_THREE if parameters else _INPUT_ONLY)
-                if parameters:
+                if into is not None:
+                    into[i][2].copy_(norm_weight_grad)
+                    into[i][3].copy_(norm_bias_grad)
+                elif parameters:
                     norm[1].grad, norm[2].grad = norm_weight_grad, norm_bias_grad
-            if parameters:
+            if into is not None:
+                torch.mm(grad.t(), x, out=into[i][0])
+                torch.sum(grad, 0, out=into[i][1])
+            elif parameters:
                 weight.grad = torch.mm(grad.t(), x)
                 bias.grad = grad.sum(0)
             grad = torch.mm(grad, layer.weight)

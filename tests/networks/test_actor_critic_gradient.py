@@ -118,7 +118,9 @@ def test_closed_form_update_equals_the_autograd_update(cls, activation, share_en
                            "output_activation": output_activation}}
     agents = [cls(OBS, ACTIONS, net_config=net, seed=0, lr_actor=1e-2, lr_critic=1e-2,
                   policy_freq=2, share_encoders=share_encoders) for _ in range(2)]
-    assert agents[0]._chains() is not None  # the closed form is used
+    chains = agents[0]._chains()
+    assert chains is not None  # the closed form is used, with flat buffers unless shared
+    assert (agents[0]._flat_buffers(chains) is None) is share_encoders
     history = []
     for i, agent in enumerate(agents):
         if i == 1:  # the same updates through autograd
