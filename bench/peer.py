@@ -621,7 +621,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.settle is None:
         args.settle = 120.0 if args.repeat > 1 else 0.0
 
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    # Without the caller's PYTHONPATH: one pointing at a checkout of ours would make the
+    # reference's interpreter import our package instead of its own.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+           "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     ours_env = {**env, "PYTHONPATH": str(REPO)}
     pythons = {"agilerl": sys.executable}
     if not args.ours_only:
