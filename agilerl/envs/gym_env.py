@@ -24,8 +24,12 @@ Vectorisation rule (:func:`vector_mode`)
        ~17k for Gymnasium's async; ``bench/env_step_rate.py``). Below 4 envs NumPy's per-call overhead
        makes it slower than a sync loop over plain envs.
     2. ``sync``: ``sync: true``, or a single sub-env (a subprocess for one env only adds
-       inter-process latency).
-    3. ``async``: otherwise (``sync: false``): a :class:`ChunkedAsyncVectorEnv`, i.e. one
+       inter-process latency), or ``sync`` unset and one step of all sub-envs, timed on a
+       probe copy, under 2 ms (:mod:`agilerl.envs.step_cost`: Pendulum, MountainCar,
+       Acrobot, LunarLander with 8 copies; with worker processes of its own an env also
+       keeps the population's members from training in parallel).
+    3. ``async``: otherwise (``sync: false``, or a costlier step): a
+       :class:`ChunkedAsyncVectorEnv`, i.e. one
        worker process per available core, each stepping a contiguous chunk of the sub-envs
        (Gymnasium's ``AsyncVectorEnv`` uses one process per sub-env: with 16 envs on 2
        cores it spends most of a step on inter-process round trips; CartPole, 16 envs:
@@ -57,6 +61,7 @@ from agilerl.env_registry import SHIPPED_ENVS, register_shipped_envs
 from agilerl.envs.atari import FoldedSeeds, is_atari_id, make_atari_env, require_ale
 from agilerl.envs.chunked_async import ChunkedAsyncVectorEnv
 from agilerl.envs.entrypoint import resolve_entrypoint
+from agilerl.envs.step_cost import IN_PROCESS_BUDGET_S, step_seconds
 from agilerl.envs.wrappers import ResolvedWrapper, apply_wrappers, resolve_wrappers
 
 __all__ = [
@@ -201,9 +206,21 @@ def vector_mode(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> Vecto
         native = _native_entry_point(name)
         if native is not None and _accepts(native, list(_get(spec, "config") or {})):
             return "native"
-    if _get(spec, "sync") or _num_envs(spec) == 1:
+    sync = _get(spec, "sync")
+    if sync or _num_envs(spec) == 1:
+        return "sync"
+    if sync is None and _cheap_to_step(spec, extra_wrappers):
         return "sync"
     return "async"
+
+
+def _cheap_to_step(spec: Any, extra_wrappers: Sequence[Any] | None) -> bool:
+    """Whether one step of all of ``spec``'s sub-envs, timed on a probe copy, takes less
+    than :data:`~agilerl.envs.step_cost.IN_PROCESS_BUDGET_S`."""
+    key = (_get(spec, "name"), _get(spec, "entrypoint"), _get(spec, "path"),
+           repr(_get(spec, "config")), repr(_get(spec, "wrappers")), repr(extra_wrappers))
+    seconds = step_seconds(key, make_env_factory(spec, extra_wrappers))
+    return seconds is not None and seconds * _num_envs(spec) < IN_PROCESS_BUDGET_S
 
 
 def make_vector_env(

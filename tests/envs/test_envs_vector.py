@@ -41,22 +41,68 @@ def test_autoreset_mode_is_next_step() -> None:
             None,
             "native",
         ),
-        ({"name": "CartPole-v1", "num_envs": 16, "config": {"render_fps_x": 1}}, None, "async"),
-        ({"name": "CartPole-v1", "num_envs": 16}, [lambda env: env], "async"),
+        ({"name": "CartPole-v1", "num_envs": 16, "config": {"render_fps_x": 1}, "sync": False},
+         None, "async"),
+        ({"name": "CartPole-v1", "num_envs": 16, "sync": False}, [lambda env: env], "async"),
         (
-            {"name": "CartPole-v1", "num_envs": 16, "wrappers": ["gymnasium.wrappers.ClipReward"]},
+            {"name": "CartPole-v1", "num_envs": 16, "wrappers": ["gymnasium.wrappers.ClipReward"],
+             "sync": False},
             None,
             "async",
         ),
+        # sync unset: a cheap step (timed on a probe copy) steps in this process
+        ({"name": "CartPole-v1", "num_envs": 16}, [lambda env: env], "sync"),
+        ({"name": "Pendulum-v1", "num_envs": 8}, None, "sync"),
+        ({"name": "Pendulum-v1", "num_envs": 8, "sync": None}, None, "sync"),
+        # ... and a copy that cannot be built keeps worker processes (whose build reports it)
+        ({"name": "CartPole-v1", "num_envs": 16, "config": {"render_fps_x": 1}}, None, "async"),
         ({"name": "CartPole-v1", "num_envs": NATIVE_MIN_ENVS - 1, "sync": True}, None, "sync"),
         ({"name": "CartPole-v1", "num_envs": 1}, None, "sync"),
         ({"name": "Pendulum-v1", "num_envs": 8, "sync": True}, None, "sync"),
-        ({"name": "Pendulum-v1", "num_envs": 8}, None, "async"),
+        ({"name": "Pendulum-v1", "num_envs": 8, "sync": False}, None, "async"),
         ({"name": "x", "entrypoint": "m:f", "num_envs": 8, "sync": True}, None, "sync"),
     ],
 )
 def test_vector_mode_rule(fields: dict, extra: list | None, mode: str) -> None:
     assert vector_mode(spec(**fields), extra) == mode
+
+
+SLOW_ENV = """
+import time
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class SlowEnv(gymnasium.Env):
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, delay=0.0):
+        self.delay = delay
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        time.sleep(self.delay)
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+"""
+
+
+@pytest.mark.parametrize(("delay", "num_envs", "mode"), [
+    (0.0, 8, "sync"),     # nothing to wait for: one process
+    (0.001, 4, "async"),  # 4 ms a vector step: worker processes
+    (0.001, 1, "sync"),   # one copy never gets a worker process
+])
+def test_an_unset_sync_follows_the_timed_step(tmp_path, delay, num_envs, mode) -> None:
+    (tmp_path / "slow_env.py").write_text(SLOW_ENV)
+    fields = {"name": f"slow-{delay}", "entrypoint": "slow_env.py:SlowEnv",
+              "path": str(tmp_path), "config": {"delay": delay}, "num_envs": num_envs}
+    assert vector_mode(spec(**fields)) == mode
+    assert vector_mode(spec(**fields, sync=True)) == "sync"
+    assert vector_mode(spec(**fields, sync=False)) == ("async" if num_envs > 1 else "sync")
 
 
 @pytest.mark.parametrize(

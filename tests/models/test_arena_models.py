@@ -121,7 +121,7 @@ def test_from_trainer_specs_builds_a_validated_manifest() -> None:
     assert manifest.algorithm is algo and manifest.algorithm.net_config is not None
     assert manifest.network["encoder_config"]["hidden_size"] == [16]
     assert isinstance(manifest.mutation, MutationSpec) and manifest.mutation.mutation_sd == 0.2
-    assert manifest.environment == {"name": "CartPole-v1", "num_envs": 2, "sync": False}
+    assert manifest.environment == {"name": "CartPole-v1", "num_envs": 2}
     arena_env = arena.EnvSpec(name="CartPole-v1", num_envs=4)
     foreign = arena.TournamentSelectionSpec(tournament_size=3)
     built = TrainingManifest.from_trainer_specs(algorithm=DQNSpec(), environment=arena_env,

@@ -674,8 +674,11 @@ class GymEnvSpec(SpecModel):
         ),
     ] = None
     sync: Annotated[
-        bool, Field(description="Use a synchronous vector env; false runs copies in subprocesses.")
-    ] = False
+        bool | None,
+        Field(
+            description="true steps the copies in this process; false in worker processes (worth it only for environments whose step costs far more than an inter-process round trip); null (unset) chooses by timing a few steps of one copy when the env is built: in this process when a step of every copy takes under 2 ms. Either way every copy gets the same seed and the same trajectory."
+        ),
+    ] = None
 
 
 class LLMAlgorithmSpec(AlgoSpec):
