@@ -16,6 +16,7 @@ changes no result (sub-env ``i`` gets seed ``seed + i`` either way).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Hashable
@@ -58,7 +59,5 @@ def _time_steps(make_env: Callable[[], Any]) -> float | None:
         return None
     finally:
         if env is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a probe copy must not fail a build
                 env.close()
-            except Exception:  # noqa: BLE001 - closing a probe copy must not fail a build
-                pass
