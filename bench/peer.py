@@ -620,6 +620,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be at least 1")
     if args.settle is None:
         args.settle = 120.0 if args.repeat > 1 else 0.0
+    missing = [spec for spec in args.manifests
+               if not _manifest_path(split_budget(spec, None)[0]).is_file()]
+    if missing:
+        parser.error(f"no manifest {', '.join(missing)}: give a path, or a name in "
+                     f"{' or '.join(str(d) for d in MANIFEST_DIRS)}")
 
     # Without the caller's PYTHONPATH: one pointing at a checkout of ours would make the
     # reference's interpreter import our package instead of its own.

@@ -158,3 +158,12 @@ def test_startup_times_each_import_and_the_first_training_step_over_cold_starts(
 def test_a_missing_figure_keeps_its_column() -> None:
     assert peer._fmt(None, "9d") == "        -" and peer._fmt(12, "9d") == "       12"
     assert peer._fmt(None, ".1f") == "-"
+
+
+def test_a_manifest_that_is_not_there_is_refused_before_any_run() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "peer.py"), "--ours-only",
+                           "--manifests", "dqn_cartpole:100", "no_such_manifest:100"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "no manifest no_such_manifest:100" in done.stderr
+    assert "Traceback" not in done.stderr and "dqn_cartpole" not in done.stdout
