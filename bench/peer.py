@@ -445,7 +445,7 @@ def _manifest_path(name: str) -> Path:
         candidate = folder / f"{name}.yaml"
         if candidate.is_file():
             return candidate
-    return Path(name)
+    return Path(name).resolve()  # the driver runs in another folder
 
 
 HEADER = (f"  {'run':<12} {'wall s':>7} {'steps/s':>9} {'1st step':>8} {'peak MB':>7}"
