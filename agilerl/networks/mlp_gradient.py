@@ -187,56 +187,32 @@ class MLPChain:
         bias's gradient tensors, see :meth:`gradient_slots`) receives the gradients in
         place instead: see :meth:`backward_into`.
         """
-        if into is not None:
-            self.backward_into(tape, grad, into)
-            return
-        layers = self._layers()
-        for i in range(len(self.plan) - 1, -1, -1):
-            weight, bias, norm, _ = self.plan[i]
-            x, pre, mean, rstd, kept = tape[i]
-            if (activation_backward := layers[i].act_backward) is not None:
-                grad = activation_backward(grad, kept)
-            if (measured := self.measured[i]) is not None:
-                measured[0].keep_gradient(measured[1], grad)
-            if norm is not None:
-                grad, norm[1].grad, norm[2].grad = LAYER_NORM_BACKWARD(
-                    grad, pre, norm[0], mean, rstd, norm[1], norm[2], [True, True, True])
-            weight.grad = torch.mm(grad.t(), x)
-            bias.grad = grad.sum(0)
-            if i:
-                grad = torch.mm(grad, weight)
+        self._chain_rule(tape, grad, True, into, to_input=False)
 
     def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[tuple[Any, ...]]
                       ) -> None:
         """:meth:`backward` writing into the tensors ``into``, without a ``no_grad``
         wrapper (no parameter is read attached); ``grad`` must carry no graph."""
-        self._layers()
-        for i, layer in self._backward_order:
-            x, pre, mean, rstd, kept = tape[i]
-            norm, weight = layer.norm, layer.weight
-            if layer.act_backward is not None:
-                grad = layer.act_backward(grad, kept)
-            if (measured := self.measured[i]) is not None:
-                measured[0].keep_gradient(measured[1], grad)
-            weight_grad, bias_grad, norm_weight_grad, norm_bias_grad = into[i]
-            if norm is not None:
-                grad, norm_weight, norm_bias = LAYER_NORM_BACKWARD(
-                    grad, pre, norm[0], mean, rstd, norm[1], norm[2], _ALL_THREE)
-                norm_weight_grad.copy_(norm_weight)
-                norm_bias_grad.copy_(norm_bias)
-            torch.mm(grad.t(), x, out=weight_grad)
-            torch.sum(grad, 0, out=bias_grad)
-            if i:
-                grad = torch.mm(grad, weight)
+        self._chain_rule(tape, grad, True, into, to_input=False)
 
     def backward_to_input(self, tape: Tape, grad: torch.Tensor, parameters: bool = True,
                           into: list[tuple[Any, ...]] | None = None) -> torch.Tensor:
         """The gradient of ``sum(grad * output)`` with respect to the chain's input (the
-        output being the one :meth:`forward` recorded in ``tape``). With ``parameters``,
-        also set ``.grad`` of every parameter, as :meth:`backward` does (or write into
-        ``into``, see :meth:`backward`); without, the parameters are treated as frozen, and
-        only the pre-activation gradients ReGraMa keeps are recorded, as they are by an
-        autograd pass through a frozen network. Needs no ``no_grad`` context."""
+        output being the one :meth:`forward` recorded in ``tape``); ``grad`` must carry no
+        graph (no parameter is read attached, so no ``no_grad`` context is needed).
+
+        With ``parameters``, every parameter's gradient also goes to its ``.grad``, or into
+        ``into`` (as in :meth:`backward`); without, the parameters are treated as frozen.
+        The pre-activation gradients ReGraMa keeps are recorded either way, as an autograd
+        pass records them."""
+        grad_in = self._chain_rule(tape, grad, parameters, into, to_input=True)
+        assert grad_in is not None
+        return grad_in
+
+    def _chain_rule(self, tape: Tape, grad: torch.Tensor, parameters: bool,
+                    into: list[tuple[Any, ...]] | None, to_input: bool) -> torch.Tensor | None:
+        """The one backward loop behind :meth:`backward`, :meth:`backward_into` and
+        :meth:`backward_to_input` (``to_input``: also the first layer's input gradient)."""
         self._layers()
         for i, layer in self._backward_order:
             x, pre, mean, rstd, kept = tape[i]
@@ -260,8 +236,9 @@ class MLPChain:
             elif parameters:
                 weight.grad = torch.mm(grad.t(), x)
                 bias.grad = grad.sum(0)
-            grad = torch.mm(grad, layer.weight)
-        return grad
+            if i or to_input:
+                grad = torch.mm(grad, layer.weight)
+        return grad if to_input else None
 
     def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
         """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
