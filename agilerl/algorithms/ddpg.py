@@ -296,7 +296,7 @@ class DDPG(RLAlgorithm):
         key = (chains, optimizers["actor_optimizer"], optimizers["critic_optimizer"])
         cached = self.__dict__.get("_flat_cache")
         if cached is not None and _same(cached[0], key) and (
-                cached[1] is None or cached[1].bound_to(chains, optimizers)):
+                cached[1] is None or cached[1].bound_to(optimizers)):
             return cached[1]
         flat = ActorCriticBuffers.build(chains, self.networks, optimizers, self.critic_names)
         self.__dict__["_flat_cache"] = (key, flat)

@@ -127,7 +127,14 @@ def test_closed_form_update_equals_the_autograd_update(cls, activation, share_en
             monkeypatch.setattr(DDPG, "_chains", lambda self: None)
         rng = np.random.default_rng(0)
         metrics = []
-        for _ in range(5):  # two actor steps, two soft updates
+        for step in range(6):  # three actor steps, three soft updates
+            if step == 2:  # a new learning rate, then new critics: the buffers follow
+                agent.set_hyperparameter("lr_actor", 3e-3)
+            if step == 4:
+                critic = agent.critic_names[0]
+                plan = agent.networks[critic].draw_plan("add_nodes", np.random.default_rng(1),
+                                                        [activation])
+                agent.apply_architecture_mutation(critic, plan)
             metrics.append(agent.learn({
                 "obs": rng.uniform(-1, 1, (16, 5)).astype(np.float32),
                 "next_obs": rng.uniform(-1, 1, (16, 5)).astype(np.float32),

@@ -35,9 +35,9 @@ class NetworkGroup:
 
 
 class ActorCriticBuffers(NamedTuple):
-    """The actor's and the critics' flat buffers, and where each chain writes into them."""
+    """The actor's and the critics' flat buffers, and where each chain of the
+    :class:`ActorCriticChains` they were built with writes into them."""
 
-    chains: ActorCriticChains  # the chains the slots belong to
     actor: FlatTraining
     critic: FlatTraining
     actor_slots: list[tuple[Any, ...]]
@@ -58,17 +58,16 @@ class ActorCriticBuffers(NamedTuple):
         if actor is None or critic is None:
             return None
         critic_grads = _gradients(critic)
-        return cls(chains, actor, critic, chains.actor.chain.gradient_slots(_gradients(actor)),
+        return cls(actor, critic, chains.actor.chain.gradient_slots(_gradients(actor)),
                    [c.gradient_slots(critic_grads) for c in chains.critics])
 
-    def bound_to(self, chains: ActorCriticChains, optimizers: Mapping[str, Any]) -> bool:
-        """Whether these buffers still hold the networks of ``chains`` and the state of
-        ``optimizers`` (none replaced, no parameter moved off its view)."""
-        return (chains is self.chains
-                and self.actor.bound_to(self.actor.online, self.actor.target,
-                                        optimizers["actor_optimizer"])
-                and self.critic.bound_to(self.critic.online, self.critic.target,
-                                         optimizers["critic_optimizer"]))
+    def bound_to(self, optimizers: Mapping[str, Any]) -> bool:
+        """Whether these buffers still hold ``optimizers``' state and the parameters' values
+        (no optimizer or state replaced, no parameter moved off its view). Whether the
+        networks were replaced is the caller's to check: they are the chains'."""
+        return all(flat.bound_to(flat.online, flat.target, optimizers[name])
+                   for flat, name in ((self.actor, "actor_optimizer"),
+                                      (self.critic, "critic_optimizer")))
 
     def soft_update(self, tau: float) -> None:
         """target <- tau * online + (1 - tau) * target, for the actor and every critic."""
