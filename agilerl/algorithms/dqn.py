@@ -24,7 +24,6 @@ from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
-from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
@@ -200,23 +199,6 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
                 and obs.shape[1] == encoder.dim and obs.device == self.device):
             return obs
         return self.to_tensor(obs)
-
-    def _flat_training(self) -> FlatTraining | None:
-        """The flat buffers of the online and target networks and the optimizer (see
-        :mod:`agilerl.networks.flat_params`), rebuilt when any of them was replaced."""
-        optimizer = self.optimizers["optimizer"]
-        flat = self.__dict__.get("_flat")
-        if flat is not None and flat.bound_to(self.actor, self.actor_target, optimizer):
-            return flat
-        if flat is None and self.__dict__.get("_flat_refused") == (
-                self.actor, self.actor_target, optimizer):
-            return None
-        flat = FlatTraining.build(self.actor, self.actor_target, optimizer)
-        self.__dict__["_flat"] = flat
-        self.__dict__["_flat_refused"] = None if flat else (
-            self.actor, self.actor_target, optimizer)
-        self.__dict__.pop("_pairs_key", None)  # the soft update's cached tensors are stale
-        return flat
 
     def td_terms(
         self, experiences: Mapping[str, Any]

@@ -35,8 +35,14 @@ from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
+from agilerl.networks.flat_params import FlatTraining
+from agilerl.networks.mlp_gradient import Tape
 from agilerl.networks.optim import make_optimizer
+from agilerl.networks.rainbow_gradient import RainbowChain, cached_rainbow_chain
 from agilerl.networks.rainbow_q_network import RainbowQNetwork
+
+#: (reward, next_obs, done, discount) of one target of a batch.
+TargetInputs = tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]
 
 #: Gradient-norm clip of every update (the reference's value).
 MAX_GRAD_NORM = 10.0
@@ -135,13 +141,53 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         ``one_step_reward``/``one_step_next_obs``/``one_step_done`` (added one-step loss,
         ``combined_reward``), ``weights`` and ``indices`` (prioritized replay: the result
         then also holds ``priorities``, one per sample, for ``update_priorities``).
+
+        On an MLP encoder the gradient is taken in closed form (:mod:`~agilerl.networks.
+        rainbow_gradient`) into flat buffers; otherwise through autograd. Both give the
+        same update up to float rounding.
         """
+        chain = cached_rainbow_chain(self, self.actor, "_rainbow_chain")
+        target_chain = cached_rainbow_chain(self, self.actor_target, "_rainbow_target_chain")
+        flat = self._flat_training() if chain is not None and target_chain is not None else None
+        if flat is not None and chain is not None and target_chain is not None:
+            elementwise, loss = self._closed_form_step(chain, target_chain, flat, experiences)
+        else:
+            elementwise, loss = self._autograd_step(experiences)
+        self.actor.reset_noise(self.torch_rng)
+        self.actor_target.reset_noise(self.torch_rng)
+
+        metrics: dict[str, Any] = {"loss": float(loss)}
+        if "indices" in experiences:
+            metrics["priorities"] = elementwise.cpu().numpy() + self.prior_eps
+        return metrics
+
+    def _batch(self, experiences: Mapping[str, Any]) -> tuple[
+            Any, torch.Tensor, list[TargetInputs], torch.Tensor | None]:
+        """(obs, action, the targets' inputs (see :meth:`_target_inputs`), weights)."""
         obs = self.to_tensor(experiences["obs"])
         action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1)
         targets = [self._target_inputs(experiences, "")]
         if "one_step_reward" in experiences:
             targets.append(self._target_inputs(experiences, "one_step_"))
+        weights = experiences.get("weights")
+        return obs, action, targets, (None if weights is None else batch_tensor(
+            weights, self.device, torch.float32).reshape(-1))
 
+    def _projected_targets(self, targets: list[TargetInputs],
+                           next_dist: torch.Tensor, q_next_online: torch.Tensor
+                           ) -> list[torch.Tensor]:
+        """The projected target distribution of each of ``targets`` (rows of ``batch``
+        each in ``next_dist``/``q_next_online``)."""
+        batch = len(targets[0][0])
+        return [self._projected_target(next_dist[k * batch:(k + 1) * batch],
+                                       q_next_online[k * batch:(k + 1) * batch],
+                                       reward, done, discount)
+                for k, (reward, _, done, discount) in enumerate(targets)]
+
+    def _autograd_step(self, experiences: Mapping[str, Any]
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The update through autograd; returns the per-sample losses and the loss."""
+        obs, action, targets, weights = self._batch(experiences)
         # One online pass over s and every s' (the s' rows only choose the next action).
         next_obs = [t[1] for t in targets]
         log_dist_all = self.actor.log_dist(obs_cat([obs, *next_obs]))
@@ -152,34 +198,65 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         with torch.inference_mode():
             next_dist = self.actor_target.dist(obs_cat(next_obs))
         elementwise = torch.zeros(batch, device=action.device)
-        for k, (reward, _, done, discount) in enumerate(targets):
-            rows = slice(k * batch, (k + 1) * batch)
-            projected = self._projected_target(
-                next_dist[rows], q_next_online[rows], reward, done, discount)
+        for projected in self._projected_targets(targets, next_dist, q_next_online):
             elementwise = elementwise - (projected * log_p).sum(-1)
-
-        weights = experiences.get("weights")
-        if weights is not None:
-            loss = (elementwise * batch_tensor(weights, self.device, torch.float32)).mean()
-        else:
-            loss = elementwise.mean()
+        loss = (elementwise * weights).mean() if weights is not None else elementwise.mean()
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
+        flat = self.__dict__.get("_flat")
+        if flat is not None:
+            flat.fresh = False
         loss.backward()
         clip_grad_norm(list(self.actor.parameters()), MAX_GRAD_NORM)
         optimizer.step()
         self.soft_update()
-        self.actor.reset_noise(self.torch_rng)
-        self.actor_target.reset_noise(self.torch_rng)
+        return elementwise.detach(), loss.detach()
 
-        metrics: dict[str, Any] = {"loss": float(loss.detach())}
-        if "indices" in experiences:
-            metrics["priorities"] = elementwise.detach().cpu().numpy() + self.prior_eps
-        return metrics
+    def _closed_form_step(self, chain: RainbowChain, target_chain: RainbowChain,
+                          flat: FlatTraining, experiences: Mapping[str, Any]
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The update of :meth:`_autograd_step` with the gradient in closed form, into the
+        flat buffers (clip, Adam and the soft update one kernel each)."""
+        obs, action, targets, weights = self._batch(experiences)
+        next_obs = [t[1] for t in targets]
+        chain.apply_noise()
+        target_chain.apply_noise()
+        tape: list[Tape] = []
+        log_dist_all = torch.log_softmax(chain.logits(obs_cat([obs, *next_obs]), tape), dim=-1)
+        batch, rows = len(action), torch.arange(len(action), device=action.device)
+        log_p = log_dist_all[:batch][rows, action]
+        q_next_online = (log_dist_all[batch:].exp() * self.actor.support).sum(-1)
+        next_dist = torch.softmax(target_chain.logits(obs_cat(next_obs)), dim=-1)
+        projected = self._projected_targets(targets, next_dist, q_next_online)
+        total = projected[0] if len(projected) == 1 else torch.stack(projected).sum(0)
+        elementwise = (total * log_p).sum(-1).neg_()
+        loss = (elementwise * weights).mean() if weights is not None else elementwise.mean()
+        # d(-sum_j p_j log_softmax(z)_j)/dz = softmax(z) sum_j p_j - p, per row, scaled by
+        # the row's weight in the mean; only the taken action's logits carry a gradient.
+        scale = (weights / batch)[:, None] if weights is not None else 1.0 / batch
+        grad_taken = torch.addcmul(total, log_p.exp(), total.sum(-1, keepdim=True),
+                                   value=-1.0).mul_(-scale)
+        # The s' rows only chose next actions: the backward pass leaves them out.
+        grad = grad_taken.new_zeros((batch, *log_dist_all.shape[1:]))
+        grad[rows, action] = grad_taken
+        chain.backward_into(tape, grad, self._gradient_views(flat))
+        flat.attach_grads()
+        flat.clip_grad_norm(MAX_GRAD_NORM)
+        flat.adam_step()
+        flat.soft_update(self.tau)
+        return elementwise, loss
+
+    def _gradient_views(self, flat: FlatTraining) -> dict[int, torch.Tensor]:
+        """Parameter id -> its view of ``flat``'s gradient buffer, cached per buffer."""
+        views = self.__dict__.get("_grad_views")
+        if views is None or views[0] is not flat:
+            views = (flat, {id(p): g for p, g in zip(flat.params, flat.grads, strict=True)})
+            self.__dict__["_grad_views"] = views
+        return views[1]
 
     def _target_inputs(
         self, experiences: Mapping[str, Any], prefix: str
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> TargetInputs:
         """(reward, next_obs, done, discount) of the ``prefix`` fields of a batch."""
         reward = batch_tensor(experiences[f"{prefix}reward"], self.device, torch.float32).reshape(-1)
         next_obs = self.to_tensor(experiences[f"{prefix}next_obs"])
@@ -191,13 +268,13 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
             discount = torch.full_like(reward, self.gamma)
         return reward, next_obs, done, discount
 
-    @torch.no_grad()
     def _projected_target(
         self, next_dist: torch.Tensor, q_next_online: torch.Tensor, reward: torch.Tensor,
         done: torch.Tensor, discount: torch.Tensor,
     ) -> torch.Tensor:
         """The target distribution ``r + discount * (1 - done) * z`` of the online network's
-        best next action under the target network, projected onto the support."""
+        best next action under the target network, projected onto the support (from
+        inputs that carry no gradient)."""
         batch = len(reward)
         best = q_next_online.argmax(dim=-1)
         prob = next_dist[torch.arange(batch, device=reward.device), best]

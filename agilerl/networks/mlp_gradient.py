@@ -103,13 +103,19 @@ class _Layer(NamedTuple):
 class MLPChain:
     """The layers of ``mlps`` applied in order, with a recorded forward and its backward."""
 
-    def __init__(self, mlps: list[EvolvableMLP]) -> None:
+    def __init__(self, mlps: list[EvolvableMLP],
+                 plan: list[tuple[Any, Any, Any, Any]] | None = None,
+                 measured: list[tuple[EvolvableMLP, int] | None] | None = None) -> None:
+        """The chain of ``mlps`` run one after another. ``plan`` replaces their layers'
+        (weight, bias, norm, activation) -- a noisy layer's effective weight, say, held in
+        a buffer its owner keeps current -- and ``measured`` where each layer's
+        pre-activation gradient is kept (default: as the MLPs measure themselves)."""
         self.mlps = mlps
-        self.plan = [layer for mlp in mlps
-                     for layer in (mlp.__dict__.get("_plan") or mlp._make_plan())]
+        self.plan = plan if plan is not None else [
+            layer for mlp in mlps for layer in (mlp.__dict__.get("_plan") or mlp._make_plan())]
         self.parameters = [p for mlp in mlps for p in mlp.parameters()]
         #: Per layer of :attr:`plan`: where its pre-activation gradient is kept (ReGraMa).
-        self.measured = measured_slots(mlps)
+        self.measured = measured if measured is not None else measured_slots(mlps)
 
     @classmethod
     def of(cls, network: Any) -> MLPChain | None:
@@ -247,6 +253,15 @@ class MLPChain:
                  grads[id(norm[1])] if norm is not None else None,
                  grads[id(norm[2])] if norm is not None else None)
                 for weight, bias, norm, _ in self.plan]
+
+
+def first_rows(tape: Tape, rows: int) -> Tape:
+    """``tape`` as if its forward pass had seen only the first ``rows`` rows of its batch
+    (rows are independent through every layer, layer norm included), for a backward pass
+    through only those rows."""
+    return [(x[:rows], None if pre is None else pre[:rows],
+             None if mean is None else mean[:rows], None if rstd is None else rstd[:rows],
+             kept[:rows]) for x, pre, mean, rstd, kept in tape]
 
 
 def cached_chain(owner: Any, network: Any, key: str = "_mlp_chain") -> MLPChain | None:

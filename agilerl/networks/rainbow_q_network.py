@@ -89,10 +89,22 @@ class RainbowQNetwork(EvolvableNetwork):
         """Q-values ``(batch, num_actions)``: the expected return of each distribution."""
         return (self.dist(obs, noise) * self.support).sum(dim=-1)
 
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:  # noqa: FBT001, FBT002
+        # Moving or casting the module replaces its buffers: the cached list is stale.
+        self.__dict__.pop("_noise_buffers", None)
+        return super()._apply(fn, recurse)
+
     def reset_noise(self, generator: torch.Generator | None) -> None:
         """Draw new noise for every noisy layer (one draw for the whole network)."""
-        layers = [layer for name in self.heads for layer in self.noisy_head(name).noisy_layers()]
-        buffers: list[torch.Tensor] = [b for layer in layers for b in (layer.eps_in, layer.eps_out)]
-        noise = scaled_noise(sum(b.numel() for b in buffers), generator).to(self.support.device)
+        # The buffers never change within a network (mutations build new ones): listed once.
+        cached = self.__dict__.get("_noise_buffers")
+        if cached is None:
+            layers = [layer for name in self.heads
+                      for layer in self.noisy_head(name).noisy_layers()]
+            buffers = [b for layer in layers for b in (layer.eps_in, layer.eps_out)]
+            cached = self.__dict__["_noise_buffers"] = (
+                buffers, [b.numel() for b in buffers], sum(b.numel() for b in buffers))
+        buffers, sizes, total = cached
+        noise = scaled_noise(total, generator).to(self.support.device)
         with torch.no_grad():
-            torch._foreach_copy_(buffers, list(noise.split([b.numel() for b in buffers])))
+            torch._foreach_copy_(buffers, list(noise.split(sizes)))

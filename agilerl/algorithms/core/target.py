@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.networks.flat_params import FlatTraining
+
 
 class SoftTargetUpdate:
     """``soft_update()`` for an agent whose ``actor_target`` trails ``actor`` by ``tau``.
@@ -17,6 +19,7 @@ class SoftTargetUpdate:
 
     actor: Any  # the agent's own network class (an nn.Module)
     actor_target: Any
+    optimizers: dict[str, Any]
     tau: float
 
     @torch.no_grad()
@@ -24,6 +27,23 @@ class SoftTargetUpdate:
         """theta_target <- tau * theta + (1 - tau) * theta_target."""
         target, online = self._param_pairs()
         torch._foreach_lerp_(target, online, self.tau)
+
+    def _flat_training(self) -> FlatTraining | None:
+        """The flat buffers of the online and target networks and the optimizer (see
+        :mod:`agilerl.networks.flat_params`), rebuilt when any of them was replaced."""
+        optimizer = self.optimizers["optimizer"]
+        flat = self.__dict__.get("_flat")
+        if flat is not None and flat.bound_to(self.actor, self.actor_target, optimizer):
+            return flat
+        if flat is None and self.__dict__.get("_flat_refused") == (
+                self.actor, self.actor_target, optimizer):
+            return None
+        flat = FlatTraining.build(self.actor, self.actor_target, optimizer)
+        self.__dict__["_flat"] = flat
+        self.__dict__["_flat_refused"] = None if flat else (
+            self.actor, self.actor_target, optimizer)
+        self.__dict__.pop("_pairs_key", None)  # the soft update's cached tensors are stale
+        return flat
 
     def _param_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         key = (id(self.actor_target), id(self.actor))
