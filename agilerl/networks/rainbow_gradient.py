@@ -69,8 +69,10 @@ class NoisyMLPChain:
             torch.mul(out[:, None], layer.eps_in[None, :], out=outer)
         self._noise = self.outers + eps_out
         means, sigmas = self._parameters()
-        torch._foreach_copy_(self._noisy, means)
-        torch._foreach_addcmul_(self._noisy, sigmas, self._noise)
+        # One kernel per tensor (the foreach forms copy, then add: two on the CPU).
+        for noisy, mean, sigma, noise in zip(self._noisy, means, sigmas, self._noise,
+                                             strict=True):
+            torch.addcmul(mean, sigma, noise, out=noisy)
 
     def slots(self, grads: GradientViews) -> tuple[list[tuple[Any, ...]], list[torch.Tensor],
                                                    list[torch.Tensor]]:
@@ -91,8 +93,9 @@ class NoisyMLPChain:
                         sigma_grads: list[torch.Tensor]) -> None:
         """``sigma``'s gradients from ``mu``'s: the effective weight's gradient times the
         noise it was drawn with."""
-        torch._foreach_copy_(sigma_grads, mean_grads)
-        torch._foreach_mul_(sigma_grads, self._noise)
+        for sigma_grad, mean_grad, noise in zip(sigma_grads, mean_grads, self._noise,
+                                                strict=True):
+            torch.mul(mean_grad, noise, out=sigma_grad)
 
 
 class RainbowChain:
