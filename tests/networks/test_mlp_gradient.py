@@ -107,10 +107,16 @@ def test_bandit_closed_form_update_equals_the_autograd_update(algo, monkeypatch)
             monkeypatch.setattr("agilerl.algorithms.core.bandit.cached_chain",
                                 lambda *_: None)
         rng = np.random.default_rng(0)
-        for _ in range(5):
+        for step in range(6):
+            if step == 2:  # a new learning rate, then a new network (a new chain)
+                agent.set_hyperparameter("lr", 3e-3)
+            if step == 4:
+                plan = agent.actor.draw_plan("add_nodes", np.random.default_rng(1), ["ReLU"])
+                agent.apply_architecture_mutation("actor", plan)
             metrics = agent.learn({"obs": rng.uniform(0, 5, (16, 12)).astype(np.float32),
                                    "reward": (rng.random(16) < 0.5).astype(np.float32)})
-        losses.append(metrics["loss"])
-    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+            losses.append(metrics["loss"])
+    assert agents[0].__dict__["_mlp_chain"][1] is not None  # the closed form ran
+    assert losses[:6] == pytest.approx(losses[6:], rel=1e-4)
     for a, b in zip(agents[0].actor.parameters(), agents[1].actor.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
