@@ -5,7 +5,8 @@ Each layer's weight is ``mu + sigma * (f(eps_out) outer f(eps_in))`` with
 (so every :class:`~agilerl.modules.mlp.EvolvableMLP` mutation and weight transfer applies
 to it unchanged) and ``sigma``/``eps`` are added beside it. ``sigma`` starts at
 ``noise_std / sqrt(in_features)`` (weights) and ``noise_std / sqrt(out_features)``
-(biases); the noise samples ``eps_in``/``eps_out`` are buffers, so checkpoints and clones
+(biases), a tenth of that on the output layer with ``output_vanish`` (whose means start
+small too; as the reference); the noise samples ``eps_in``/``eps_out`` are buffers, so checkpoints and clones
 keep the exact noise in use. Noise is drawn only by :meth:`NoisyMLP.reset_noise`, from the
 generator the caller gives (the agent's), so runs repeat exactly.
 
@@ -84,6 +85,10 @@ class NoisyMLP(EvolvableMLP):
                 layer.weight.copy_(linear.weight)
                 layer.bias.copy_(linear.bias)
             noisy.append(layer)
+        if self.arch["output_vanish"]:  # small initial outputs: their noise too
+            with torch.no_grad():
+                noisy[-1].weight_sigma.mul_(0.1)
+                noisy[-1].bias_sigma.mul_(0.1)
         self.linears = nn.ModuleList(noisy)
 
     def noisy_layer(self, i: int) -> NoisyLinear:

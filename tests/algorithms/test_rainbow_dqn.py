@@ -114,6 +114,24 @@ def test_noise_changes_actions_only_while_training(small_net):
     assert torch.allclose(dist.sum(-1), torch.ones(64, 2))
 
 
+@pytest.mark.parametrize("output_vanish", [True, False])
+def test_noise_scales_start_as_the_reference_sets_them(output_vanish, small_net):
+    """``noise_std / sqrt(fan_in)`` (weights) and ``/ sqrt(fan_out)`` (biases); a vanished
+    output layer, whose means start at a tenth, has a tenth of that noise too."""
+    net = {**small_net, "head_config": {**small_net["head_config"],
+                                        "output_vanish": output_vanish}}
+    agent, _ = _rainbow("ConstantRewardEnv", net, noise_std=0.5)
+    for head in agent.actor.heads.values():
+        layers = head.noisy_layers()
+        for i, layer in enumerate(layers):
+            scale = 0.1 if output_vanish and i == len(layers) - 1 else 1.0
+            out_features, in_features = layer.weight.shape
+            torch.testing.assert_close(layer.weight_sigma, torch.full_like(
+                layer.weight_sigma, scale * 0.5 / in_features ** 0.5))
+            torch.testing.assert_close(layer.bias_sigma, torch.full_like(
+                layer.bias_sigma, scale * 0.5 / out_features ** 0.5))
+
+
 def test_per_priorities_change_what_is_sampled(small_net):
     """After learning, high-loss transitions are drawn more often than uniformly."""
     agent, env = _rainbow("ObsDependentRewardEnv", small_net)
