@@ -263,6 +263,7 @@ class LocalTrainer(Trainer):
             training, mutation, selection_strategy, replay_buffer)
         super().__init__(algorithm, environment, training, mutation, selection_strategy,
                          replay_buffer, **kwargs)
+        from agilerl.population.resident_pages import release_library_pages
         from agilerl.training import build
         from agilerl.training.paradigms import resolve_paradigm
 
@@ -274,6 +275,9 @@ class LocalTrainer(Trainer):
                 self.selection_strategy_spec = models.TournamentSelectionSpec()
         build.check_selection(self.selection_strategy_spec, self.training_spec)
         self.device = build.resolve_device(device)  # before anything is built on it
+        # torch is loaded by now: the library pages only its loading touched go back (the
+        # run maps back those it uses; see agilerl.population.resident_pages).
+        release_library_pages()
         self.accelerator = accelerator
         self.tokenizer = None
         self.seed = build.resolve_seed(seed)

@@ -128,3 +128,30 @@ def test_every_process_of_the_pool_hands_back_its_library_pages_as_each_training
     assert len(phases) >= 2
     assert in_driver.value == len(phases) + 1  # once before forking, then once a phase
     assert in_workers.value == len(phases)  # the worker process trains in every phase
+
+
+#: In a fresh interpreter: the resident file-backed memory right after importing torch, and
+#: after building a trainer (whose build hands back what loading the libraries touched).
+_BUILT_IN_ONE_PROCESS = """
+import copy
+import torch
+from tests.population.test_resident_pages import _resident_file_kb
+loaded = _resident_file_kb()
+from agilerl.training.trainer import LocalTrainer
+from tests.training.conftest import TINY_DQN
+trainer = LocalTrainer.from_manifest(manifest=copy.deepcopy(TINY_DQN), seed=3)
+print(loaded, _resident_file_kb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and madvise")
+def test_a_trainer_hands_back_the_pages_loading_torch_touched() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _BUILT_IN_ONE_PROCESS], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, built = map(int, done.stdout.split()[-2:])
+    # Building imports more libraries and touches some pages again, yet the process holds
+    # tens of MB less of them than torch's loading left resident.
+    assert built < loaded - 20_000, (loaded, built)
