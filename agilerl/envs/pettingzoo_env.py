@@ -50,6 +50,7 @@ from agilerl.envs.chunked_async import (
 )
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.gym_env import AUTORESET_MODE
+from agilerl.envs.parallel_step import fast_parallel_step
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrappers
 from agilerl.models.env_checks import moved_module
 
@@ -205,6 +206,7 @@ class PettingZooVectorEnv(_AgentSpaces):
             raise ValueError("PettingZooVectorEnv needs at least one env")
         self.envs = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
+        self._steps = [fast_parallel_step(env) or env.step for env in self.envs]
         first = self.envs[0]
         self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": AUTORESET_MODE}
         self._describe(first)
@@ -254,7 +256,7 @@ class PettingZooVectorEnv(_AgentSpaces):
                 continue
             live = list(env.agents)
             step_actions = {a: _index(actions[a], i) for a in live}
-            obs_i, rew_i, term_i, trunc_i, info_i = env.step(step_actions)
+            obs_i, rew_i, term_i, trunc_i, info_i = self._steps[i](step_actions)
             for agent in self.agents:
                 if agent in live:
                     rewards[agent][i] = float(rew_i.get(agent, 0.0))
