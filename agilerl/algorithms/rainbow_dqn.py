@@ -203,9 +203,6 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         loss = (elementwise * weights).mean() if weights is not None else elementwise.mean()
         optimizer = self.optimizers["optimizer"]
         optimizer.zero_grad(set_to_none=True)
-        flat = self.__dict__.get("_flat")
-        if flat is not None:
-            flat.fresh = False
         loss.backward()
         clip_grad_norm(list(self.actor.parameters()), MAX_GRAD_NORM)
         optimizer.step()
