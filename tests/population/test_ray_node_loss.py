@@ -151,7 +151,7 @@ def test_a_recovery_timeout_that_is_not_a_positive_number_is_named(value, monkey
 
 def test_a_killed_dashboard_agent_on_the_drivers_node_is_reported(tmp_path):
     """The head's dashboard agent, on the driver's node: the head's raylet goes down with it
-    and Ray ends the driver at once (exit 1, no message, no Python cleanup). Before: exit 1
+    and Ray ends the driver, usually at once (exit 1, no message, no Python cleanup). Before: exit 1
     and nothing said. Now the command names the cause and the checkpoint to resume from."""
     from agilerl.population.ray_cluster import local_ray_cluster
 
@@ -161,7 +161,10 @@ def test_a_killed_dashboard_agent_on_the_drivers_node_is_reported(tmp_path):
                                                 "ray::DashboardAgent")
     assert code == 4, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
-    assert "training stopped: the Ray driver ended without a report" in stderr, stderr
+    # Ray usually ends the driver at once; sometimes the driver first sees its members'
+    # actors go with the node, and names that instead. Either way the cause is named.
+    assert ("training stopped: the Ray driver ended without a report" in stderr
+            or ("training stopped: member" in stderr and "was lost" in stderr)), stderr
     last = list_checkpoints(tmp_path / "ray" / "checkpoints")[-1]
     assert f"the last checkpoint, {last.path}, is intact; resume with:" in stderr, stderr
     assert len(last.member_states()) == 2
