@@ -20,13 +20,10 @@ it is.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
-ParallelStep = Callable[[dict[str, Any]], tuple[Any, Any, Any, Any, Any]]
 
-
-def fast_parallel_step(env: Any) -> ParallelStep | None:
+def fast_parallel_step(env: Any) -> FastParallelStep | None:
     """``env.step``'s equivalent for an ``aec_to_parallel`` env over only PettingZoo's
     checking wrappers; None for any other env."""
     try:
@@ -45,8 +42,21 @@ def fast_parallel_step(env: Any) -> ParallelStep | None:
     raw = bounds.env
     if hasattr(raw, "env"):  # a further wrapper: its own step may do more
         return None
+    return FastParallelStep(env)
 
-    def step(actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+
+class FastParallelStep:
+    """The step :func:`fast_parallel_step` gives. A class holding only the env, whose
+    wrappers it reads at each step: the env can still be pickled, and PettingZoo's
+    envs unpickle as new objects (``EzPickle``), wrappers included."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def __call__(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+        env = self.env
+        order = env.aec_env
+        raw = order.env.env
         rewards: dict[str, float] = defaultdict(int)
         for agent in raw.agents:
             if agent != raw.agent_selection:
@@ -72,5 +82,3 @@ def fast_parallel_step(env: Any) -> ParallelStep | None:
             raw.step(None)
         env.agents = raw.agents
         return observations, rewards, terminations, truncations, infos
-
-    return step

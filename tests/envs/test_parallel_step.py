@@ -135,3 +135,16 @@ def test_other_envs_are_stepped_as_they_are() -> None:
     assert fast_parallel_step(aec_to_parallel(order(_UsersWrapper(_Dying())))) is None
     assert fast_parallel_step(aec_to_parallel(order(bounds(_UsersWrapper(_Dying()))))) is None
     assert fast_parallel_step(_wrapped_dying().aec_env) is None  # not a parallel env
+
+
+def test_a_vector_env_stepping_this_way_still_pickles_and_steps_alike() -> None:
+    import pickle
+
+    from agilerl.envs.pettingzoo_env import PettingZooVectorEnv
+
+    env = PettingZooVectorEnv([lambda: _mpe("spread")] * 2)
+    assert all(step is not env.envs[i].step for i, step in enumerate(env._steps))
+    copy = pickle.loads(pickle.dumps(env))  # PettingZoo's envs unpickle as new ones
+    assert _same(copy.reset(seed=3), env.reset(seed=3))
+    actions = {a: np.array([1, 2]) for a in env.agents}
+    assert _same(copy.step(dict(actions)), env.step(dict(actions)))
