@@ -36,9 +36,9 @@ from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_
 from agilerl.algorithms.registry import registered
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
-from agilerl.networks.mlp_gradient import Tape
+from agilerl.networks.mlp_gradient import Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
-from agilerl.networks.rainbow_gradient import RainbowChain, cached_rainbow_chain
+from agilerl.networks.rainbow_gradient import RainbowChain
 from agilerl.networks.rainbow_q_network import RainbowQNetwork
 
 #: (reward, next_obs, done, discount) of one target of a batch.
@@ -146,8 +146,9 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         rainbow_gradient`) into flat buffers; otherwise through autograd. Both give the
         same update up to float rounding.
         """
-        chain = cached_rainbow_chain(self, self.actor, "_rainbow_chain")
-        target_chain = cached_rainbow_chain(self, self.actor_target, "_rainbow_target_chain")
+        chain = cached_chain(self, self.actor, "_rainbow_chain", RainbowChain.of)
+        target_chain = cached_chain(self, self.actor_target, "_rainbow_target_chain",
+                                    RainbowChain.of)
         flat = self._flat_training() if chain is not None and target_chain is not None else None
         if flat is not None and chain is not None and target_chain is not None:
             elementwise, loss = self._closed_form_step(chain, target_chain, flat, experiences)
@@ -236,20 +237,12 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         # The s' rows only chose next actions: the backward pass leaves them out.
         grad = grad_taken.new_zeros((batch, *log_dist_all.shape[1:]))
         grad[rows, action] = grad_taken
-        chain.backward_into(tape, grad, self._gradient_views(flat))
+        chain.backward_into(tape, grad, flat.grad_views)
         flat.attach_grads()
         flat.clip_grad_norm(MAX_GRAD_NORM)
         flat.adam_step()
         flat.soft_update(self.tau)
         return elementwise, loss
-
-    def _gradient_views(self, flat: FlatTraining) -> dict[int, torch.Tensor]:
-        """Parameter id -> its view of ``flat``'s gradient buffer, cached per buffer."""
-        views = self.__dict__.get("_grad_views")
-        if views is None or views[0] is not flat:
-            views = (flat, {id(p): g for p, g in zip(flat.params, flat.grads, strict=True)})
-            self.__dict__["_grad_views"] = views
-        return views[1]
 
     def _target_inputs(
         self, experiences: Mapping[str, Any], prefix: str

@@ -42,6 +42,8 @@ class FlatTraining:
         self.target_flat = _flatten(target_params)
         self.grad = torch.zeros_like(self.flat)
         self.grads = _views(self.grad, params)
+        #: Parameter id -> its view of the flat gradient (what closed-form backwards write).
+        self.grad_views = {id(p): g for p, g in zip(params, self.grads, strict=True)}
         self.exp_avg, self.exp_avg_sq, self.counters, runs = _flat_adam_state(optimizer, params)
         # One Adam tensor list entry per run of parameters with the same step count (one
         # run, unless a mutation added parameters that have taken fewer steps).
@@ -83,8 +85,7 @@ class FlatTraining:
     def slots(self, chain: MLPChain) -> list[tuple[Any, ...]]:
         """The gradient views of ``chain`` (the online network's) for ``MLPChain.backward``."""
         if self._slots is None or self._slots[0] is not chain:
-            grads = {id(p): g for p, g in zip(self.params, self.grads, strict=True)}
-            self._slots = (chain, chain.gradient_slots(grads))
+            self._slots = (chain, chain.gradient_slots(self.grad_views))
         return self._slots[1]
 
     def attach_grads(self) -> None:

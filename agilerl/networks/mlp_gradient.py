@@ -18,12 +18,16 @@ autograd.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar, overload
 
 import torch
 from torch import nn
 
 from agilerl.modules.mlp import EvolvableMLP, _identity, measured_slots
+
+#: A closed-form chain kind (:class:`MLPChain`, or another module's built on it).
+ChainT = TypeVar("ChainT")
 
 #: The layer-norm backward kernel autograd itself calls.
 LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
@@ -264,11 +268,22 @@ def first_rows(tape: Tape, rows: int) -> Tape:
              kept[:rows]) for x, pre, mean, rstd, kept in tape]
 
 
-def cached_chain(owner: Any, network: Any, key: str = "_mlp_chain") -> MLPChain | None:
-    """``MLPChain.of(network)``, cached on ``owner`` (under ``key``, one per network the
-    owner keeps) until ``network`` is replaced (a mutation or a load builds new modules)."""
+@overload
+def cached_chain(owner: Any, network: Any, key: str = ...) -> MLPChain | None: ...
+
+
+@overload
+def cached_chain(owner: Any, network: Any, key: str,
+                 of: Callable[[Any], ChainT | None]) -> ChainT | None: ...
+
+
+def cached_chain(owner: Any, network: Any, key: str = "_mlp_chain",
+                 of: Callable[[Any], Any] = MLPChain.of) -> Any:
+    """``of(network)`` (default ``MLPChain.of``: a network's closed-form chain, or None),
+    cached on ``owner`` (under ``key``, one per network the owner keeps) until ``network``
+    is replaced (a mutation or a load builds new modules)."""
     cache = owner.__dict__.get(key)
     if cache is None or cache[0] is not network:
-        cache = (network, MLPChain.of(network))
+        cache = (network, of(network))
         owner.__dict__[key] = cache
     return cache[1]

@@ -103,7 +103,6 @@ class RainbowChain:
     their backward pass, without autograd."""
 
     def __init__(self, network: Any, encoder: EvolvableMLP) -> None:
-        self.network = network
         self.encoder = MLPChain([encoder])
         self.value = NoisyMLPChain(network.noisy_head("value"))
         self.advantage = NoisyMLPChain(network.noisy_head("advantage"))
@@ -121,17 +120,16 @@ class RainbowChain:
             return None
         encoder = next(iter(encoders.values()))
         mlps = [encoder, heads["value"], heads["advantage"]]
-        if type(encoder) is NoisyMLP or not isinstance(encoder, EvolvableMLP) or not all(
+        if isinstance(encoder, NoisyMLP) or not isinstance(encoder, EvolvableMLP) or not all(
                 isinstance(head, NoisyMLP) for head in mlps[1:]):
             return None
         if not all(covered(act) for mlp in mlps
                    for _, _, _, act in (mlp.__dict__.get("_plan") or mlp._make_plan())):
             return None
-        chain = cls(network, encoder)
         own = {id(p) for mlp in mlps for p in mlp.parameters()}
         if {id(p) for p in network.parameters()} != own:
             return None
-        return chain
+        return cls(network, encoder)
 
     def apply_noise(self) -> None:
         """Bring the noisy weights up to date (call before each pass)."""
@@ -177,12 +175,3 @@ class RainbowChain:
                                    self.value.slots(grads), self.advantage.slots(grads)))
         return self._slots[1]
 
-
-def cached_rainbow_chain(owner: Any, network: Any, key: str) -> RainbowChain | None:
-    """``RainbowChain.of(network)``, cached on ``owner`` under ``key`` until ``network`` is
-    replaced (a mutation or a load builds new modules)."""
-    cache = owner.__dict__.get(key)
-    if cache is None or cache[0] is not network:
-        cache = (network, RainbowChain.of(network))
-        owner.__dict__[key] = cache
-    return cache[1]
