@@ -82,13 +82,19 @@ print(min(frozen_during), len(frozen_during), gc.get_freeze_count())
 """
 
 
-def test_the_driver_keeps_its_objects_frozen_while_forked_workers_run() -> None:
+def _printed_by_fresh_interpreter(script: str) -> list[str]:
+    """What ``script``, run from the repository in a new Python process, prints (split)."""
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", _FROZEN_WHILE_WORKERS_RUN], cwd=repo,
+    done = subprocess.run([sys.executable, "-c", script], cwd=repo,
                           env={**os.environ, "PYTHONPATH": str(repo)},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    least_frozen, evaluations, frozen_after = map(int, done.stdout.split()[-3:])
+    return done.stdout.split()
+
+
+def test_the_driver_keeps_its_objects_frozen_while_forked_workers_run() -> None:
+    printed = _printed_by_fresh_interpreter(_FROZEN_WHILE_WORKERS_RUN)
+    least_frozen, evaluations, frozen_after = map(int, printed[-3:])
     assert evaluations > 0 and least_frozen > 0  # frozen at every evaluation
     assert frozen_after == 0  # given back to the collector when the workers stopped
 
@@ -146,12 +152,7 @@ print(loaded, _resident_file_kb())
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc and madvise")
 def test_a_trainer_hands_back_the_pages_loading_torch_touched() -> None:
-    repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", _BUILT_IN_ONE_PROCESS], cwd=repo,
-                          env={**os.environ, "PYTHONPATH": str(repo)},
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded, built = map(int, done.stdout.split()[-2:])
+    loaded, built = map(int, _printed_by_fresh_interpreter(_BUILT_IN_ONE_PROCESS)[-2:])
     # Building imports more libraries and touches some pages again, yet the process holds
     # tens of MB less of them than torch's loading left resident.
     assert built < loaded - 20_000, (loaded, built)
