@@ -1,4 +1,4 @@
-"""An online network, its target network and its Adam state, each in one flat buffer.
+"""An online network, its target network (if any) and its Adam state, each in one flat buffer.
 
 On the small networks of the offline (CQN) and DQN updates, gradient-norm clipping, the
 Adam step and the soft target update cost one kernel launch (and its Python bookkeeping)
@@ -29,17 +29,18 @@ from agilerl.networks.optim import Adam
 
 
 class FlatTraining:
-    """Flat parameters, gradients and Adam moments of ``online`` and ``target``.
+    """Flat parameters, gradients and Adam moments of ``online`` and ``target`` (None for a
+    network trained without a target network, as PPO's).
 
     The buffers carry no autograd history, so the updates below need no ``no_grad``
     context."""
 
-    def __init__(self, online: Any, target: Any, optimizer: Adam,
+    def __init__(self, online: Any, target: Any | None, optimizer: Adam,
                  params: list[torch.Tensor], target_params: list[torch.Tensor]) -> None:
         self.online, self.target, self.optimizer = online, target, optimizer
         self.params, self.target_params = params, target_params
         self.flat = _flatten(params)
-        self.target_flat = _flatten(target_params)
+        self.target_flat = _flatten(target_params) if target_params else None
         self.grad = torch.zeros_like(self.flat)
         self.grads = _views(self.grad, params)
         #: Parameter id -> its view of the flat gradient (what closed-form backwards write).
@@ -55,18 +56,18 @@ class FlatTraining:
         self.attach_grads()
 
     @classmethod
-    def build(cls, online: Any, target: Any, optimizer: Any) -> FlatTraining | None:
+    def build(cls, online: Any, target: Any | None, optimizer: Any) -> FlatTraining | None:
         """The flat buffers of ``online`` (stepped by ``optimizer``, one Adam group over
-        exactly its parameters, in order) and ``target`` (the same shapes); None when the
-        three do not fit that pattern, or Adam's state is not uniform (some parameters
+        exactly its parameters, in order) and ``target`` (the same shapes, or None); None
+        when they do not fit that pattern, or Adam's state is not uniform (some parameters
         without state, or step counts that differ)."""
         if not isinstance(optimizer, Adam) or len(optimizer.param_groups) != 1:
             return None
         params = list(online.parameters())
-        target_params = list(target.parameters())
+        target_params = list(target.parameters()) if target is not None else []
         if [id(p) for p in optimizer.param_groups[0]["params"]] != [id(p) for p in params]:
             return None
-        if [p.shape for p in params] != [p.shape for p in target_params]:
+        if target is not None and [p.shape for p in params] != [p.shape for p in target_params]:
             return None
         first = params[0]
         if any(p.dtype != first.dtype or p.device != first.device
@@ -74,13 +75,14 @@ class FlatTraining:
             return None
         return cls(online, target, optimizer, params, target_params)
 
-    def bound_to(self, online: Any, target: Any, optimizer: Any) -> bool:
+    def bound_to(self, online: Any, target: Any | None, optimizer: Any) -> bool:
         """Whether these buffers are still those of ``online``, ``target`` and
         ``optimizer`` (none replaced, no parameter moved off its view)."""
         return (online is self.online and target is self.target
                 and optimizer is self.optimizer and optimizer.state is self.state
                 and self.params[0].data_ptr() == self.flat.data_ptr()
-                and self.target_params[0].data_ptr() == self.target_flat.data_ptr())
+                and (self.target_flat is None
+                     or self.target_params[0].data_ptr() == self.target_flat.data_ptr()))
 
     def slots(self, chain: MLPChain) -> list[tuple[Any, ...]]:
         """The gradient views of ``chain`` (the online network's) for ``MLPChain.backward``."""
@@ -116,23 +118,49 @@ class FlatTraining:
 
     def soft_update(self, tau: float) -> None:
         """target <- tau * online + (1 - tau) * target."""
+        assert self.target_flat is not None, "built without a target network"
         self.target_flat.lerp_(self.flat, tau)
+
+
+#: Where each parameter's view starts: on a 64-byte boundary, as a tensor of its own does.
+#: Matrix kernels choose their vector paths by alignment, so a view at any offset can
+#: round differently from the tensor it replaced (an agent restored from a checkpoint
+#: would then act differently in the last bit until it builds its own flat buffers).
+ALIGN_BYTES = 64
+
+
+def _offsets(like: list[torch.Tensor]) -> tuple[list[int], int]:
+    """The start of each tensor of ``like`` in a flat buffer, and the buffer's size."""
+    step = max(1, ALIGN_BYTES // like[0].element_size())
+    offsets, end = [], 0
+    for p in like:
+        start = -(-end // step) * step
+        offsets.append(start)
+        end = start + p.numel()
+    return offsets, end
+
+
+def _gather(tensors: list[torch.Tensor], like: list[torch.Tensor]) -> torch.Tensor:
+    """One buffer holding ``tensors`` at the offsets of ``like`` (zeros between them)."""
+    offsets, size = _offsets(like)
+    flat = torch.zeros(size, dtype=like[0].dtype, device=like[0].device)
+    for tensor, start in zip(tensors, offsets, strict=True):
+        flat[start:start + tensor.numel()] = tensor.reshape(-1)
+    return flat
 
 
 def _flatten(params: list[torch.Tensor]) -> torch.Tensor:
     """One buffer holding the values of ``params``, which become views of it."""
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    flat = _gather([p.detach() for p in params], params)
     for p, view in zip(params, _views(flat, params), strict=True):
         p.data = view
     return flat
 
 
 def _views(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
-    views, offset = [], 0
-    for p in like:
-        views.append(flat[offset:offset + p.numel()].view_as(p))
-        offset += p.numel()
-    return views
+    offsets, _ = _offsets(like)
+    return [flat[start:start + p.numel()].view_as(p)
+            for p, start in zip(like, offsets, strict=True)]
 
 
 def _flat_adam_state(optimizer: Adam, params: list[torch.Tensor]
@@ -145,21 +173,20 @@ def _flat_adam_state(optimizer: Adam, params: list[torch.Tensor]
     the optimizer's state in a new dict, so whoever cached the old state's tensors sees
     that they were replaced."""
     old = optimizer.state
-    exp_avg = torch.cat([_moment(old.get(p), "exp_avg", p) for p in params])
-    exp_avg_sq = torch.cat([_moment(old.get(p), "exp_avg_sq", p) for p in params])
+    exp_avg = _gather([_moment(old.get(p), "exp_avg", p) for p in params], params)
+    exp_avg_sq = _gather([_moment(old.get(p), "exp_avg_sq", p) for p in params], params)
     counters: list[torch.Tensor] = []
     runs: list[tuple[int, int]] = []
     steps: list[torch.Tensor] = []
-    offset, last = 0, None
-    for p in params:
+    last = None
+    for p, start in zip(params, _offsets(params)[0], strict=True):
         entry = old.get(p)
         count = float(entry["step"]) if entry else 0.0
         if count != last:
             counters.append(torch.tensor(count, dtype=torch.float32, device=p.device))
-            runs.append((offset, offset))
+            runs.append((start, start))
             last = count
-        offset += p.numel()
-        runs[-1] = (runs[-1][0], offset)
+        runs[-1] = (runs[-1][0], start + p.numel())  # (the gaps between stay zero)
         steps.append(counters[-1])
     optimizer.state = {
         p: {"step": step, "exp_avg": avg, "exp_avg_sq": sq}

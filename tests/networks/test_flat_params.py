@@ -137,3 +137,25 @@ def test_after_a_new_layer_the_flat_update_still_equals_the_per_tensor_update(
     assert steps == {3.0, 4.0}
     for a, b in zip(flat.actor.parameters(), per_tensor.actor.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_views_start_on_the_boundaries_of_tensors_of_their_own() -> None:
+    """Matrix kernels round by alignment: every view starts where a tensor of its own
+    would, so a network computes bit for bit what it computed before its parameters moved
+    into the buffer (and what a copy restored from a checkpoint computes)."""
+    from agilerl.algorithms import PPO
+
+    agent = PPO(spaces.Box(0.0, 1.0, (1,)), spaces.Box(-1.0, 1.0, (1,)), seed=0, net_config={
+        "latent_dim": 16, "encoder_config": {"hidden_size": [32]},
+        "head_config": {"hidden_size": [30]}})
+    network = agent.actor_critic
+    obs = torch.tensor([[0.0], [1.0]])
+    with torch.no_grad():
+        before = network(obs)
+        flat = flat_params.FlatTraining.build(network, None, agent.optimizers["optimizer"])
+        assert flat is not None
+        after = network(obs)
+    for t in (*flat.params, *flat.grads, flat.exp_avg, flat.exp_avg_sq):
+        assert t.data_ptr() % flat_params.ALIGN_BYTES == 0
+    for a, b in zip(before, after, strict=True):
+        assert torch.equal(a, b)
