@@ -245,6 +245,13 @@ def state_by_name(opt: Adam, nets: Sequence[nn.Module]) -> dict[str, dict[str, A
     return {name: dict(opt.state[p]) for name, p in named_parameters(nets) if p in opt.state}
 
 
+def carry_learning_rates(opt: Adam, old: Adam) -> None:
+    """Give a rebuilt optimizer ``opt`` the learning rates in effect in ``old``, the one
+    it replaces (an annealed rate is state the mutation must not reset)."""
+    for group, previous in zip(opt.param_groups, old.param_groups, strict=True):
+        group["lr"] = previous["lr"]
+
+
 def carry_state(
     opt: Adam,
     nets: Sequence[nn.Module],

@@ -8,6 +8,7 @@ import pytest
 
 from agilerl.algorithms import PPO
 from agilerl.envs.probe import make_probe_vector_env
+from agilerl.networks.flat_params import FlatTraining
 from agilerl.training.experience import train_on_policy_member
 
 
@@ -25,18 +26,19 @@ def _ppo(small_net: dict, env_name: str = "ObsPolicyEnv", **hp) -> tuple[PPO, ob
     return agent, env
 
 
-def test_update_count_and_target_kl_early_stop(small_net):
+def test_update_count_and_target_kl_early_stop(small_net, monkeypatch):
     counts = {}
+    calls: list[int] = []
+    original = FlatTraining.adam_step  # (an MLP network steps its flat buffers)
+
+    def counting_step(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FlatTraining, "adam_step", counting_step)
     for target_kl in (None, 0.0):
         agent, env = _ppo(small_net, target_kl=target_kl)
-        calls = []
-        original = agent.optimizers["optimizer"].step
-
-        def counting_step(*args, _orig=original, _calls=calls, **kwargs):
-            _calls.append(1)
-            return _orig(*args, **kwargs)
-
-        agent.optimizers["optimizer"].step = counting_step
+        calls.clear()
         train_on_policy_member(agent, env, 64, seed=0)
         counts[target_kl] = len(calls)
     # 64 steps with one-step episodes under next-step autoreset: 32 valid samples,
@@ -72,6 +74,15 @@ def test_anneal_lr_decays_linearly_over_the_budget_and_leaves_lr_alone(small_net
     agent.set_hyperparameter("lr", 2e-3)
     train_on_policy_member(agent, env, 64, seed=2, max_steps=1024)
     assert seen[-1] == pytest.approx(2e-3 * (1 - 512 / 1024))
+
+
+def test_an_architecture_mutation_keeps_the_annealed_learning_rate(small_net):
+    agent, _ = _ppo(small_net, lr=1e-3, anneal_lr=True)
+    agent.set_progress(0.75)
+    plan = agent.actor_critic.draw_plan("add_nodes", np.random.default_rng(0), ["ReLU"])
+    agent.apply_architecture_mutation("actor_critic", plan)
+    assert agent.optimizers["optimizer"].param_groups[0]["lr"] == pytest.approx(2.5e-4)
+    assert agent.lr == 1e-3
 
 
 def test_without_anneal_lr_the_learning_rate_stays_constant(small_net):

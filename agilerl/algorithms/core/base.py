@@ -36,6 +36,7 @@ from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
     Adam,
+    carry_learning_rates,
     carry_state,
     make_optimizer,
     network_parameter_sources,
@@ -327,20 +328,24 @@ class RLAlgorithm(MemberState):
         longer exists."""
         for mirror, source in self.network_mirror_sources().items():
             self.networks[mirror].load_state_dict(self.networks[source].state_dict())
-        for opt_name in self.optimizers:
+        for opt_name in list(self.optimizers):
+            replaced = self.optimizers[opt_name]
             self._rebuild_optimizer(opt_name)
+            # (the learning rate in effect follows the run's progress, not the weights)
+            carry_learning_rates(self.optimizers[opt_name], replaced)
 
     def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
         """Apply one architecture mutation ``plan`` to a network and its mirrors.
 
-        Optimizers that train the network are rebuilt with their state carried over
-        (see ``agilerl.networks.optim.rebuild_optimizer``).
-        """
+        Optimizers that train the network are rebuilt with their state carried over:
+        moments and step counts (see ``agilerl.networks.optim.carry_state``) and the
+        learning rates in effect (an annealed rate stays annealed)."""
         names = [network_name] + [
             m for m, src in self.mirrored_networks.items() if src == network_name
         ]
         affected = [o for o, nets in self.optimizer_networks.items() if network_name in nets]
         carried = {o: state_by_name(self.optimizers[o], self._optimizer_nets(o)) for o in affected}
+        replaced = {o: self.optimizers[o] for o in affected}
         sources = network_parameter_sources(self.networks, names, plan)
         for name in names:
             new = self.networks[name].mutated(plan)
@@ -348,6 +353,7 @@ class RLAlgorithm(MemberState):
             setattr(self, name, new)
         for opt_name in affected:
             self._rebuild_optimizer(opt_name)
+            carry_learning_rates(self.optimizers[opt_name], replaced[opt_name])
             carry_state(
                 self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name],
                 optimizer_sources(self.optimizer_networks[opt_name], sources),

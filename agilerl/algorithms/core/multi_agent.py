@@ -54,6 +54,7 @@ from agilerl.algorithms.core.spaces import ObsEncoder
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
+    carry_learning_rates,
     carry_state,
     make_optimizer,
     network_parameter_sources,
@@ -340,11 +341,13 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         names = list(family) + [m for m, src in self.network_mirrors.items() if src in family]
         affected = [o for o, nets in self.optimizer_networks.items() if set(nets) & set(names)]
         carried = {o: state_by_name(self.optimizers[o], self._optimizer_nets(o)) for o in affected}
+        replaced = {o: self.optimizers[o] for o in affected}
         sources = network_parameter_sources(self.networks, names, plan)
         for name in names:
             self.networks[name] = self.networks[name].mutated(plan)
         for opt_name in affected:
             self._rebuild_optimizer(opt_name)
+            carry_learning_rates(self.optimizers[opt_name], replaced[opt_name])
             carry_state(
                 self.optimizers[opt_name], self._optimizer_nets(opt_name), carried[opt_name],
                 optimizer_sources(self.optimizer_networks[opt_name], sources),
