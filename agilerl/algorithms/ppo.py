@@ -30,7 +30,10 @@ from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
+from agilerl.networks.flat_params import FlatTraining
+from agilerl.networks.mlp_gradient import cached_chain
 from agilerl.networks.optim import make_optimizer
+from agilerl.networks.policy_value_gradient import LOG_SQRT_2PI, PolicyValueChain
 from agilerl.networks.recurrent_actor_critic import Hidden, RecurrentActorCritic
 
 
@@ -142,6 +145,9 @@ class PPO(RLAlgorithm):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step's outputs; a given ``hidden`` is advanced in place."""
         if not self.recurrent:
+            chain = self._chain()
+            if chain is not None and isinstance(obs, torch.Tensor) and obs.dim() == 2:
+                return chain.run(obs)  # the same kernels, without the modules' dispatch
             return self.actor_critic(obs)
         net = cast(RecurrentActorCritic, self.actor_critic)
         state = hidden if hidden is not None else net.initial_hidden(obs.shape[0], obs.device)
@@ -165,26 +171,44 @@ class PPO(RLAlgorithm):
         Recurrent: ``hidden`` (zero state if None) is advanced in place to the state
         after ``obs``.
         """
-        net = self.actor_critic
         policy_out, value = self._policy_and_value(self.to_tensor(obs), hidden)
         mode = self.inference if deterministic is None else deterministic
         if self.continuous:
-            std = net.log_std.exp()
-            if mode:
-                action = policy_out
-            else:
-                noise = torch.randn(policy_out.shape, generator=self.torch_rng)
-                action = policy_out + std * noise.to(policy_out.device)
-            log_prob = net.distribution(policy_out).log_prob(action).sum(-1)
+            action_np, log_prob = self._gaussian_action(policy_out, mode)
         else:
-            probs = torch.softmax(policy_out, dim=-1)
-            action = (policy_out.argmax(dim=-1).cpu() if mode else
-                      torch.multinomial(probs.cpu(), 1, generator=self.torch_rng).squeeze(-1))
-            log_prob = torch.log(
-                probs.gather(1, action.to(probs.device).unsqueeze(1)).squeeze(1).clamp_min(1e-30)
-            )
-        action_np = action.cpu().numpy()
-        return self._env_action(action_np), action_np, log_prob.cpu().numpy(), value.cpu().numpy()
+            action_np, log_prob = self._categorical_action(policy_out, mode)
+        return self._env_action(action_np), action_np, log_prob, value.cpu().numpy()
+
+    def _gaussian_action(self, mean: torch.Tensor, mode: bool) -> tuple[np.ndarray, np.ndarray]:
+        """A Gaussian sample around ``mean`` (its mode: ``mean``) and its log-density,
+        summed over action dimensions (``Normal.log_prob``'s formula, without building the
+        distribution, which validates its arguments at every step)."""
+        std = self.actor_critic.log_std.detach().exp()
+        if mode:
+            action = mean
+        else:
+            noise = torch.randn(mean.shape, generator=self.torch_rng)
+            action = mean + std * noise.to(mean.device)
+        log_prob = (-((action - mean) ** 2) / (2 * std.square()) - std.log()
+                    - LOG_SQRT_2PI).sum(-1)
+        return action.cpu().numpy(), log_prob.cpu().numpy()
+
+    def _categorical_action(self, logits: torch.Tensor, mode: bool
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """An action drawn from ``Categorical(logits)`` per row (its mode: the argmax) and
+        its log-probability, computed as ``learn`` evaluates it. Drawn in numpy, by
+        inverting the row's cumulative distribution at a uniform draw from the agent's
+        numpy generator: on the few rows of a vector step, torch's multinomial costs more
+        than all the rest of the sampling."""
+        log_pmf = (logits - logits.logsumexp(dim=-1, keepdim=True)).cpu().numpy()
+        if mode:
+            action = log_pmf.argmax(axis=-1)
+        else:
+            cdf = np.exp(log_pmf).cumsum(axis=-1)
+            u = self.np_rng.random(len(cdf)) * cdf[:, -1]  # below the total: a valid index
+            action = (cdf < u[:, None]).sum(axis=-1)
+        log_prob = np.take_along_axis(log_pmf, action[:, None], axis=-1)[:, 0]
+        return action.astype(np.int64), log_prob.astype(np.float32)
 
     @acts_on_single
     @torch.inference_mode()
@@ -230,12 +254,22 @@ class PPO(RLAlgorithm):
             self._learn_flat(rollout, stats)
         return stats.means()
 
+    def _chain(self) -> PolicyValueChain | None:
+        """The network's closed-form chain (None: not an MLP actor-critic it covers)."""
+        return cached_chain(self, self.actor_critic, "_policy_value_chain",
+                            PolicyValueChain.of)
+
     def _learn_flat(self, rollout: RolloutBuffer, stats: UpdateStats) -> None:
         data = rollout.flat()
         n = len(data["advantages"])
         obs = self.to_tensor(data["obs"])
         batch = self.batch_tensors(data)
         net = self.actor_critic
+        chain = self._chain()
+        flat = self._flat_training() if chain is not None else None
+        if chain is not None and flat is not None and isinstance(obs, torch.Tensor):
+            self._learn_closed_form(chain, flat, obs, batch, stats)
+            return
         for idx in self.minibatches(n):
             policy_out, value = net(obs_index(obs, idx))
             minibatch = {k: v[idx] for k, v in batch.items()}
@@ -261,15 +295,62 @@ class PPO(RLAlgorithm):
             if self._update(policy_out, value, minibatch, mask[:, idx], stats):
                 return
 
+    def _learn_closed_form(self, chain: PolicyValueChain, flat: FlatTraining,
+                           obs: torch.Tensor, batch: dict[str, torch.Tensor],
+                           stats: UpdateStats) -> None:
+        """:meth:`_learn_flat` without autograd: the loss's gradient in closed form
+        (:func:`clipped_surrogate_gradient`, :class:`PolicyValueChain`), written into the
+        flat gradient buffer, clipped and applied by one fused Adam step. Each pass gathers
+        its permutation of the rollout once and cuts minibatches as slices of it (the
+        same rows as :meth:`minibatches`)."""
+        n = len(obs)
+        batch_size = max(1, min(int(self.batch_size), n))
+        flat.attach_grads()
+        for order in self.epoch_orders(n):
+            shuffled_obs = obs[order]
+            shuffled = {k: v[order] for k, v in batch.items()}
+            for start in range(0, n, batch_size):
+                rows = slice(start, start + batch_size)
+                minibatch = {k: v[rows] for k, v in shuffled.items()}
+                actions = minibatch["actions"]
+                tapes = chain.tapes()
+                policy_out, value = chain.run(shuffled_obs[rows], tapes)
+                evaluation = chain.log_prob_entropy(policy_out, actions)
+                terms, grad_log_prob, grad_entropy, grad_value = clipped_surrogate_gradient(
+                    self, evaluation.log_prob, evaluation.entropy, value, minibatch)
+                grad_policy, grad_log_std = chain.policy_gradient(
+                    evaluation, actions, grad_log_prob, grad_entropy)
+                chain.backward_into(tapes, grad_policy, grad_value, flat.grad_views,
+                                    grad_log_std)
+                flat.clip_grad_norm(self.max_grad_norm)
+                flat.adam_step()
+                if self._record(terms, stats):
+                    return
+
+    def _flat_training(self) -> FlatTraining | None:
+        """The network's parameters, gradients and Adam state in flat buffers (see
+        :mod:`agilerl.networks.flat_params`), rebuilt when either was replaced."""
+        optimizer = self.optimizers["optimizer"]
+        flat = self.__dict__.get("_flat")
+        if flat is None or not flat.bound_to(self.actor_critic, None, optimizer):
+            flat = self.__dict__["_flat"] = FlatTraining.build(self.actor_critic, None,
+                                                               optimizer)
+        return flat
+
     def minibatches(self, n: int) -> Iterator[torch.Tensor]:
         """The indices of every minibatch of an update over ``n`` rows (or sequences):
         ``update_epochs`` passes, each over a permutation drawn from the agent's generator
-        as the pass begins, cut into minibatches of ``batch_size``."""
+        as the pass begins (:meth:`epoch_orders`), cut into minibatches of ``batch_size``."""
         batch_size = max(1, min(int(self.batch_size), n))
-        for _epoch in range(int(self.update_epochs)):
-            order = torch.randperm(n, generator=self.torch_rng).to(self.device)
+        for order in self.epoch_orders(n):
             for start in range(0, n, batch_size):
                 yield order[start : start + batch_size]
+
+    def epoch_orders(self, n: int) -> Iterator[torch.Tensor]:
+        """One permutation of ``range(n)`` per pass of the update, each drawn from the
+        agent's generator as the pass begins."""
+        for _epoch in range(int(self.update_epochs)):
+            yield torch.randperm(n, generator=self.torch_rng).to(self.device)
 
     def batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
         """A rollout's actions, log-probabilities, advantages and returns as tensors."""
@@ -308,10 +389,14 @@ class PPO(RLAlgorithm):
         clip_grad_norm(optimizer.param_groups[0]["params"], self.max_grad_norm)
         optimizer.step()
 
+        return self._record(terms, stats)
+
+    def _record(self, terms: SurrogateTerms, stats: UpdateStats) -> bool:
+        """Add a minibatch's terms to ``stats``; True when the approximate KL divergence
+        to the rollout policy exceeds ``target_kl`` (the update stops early)."""
         values = torch.stack([term.detach() for term in terms]).tolist()
         stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
         approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
-        # --- early stop when the policy moved too far from the rollout policy ---
         return self.target_kl is not None and approx_kl > self.target_kl
 
 
@@ -354,6 +439,45 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
         clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
     return SurrogateTerms(*(term.squeeze(-1) for term in (
         loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
+
+
+def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
+                               value: torch.Tensor, batch: Mapping[str, torch.Tensor]
+                               ) -> tuple[SurrogateTerms, torch.Tensor, torch.Tensor,
+                                          torch.Tensor]:
+    """:func:`clipped_surrogate_loss`'s terms on a minibatch of rows (``(rows,)`` tensors
+    without grad) and the loss's gradient with respect to ``log_prob``, ``entropy`` and
+    ``value``, in closed form.
+
+    The surrogate's gradient flows through the ratio (``d ratio / d log_prob = ratio``)
+    unless the clipped term is the larger one and the ratio lies outside the clip range
+    (where the clamp passes none); where the two terms tie, autograd splits the gradient
+    between them, which sums to the same. The value loss gives ``vf_coef * (v - R) / rows``
+    and the entropy bonus ``-ent_coef / rows``.
+    """
+    log_ratio = log_prob - batch["log_probs"]
+    ratio = log_ratio.exp()
+    adv = batch["advantages"]
+    rows = adv.shape[-1]
+    if rows > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    clip = hp.clip_coef
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - clip, 1 + clip)
+    pg_loss = torch.max(unclipped, clipped).mean()
+    error = value - batch["returns"]
+    value_loss = 0.5 * error.pow(2).mean()
+    entropy_mean = entropy.mean()
+    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
+    outside = (ratio - 1.0).abs() > clip
+    approx_kl = ((ratio - 1) - log_ratio).mean()
+    clipfrac = outside.float().mean()
+    flows = (ratio >= 1 - clip) & (ratio <= 1 + clip) | (unclipped >= clipped)
+    grad_log_prob = torch.where(flows, unclipped, 0.0).div_(rows)
+    grad_entropy = torch.full_like(entropy, -hp.ent_coef / rows)
+    grad_value = error.mul(hp.vf_coef / rows)
+    terms = SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)
+    return terms, grad_log_prob, grad_entropy, grad_value
 
 
 class UpdateStats:

@@ -26,9 +26,10 @@ def _env(cls, channels_last: bool = False, n: int = 8) -> SyncVectorEnv:
                          autoreset_mode=AutoresetMode.NEXT_STEP)
 
 
-def _ppo(env, net) -> PPO:
+def _ppo(env, net, gamma: float = 0.99) -> PPO:
     return PPO(env.single_observation_space, env.single_action_space, net_config=net, seed=0,
-               lr=3e-3, batch_size=64, learn_step=128, num_envs=env.num_envs, update_epochs=4)
+               lr=3e-3, batch_size=64, learn_step=128, num_envs=env.num_envs, update_epochs=4,
+               gamma=gamma)
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["CHW", "HWC"])
@@ -42,7 +43,11 @@ def test_ppo_with_a_cnn_names_the_bright_half(channels_last):
 
 def test_ppo_with_a_multi_input_network_reads_the_image_and_the_discrete_part():
     env = _env(ImageCueDictEnv)
-    agent = _ppo(env, MULTI_NET)
+    # Each step's reward depends on that step's action only: a short horizon keeps the
+    # other steps' rewards out of its advantage (at 0.99, learning the XOR within this
+    # budget came down to the seed: 3 and 4 of 6 seeds, before and after a change to how
+    # actions are drawn; at 0.5, 6 of 6).
+    agent = _ppo(env, MULTI_NET, gamma=0.5)
     for seed in range(12):
         train_on_policy_member(agent, env, 512, seed=seed)
     assert agent.test(env, loop=2) >= 7.0  # a policy reading one part only scores ~4

@@ -17,6 +17,7 @@ from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.rainbow_gradient import RainbowChain
 from agilerl.networks.rainbow_q_network import RainbowQNetwork
+from tests.networks.closed_form_updates import learn_both_ways
 
 OBS = spaces.Box(-1.0, 1.0, (5,), np.float32)
 ACTIONS = 3
@@ -120,23 +121,8 @@ def test_closed_form_update_equals_the_autograd_update(activation, layer_norm,
     agents = [RainbowDQN(OBS, spaces.Discrete(ACTIONS), net_config=net, seed=0, lr=1e-2,
                          tau=0.1, num_atoms=7, v_min=-5.0, v_max=5.0, noise_std=0.5)
               for _ in range(2)]
-    history = []
-    for i, agent in enumerate(agents):
-        if i == 1:  # the same updates through autograd
-            monkeypatch.setattr(RainbowChain, "of", classmethod(lambda cls, network: None))
-        rng = np.random.default_rng(0)
-        metrics = []
-        for step in range(6):
-            if step == 2:  # a new learning rate, then a new network: the buffers follow
-                agent.set_hyperparameter("lr", 3e-3)
-            if step == 4:
-                plan = agent.actor.draw_plan("add_nodes", np.random.default_rng(1),
-                                             [activation])
-                agent.apply_architecture_mutation("actor", plan)
-            metrics.append(agent.learn(_batch(rng)))
-        history.append(metrics)
-    assert agents[0].__dict__.get("_flat") is not None  # the closed form ran, flat
-    assert agents[1].__dict__.get("_flat") is None
+    history = learn_both_ways(agents, RainbowChain, "actor", lambda _, rng: _batch(rng),
+                              monkeypatch, activation=activation)
     for got, want in zip(history[0], history[1], strict=True):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-4)
         np.testing.assert_allclose(got["priorities"], want["priorities"], rtol=1e-4)
