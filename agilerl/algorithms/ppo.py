@@ -15,14 +15,21 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple, cast
+from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.clipped_surrogate import (
+    SurrogateTerms,
+    UpdateStats,
+    clipped_surrogate_loss,
+    closed_form_step,
+)
+from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian_action
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim, obs_index
 from agilerl.algorithms.core.target import clip_grad_norm
@@ -33,7 +40,7 @@ from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import cached_chain
 from agilerl.networks.optim import make_optimizer
-from agilerl.networks.policy_value_gradient import LOG_SQRT_2PI, PolicyValueChain
+from agilerl.networks.policy_value_gradient import PolicyValueChain
 from agilerl.networks.recurrent_actor_critic import Hidden, RecurrentActorCritic
 
 
@@ -174,41 +181,11 @@ class PPO(RLAlgorithm):
         policy_out, value = self._policy_and_value(self.to_tensor(obs), hidden)
         mode = self.inference if deterministic is None else deterministic
         if self.continuous:
-            action_np, log_prob = self._gaussian_action(policy_out, mode)
+            action_np, log_prob = gaussian_action(policy_out, self.actor_critic.log_std, mode,
+                                                  self.torch_rng)
         else:
-            action_np, log_prob = self._categorical_action(policy_out, mode)
+            action_np, log_prob = categorical_action(policy_out, mode, self.np_rng)
         return self._env_action(action_np), action_np, log_prob, value.cpu().numpy()
-
-    def _gaussian_action(self, mean: torch.Tensor, mode: bool) -> tuple[np.ndarray, np.ndarray]:
-        """A Gaussian sample around ``mean`` (its mode: ``mean``) and its log-density,
-        summed over action dimensions (``Normal.log_prob``'s formula, without building the
-        distribution, which validates its arguments at every step)."""
-        std = self.actor_critic.log_std.detach().exp()
-        if mode:
-            action = mean
-        else:
-            noise = torch.randn(mean.shape, generator=self.torch_rng)
-            action = mean + std * noise.to(mean.device)
-        log_prob = (-((action - mean) ** 2) / (2 * std.square()) - std.log()
-                    - LOG_SQRT_2PI).sum(-1)
-        return action.cpu().numpy(), log_prob.cpu().numpy()
-
-    def _categorical_action(self, logits: torch.Tensor, mode: bool
-                            ) -> tuple[np.ndarray, np.ndarray]:
-        """An action drawn from ``Categorical(logits)`` per row (its mode: the argmax) and
-        its log-probability, computed as ``learn`` evaluates it. Drawn in numpy, by
-        inverting the row's cumulative distribution at a uniform draw from the agent's
-        numpy generator: on the few rows of a vector step, torch's multinomial costs more
-        than all the rest of the sampling."""
-        log_pmf = (logits - logits.logsumexp(dim=-1, keepdim=True)).cpu().numpy()
-        if mode:
-            action = log_pmf.argmax(axis=-1)
-        else:
-            cdf = np.exp(log_pmf).cumsum(axis=-1)
-            u = self.np_rng.random(len(cdf)) * cdf[:, -1]  # below the total: a valid index
-            action = (cdf < u[:, None]).sum(axis=-1)
-        log_prob = np.take_along_axis(log_pmf, action[:, None], axis=-1)[:, 0]
-        return action.astype(np.int64), log_prob.astype(np.float32)
 
     @acts_on_single
     @torch.inference_mode()
@@ -312,18 +289,7 @@ class PPO(RLAlgorithm):
             for start in range(0, n, batch_size):
                 rows = slice(start, start + batch_size)
                 minibatch = {k: v[rows] for k, v in shuffled.items()}
-                actions = minibatch["actions"]
-                tapes = chain.tapes()
-                policy_out, value = chain.run(shuffled_obs[rows], tapes)
-                evaluation = chain.log_prob_entropy(policy_out, actions)
-                terms, grad_log_prob, grad_entropy, grad_value = clipped_surrogate_gradient(
-                    self, evaluation.log_prob, evaluation.entropy, value, minibatch)
-                grad_policy, grad_log_std = chain.policy_gradient(
-                    evaluation, actions, grad_log_prob, grad_entropy)
-                chain.backward_into(tapes, grad_policy, grad_value, flat.grad_views,
-                                    grad_log_std)
-                flat.clip_grad_norm(self.max_grad_norm)
-                flat.adam_step()
+                terms = closed_form_step(self, chain, flat, shuffled_obs[rows], minibatch)
                 if self._record(terms, stats):
                     return
 
@@ -398,101 +364,3 @@ class PPO(RLAlgorithm):
         stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
         approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
         return self.target_kl is not None and approx_kl > self.target_kl
-
-
-class SurrogateTerms(NamedTuple):
-    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad); scalars, or
-    one per member of a stacked minibatch."""
-
-    loss: torch.Tensor
-    policy_loss: torch.Tensor
-    value_loss: torch.Tensor
-    entropy: torch.Tensor
-    approx_kl: torch.Tensor
-    clipfrac: torch.Tensor
-
-
-def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
-                           value: torch.Tensor, batch: Mapping[str, torch.Tensor]
-                           ) -> SurrogateTerms:
-    """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
-    squared value error and the entropy bonus, weighted by ``hp``'s ``clip_coef``,
-    ``vf_coef`` and ``ent_coef`` (PPO, each IPPO unit, and stacked PPO members); with the
-    approximate KL to the rollout policy and the clipped fraction, without grad.
-
-    Means run over the last dimension: ``(rows,)`` tensors give scalar terms;
-    ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
-    give one term per member.
-    """
-    log_ratio = log_prob - batch["log_probs"]
-    ratio = log_ratio.exp()
-    adv = batch["advantages"]
-    if adv.shape[-1] > 1:
-        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
-    clip = hp.clip_coef
-    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean(-1, True)
-    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean(-1, True)
-    entropy_mean = entropy.mean(-1, True)
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    with torch.no_grad():
-        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
-        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
-    return SurrogateTerms(*(term.squeeze(-1) for term in (
-        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
-
-
-def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
-                               value: torch.Tensor, batch: Mapping[str, torch.Tensor]
-                               ) -> tuple[SurrogateTerms, torch.Tensor, torch.Tensor,
-                                          torch.Tensor]:
-    """:func:`clipped_surrogate_loss`'s terms on a minibatch of rows (``(rows,)`` tensors
-    without grad) and the loss's gradient with respect to ``log_prob``, ``entropy`` and
-    ``value``, in closed form.
-
-    The surrogate's gradient flows through the ratio (``d ratio / d log_prob = ratio``)
-    unless the clipped term is the larger one and the ratio lies outside the clip range
-    (where the clamp passes none); where the two terms tie, autograd splits the gradient
-    between them, which sums to the same. The value loss gives ``vf_coef * (v - R) / rows``
-    and the entropy bonus ``-ent_coef / rows``.
-    """
-    log_ratio = log_prob - batch["log_probs"]
-    ratio = log_ratio.exp()
-    adv = batch["advantages"]
-    rows = adv.shape[-1]
-    if rows > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    clip = hp.clip_coef
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - clip, 1 + clip)
-    pg_loss = torch.max(unclipped, clipped).mean()
-    error = value - batch["returns"]
-    value_loss = 0.5 * error.pow(2).mean()
-    entropy_mean = entropy.mean()
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    outside = (ratio - 1.0).abs() > clip
-    approx_kl = ((ratio - 1) - log_ratio).mean()
-    clipfrac = outside.float().mean()
-    flows = (ratio >= 1 - clip) & (ratio <= 1 + clip) | (unclipped >= clipped)
-    grad_log_prob = torch.where(flows, unclipped, 0.0).div_(rows)
-    grad_entropy = torch.full_like(entropy, -hp.ent_coef / rows)
-    grad_value = error.mul(hp.vf_coef / rows)
-    terms = SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)
-    return terms, grad_log_prob, grad_entropy, grad_value
-
-
-class UpdateStats:
-    """Running means of the update's metrics over minibatches."""
-
-    KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
-
-    def __init__(self) -> None:
-        self.sums = dict.fromkeys(self.KEYS, 0.0)
-        self.updates = 0
-
-    def add(self, **values: float) -> None:
-        for key, val in values.items():
-            self.sums[key] += val
-        self.updates += 1
-
-    def means(self) -> dict[str, float]:
-        return {k: v / max(self.updates, 1) for k, v in self.sums.items()}

@@ -1,7 +1,7 @@
 """PPO's closed form: the actor-critic network's gradient, the clipped surrogate's gradient
 and a whole closed-form PPO update equal autograd's (discrete and Gaussian policies, shared
 and separate encoders, through early stops, a learning-rate change and an architecture
-mutation); and the acting path draws actions with the policy's probabilities."""
+mutation)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms import PPO
-from agilerl.algorithms.ppo import clipped_surrogate_gradient, clipped_surrogate_loss
+from agilerl.algorithms.core.clipped_surrogate import (
+    clipped_surrogate_gradient,
+    clipped_surrogate_loss,
+)
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import normalise_net_config
@@ -158,29 +161,3 @@ def test_networks_outside_the_closed_form_get_none() -> None:
     recurrent = PPO(OBS, spaces.Discrete(2), seed=0, recurrent=True, net_config={
         "latent_dim": 8, "encoder_config": {"arch": "lstm", "hidden_state_size": 8}})
     assert PolicyValueChain.of(recurrent.actor_critic) is None
-
-
-def test_drawn_actions_follow_the_policy_and_carry_its_log_probabilities() -> None:
-    agent = PPO(OBS, spaces.Discrete(4), net_config=_net(), seed=0)
-    probs = torch.tensor([0.1, 0.2, 0.0, 0.7])
-    logits = probs.log().expand(40_000, 4)  # the third action can never be drawn
-    action, log_prob = agent._categorical_action(logits, mode=False)
-    assert action.dtype == np.int64 and log_prob.dtype == np.float32
-    frequencies = np.bincount(action, minlength=4) / len(action)
-    np.testing.assert_allclose(frequencies, probs.numpy(), atol=0.01)
-    assert frequencies[2] == 0
-    np.testing.assert_allclose(log_prob, probs.log().numpy()[action], rtol=1e-6)
-    greedy, _ = agent._categorical_action(logits[:3], mode=True)
-    assert greedy.tolist() == [3, 3, 3]
-
-
-def test_gaussian_actions_carry_the_normal_log_density() -> None:
-    agent = PPO(OBS, spaces.Box(-1.0, 1.0, (2,)), net_config=_net(), seed=0,
-                action_std_init=0.4)
-    mean = torch.randn(1_000, 2, generator=torch.Generator().manual_seed(3))
-    action, log_prob = agent._gaussian_action(mean, mode=False)
-    normal = torch.distributions.Normal(mean, torch.full_like(mean, 0.4))
-    want = normal.log_prob(torch.as_tensor(action)).sum(-1)
-    np.testing.assert_allclose(log_prob, want.numpy(), rtol=1e-5, atol=1e-5)
-    spread = (torch.as_tensor(action) - mean).std()
-    assert float(spread) == pytest.approx(0.4, rel=0.05)

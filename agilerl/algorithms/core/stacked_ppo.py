@@ -33,8 +33,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from agilerl.algorithms.core.clipped_surrogate import UpdateStats, clipped_surrogate_loss
 from agilerl.algorithms.core.member_stacks import MemberAdams, MemberStacks, clip_member_grads
-from agilerl.algorithms.ppo import PPO, UpdateStats, clipped_surrogate_loss
+from agilerl.algorithms.ppo import PPO
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
 from agilerl.networks.actor_critic import ActorCritic
@@ -252,7 +253,7 @@ class _Coefficients(NamedTuple):
 def _surrogate(agents: Sequence[PPO], log_prob: torch.Tensor, entropy: torch.Tensor,
                value: torch.Tensor, batch: _Minibatch) -> list[torch.Tensor]:
     """Per member (tensors of shape (members,)): the terms of
-    :func:`~agilerl.algorithms.ppo.clipped_surrogate_loss` with its own coefficients, in
+    :func:`~agilerl.algorithms.core.clipped_surrogate.clipped_surrogate_loss` with its own coefficients, in
     one stacked call; a padded minibatch takes one call per member on its own rows."""
     fields = {"log_probs": batch.log_probs, "advantages": batch.advantages,
               "returns": batch.returns}
