@@ -24,14 +24,22 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.algorithms.core.clipped_surrogate import (
+    SurrogateTerms,
+    clipped_surrogate_loss,
+    closed_form_step,
+)
 from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian_action
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.spaces import IncompatibleSpaceError, action_dim
-from agilerl.algorithms.ppo import clipped_surrogate_loss
 from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
+from agilerl.networks.flat_params import FlatTraining
+from agilerl.networks.mlp_gradient import cached_chain
+from agilerl.networks.policy_value_gradient import PolicyValueChain
 
 #: Rollout of one agent (``RolloutBuffer`` plus, for masked discrete actions, the masks).
 AgentRollouts = Mapping[str, RolloutBuffer]
@@ -97,9 +105,19 @@ class IPPO(MultiAgentRLAlgorithm):
         return cast(ActorCritic, self.unit_network("actor_critic", unit))
 
     # ------------------------------------------------------------------ acting
+    def _chain(self, unit: str) -> PolicyValueChain | None:
+        """The unit's network's closed-form chain (None: not an MLP actor-critic)."""
+        return cached_chain(self, self._net(unit), f"_chain.{unit}", PolicyValueChain.of)
+
+    def _outputs(self, unit: str, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        chain = self._chain(unit)
+        if chain is not None and isinstance(obs, torch.Tensor) and obs.dim() == 2:
+            return chain.run(obs)  # the same kernels, without the modules' dispatch
+        return self._net(unit)(obs)
+
     def _policy(self, unit: str, obs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (masked logits, or Gaussian mean) and values of the unit's agents."""
-        policy_out, value = self._net(unit)(self.unit_tensor(unit, obs))
+        policy_out, value = self._outputs(unit, self.unit_tensor(unit, obs))
         return self._mask_policy(unit, obs, policy_out), value
 
     def _mask_policy(
@@ -124,20 +142,13 @@ class IPPO(MultiAgentRLAlgorithm):
         mode = self.inference if deterministic is None else deterministic
         for unit in self.units:
             policy_out, value = self._policy(unit, obs)
-            net = self._net(unit)
             if self.continuous[unit]:
-                action = policy_out if mode else policy_out + net.log_std.exp() * torch.randn(
-                    policy_out.shape, generator=self.torch_rng).to(policy_out.device)
-                log_prob = net.distribution(policy_out).log_prob(action).sum(-1)
+                raw, log_prob = gaussian_action(policy_out, self._net(unit).log_std, mode,
+                                                self.torch_rng)
             else:
-                probs = torch.softmax(policy_out, dim=-1)
-                action = (policy_out.argmax(dim=-1).cpu() if mode else torch.multinomial(
-                    probs.cpu(), 1, generator=self.torch_rng).squeeze(-1))
-                log_prob = torch.log_softmax(policy_out, dim=-1).gather(
-                    1, action.to(policy_out.device).unsqueeze(1)).squeeze(1)
-            raw = action.cpu().numpy()
+                raw, log_prob = categorical_action(policy_out, mode, self.np_rng)
             actions.update(self.split_unit(unit, raw))
-            log_probs.update(self.split_unit(unit, log_prob.cpu().numpy()))
+            log_probs.update(self.split_unit(unit, log_prob))
             values.update(self.split_unit(unit, value.cpu().numpy()))
             env_actions.update(self.split_unit(unit, self._env_action(unit, raw)))
         return env_actions, actions, log_probs, values
@@ -163,7 +174,7 @@ class IPPO(MultiAgentRLAlgorithm):
         """State values of every agent (to bootstrap truncated episodes and rollouts)."""
         out: dict[str, np.ndarray] = {}
         for unit in self.units:
-            _, value = self._net(unit)(self.unit_tensor(unit, obs))
+            _, value = self._outputs(unit, self.unit_tensor(unit, obs))
             out.update(self.split_unit(unit, value.cpu().numpy()))
         return out
 
@@ -221,16 +232,24 @@ class IPPO(MultiAgentRLAlgorithm):
             batch["masks"] = torch.as_tensor(masks, device=self.device)
         stats: dict[str, list[float]] = {}
         batch_size = max(1, min(int(self.batch_size), n))
+        chain = self._chain(unit)
+        flat = self._flat_training(unit) if chain is not None else None
         for _epoch in range(int(self.update_epochs)):
             order = torch.randperm(n, generator=self.torch_rng)
             for start in range(0, n, batch_size):
                 rows = order[start : start + batch_size]
                 idx = rows.to(self.device)
                 minibatch = {k: v[idx] for k, v in batch.items()}
-                policy_out, value = net(encoder(obs.take(rows.numpy()), self.device))
-                if "masks" in minibatch:
-                    policy_out = _masked(policy_out, minibatch["masks"])
-                step = self._update(unit, policy_out, value, minibatch)
+                net_input = encoder(obs.take(rows.numpy()), self.device)
+                if chain is not None and flat is not None and isinstance(net_input, torch.Tensor):
+                    legal = _legal(minibatch["masks"]) if "masks" in minibatch else None
+                    step = _step_metrics(closed_form_step(self, chain, flat, net_input,
+                                                          minibatch, legal))
+                else:
+                    policy_out, value = net(net_input)
+                    if "masks" in minibatch:
+                        policy_out = _masked(policy_out, minibatch["masks"])
+                    step = self._update(unit, policy_out, value, minibatch)
                 for key, val in step.items():
                     stats.setdefault(key, []).append(val)
                 if self.target_kl is not None and step["approx_kl"] > self.target_kl:
@@ -253,19 +272,37 @@ class IPPO(MultiAgentRLAlgorithm):
         terms.loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
         optimizer.step()
-        return {
-            "loss": float(terms.loss.detach()), "policy_loss": float(terms.policy_loss.detach()),
-            "value_loss": float(terms.value_loss.detach()),
-            "entropy": float(terms.entropy.detach()), "approx_kl": float(terms.approx_kl),
-        }  # fmt: skip
+        return _step_metrics(terms)
+
+    def _flat_training(self, unit: str) -> FlatTraining | None:
+        """The unit's network's parameters, gradients and Adam state in flat buffers (see
+        :mod:`agilerl.networks.flat_params`), rebuilt when either was replaced."""
+        net, optimizer = self._net(unit), self.optimizers[self.network_name("optimizer", unit)]
+        flats: dict[str, FlatTraining | None] = self.__dict__.setdefault("_flat_units", {})
+        flat = flats.get(unit)
+        if flat is None or not flat.bound_to(net, None, optimizer):
+            flat = flats[unit] = FlatTraining.build(net, None, optimizer)
+        return flat
+
+
+def _step_metrics(terms: SurrogateTerms) -> dict[str, float]:
+    """A minibatch step's metrics (what IPPO reports: no clipped fraction)."""
+    values = torch.stack([term.detach() for term in terms[:5]]).tolist()
+    return dict(zip(("loss", "policy_loss", "value_loss", "entropy", "approx_kl"), values,
+                    strict=True))
+
+
+def _legal(mask: torch.Tensor) -> torch.Tensor:
+    """The actions a row may take: those ``mask`` allows; every action in a row with no
+    legal action (nothing to choose from: the env ignores it)."""
+    mask = mask.to(torch.bool)
+    return mask | ~mask.any(dim=-1, keepdim=True)
 
 
 def _masked(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Logits with illegal actions (``mask`` False) at the dtype's minimum; a row with no
-    legal action is left as it is (nothing to choose from: the env ignores it)."""
-    mask = mask.to(torch.bool)
-    keep = mask | ~mask.any(dim=-1, keepdim=True)
-    return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
+    """Logits with illegal actions (``mask`` False) at the dtype's minimum (see
+    :func:`_legal`)."""
+    return logits.masked_fill(~_legal(mask), torch.finfo(logits.dtype).min)
 
 
 _LEARN_KEYS = ("actions", "log_probs", "advantages", "returns")
