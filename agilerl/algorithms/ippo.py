@@ -234,6 +234,8 @@ class IPPO(MultiAgentRLAlgorithm):
         batch_size = max(1, min(int(self.batch_size), n))
         chain = self._chain(unit)
         flat = self._flat_training(unit) if chain is not None else None
+        if flat is not None:
+            flat.attach_grads()
         for _epoch in range(int(self.update_epochs)):
             order = torch.randperm(n, generator=self.torch_rng)
             for start in range(0, n, batch_size):
@@ -287,7 +289,8 @@ class IPPO(MultiAgentRLAlgorithm):
 
 def _step_metrics(terms: SurrogateTerms) -> dict[str, float]:
     """A minibatch step's metrics (what IPPO reports: no clipped fraction)."""
-    values = torch.stack([term.detach() for term in terms[:5]]).tolist()
+    values = torch.stack([terms.loss, terms.policy_loss, terms.value_loss, terms.entropy,
+                          terms.approx_kl]).detach().tolist()
     return dict(zip(("loss", "policy_loss", "value_loss", "entropy", "approx_kl"), values,
                     strict=True))
 

@@ -19,7 +19,9 @@ has to itself:
   every member after the first, whose additions become the member's delta as in a
   sequential run;
 - its own random streams: the env's generators (reset from the member's seed), the agent's
-  exploration generator (PPO: its generator, which also draws its minibatches), the batch sampler's generator (seeded from the member's seed), and
+  exploration generators (PPO: its numpy generator draws categorical actions, its torch
+  generator Gaussian noise and minibatches), the batch sampler's generator (seeded from the
+  member's seed), and
   torch's process-wide generator, seeded as
   :class:`~agilerl.population.local.LocalPopulation` seeds it and swapped in whenever the
   member runs (a microsecond). Python's and numpy's process-wide generators are seeded per
