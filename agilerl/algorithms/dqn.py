@@ -173,7 +173,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         target = bellman_target(reward, done, self.gamma, target_chain.run(next_obs),
                                 chain.run(next_obs) if self.double else None)
         terms, grad = self.loss_and_grad(q_all, action, target)
-        chain.backward_into(tape, grad, flat.slots(chain))
+        chain.backward_into(tape, grad, chain.gradient_slots(flat.grad_views))
         flat.attach_grads()
         flat.fresh = True
         return terms

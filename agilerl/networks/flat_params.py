@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 
-from agilerl.networks.mlp_gradient import MLPChain
 from agilerl.networks.optim import Adam
 
 
@@ -52,7 +51,6 @@ class FlatTraining:
                             for flat in (self.flat, self.grad, self.exp_avg, self.exp_avg_sq)]
         self.state = optimizer.state
         self.fresh = False  # set by whoever wrote a gradient into ``grad`` not yet applied
-        self._slots: tuple[Any, list[tuple[Any, ...]]] | None = None
         self.attach_grads()
 
     @classmethod
@@ -83,12 +81,6 @@ class FlatTraining:
                 and self.params[0].data_ptr() == self.flat.data_ptr()
                 and (self.target_flat is None
                      or self.target_params[0].data_ptr() == self.target_flat.data_ptr()))
-
-    def slots(self, chain: MLPChain) -> list[tuple[Any, ...]]:
-        """The gradient views of ``chain`` (the online network's) for ``MLPChain.backward``."""
-        if self._slots is None or self._slots[0] is not chain:
-            self._slots = (chain, chain.gradient_slots(self.grad_views))
-        return self._slots[1]
 
     def attach_grads(self) -> None:
         """Make every parameter's ``.grad`` its view of the flat gradient (a

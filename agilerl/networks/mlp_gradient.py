@@ -252,11 +252,16 @@ class MLPChain:
 
     def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
         """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
-        tensor)."""
-        return [(grads[id(weight)], grads[id(bias)],
+        tensor), kept while the same map is passed (a flat buffer's gradient views, see
+        ``FlatTraining.grad_views``, are one map for the buffer's life)."""
+        cached = self.__dict__.get("_slots")
+        if cached is None or cached[0] is not grads:
+            cached = self._slots = (grads, [
+                (grads[id(weight)], grads[id(bias)],
                  grads[id(norm[1])] if norm is not None else None,
                  grads[id(norm[2])] if norm is not None else None)
-                for weight, bias, norm, _ in self.plan]
+                for weight, bias, norm, _ in self.plan])
+        return cached[1]
 
 
 def first_rows(tape: Tape, rows: int) -> Tape:

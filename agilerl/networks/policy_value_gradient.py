@@ -151,22 +151,14 @@ class PolicyValueChain:
             grads[id(self.log_std)].copy_(grad_log_std)
         sent = {
             self.policy_input: self.policy.backward_to_input(
-                tapes.policy, grad_policy, into=self._slots(self.policy, grads)),
+                tapes.policy, grad_policy, into=self.policy.gradient_slots(grads)),
         }
         to_value = self.value.backward_to_input(
-            tapes.value, grad_value.unsqueeze(-1), into=self._slots(self.value, grads))
+            tapes.value, grad_value.unsqueeze(-1), into=self.value.gradient_slots(grads))
         if self.value_input in sent:
             sent[self.value_input] = sent[self.value_input] + to_value
         else:
             sent[self.value_input] = to_value
         for name, encoder in self.encoders.items():
-            encoder.backward_into(tapes.encoders[name], sent[name], self._slots(encoder, grads))
-
-    def _slots(self, chain: MLPChain, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
-        """``chain``'s gradient slots in ``grads``, kept while ``grads`` is the same map."""
-        cache: dict[int, tuple[Any, list[tuple[Any, ...]]]] = self.__dict__.setdefault(
-            "_slot_cache", {})
-        cached = cache.get(id(chain))
-        if cached is None or cached[0] is not grads:
-            cached = cache[id(chain)] = (grads, chain.gradient_slots(grads))
-        return cached[1]
+            encoder.backward_into(tapes.encoders[name], sent[name],
+                                  encoder.gradient_slots(grads))
