@@ -25,6 +25,39 @@ class SurrogateTerms(NamedTuple):
     clipfrac: torch.Tensor
 
 
+class _Surrogate(NamedTuple):
+    """The loss's terms and what its gradient reads."""
+
+    terms: SurrogateTerms
+    ratio: torch.Tensor
+    unclipped: torch.Tensor  # -A * ratio
+    clipped: torch.Tensor  # -A * clamp(ratio, 1 - clip, 1 + clip)
+    error: torch.Tensor  # V - R
+
+
+def _surrogate(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
+               batch: Mapping[str, torch.Tensor]) -> _Surrogate:
+    log_ratio = log_prob - batch["log_probs"]
+    ratio = log_ratio.exp()
+    adv = batch["advantages"]
+    if adv.shape[-1] > 1:
+        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+    clip = hp.clip_coef
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - clip, 1 + clip)
+    pg_loss = torch.max(unclipped, clipped).mean(-1, True)
+    error = value - batch["returns"]
+    value_loss = 0.5 * error.pow(2).mean(-1, True)
+    entropy_mean = entropy.mean(-1, True)
+    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
+    terms = SurrogateTerms(*(term.squeeze(-1) for term in (
+        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
+    return _Surrogate(terms, ratio, unclipped, clipped, error)
+
+
 def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
                            value: torch.Tensor, batch: Mapping[str, torch.Tensor]
                            ) -> SurrogateTerms:
@@ -37,21 +70,7 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
     ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
     give one term per member.
     """
-    log_ratio = log_prob - batch["log_probs"]
-    ratio = log_ratio.exp()
-    adv = batch["advantages"]
-    if adv.shape[-1] > 1:
-        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
-    clip = hp.clip_coef
-    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean(-1, True)
-    value_loss = 0.5 * (value - batch["returns"]).pow(2).mean(-1, True)
-    entropy_mean = entropy.mean(-1, True)
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    with torch.no_grad():
-        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
-        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
-    return SurrogateTerms(*(term.squeeze(-1) for term in (
-        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
+    return _surrogate(hp, log_prob, entropy, value, batch).terms
 
 
 def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
@@ -68,29 +87,15 @@ def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.T
     between them, which sums to the same. The value loss gives ``vf_coef * (v - R) / rows``
     and the entropy bonus ``-ent_coef / rows``.
     """
-    log_ratio = log_prob - batch["log_probs"]
-    ratio = log_ratio.exp()
-    adv = batch["advantages"]
-    rows = adv.shape[-1]
-    if rows > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    parts = _surrogate(hp, log_prob, entropy, value, batch)
+    rows = log_prob.shape[-1]
     clip = hp.clip_coef
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - clip, 1 + clip)
-    pg_loss = torch.max(unclipped, clipped).mean()
-    error = value - batch["returns"]
-    value_loss = 0.5 * error.pow(2).mean()
-    entropy_mean = entropy.mean()
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
-    outside = (ratio - 1.0).abs() > clip
-    approx_kl = ((ratio - 1) - log_ratio).mean()
-    clipfrac = outside.float().mean()
-    flows = (ratio >= 1 - clip) & (ratio <= 1 + clip) | (unclipped >= clipped)
+    ratio, unclipped = parts.ratio, parts.unclipped
+    flows = (ratio >= 1 - clip) & (ratio <= 1 + clip) | (unclipped >= parts.clipped)
     grad_log_prob = torch.where(flows, unclipped, 0.0).div_(rows)
     grad_entropy = torch.full_like(entropy, -hp.ent_coef / rows)
-    grad_value = error.mul(hp.vf_coef / rows)
-    terms = SurrogateTerms(loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)
-    return terms, grad_log_prob, grad_entropy, grad_value
+    grad_value = parts.error.mul(hp.vf_coef / rows)
+    return parts.terms, grad_log_prob, grad_entropy, grad_value
 
 
 def closed_form_step(hp: Any, chain: PolicyValueChain, flat: FlatTraining, obs: torch.Tensor,
