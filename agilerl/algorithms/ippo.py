@@ -281,9 +281,7 @@ class IPPO(MultiAgentRLAlgorithm):
         :mod:`agilerl.networks.flat_params`), rebuilt when either was replaced."""
         net, optimizer = self._net(unit), self.optimizers[self.network_name("optimizer", unit)]
         flats: dict[str, FlatTraining | None] = self.__dict__.setdefault("_flat_units", {})
-        flat = flats.get(unit)
-        if flat is None or not flat.bound_to(net, None, optimizer):
-            flat = flats[unit] = FlatTraining.build(net, None, optimizer)
+        flat = flats[unit] = FlatTraining.current(flats.get(unit), net, None, optimizer)
         return flat
 
 

@@ -296,11 +296,8 @@ class PPO(RLAlgorithm):
     def _flat_training(self) -> FlatTraining | None:
         """The network's parameters, gradients and Adam state in flat buffers (see
         :mod:`agilerl.networks.flat_params`), rebuilt when either was replaced."""
-        optimizer = self.optimizers["optimizer"]
-        flat = self.__dict__.get("_flat")
-        if flat is None or not flat.bound_to(self.actor_critic, None, optimizer):
-            flat = self.__dict__["_flat"] = FlatTraining.build(self.actor_critic, None,
-                                                               optimizer)
+        flat = self.__dict__["_flat"] = FlatTraining.current(
+            self.__dict__.get("_flat"), self.actor_critic, None, self.optimizers["optimizer"])
         return flat
 
     def minibatches(self, n: int) -> Iterator[torch.Tensor]:

@@ -73,6 +73,16 @@ class FlatTraining:
             return None
         return cls(online, target, optimizer, params, target_params)
 
+    @classmethod
+    def current(cls, flat: FlatTraining | None, online: Any, target: Any | None,
+                optimizer: Any) -> FlatTraining | None:
+        """``flat`` while it is still bound to ``online``, ``target`` and ``optimizer``;
+        otherwise buffers built afresh for them (:meth:`build`, None where they do not
+        fit)."""
+        if flat is not None and flat.bound_to(online, target, optimizer):
+            return flat
+        return cls.build(online, target, optimizer)
+
     def bound_to(self, online: Any, target: Any | None, optimizer: Any) -> bool:
         """Whether these buffers are still those of ``online``, ``target`` and
         ``optimizer`` (none replaced, no parameter moved off its view)."""

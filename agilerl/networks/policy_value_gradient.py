@@ -64,8 +64,8 @@ class PolicyValueChain:
         self.log_std: torch.Tensor | None = network.log_std if self.continuous else None
         self.parameters = [p for chain in (*self.encoders.values(), self.policy, self.value)
                            for p in chain.parameters]
-        if self.continuous:
-            self.parameters.append(network.log_std)
+        if self.log_std is not None:
+            self.parameters.append(self.log_std)
 
     @classmethod
     def of(cls, network: Any) -> PolicyValueChain | None:

@@ -328,7 +328,7 @@ class RLAlgorithm(MemberState):
         longer exists."""
         for mirror, source in self.network_mirror_sources().items():
             self.networks[mirror].load_state_dict(self.networks[source].state_dict())
-        for opt_name in list(self.optimizers):
+        for opt_name in self.optimizers:
             replaced = self.optimizers[opt_name]
             self._rebuild_optimizer(opt_name)
             # (the learning rate in effect follows the run's progress, not the weights)
