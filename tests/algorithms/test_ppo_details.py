@@ -83,6 +83,12 @@ def test_an_architecture_mutation_keeps_the_annealed_learning_rate(small_net):
     agent.apply_architecture_mutation("actor_critic", plan)
     assert agent.optimizers["optimizer"].param_groups[0]["lr"] == pytest.approx(2.5e-4)
     assert agent.lr == 1e-3
+    # the restart after a change that does not keep the function: fresh moments, same rate
+    old = agent.optimizers["optimizer"]
+    agent.set_progress(0.5)
+    agent.restart_targets_and_optimizers()
+    assert agent.optimizers["optimizer"] is not old
+    assert agent.optimizers["optimizer"].param_groups[0]["lr"] == pytest.approx(5e-4)
 
 
 def test_without_anneal_lr_the_learning_rate_stays_constant(small_net):
