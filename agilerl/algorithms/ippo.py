@@ -287,10 +287,8 @@ class IPPO(MultiAgentRLAlgorithm):
 
 def _step_metrics(terms: SurrogateTerms) -> dict[str, float]:
     """A minibatch step's metrics (what IPPO reports: no clipped fraction)."""
-    values = torch.stack([terms.loss, terms.policy_loss, terms.value_loss, terms.entropy,
-                          terms.approx_kl]).detach().tolist()
-    return dict(zip(("loss", "policy_loss", "value_loss", "entropy", "approx_kl"), values,
-                    strict=True))
+    keys = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl")
+    return dict(zip(keys, terms.floats()[:len(keys)], strict=True))
 
 
 def _legal(mask: torch.Tensor) -> torch.Tensor:

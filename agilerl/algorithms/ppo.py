@@ -357,7 +357,7 @@ class PPO(RLAlgorithm):
     def _record(self, terms: SurrogateTerms, stats: UpdateStats) -> bool:
         """Add a minibatch's terms to ``stats``; True when the approximate KL divergence
         to the rollout policy exceeds ``target_kl`` (the update stops early)."""
-        values = torch.stack([term.detach() for term in terms]).tolist()
+        values = terms.floats()
         stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
         approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
         return self.target_kl is not None and approx_kl > self.target_kl

@@ -99,14 +99,16 @@ class ActorCritic(EvolvableNetwork):
 
         Discrete actions skip the ``Categorical`` object: it validates its arguments and
         the sample with a dozen tensor ops per call, which is most of a minibatch update
-        on small networks. The maths is the ``Categorical`` one, op for op (same values
-        and gradients, bit for bit).
+        on small networks. The maths is the ``Categorical`` one (its entropy clamps the
+        log-probabilities of impossible actions), with the log-probabilities taken by one
+        ``log_softmax`` instead of a ``logsumexp`` and a subtraction (equal up to float
+        rounding, and several times cheaper on a few rows).
         """
         if self.continuous:
             dist = self.distribution(policy_out)
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
-        log_pmf = policy_out - policy_out.logsumexp(dim=-1, keepdim=True)
+        log_pmf = torch.log_softmax(policy_out, dim=-1)
         log_prob = log_pmf.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
-        entropy = -(clamped * torch.softmax(log_pmf, dim=-1)).sum(-1)
+        entropy = (clamped * log_pmf.exp()).sum(-1).neg()
         return log_prob, entropy

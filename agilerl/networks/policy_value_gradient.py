@@ -110,18 +110,19 @@ class PolicyValueChain:
             log_prob = (-(diff.square()) / (2 * var) - std.log() - LOG_SQRT_2PI).sum(-1)
             entropy = (0.5 + LOG_SQRT_2PI + std.log()).sum(-1)
             return PolicyEvaluation(log_prob, entropy, scaled, scaled * diff)
-        log_pmf = policy_out - policy_out.logsumexp(dim=-1, keepdim=True)
+        log_pmf = torch.log_softmax(policy_out, dim=-1)
         log_prob = log_pmf.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
-        probs = torch.softmax(log_pmf, dim=-1)
-        entropy = -(clamped * probs).sum(-1)
+        probs = log_pmf.exp()
+        entropy = (clamped * probs).sum(-1).neg_()
         return PolicyEvaluation(log_prob, entropy, clamped, probs)
 
     def policy_gradient(self, evaluation: PolicyEvaluation, actions: torch.Tensor,
-                        grad_log_prob: torch.Tensor, grad_entropy: torch.Tensor
+                        grad_log_prob: torch.Tensor, grad_entropy: float
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The gradient at the policy output (and at the log standard deviation, Gaussian
-        only) of ``sum(grad_log_prob * log_prob + grad_entropy * entropy)``.
+        only) of ``sum(grad_log_prob * log_prob + grad_entropy * entropy)`` (the same
+        ``grad_entropy`` for every row).
 
         Categorical: ``d log p(a) / dz = onehot(a) - p`` and ``dH / dz = -p (log p + H)``.
         Gaussian: ``d log p / d mean = (a - mean) / var``, ``d log p / d log_std =
@@ -130,11 +131,11 @@ class PolicyValueChain:
         if self.continuous:
             scaled, squared = evaluation.saved, evaluation.saved_too
             grad_out = scaled * grad_log_prob.unsqueeze(-1)
-            grad_log_std = (grad_log_prob @ (squared - 1.0)) + grad_entropy.sum()
+            grad_log_std = (grad_log_prob @ (squared - 1.0)) + grad_entropy * len(grad_log_prob)
             return grad_out, grad_log_std
         log_pmf, probs = evaluation.saved, evaluation.saved_too
         grad_out = probs * (log_pmf + evaluation.entropy.unsqueeze(-1))
-        grad_out.mul_(-grad_entropy.unsqueeze(-1))
+        grad_out.mul_(-grad_entropy)
         grad_out.addcmul_(probs, grad_log_prob.unsqueeze(-1), value=-1.0)
         grad_out.scatter_add_(-1, actions.unsqueeze(-1), grad_log_prob.unsqueeze(-1))
         return grad_out, None

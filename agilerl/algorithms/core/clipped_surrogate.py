@@ -5,7 +5,7 @@ step, and the running means of an update's metrics."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 
@@ -14,22 +14,40 @@ from agilerl.networks.policy_value_gradient import PolicyValueChain
 
 
 class SurrogateTerms(NamedTuple):
-    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad); scalars, or
-    one per member of a stacked minibatch."""
+    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad): tensors
+    (scalars, or one per member of a stacked minibatch), or floats."""
 
-    loss: torch.Tensor
-    policy_loss: torch.Tensor
-    value_loss: torch.Tensor
-    entropy: torch.Tensor
-    approx_kl: torch.Tensor
-    clipfrac: torch.Tensor
+    loss: Any
+    policy_loss: Any
+    value_loss: Any
+    entropy: Any
+    approx_kl: Any
+    clipfrac: Any
+
+    @classmethod
+    def of(cls, hp: Any, policy_loss: Any, squared_error: Any, entropy: Any, approx_kl: Any,
+           clipfrac: Any) -> SurrogateTerms:
+        """The terms from the means of :func:`_surrogate` (tensors or floats), weighted by
+        ``hp``'s ``vf_coef`` and ``ent_coef``."""
+        value_loss = 0.5 * squared_error
+        loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+        return cls(loss, policy_loss, value_loss, entropy, approx_kl, clipfrac)
+
+    def floats(self) -> list[float]:
+        """The terms as floats, in field order (one transfer for tensors)."""
+        if isinstance(self.loss, torch.Tensor):
+            return cast(list[float], torch.stack([t.detach() for t in self]).tolist())
+        return [float(t) for t in self]
 
 
 class _Surrogate(NamedTuple):
-    """The loss's terms and what its gradient reads."""
+    """The means behind the loss's terms and what its gradient reads."""
 
-    terms: SurrogateTerms
+    # Over the last dimension, stacked: the policy loss, the squared value error, the
+    # entropy, the approximate KL and the clipped fraction (the last two without grad).
+    means: torch.Tensor
     ratio: torch.Tensor
+    clipped_ratio: torch.Tensor
     unclipped: torch.Tensor  # -A * ratio
     clipped: torch.Tensor  # -A * clamp(ratio, 1 - clip, 1 + clip)
     error: torch.Tensor  # V - R
@@ -37,25 +55,27 @@ class _Surrogate(NamedTuple):
 
 def _surrogate(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
                batch: Mapping[str, torch.Tensor]) -> _Surrogate:
+    # On a minibatch of ~100 rows each tensor op costs its call, not its arithmetic: the
+    # five means are taken by one reduction over their stacked rows.
     log_ratio = log_prob - batch["log_probs"]
     ratio = log_ratio.exp()
     adv = batch["advantages"]
     if adv.shape[-1] > 1:
-        adv = (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + 1e-8)
+        std, mean = torch.std_mean(adv, -1, keepdim=True)
+        adv = (adv - mean) / (std + 1e-8)
     clip = hp.clip_coef
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - clip, 1 + clip)
-    pg_loss = torch.max(unclipped, clipped).mean(-1, True)
+    clipped_ratio = ratio.clamp(1 - clip, 1 + clip)
+    neg_adv = adv.neg()
+    unclipped = neg_adv * ratio
+    clipped = neg_adv * clipped_ratio
     error = value - batch["returns"]
-    value_loss = 0.5 * error.pow(2).mean(-1, True)
-    entropy_mean = entropy.mean(-1, True)
-    loss = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy_mean
     with torch.no_grad():
-        approx_kl = ((ratio - 1) - log_ratio).mean(-1, True)
-        clipfrac = ((ratio - 1.0).abs() > clip).float().mean(-1, True)
-    terms = SurrogateTerms(*(term.squeeze(-1) for term in (
-        loss, pg_loss, value_loss, entropy_mean, approx_kl, clipfrac)))
-    return _Surrogate(terms, ratio, unclipped, clipped, error)
+        ratio_less_one = ratio - 1
+        approx_kl = ratio_less_one - log_ratio
+        clipped_rows = ratio_less_one.abs_().gt_(clip)  # 1.0 where |ratio - 1| > clip
+    means = torch.stack([torch.max(unclipped, clipped), error * error, entropy, approx_kl,
+                         clipped_rows]).mean(-1, keepdim=True)
+    return _Surrogate(means, ratio, clipped_ratio, unclipped, clipped, error)
 
 
 def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
@@ -63,23 +83,23 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
                            ) -> SurrogateTerms:
     """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
     squared value error and the entropy bonus, weighted by ``hp``'s ``clip_coef``,
-    ``vf_coef`` and ``ent_coef`` (PPO, each IPPO unit, and stacked PPO members); with the
-    approximate KL to the rollout policy and the clipped fraction, without grad.
+    ``vf_coef`` and ``ent_coef``; with the approximate KL to the rollout policy and the
+    clipped fraction, without grad. The terms are tensors.
 
     Means run over the last dimension: ``(rows,)`` tensors give scalar terms;
     ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
     give one term per member.
     """
-    return _surrogate(hp, log_prob, entropy, value, batch).terms
+    terms = SurrogateTerms.of(hp, *_surrogate(hp, log_prob, entropy, value, batch).means)
+    return SurrogateTerms(*(term.squeeze(-1) for term in terms))
 
 
 def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
                                value: torch.Tensor, batch: Mapping[str, torch.Tensor]
-                               ) -> tuple[SurrogateTerms, torch.Tensor, torch.Tensor,
-                                          torch.Tensor]:
-    """:func:`clipped_surrogate_loss`'s terms on a minibatch of rows (``(rows,)`` tensors
-    without grad) and the loss's gradient with respect to ``log_prob``, ``entropy`` and
-    ``value``, in closed form.
+                               ) -> tuple[SurrogateTerms, torch.Tensor, float, torch.Tensor]:
+    """:func:`clipped_surrogate_loss`'s terms (floats) on a minibatch of rows (``(rows,)``
+    tensors without grad) and the loss's gradient with respect to ``log_prob``, to each
+    row's ``entropy`` (the same for every row) and to ``value``, in closed form.
 
     The surrogate's gradient flows through the ratio (``d ratio / d log_prob = ratio``)
     unless the clipped term is the larger one and the ratio lies outside the clip range
@@ -89,13 +109,12 @@ def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.T
     """
     parts = _surrogate(hp, log_prob, entropy, value, batch)
     rows = log_prob.shape[-1]
-    clip = hp.clip_coef
-    ratio, unclipped = parts.ratio, parts.unclipped
-    flows = (ratio >= 1 - clip) & (ratio <= 1 + clip) | (unclipped >= parts.clipped)
-    grad_log_prob = torch.where(flows, unclipped, 0.0).div_(rows)
-    grad_entropy = torch.full_like(entropy, -hp.ent_coef / rows)
+    # Inside the clip range the clamp leaves the ratio as it is.
+    flows = (parts.unclipped >= parts.clipped) | (parts.clipped_ratio == parts.ratio)
+    grad_log_prob = torch.where(flows, parts.unclipped, 0.0).div_(rows)
     grad_value = parts.error.mul(hp.vf_coef / rows)
-    return parts.terms, grad_log_prob, grad_entropy, grad_value
+    terms = SurrogateTerms.of(hp, *parts.means.view(-1).tolist())
+    return terms, grad_log_prob, -hp.ent_coef / rows, grad_value
 
 
 def closed_form_step(hp: Any, chain: PolicyValueChain, flat: FlatTraining, obs: torch.Tensor,

@@ -23,7 +23,7 @@ def categorical_action(logits: torch.Tensor, mode: bool, rng: np.random.Generato
     distribution at a uniform draw from ``rng``: on a few rows, torch's ``multinomial``
     costs more than all the rest of the sampling. Actions of probability zero (logits at
     the dtype's minimum: masked) are never drawn."""
-    log_pmf = (logits - logits.logsumexp(dim=-1, keepdim=True)).cpu().numpy()
+    log_pmf = torch.log_softmax(logits, dim=-1).cpu().numpy()
     if mode:
         action = log_pmf.argmax(axis=-1)
     else:
