@@ -25,7 +25,6 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.clipped_surrogate import (
-    SurrogateTerms,
     clipped_surrogate_loss,
     closed_form_step,
 )
@@ -274,7 +273,7 @@ class IPPO(MultiAgentRLAlgorithm):
         terms.loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), self.max_grad_norm)
         optimizer.step()
-        return _step_metrics(terms)
+        return _step_metrics(terms.floats())
 
     def _flat_training(self, unit: str) -> FlatTraining | None:
         """The unit's network's parameters, gradients and Adam state in flat buffers (see
@@ -285,10 +284,11 @@ class IPPO(MultiAgentRLAlgorithm):
         return flat
 
 
-def _step_metrics(terms: SurrogateTerms) -> dict[str, float]:
-    """A minibatch step's metrics (what IPPO reports: no clipped fraction)."""
+def _step_metrics(terms: list[float]) -> dict[str, float]:
+    """A minibatch step's metrics from its terms (in :class:`SurrogateTerms`'s order):
+    what IPPO reports, no clipped fraction."""
     keys = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl")
-    return dict(zip(keys, terms.floats()[:len(keys)], strict=True))
+    return dict(zip(keys, terms[:len(keys)], strict=True))
 
 
 def _legal(mask: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,6 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.clipped_surrogate import (
-    SurrogateTerms,
     UpdateStats,
     clipped_surrogate_loss,
     closed_form_step,
@@ -352,12 +351,12 @@ class PPO(RLAlgorithm):
         clip_grad_norm(optimizer.param_groups[0]["params"], self.max_grad_norm)
         optimizer.step()
 
-        return self._record(terms, stats)
+        return self._record(terms.floats(), stats)
 
-    def _record(self, terms: SurrogateTerms, stats: UpdateStats) -> bool:
-        """Add a minibatch's terms to ``stats``; True when the approximate KL divergence
-        to the rollout policy exceeds ``target_kl`` (the update stops early)."""
-        values = terms.floats()
+    def _record(self, values: list[float], stats: UpdateStats) -> bool:
+        """Add a minibatch's terms (in :class:`SurrogateTerms`'s order) to ``stats``; True
+        when the approximate KL divergence to the rollout policy exceeds ``target_kl``
+        (the update stops early)."""
         stats.add(**dict(zip(UpdateStats.KEYS, values, strict=True)))
         approx_kl = values[UpdateStats.KEYS.index("approx_kl")]
         return self.target_kl is not None and approx_kl > self.target_kl

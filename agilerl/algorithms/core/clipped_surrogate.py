@@ -5,39 +5,40 @@ step, and the running means of an update's metrics."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import torch
 
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.policy_value_gradient import PolicyValueChain
 
+#: A term of the loss: a tensor (a scalar, or one per stacked member), or a float.
+T = TypeVar("T", torch.Tensor, float)
+
+
+def _weighted(hp: Any, policy_loss: T, squared_error: T, entropy: T, approx_kl: T,
+              clipfrac: T) -> tuple[T, T, T, T, T, T]:
+    """The terms of :class:`SurrogateTerms` from the means of :func:`_surrogate` (tensors
+    or floats), weighted by ``hp``'s ``vf_coef`` and ``ent_coef``."""
+    value_loss = 0.5 * squared_error
+    loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    return loss, policy_loss, value_loss, entropy, approx_kl, clipfrac
+
 
 class SurrogateTerms(NamedTuple):
-    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad): tensors
-    (scalars, or one per member of a stacked minibatch), or floats."""
+    """The terms of one clipped-surrogate minibatch loss (``loss`` with grad); scalars, or
+    one per member of a stacked minibatch."""
 
-    loss: Any
-    policy_loss: Any
-    value_loss: Any
-    entropy: Any
-    approx_kl: Any
-    clipfrac: Any
-
-    @classmethod
-    def of(cls, hp: Any, policy_loss: Any, squared_error: Any, entropy: Any, approx_kl: Any,
-           clipfrac: Any) -> SurrogateTerms:
-        """The terms from the means of :func:`_surrogate` (tensors or floats), weighted by
-        ``hp``'s ``vf_coef`` and ``ent_coef``."""
-        value_loss = 0.5 * squared_error
-        loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
-        return cls(loss, policy_loss, value_loss, entropy, approx_kl, clipfrac)
+    loss: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    approx_kl: torch.Tensor
+    clipfrac: torch.Tensor
 
     def floats(self) -> list[float]:
-        """The terms as floats, in field order (one transfer for tensors)."""
-        if isinstance(self.loss, torch.Tensor):
-            return cast(list[float], torch.stack([t.detach() for t in self]).tolist())
-        return [float(t) for t in self]
+        """The terms as floats, in field order (one transfer)."""
+        return cast(list[float], torch.stack([t.detach() for t in self]).tolist())
 
 
 class _Surrogate(NamedTuple):
@@ -90,14 +91,15 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
     ``(members, rows)`` tensors, with ``hp``'s coefficients as ``(members, 1)`` tensors,
     give one term per member.
     """
-    terms = SurrogateTerms.of(hp, *_surrogate(hp, log_prob, entropy, value, batch).means)
-    return SurrogateTerms(*(term.squeeze(-1) for term in terms))
+    means = _surrogate(hp, log_prob, entropy, value, batch).means
+    return SurrogateTerms(*(term.squeeze(-1) for term in _weighted(hp, *means)))
 
 
 def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
                                value: torch.Tensor, batch: Mapping[str, torch.Tensor]
-                               ) -> tuple[SurrogateTerms, torch.Tensor, float, torch.Tensor]:
-    """:func:`clipped_surrogate_loss`'s terms (floats) on a minibatch of rows (``(rows,)``
+                               ) -> tuple[list[float], torch.Tensor, float, torch.Tensor]:
+    """:func:`clipped_surrogate_loss`'s terms (as floats, in :class:`SurrogateTerms`'s
+    order) on a minibatch of rows (``(rows,)``
     tensors without grad) and the loss's gradient with respect to ``log_prob``, to each
     row's ``entropy`` (the same for every row) and to ``value``, in closed form.
 
@@ -113,19 +115,20 @@ def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.T
     flows = (parts.unclipped >= parts.clipped) | (parts.clipped_ratio == parts.ratio)
     grad_log_prob = torch.where(flows, parts.unclipped, 0.0).div_(rows)
     grad_value = parts.error.mul(hp.vf_coef / rows)
-    terms = SurrogateTerms.of(hp, *parts.means.view(-1).tolist())
+    terms = list(_weighted(hp, *cast(list[float], parts.means.view(-1).tolist())))
     return terms, grad_log_prob, -hp.ent_coef / rows, grad_value
 
 
 def closed_form_step(hp: Any, chain: PolicyValueChain, flat: FlatTraining, obs: torch.Tensor,
                      minibatch: Mapping[str, torch.Tensor],
-                     legal: torch.Tensor | None = None) -> SurrogateTerms:
+                     legal: torch.Tensor | None = None) -> list[float]:
     """One clipped-PPO gradient step on a minibatch without autograd: the network's
     outputs through ``chain``, the loss's gradient in closed form
     (:func:`clipped_surrogate_gradient`) carried back into ``flat``'s gradient buffer,
     clipped to ``hp.max_grad_norm`` and applied by one fused Adam step. ``legal``: the
     discrete actions a row may take (the others' logits are set to the dtype's minimum,
-    as the acting path sets them, and receive no gradient). Returns the loss's terms."""
+    as the acting path sets them, and receive no gradient). Returns the loss's terms as
+    floats, in :class:`SurrogateTerms`'s order."""
     actions = minibatch["actions"]
     tapes = chain.tapes()
     policy_out, value = chain.run(obs, tapes)
