@@ -17,7 +17,9 @@ steps/s from a ``bench/peer.py --repeat`` protocol run on the same machine) it a
 the ratio that floor would be to the reference, and the time per step ``--ratio`` times the
 reference allows (default 5). A floor ratio below ``--ratio`` means the target is out of
 reach on this machine whatever else is removed; the profiler adds a little to each kernel
-call, so the floor is an upper bound on the products' time, to within that.
+call, so the floor is an upper bound on the products' time, to within that. Members train
+one after another here, on one core: where ``bench/peer.py`` trains a population in N
+worker processes, its rate can reach N times this one's, and so can the floor's.
 
 Prints the load average with every figure: on a shared machine they are only as good as it
 is quiet.
