@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -26,6 +26,27 @@ from agilerl.networks.encoders import encoder_architecture
 
 #: Lower bound on the initial standard deviation (``action_std_init`` may be 0).
 MIN_STD = 1e-6
+
+
+class CategoricalTerms(NamedTuple):
+    """A categorical policy's evaluation of a batch of actions, per row."""
+
+    log_prob: torch.Tensor
+    entropy: torch.Tensor
+    log_pmf: torch.Tensor  # every action's log-probability, impossible ones at the minimum
+    probs: torch.Tensor
+
+
+def categorical_terms(logits: torch.Tensor, actions: torch.Tensor) -> CategoricalTerms:
+    """Log-probability of ``actions`` (int64) and entropy per row of ``Categorical(logits)``,
+    with every action's log-probability and probability (what a closed-form gradient
+    reads). Acting draws its log-probabilities from the same ``log_softmax``."""
+    log_pmf = torch.log_softmax(logits, dim=-1)
+    log_prob = log_pmf.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    # As the distribution's entropy: an impossible action's -inf becomes the minimum.
+    clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
+    probs = log_pmf.exp()
+    return CategoricalTerms(log_prob, (clamped * probs).sum(-1).neg(), clamped, probs)
 
 
 class ActorCritic(EvolvableNetwork):
@@ -99,16 +120,12 @@ class ActorCritic(EvolvableNetwork):
 
         Discrete actions skip the ``Categorical`` object: it validates its arguments and
         the sample with a dozen tensor ops per call, which is most of a minibatch update
-        on small networks. The maths is the ``Categorical`` one (its entropy clamps the
-        log-probabilities of impossible actions), with the log-probabilities taken by one
-        ``log_softmax`` instead of a ``logsumexp`` and a subtraction (equal up to float
-        rounding, and several times cheaper on a few rows).
+        on small networks. :func:`categorical_terms` does its maths, with the
+        log-probabilities taken by one ``log_softmax`` instead of a ``logsumexp`` and a
+        subtraction (equal up to float rounding, and several times cheaper on a few rows).
         """
         if self.continuous:
             dist = self.distribution(policy_out)
             return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1)
-        log_pmf = torch.log_softmax(policy_out, dim=-1)
-        log_prob = log_pmf.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-        clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
-        entropy = (clamped * log_pmf.exp()).sum(-1).neg()
-        return log_prob, entropy
+        terms = categorical_terms(policy_out, actions.long())
+        return terms.log_prob, terms.entropy

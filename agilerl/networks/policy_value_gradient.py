@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, cast
 import torch
 
 from agilerl.modules.mlp import EvolvableMLP
-from agilerl.networks.actor_critic import ActorCritic
+from agilerl.networks.actor_critic import ActorCritic, categorical_terms
 from agilerl.networks.mlp_gradient import MLPChain, Tape, covered
 
 #: ``log(sqrt(2 pi))``, the Gaussian log-density's constant (as ``torch.distributions``).
@@ -110,12 +110,7 @@ class PolicyValueChain:
             log_prob = (-(diff.square()) / (2 * var) - std.log() - LOG_SQRT_2PI).sum(-1)
             entropy = (0.5 + LOG_SQRT_2PI + std.log()).sum(-1)
             return PolicyEvaluation(log_prob, entropy, scaled, scaled * diff)
-        log_pmf = torch.log_softmax(policy_out, dim=-1)
-        log_prob = log_pmf.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        clamped = torch.clamp(log_pmf, min=torch.finfo(log_pmf.dtype).min)
-        probs = log_pmf.exp()
-        entropy = (clamped * probs).sum(-1).neg_()
-        return PolicyEvaluation(log_prob, entropy, clamped, probs)
+        return PolicyEvaluation(*categorical_terms(policy_out, actions))
 
     def policy_gradient(self, evaluation: PolicyEvaluation, actions: torch.Tensor,
                         grad_log_prob: torch.Tensor, grad_entropy: float

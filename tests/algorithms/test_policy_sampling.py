@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian_action
+from agilerl.networks.actor_critic import categorical_terms
 
 
 def test_drawn_actions_follow_the_policy_and_carry_its_log_probabilities() -> None:
@@ -41,3 +42,13 @@ def test_gaussian_actions_carry_the_normal_log_density() -> None:
     assert float((torch.as_tensor(action) - mean).std()) == pytest.approx(0.4, rel=0.05)
     mode, _ = gaussian_action(mean, log_std, True, None)
     np.testing.assert_array_equal(mode, mean.numpy())
+
+
+def test_acting_stores_the_log_probability_the_update_computes_bit_for_bit() -> None:
+    # Acting sees the 8 rows of a vector step; the update sees them among a minibatch.
+    logits = torch.randn(128, 3, generator=torch.Generator().manual_seed(7)) * 4
+    action, log_prob = categorical_action(logits[:8], False, np.random.default_rng(2))
+    actions = torch.zeros(128, dtype=torch.long)
+    actions[:8] = torch.as_tensor(action)
+    update = categorical_terms(logits, actions).log_prob[:8]
+    np.testing.assert_array_equal(log_prob, update.numpy())

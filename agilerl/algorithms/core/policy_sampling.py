@@ -2,7 +2,8 @@
 
 On the few rows of a vector step, the cost of acting is the per-call overhead of each
 tensor operation, not its arithmetic: these draw an action per row with the fewest calls,
-and give the log-probability exactly as the update evaluates it (so the ratio of the first
+and give the log-probability exactly as the update evaluates it (the same ``log_softmax``
+as :func:`~agilerl.networks.actor_critic.categorical_terms`, so the ratio of the first
 minibatch is 1 for a policy that has not moved yet).
 """
 
