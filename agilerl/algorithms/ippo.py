@@ -25,6 +25,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.clipped_surrogate import (
+    UpdateStats,
     clipped_surrogate_loss,
     closed_form_step,
 )
@@ -287,8 +288,8 @@ class IPPO(MultiAgentRLAlgorithm):
 def _step_metrics(terms: list[float]) -> dict[str, float]:
     """A minibatch step's metrics from its terms (in :class:`SurrogateTerms`'s order):
     what IPPO reports, no clipped fraction."""
-    keys = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl")
-    return dict(zip(keys, terms[:len(keys)], strict=True))
+    return {key: value for key, value in zip(UpdateStats.KEYS, terms, strict=True)
+            if key != "clipfrac"}
 
 
 def _legal(mask: torch.Tensor) -> torch.Tensor:

@@ -99,9 +99,9 @@ def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.T
                                value: torch.Tensor, batch: Mapping[str, torch.Tensor]
                                ) -> tuple[list[float], torch.Tensor, float, torch.Tensor]:
     """:func:`clipped_surrogate_loss`'s terms (as floats, in :class:`SurrogateTerms`'s
-    order) on a minibatch of rows (``(rows,)``
-    tensors without grad) and the loss's gradient with respect to ``log_prob``, to each
-    row's ``entropy`` (the same for every row) and to ``value``, in closed form.
+    order) on a minibatch of rows (``(rows,)`` tensors without grad) and the loss's
+    gradient with respect to ``log_prob``, to each row's ``entropy`` (the same for every
+    row) and to ``value``, in closed form.
 
     The surrogate's gradient flows through the ratio (``d ratio / d log_prob = ratio``)
     unless the clipped term is the larger one and the ratio lies outside the clip range
@@ -150,7 +150,7 @@ def closed_form_step(hp: Any, chain: PolicyValueChain, flat: FlatTraining, obs: 
 class UpdateStats:
     """Running means of the update's metrics over minibatches."""
 
-    KEYS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+    KEYS = SurrogateTerms._fields
 
     def __init__(self) -> None:
         self.sums = dict.fromkeys(self.KEYS, 0.0)
