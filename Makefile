@@ -15,7 +15,7 @@ DEMO_VENV ?= .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
 DEMO_STAMP := $(DEMO_VENV)/.installed
 
-.PHONY: setup setup-demo generate check-generated lint test test-all demo bench bench-peer bench-learning dist-arena clean
+.PHONY: setup setup-demo generate check-generated lint test test-all mutants demo bench bench-peer bench-learning dist-arena clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,8 @@ check-generated: setup
 	$(PY) -m codegen --check
 
 lint: setup
-	$(VENV)/bin/ruff check agilerl codegen tests bench
-	$(VENV)/bin/mypy agilerl codegen
+	$(VENV)/bin/ruff check agilerl codegen tests bench tools
+	$(VENV)/bin/mypy agilerl codegen tools/mutants.py
 
 # The default suite runs in TEST_WORKERS processes (each test keeps torch to one thread);
 # the Ray cluster tests (test_ray_*.py) share one of them, one cluster at a time (tests/conftest.py).
@@ -52,6 +52,11 @@ test: setup check-generated
 
 test-all: setup
 	$(PY) -m pytest -q -m ""
+
+# Each algorithm's defining line removed in turn (tools/mutants/*.yaml); a test must fail
+# for every one (tens of minutes: one run of the entry's tests per line).
+mutants: setup
+	$(PY) tools/mutants.py
 
 demo: setup-demo
 	$(DEMO_PY) -m agilerl.demo
