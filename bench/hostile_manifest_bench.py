@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agilerl.models.errors import ManifestError
+from agilerl.core.manifest_errors import ManifestError
 from agilerl.models.loading import MAX_MANIFEST_BYTES, load_file
 
 LAUGHS = "\n".join(

@@ -33,8 +33,8 @@ from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.flat_actor_critic import ActorCriticBuffers
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.algorithms.registry import registered
+from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.continuous_q import ContinuousQNetwork

@@ -31,9 +31,9 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
 from agilerl.algorithms.registry import registered
+from agilerl.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import Tape, cached_chain

@@ -52,7 +52,7 @@ from agilerl.checkpoint.layout import (
     member_file,
 )
 from agilerl.checkpoint.plain import from_plain, numpy_safe_globals, to_plain
-from agilerl.training.errors import storage_exhausted
+from agilerl.core.errors import storage_exhausted
 
 __all__ = [
     "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",

@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tiny_model(args: argparse.Namespace) -> int:
+    from agilerl.core.errors import MissingExtraError
     from agilerl.llm import require_llm_extra
-    from agilerl.training.errors import MissingExtraError
 
     try:
         require_llm_extra("agilerl llm tiny-model")

@@ -381,7 +381,7 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     except MemberFailure as exc:
         return _env_failed(args, trainer, f"{exc}{_last_lines(exc.worker_traceback)}")
     except Exception as exc:
-        from agilerl.training.errors import resource_shortage
+        from agilerl.core.errors import resource_shortage
 
         shortage = resource_shortage(exc)
         if shortage is not None:
@@ -424,8 +424,8 @@ def _report(exc: Exception) -> int:
     status = _failure_status(exc)
     if status is None:
         raise exc
+    from agilerl.core.errors import missing_extra, resource_shortage
     from agilerl.models import ManifestError
-    from agilerl.training.errors import missing_extra, resource_shortage
 
     shortage = resource_shortage(exc)
     if isinstance(exc, ManifestError):
@@ -450,14 +450,14 @@ def _failure_status(exc: BaseException) -> int | None:
     or the memory running out (5).
     """
     from agilerl.checkpoint import CheckpointError
-    from agilerl.logging import WandbSetupError
-    from agilerl.models import ManifestError
-    from agilerl.training.errors import (
+    from agilerl.core.errors import (
         TrainingSetupError,
         UnsupportedAlgorithmError,
         missing_extra,
         resource_shortage,
     )
+    from agilerl.logging import WandbSetupError
+    from agilerl.models import ManifestError
 
     if isinstance(exc, ManifestError | UnsupportedAlgorithmError):
         return EXIT_INVALID

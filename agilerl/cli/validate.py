@@ -63,7 +63,7 @@ def _expand(paths: list[str]) -> list[str]:
 
 
 def _print_human(reports: list, args: argparse.Namespace) -> None:
-    from agilerl.models.errors import in_file_order
+    from agilerl.core.manifest_errors import in_file_order
 
     out = sys.stdout
     for report in reports:

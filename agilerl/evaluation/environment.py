@@ -72,7 +72,7 @@ def make_env(spec: Any, render_mode: str | None = None, seed: int | None = None)
 
 
 def _built(build: Any, spec: Any) -> Any:
-    from agilerl.training.errors import missing_extra
+    from agilerl.core.errors import missing_extra
 
     label = spec.name or getattr(spec, "entrypoint", None) or "the environment"
     try:

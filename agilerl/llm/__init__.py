@@ -2,7 +2,7 @@
 
 Everything here needs the ``[llm]`` extra (transformers, peft, datasets, accelerate);
 importing this package does not import them, so ``agilerl`` stays importable without it.
-:func:`require_llm_extra` raises :class:`~agilerl.training.errors.MissingExtraError` naming
+:func:`require_llm_extra` raises :class:`~agilerl.core.errors.MissingExtraError` naming
 ``pip install 'agilerl[llm]'`` when one of them is missing.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from agilerl.training.errors import MissingExtraError
+from agilerl.core.errors import MissingExtraError
 
 #: Packages of the ``[llm]`` extra.
 LLM_PACKAGES = ("transformers", "peft", "datasets", "accelerate")

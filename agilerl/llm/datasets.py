@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from agilerl.core.errors import EnvironmentSetupError, MissingExtraError
 from agilerl.models.env_checks import LLM_DATASET_FORMATS
-from agilerl.training.errors import EnvironmentSetupError, MissingExtraError
 
 __all__ = [
     "FILE_FORMATS",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agilerl.training.errors import TrainingSetupError, UnsupportedSettingError
+from agilerl.core.errors import TrainingSetupError, UnsupportedSettingError
 
 
 class LLMSettingError(UnsupportedSettingError, ValueError):

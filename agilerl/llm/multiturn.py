@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
+from agilerl.core.errors import EnvironmentSetupError, MissingExtraError
 from agilerl.population.backend import Deadline, TrainReport
-from agilerl.training.errors import EnvironmentSetupError, MissingExtraError
 
 #: Turns per episode when neither the manifest nor the environment says.
 DEFAULT_MAX_TURNS = 8

@@ -32,8 +32,8 @@ _EXPORTS: dict[str, str] = {
     "LLMEnvType": "agilerl.models.env",
     "LoraConfigDict": "agilerl.models.networks",
     "LstmSpec": "agilerl.models.networks",
-    "ManifestError": "agilerl.models.errors",
-    "ManifestIssue": "agilerl.models.errors",
+    "ManifestError": "agilerl.core.manifest_errors",
+    "ManifestIssue": "agilerl.core.manifest_errors",
     "ManifestWarning": "agilerl.models.manifest",
     "MlpSpec": "agilerl.models.networks",
     "MultiAgentRLAlgorithmSpec": "agilerl.models.algo",
@@ -57,7 +57,7 @@ _EXPORTS: dict[str, str] = {
     "TournamentSelectionSpec": "agilerl.models.hpo",
     "TrainingManifest": "agilerl.models.manifest",
     "TrainingSpec": "agilerl.models.training",
-    "UnknownAlgorithmError": "agilerl.models.errors",
+    "UnknownAlgorithmError": "agilerl.core.manifest_errors",
     "ValueNetworkSpec": "agilerl.models.networks",
     "network_arch_is_resolvable": "agilerl.models.networks",
     "register_algorithm": "agilerl.models.algo",
@@ -132,6 +132,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.core.manifest_errors import (
+        ManifestError,
+        ManifestIssue,
+        UnknownAlgorithmError,
+    )
     from agilerl.models.algo import (
         ALGO_REGISTRY,
         AgentType,
@@ -151,11 +156,6 @@ if TYPE_CHECKING:  # pragma: no cover
         OfflineEnvSpec,
         PzEnvSpec,
         resolve_env_spec,
-    )
-    from agilerl.models.errors import (
-        ManifestError,
-        ManifestIssue,
-        UnknownAlgorithmError,
     )
     from agilerl.models.hpo import (
         MultiFrequencySelectionSpec,

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from agilerl.models.errors import Location, ManifestError, ManifestIssue
+from agilerl.core.manifest_errors import Location, ManifestError, ManifestIssue
 
 PathKey = tuple[Any, ...]
 

@@ -2,7 +2,7 @@
 
 Construct it with :meth:`TrainingManifest.get_validated` (a file path or a mapping),
 :meth:`model_validate` (a mapping) or :meth:`from_trainer_specs` (spec objects). Every
-problem found is reported at once in one :class:`~agilerl.models.errors.ManifestError`.
+problem found is reported at once in one :class:`~agilerl.core.manifest_errors.ManifestError`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 
-from agilerl.models.errors import (
+from agilerl.core.manifest_errors import (
     ManifestError,
     ManifestIssue,
     ManifestReport,

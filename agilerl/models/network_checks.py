@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from agilerl.core.manifest_errors import ManifestIssue, ManifestReport
 from agilerl.models.algo import AlgoSpec
-from agilerl.models.errors import ManifestIssue, ManifestReport
 from agilerl.models.loading import LocatedDocument, PathKey, format_path
 from agilerl.models.networks import (
     DEFERRED_ENCODER_SEEDS,

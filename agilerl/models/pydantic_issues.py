@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agilerl.models.errors import ManifestIssue
+from agilerl.core.manifest_errors import ManifestIssue
 from agilerl.models.loading import LocatedDocument, PathKey, format_path
 from agilerl.models.suggest import closest
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agilerl.core.manifest_errors import Location, ManifestIssue, ManifestReport
 from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
-from agilerl.models.errors import Location, ManifestIssue, ManifestReport
 from agilerl.models.hpo import (
     SELECTION_SPECS,
     MutationSpec,
@@ -449,7 +449,7 @@ def check_document(doc: LocatedDocument, *, check_environment: bool = True) -> t
 
 def validate_path(path: str | os.PathLike[str], *, keep_manifest: bool = False) -> ManifestReport:
     """Validate a manifest file (never raises for a bad file: everything is in the report)."""
-    from agilerl.models.errors import ManifestError
+    from agilerl.core.manifest_errors import ManifestError
 
     source = os.fspath(path)
     try:

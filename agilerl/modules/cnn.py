@@ -105,7 +105,7 @@ class EvolvableCNN(EvolvableEncoder):
     def architecture_from_config(
         cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
     ) -> dict[str, Any]:
-        from agilerl.algorithms.core.spaces import IncompatibleSpaceError, is_image_space
+        from agilerl.core.spaces import IncompatibleSpaceError, is_image_space
 
         if not is_image_space(observation_space):
             raise IncompatibleSpaceError(

@@ -87,7 +87,7 @@ class LSTMEncoder(EvolvableEncoder):
     ) -> dict[str, Any]:
         """Architecture for an ``LstmSpec``-shaped ``encoder_config`` over a flat vector
         observation (a Gymnasium space, or an int: the vector's width)."""
-        from agilerl.algorithms.core.spaces import vector_width
+        from agilerl.core.spaces import vector_width
 
         in_dim = vector_width(observation_space, "lstm")
         return lstm_arch(encoder_config, in_dim, latent_dim, LATENT_ACTIVATION)

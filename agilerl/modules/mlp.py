@@ -318,7 +318,7 @@ class MLPEncoder(EvolvableMLP, EvolvableEncoder):
     def architecture_from_config(
         cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
     ) -> dict[str, Any]:
-        from agilerl.algorithms.core.spaces import (
+        from agilerl.core.spaces import (
             IncompatibleSpaceError,
             composite_parts,
             flat_dim,

@@ -53,7 +53,7 @@ def _part_architecture(
 ) -> dict[str, Any]:
     from gymnasium import spaces
 
-    from agilerl.algorithms.core.spaces import flat_dim, is_image_space
+    from agilerl.core.spaces import flat_dim, is_image_space
     from agilerl.networks.encoders import encoder_class
 
     if is_image_space(space):
@@ -91,7 +91,7 @@ class MultiInputEncoder(EvolvableEncoder):
     def architecture_from_config(
         cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
     ) -> dict[str, Any]:
-        from agilerl.algorithms.core.spaces import IncompatibleSpaceError, composite_parts
+        from agilerl.core.spaces import IncompatibleSpaceError, composite_parts
 
         parts = composite_parts(observation_space)
         if parts is None:

@@ -59,7 +59,7 @@ class SimbaEncoder(EvolvableEncoder):
     def architecture_from_config(
         cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
     ) -> dict[str, Any]:
-        from agilerl.algorithms.core.spaces import vector_width
+        from agilerl.core.spaces import vector_width
 
         in_dim = vector_width(observation_space, "simba")
         c = encoder_config

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agilerl.population.backend import MemberTrainer, PopulationBackend
-from agilerl.training.errors import (
+from agilerl.core.errors import (
     ArgumentError,
     MissingExtraError,
     TrainingSetupError,
     UnsupportedSettingError,
 )
+from agilerl.population.backend import MemberTrainer, PopulationBackend
 
 BACKENDS = ("local", "ray")
 """The names ``training.backend`` accepts (the schema's enum)."""

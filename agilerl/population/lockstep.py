@@ -49,10 +49,10 @@ import torch
 from agilerl.algorithms.core.stacked_groups import group_key, make_group
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from agilerl.core.errors import UnsupportedSettingError
 from agilerl.population.backend import MemberTrainer, TrainJob, TrainReport
 from agilerl.population.local import LocalPopulation
 from agilerl.population.shared_memory import SharedReplay
-from agilerl.training.errors import UnsupportedSettingError
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.backends import PopulationSetup

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from agilerl.core.errors import TrainingSetupError
 from agilerl.population.backend import (
     Deadline,
     EvalJob,
@@ -51,7 +52,6 @@ from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve, serve_requests
 from agilerl.population.resident_pages import release_library_pages
 from agilerl.population.shared_memory import SharedReplay, shareable
-from agilerl.training.errors import TrainingSetupError
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import ray
 
+from agilerl.core.errors import TrainingSetupError
 from agilerl.population.backend import (
     Deadline,
     EvalJob,
@@ -64,7 +65,6 @@ from agilerl.population.ray_driver import (
 )
 from agilerl.population.ray_host import MemberHost
 from agilerl.population.shared_memory import SharedReplay, shareable
-from agilerl.training.errors import TrainingSetupError
 
 #: Times one member's call is retried on re-created actors before the run fails.
 MAX_RECOVERIES = 3

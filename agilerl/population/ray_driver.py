@@ -10,6 +10,7 @@ from typing import Any
 
 import ray
 
+from agilerl.core.errors import TrainingSetupError
 from agilerl.population.ray_cluster import (
     NAMESPACE,
     PLACEMENT_GROUP_ENV,
@@ -17,7 +18,6 @@ from agilerl.population.ray_cluster import (
     RECOVERY_TIMEOUT_S,
     unreachable,
 )
-from agilerl.training.errors import TrainingSetupError
 
 
 def fetch(ref: Any, timeout: float | None = None) -> Any:

@@ -5,5 +5,5 @@ re-exported from ``agilerl.arena.trainer``); :mod:`agilerl.training.loop` is the
 loop; :mod:`agilerl.training.paradigms` maps an algorithm's registry ``training_loop`` to
 its member trainer; :mod:`agilerl.training.off_policy` / :mod:`agilerl.training.on_policy`
 adapt the experience collectors of :mod:`agilerl.training.experience` to the population
-seam; :mod:`agilerl.training.errors` holds what they all share (imports point one way).
+seam; :mod:`agilerl.core.errors` holds what they all share (imports point one way).
 """

@@ -3,7 +3,7 @@
 Missing or wrong-kind arguments and unknown algorithm names are :class:`ManifestError`s
 naming the argument, as the same mistake in a manifest file would be; failures while
 building the environment and the population become the typed errors of
-:mod:`agilerl.training.errors`, whose messages say what to do.
+:mod:`agilerl.core.errors`, whose messages say what to do.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from agilerl.training.errors import (
+from agilerl.core.errors import (
     ArgumentError,
     EnvironmentSetupError,
     TrainingSetupError,
@@ -40,7 +40,7 @@ def explained(what: str, *, environment: bool = False) -> Iterator[None]:
     except NotImplementedError as exc:
         raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc
     except Exception as exc:
-        from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+        from agilerl.core.spaces import IncompatibleSpaceError
 
         if isinstance(exc, IncompatibleSpaceError):
             raise UnsupportedSettingError(f"cannot build {what}: {exc}") from exc

@@ -6,11 +6,11 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.training.errors import (
+from agilerl.core.algorithm_spec import algo_name
+from agilerl.core.errors import (
     ArgumentError,
     InsufficientMemoryError,
     UnsupportedAlgorithmError,
-    algo_name,
     memory_exhausted,
 )
 from agilerl.training.networks import resolve_network_spec
@@ -32,7 +32,7 @@ def resolve_device(device: Any) -> str:
 
     if device is None or str(device) == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    from agilerl.training.errors import DeviceUnavailableError
+    from agilerl.core.errors import DeviceUnavailableError
 
     try:
         parsed = torch.device(device)

@@ -68,7 +68,7 @@ def make_llm_env(trainer: LocalTrainer) -> Any:
                            max_context_length=int(algo.max_model_len),
                            evaluation_interval=int(training.evaluation_interval or 1))
     else:
-        from agilerl.training.errors import UnsupportedAlgorithmError
+        from agilerl.core.errors import UnsupportedAlgorithmError
 
         raise UnsupportedAlgorithmError(
             f"environment.env_type = {env_type!r} cannot train "

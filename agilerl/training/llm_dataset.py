@@ -27,10 +27,10 @@ _SEED_ENV = 0xE7
 def make_dataset_llm_env(trainer: LocalTrainer) -> Any:
     """The preference or SFT environment of the trainer's env spec, on the base model's
     tokenizer (the base is loaded here once and shared by every member)."""
+    from agilerl.core.errors import UnsupportedAlgorithmError
     from agilerl.llm import require_llm_extra
     from agilerl.llm.adapters import BaseKey, shared_base
     from agilerl.llm.dataset_envs import DATASET_ENVS, make_dataset_env
-    from agilerl.training.errors import UnsupportedAlgorithmError
     from agilerl.training.llm import _apply_num_epochs
 
     require_llm_extra()

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from agilerl.models.errors import ManifestError
+from agilerl.core.manifest_errors import ManifestError
 from agilerl.models.loading import parse_value
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agilerl.training.errors import UnsupportedAlgorithmError, algo_meta, algo_name
+from agilerl.core.algorithm_spec import algo_meta, algo_name
+from agilerl.core.errors import UnsupportedAlgorithmError
 
 
 @dataclass(frozen=True)

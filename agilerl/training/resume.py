@@ -13,8 +13,8 @@ from agilerl.checkpoint import (
     ResumeMismatchError,
     find_checkpoint,
 )
+from agilerl.core.algorithm_spec import algo_name
 from agilerl.population.shared_memory import PENDING_KEY
-from agilerl.training.errors import algo_name
 from agilerl.training.loop import LoopState
 from agilerl.training.paradigms import paradigm
 

@@ -109,7 +109,7 @@ class RunEvents:
 
 def end_status(state: LoopState, error: BaseException | None) -> str:
     """The ``run_end`` status of a session that stopped with ``error`` (None: returned)."""
-    from agilerl.training.errors import TrainingAborted
+    from agilerl.core.errors import TrainingAborted
     from agilerl.training.loop import Interrupted
 
     if isinstance(error, Interrupted | TrainingAborted | KeyboardInterrupt):

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
+from agilerl.core.algorithm_spec import algo_name
+from agilerl.core.errors import TrainingAborted, TrainingInterrupted
 from agilerl.population import TrainReport
 from agilerl.run_folder import CHECKPOINTS_DIR, ELITE_FILE, MANIFEST_FILE, runs_root
 from agilerl.training.build import tag_subpopulations
 from agilerl.training.early_stop import EarlyStopping
-from agilerl.training.errors import TrainingAborted, TrainingInterrupted, algo_name
 from agilerl.training.loop import Interrupted, LoopSettings, LoopState, run_generations
 from agilerl.training.paradigms import MemberTrainerFactory, paradigm
 from agilerl.training.run_events import RunEvents, open_run_events

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agilerl.core.algorithm_spec import algo_meta, algo_name
+from agilerl.core.errors import TrainingInterrupted, UnsupportedAlgorithmError
 from agilerl.training.arguments import (
     algorithm_from_name,
     check_env_kind,
@@ -40,12 +42,6 @@ from agilerl.training.arguments import (
     refuse,
     require,
     spec_arguments,
-)
-from agilerl.training.errors import (
-    TrainingInterrupted,
-    UnsupportedAlgorithmError,
-    algo_meta,
-    algo_name,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -8,7 +8,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.agent_actions import AgentActions
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+from agilerl.core.spaces import IncompatibleSpaceError
 
 CPU = torch.device("cpu")
 

@@ -193,7 +193,7 @@ def test_parquet_tables_relative_to_the_manifest(tmp_path: Path, monkeypatch) ->
 
 def test_bad_bandit_tables_name_the_table(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
-    from agilerl.training.errors import EnvironmentSetupError
+    from agilerl.core.errors import EnvironmentSetupError
     from agilerl.training.trainer import LocalTrainer
 
     features = tmp_path / "x.csv"

@@ -10,8 +10,8 @@ from gymnasium import spaces
 
 from agilerl.algorithms import DDPG, TD3
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
 from agilerl.components.replay_buffer import ReplayBuffer
+from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.hpo.mutation import Mutations
 from agilerl.training.experience import train_off_policy_member

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from agilerl.algorithms.core.multi_agent import MultiAgentStepper
+from agilerl.core.errors import MissingExtraError, missing_extra
 from agilerl.envs import make_pz_single_env, make_pz_vector_env
 from agilerl.envs import pettingzoo_env as pz
 from agilerl.envs.pettingzoo_env import AsyncPettingZooVectorEnv, PettingZooVectorEnv
 from agilerl.models.env_checks import check_module_path
-from agilerl.training.errors import MissingExtraError, missing_extra
 
 
 def _spec(name: str, num_envs: int = 2, **fields) -> SimpleNamespace:

@@ -81,8 +81,8 @@ def test_atari_preprocessing_options_come_from_the_manifest_config():
 
 
 def test_a_missing_ale_py_says_which_extra_to_install(monkeypatch):
+    from agilerl.core.errors import missing_extra
     from agilerl.envs.atari import require_ale
-    from agilerl.training.errors import missing_extra
 
     monkeypatch.setitem(sys.modules, "ale_py", None)
     with pytest.raises(ImportError, match=r"agilerl\[atari\]") as caught:

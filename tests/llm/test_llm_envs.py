@@ -98,7 +98,7 @@ def test_num_epochs_sets_the_budget(tiny_model: Path, token_task: Path) -> None:
 
 def test_a_too_long_prompt_is_refused_naming_max_context_length(tiny_model: Path,
                                                                  token_task: Path) -> None:
-    from agilerl.training.errors import EnvironmentSetupError
+    from agilerl.core.errors import EnvironmentSetupError
 
     manifest = reasoning_manifest(tiny_model, token_task)
     manifest["network"]["max_context_length"] = 8  # type: ignore[index]
@@ -177,8 +177,8 @@ def test_multiturn_turns_are_credited_with_their_return_to_go(tiny_model: Path,
 def test_a_gem_name_without_gem_says_how_to_install(monkeypatch) -> None:
     import sys
 
+    from agilerl.core.errors import MissingExtraError
     from agilerl.llm.multiturn import make_multiturn_env_factory
-    from agilerl.training.errors import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "gem", None)
     spec = SimpleNamespace(entrypoint=None, env_name="game:GuessTheNumber-v0-easy")

@@ -61,8 +61,8 @@ def test_without_warm_up_the_decay_starts_at_the_base_rate() -> None:
 def test_a_malformed_schedule_is_refused_naming_the_field(setting: dict[str, Any],
                                                           message: str) -> None:
     from agilerl.algorithms import algorithm_class
+    from agilerl.core.errors import UnsupportedAlgorithmError
     from agilerl.models import ALGO_REGISTRY
-    from agilerl.training.errors import UnsupportedAlgorithmError
     from agilerl.training.paradigms import check_settings
 
     spec = ALGO_REGISTRY["GRPO"].model_validate(

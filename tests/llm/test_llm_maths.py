@@ -109,8 +109,8 @@ def test_reduce_memory_peak_gives_the_update_of_the_whole_batch(tiny_model: Path
 
 def test_unsupported_and_speed_only_settings_are_named(tiny_model: Path) -> None:
     from agilerl.algorithms import algorithm_class
+    from agilerl.core.errors import UnsupportedAlgorithmError
     from agilerl.models import ALGO_REGISTRY
-    from agilerl.training.errors import UnsupportedAlgorithmError
     from agilerl.training.paradigms import check_settings
 
     spec = ALGO_REGISTRY["GRPO"].model_validate(

@@ -117,7 +117,7 @@ def test_resume_from_checkpoint_is_exact(tiny_model: Path, tmp_path: Path,
 
 
 def test_a_multiturn_environment_is_refused_for_dpo(tiny_model: Path, tmp_path: Path) -> None:
-    from agilerl.training.errors import UnsupportedAlgorithmError
+    from agilerl.core.errors import UnsupportedAlgorithmError
 
     manifest = _manifest("DPO", tiny_model, tmp_path / "unused.parquet")
     manifest["environment"] = {"env_type": "multiturn", "env_name": "game:GuessTheNumber-v0"}

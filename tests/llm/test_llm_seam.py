@@ -153,7 +153,7 @@ def test_without_the_llm_extra_building_a_member_names_the_install(monkeypatch) 
     import importlib.util
 
     from agilerl.algorithms import algorithm_class
-    from agilerl.training.errors import MissingExtraError
+    from agilerl.core.errors import MissingExtraError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

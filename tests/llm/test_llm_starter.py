@@ -187,7 +187,7 @@ def test_the_guess_letter_game_scores_hints_and_ends() -> None:
 def test_a_game_whose_opening_does_not_fit_the_context_is_refused(starter: Path) -> None:
     import yaml
 
-    from agilerl.training.errors import EnvironmentSetupError
+    from agilerl.core.errors import EnvironmentSetupError
     from agilerl.training.trainer import LocalTrainer
 
     manifest = yaml.safe_load((LLM_CONFIGS / "grpo_multiturn.yaml").read_text())
@@ -204,7 +204,7 @@ def test_without_the_llm_extra_the_command_names_the_install(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     import agilerl.llm
-    from agilerl.training.errors import MissingExtraError
+    from agilerl.core.errors import MissingExtraError
 
     def missing(what: str = "") -> None:
         raise MissingExtraError(f"{what} needs the Python package(s) 'peft'. Install them "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agilerl.models.errors import ManifestError
+from agilerl.core.manifest_errors import ManifestError
 from agilerl.models.loading import parse_text
 from agilerl.models.validation import check_document
 

@@ -74,7 +74,7 @@ def test_every_network_class_takes_the_multi_input_encoder(space, vector_mlp):
     q = QNetwork.build(space, 3, config, gen)
     ac = ActorCritic.build(space, 3, continuous=False, net_config=config, share_encoders=False,
                            action_std_init=0.5, generator=gen)
-    from agilerl.algorithms.core.spaces import ObsEncoder
+    from agilerl.core.spaces import ObsEncoder
 
     obs = ObsEncoder(space)(space.sample() if False else _batch(space, 6), torch.device("cpu"))
     assert q(obs).shape == (6, 3)
@@ -115,7 +115,7 @@ def test_multi_input_mutations_respect_bounds_and_keep_the_function_where_they_c
     for mlp in (config["encoder_config"]["mlp_config"], config["head_config"]):
         mlp.update(layer_norm=False, max_hidden_layers=3, min_mlp_nodes=8, max_mlp_nodes=64)
     net = QNetwork.build(DICT_SPACE, 2, config, torch.Generator().manual_seed(0))
-    from agilerl.algorithms.core.spaces import ObsEncoder
+    from agilerl.core.spaces import ObsEncoder
 
     obs = ObsEncoder(DICT_SPACE)(_batch(DICT_SPACE, 16), torch.device("cpu"))
     rng = np.random.default_rng(1)
@@ -163,7 +163,7 @@ def test_agents_on_composite_spaces_act_learn_and_round_trip_their_state():
 ], ids=["discrete", "box", "image", "tuple", "dict"])
 def test_network_input_batches_are_idempotent(space):
     """Rollouts store ``numpy(obs)`` and the learner converts it again: nothing changes."""
-    from agilerl.algorithms.core.spaces import ObsEncoder
+    from agilerl.core.spaces import ObsEncoder
 
     encoder = ObsEncoder(space)
     space.seed(0)
@@ -183,7 +183,7 @@ def test_network_input_batches_are_idempotent(space):
 def test_multi_input_mutations_carry_the_optimizer_state():
     agent = PPO(DICT_SPACE, spaces.Discrete(2), seed=0,
                 net_config=_net("multiinput", vector_space_mlp=True))
-    from agilerl.algorithms.core.spaces import ObsEncoder
+    from agilerl.core.spaces import ObsEncoder
 
     obs = ObsEncoder(DICT_SPACE)(_batch(DICT_SPACE, 8), torch.device("cpu"))
     logits, value = agent.actor_critic(obs)

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from agilerl.core.errors import MissingExtraError, TrainingSetupError
 from agilerl.models import TrainingSpec
 from agilerl.population import LocalPopulation, backends
 from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
-from agilerl.training.errors import MissingExtraError, TrainingSetupError
 
 REPO = Path(__file__).resolve().parents[2]
 

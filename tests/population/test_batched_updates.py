@@ -7,9 +7,9 @@ import copy
 import pytest
 import torch
 
+from agilerl.core.errors import UnsupportedSettingError
 from agilerl.population import lockstep
 from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
-from agilerl.training.errors import UnsupportedSettingError
 from agilerl.training.trainer import LocalTrainer
 from tests.training.conftest import TINY_DQN, TINY_PPO, assert_same_weights, weights
 from tests.training.test_image_runs import PPO_CNN

@@ -93,8 +93,8 @@ class _LocalEnv:
 
 
 def test_an_env_that_cannot_reach_workers_is_refused_with_the_setting_named():
+    from agilerl.core.errors import TrainingSetupError
     from agilerl.models import ALGO_REGISTRY, TrainingSpec
-    from agilerl.training.errors import TrainingSetupError
 
     spec = ALGO_REGISTRY["PPO"](learn_step=32, num_envs=2)
     trainer = LocalTrainer(spec, _LocalEnv(), seed=0,

@@ -141,8 +141,8 @@ def test_a_lost_node_nothing_can_replace_stops_the_run_in_bounded_time(tmp_path,
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf", "nan"])
 def test_a_recovery_timeout_that_is_not_a_positive_number_is_named(value, monkeypatch):
+    from agilerl.core.errors import TrainingSetupError
     from agilerl.population.ray_driver import recovery_timeout as _recovery_timeout
-    from agilerl.training.errors import TrainingSetupError
 
     monkeypatch.setenv("AGILERL_RAY_RECOVERY_TIMEOUT", value)
     with pytest.raises(TrainingSetupError, match=f"AGILERL_RAY_RECOVERY_TIMEOUT = '{value}'"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agilerl.training.errors import ArgumentError
+from agilerl.core.errors import ArgumentError
 from agilerl.training.resume import ResumeWithoutReplayBufferWarning
 from agilerl.training.trainer import LocalTrainer
 

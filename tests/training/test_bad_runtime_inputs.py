@@ -336,7 +336,7 @@ def test_unavailable_device_is_named_before_anything_is_built(run, capsys, monke
 
 
 def test_unavailable_device_from_python(monkeypatch):
-    from agilerl.training.errors import DeviceUnavailableError
+    from agilerl.core.errors import DeviceUnavailableError
     from agilerl.training.trainer import LocalTrainer
 
     with pytest.raises(DeviceUnavailableError, match="'cpuu' is not a torch device"):
@@ -358,7 +358,7 @@ def test_missing_box2d_names_the_extra(run, capsys, monkeypatch):
 @pytest.mark.parametrize(("module", "extra"), [("mpe2", "mpe"), ("Box2D", "box2d"),
                                                ("mpe2.mpe", "mpe"), ("h5py", "offline")])
 def test_missing_extra_maps_modules_to_extras(module, extra):
-    from agilerl.training.errors import MissingExtraError, missing_extra
+    from agilerl.core.errors import MissingExtraError, missing_extra
 
     error = missing_extra(ModuleNotFoundError(f"No module named {module!r}", name=module),
                           "environment 'x'")
@@ -369,7 +369,7 @@ def test_missing_extra_maps_modules_to_extras(module, extra):
 
 def test_missing_mpe2_from_an_env_factory_is_named(monkeypatch):
     """An environment factory that imports a missing extra (mpe2) gets the install hint."""
-    from agilerl.training.errors import MissingExtraError
+    from agilerl.core.errors import MissingExtraError
     from agilerl.training.trainer import LocalTrainer
 
     class Spec:
@@ -410,7 +410,7 @@ def test_settings_that_cannot_be_built(run, capsys, override, code, needle):
 
 
 def test_unsupported_encoder_from_python_is_a_typed_error():
-    from agilerl.training.errors import UnsupportedAlgorithmError, UnsupportedSettingError
+    from agilerl.core.errors import UnsupportedAlgorithmError, UnsupportedSettingError
     from agilerl.training.trainer import LocalTrainer
 
     network = dict(TINY_DQN["network"], encoder_config={"arch": "lstm",
@@ -524,8 +524,8 @@ def test_environment_code_failing_while_training_is_not_an_internal_error(
 )
 def test_device_check_on_a_cuda_build(monkeypatch, gpus, device, answer):
     """What a CUDA build of torch answers, whatever this machine has."""
+    from agilerl.core.errors import DeviceUnavailableError
     from agilerl.training.build import resolve_device
-    from agilerl.training.errors import DeviceUnavailableError
 
     monkeypatch.setattr(torch.version, "cuda", "12.4")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)

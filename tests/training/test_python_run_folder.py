@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from agilerl import LocalTrainer
+from agilerl.core.errors import ArgumentError
 from agilerl.models import TrainingSpec
-from agilerl.training.errors import ArgumentError
 
 TINY = {"max_steps": 64, "evo_steps": 32, "pop_size": 2, "eval_steps": 20}
 

@@ -197,7 +197,7 @@ def test_values_are_written_as_json(tmp_path):
 
 
 def test_run_end_status_says_how_the_run_stopped():
-    from agilerl.training.errors import TrainingAborted
+    from agilerl.core.errors import TrainingAborted
     from agilerl.training.loop import Interrupted, LoopState
     from agilerl.training.run_events import end_status
 

@@ -18,8 +18,8 @@ from agilerl.checkpoint import (
     read_checkpoint,
     remove_torn_writes,
 )
+from agilerl.core.errors import TrainingInterrupted
 from agilerl.models import ManifestError, UnknownAlgorithmError
-from agilerl.training.errors import TrainingInterrupted
 from agilerl.training.trainer import LocalTrainer
 
 from .conftest import TINY_DQN
@@ -64,14 +64,14 @@ def test_environment_and_training_mappings_are_accepted():
 
 
 def test_environment_the_algorithm_cannot_act_in():
-    from agilerl.training.errors import UnsupportedSettingError
+    from agilerl.core.errors import UnsupportedSettingError
 
     with pytest.raises(UnsupportedSettingError, match="'Pendulum-v1': DQN needs a Discrete"):
         LocalTrainer(algorithm="DQN", environment="Pendulum-v1")
 
 
 def test_unregistered_environment_id_from_python():
-    from agilerl.training.errors import EnvironmentSetupError
+    from agilerl.core.errors import EnvironmentSetupError
 
     with pytest.raises(EnvironmentSetupError, match="'NoSuchEnv-v0'.*doesn't exist"):
         LocalTrainer(algorithm="DQN", environment="NoSuchEnv-v0")

@@ -2,8 +2,8 @@
 
 The wheel holds what submitting jobs needs: the Arena client and ``arena`` CLI
 (``agilerl.arena`` without ``server/``), the light manifest models (``agilerl.models``) and
-the light trainer base (``agilerl.training.trainer`` with its ``errors`` and
-``arguments``); nothing that imports torch or gymnasium when imported. Its dependencies are those of the main
+the light trainer base (``agilerl.training.trainer`` with its ``arguments``) and the
+errors they raise (``agilerl.core.errors``); nothing that imports torch or gymnasium when imported. Its dependencies are those of the main
 ``pyproject.toml`` that these modules import (:data:`DEPENDENCIES`, versions as pinned
 there). The files are copied into ``build/arena-wheel/`` with
 ``tools/arena_wheel/pyproject.toml.in`` and built with ``pip wheel``; the wheel lands in
@@ -31,6 +31,10 @@ INCLUDE = (
     "agilerl/__init__.py",
     "agilerl/py.typed",
     "agilerl/version.py",
+    "agilerl/core/__init__.py",
+    "agilerl/core/algorithm_spec.py",
+    "agilerl/core/errors.py",
+    "agilerl/core/manifest_errors.py",
     "agilerl/arena",
     "agilerl/models",
     "agilerl/training/__init__.py",

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+from agilerl.core.spaces import IncompatibleSpaceError
 
 
 class AgentActions:

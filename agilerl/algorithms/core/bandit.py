@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import IncompatibleSpaceError
+from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer

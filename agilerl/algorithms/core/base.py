@@ -29,7 +29,7 @@ import torch
 
 from agilerl.algorithms.core.evaluation import evaluate_greedy
 from agilerl.algorithms.core.member_state import MemberState, cpu_copy
-from agilerl.algorithms.core.spaces import ObsEncoder
+from agilerl.core.spaces import ObsEncoder
 from agilerl.hpo.dormant import load_network_scores, network_scores
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork

@@ -50,7 +50,7 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.core.spaces import ObsEncoder
+from agilerl.core.spaces import ObsEncoder
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (

@@ -39,7 +39,7 @@ from agilerl.arena.models._generated import (
 from agilerl.arena.models._generated.algorithm_specs import *  # noqa: F403 (generated)
 from agilerl.arena.models._generated.algorithm_specs import __all__ as _ALGORITHM_SPECS
 from agilerl.arena.models.manifest import ARENA_REGISTRY, TrainingManifest
-from agilerl.models.errors import ManifestError
+from agilerl.core.manifest_errors import ManifestError
 
 __all__ = [
     "ARENA_REGISTRY", "AlgoSpec", "CnnSpec", "ContinuousQNetworkSpec", "CosineLRScheduleConfig",

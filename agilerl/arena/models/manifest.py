@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from agilerl.arena.models import _generated as gen
-from agilerl.models.errors import (
+from agilerl.core.manifest_errors import (
     ManifestError,
     ManifestIssue,
     ManifestReport,

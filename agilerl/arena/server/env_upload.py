@@ -16,7 +16,7 @@ from agilerl.arena.server.catalog import check_name
 from agilerl.arena.server.env_install import InstallError, parse_requirements
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import flag
-from agilerl.models.errors import ManifestError
+from agilerl.core.manifest_errors import ManifestError
 from agilerl.models.loading import MAX_MANIFEST_BYTES, parse_value
 
 #: an env config is read as a manifest is; requirements files get the same size limit.

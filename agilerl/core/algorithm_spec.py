@@ -1,0 +1,19 @@
+"""What every floor reads from an algorithm spec: its registered name and registry facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def algo_meta(spec: Any, name: str, default: Any = None) -> Any:
+    """Per-algorithm registry metadata (``off_policy``, ``default_evo_steps``, ...)."""
+    for source in (spec, type(spec)):
+        value = getattr(source, name, None)
+        if value is not None and not callable(value):
+            return value
+    return default
+
+
+def algo_name(spec: Any) -> str:
+    """Registered name of an algorithm spec (``"DQN"``)."""
+    return str(getattr(spec, "algo_name", None) or getattr(spec, "name", type(spec).__name__))
