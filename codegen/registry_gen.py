@@ -44,6 +44,9 @@ class AlgorithmEntry:
     env_type: str | None
     training_loop: str
     arena: bool
+    replay_features: frozenset[str]
+    """What of a replay memory the algorithm learns from besides plain transitions
+    (``per``: priorities and importance weights, ``n_step``: n-step returns)."""
     module: str
     """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
@@ -66,6 +69,7 @@ def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target:
             "network_spec": md["network_spec"], "environment": repr(md["environment"]),
             "env_spec": env_cls, "env_type": repr(md["env_type"]),
             "training_loop": repr(md["training_loop"]), "arena": repr(md["arena"]),
+            "replay_features": f"frozenset({tuple(sorted(md['replay_features']))!r})",
             "module": repr(module_name(name.removesuffix("Spec"))),
         }
         body = "".join(f"        {k}={v},\n" for k, v in fields.items())
@@ -75,6 +79,11 @@ def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target:
     text += '"""Every registered algorithm, in schema order."""\n\n'
     text += "REGISTRY = MappingProxyType({entry.name: entry for entry in ALGORITHMS})\n"
     text += '"""Registered name (exact, case-sensitive) -> entry."""\n\n'
+    if target == "arena":
+        local_only = [n.removesuffix("Spec") for n in catalog.algorithms() if n not in models]
+        text += f"LOCAL_ONLY: frozenset[str] = frozenset({tuple(local_only)!r})\n"
+        text += ('"""Registered algorithms that train locally only (``x-agilerl.arena`` false):\n'
+                 'not in this registry, named as such when a manifest asks Arena for one."""\n\n')
     members = " | ".join(f'Annotated[{n}, Tag("{n.removesuffix("Spec")}")]' for n in algos)
     text += (f"AlgorithmSpecUnion = Annotated[\n    {members},\n"
              '    Discriminator(tag_of("name", None)),\n]\n')

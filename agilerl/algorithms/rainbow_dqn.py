@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -66,8 +66,6 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
                   "with n_step_buffer_args.n_step), as in the reference; algorithm.n_step is "
                   "not read",
     }
-    #: Replay memories this algorithm learns from correctly (see ``training.build``).
-    replay_features: ClassVar[frozenset[str]] = frozenset({"per", "n_step"})
 
     batch_size: int
     lr: float

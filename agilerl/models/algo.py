@@ -67,6 +67,8 @@ class AlgoSpec(gen.AlgoSpec):
     """LLM environment type injected when the manifest omits it."""
     training_loop: ClassVar[str] = ""
     arena: ClassVar[bool] = False
+    replay_features: ClassVar[frozenset[str]] = frozenset()
+    """What of a replay memory the algorithm learns from (``per``, ``n_step``)."""
     algo_name: ClassVar[str] = ""
     """Registered name (``DQN``)."""
 
@@ -183,6 +185,7 @@ def registered(spec_class: SpecT) -> SpecT:
     spec_class.env_type = entry.env_type
     spec_class.training_loop = entry.training_loop
     spec_class.arena = entry.arena
+    spec_class.replay_features = entry.replay_features
     spec_class.network_spec = _public_network(entry.network_spec.__name__)
     spec_class.env_spec = _public_env(entry.environment)
     register_algorithm(name, spec_class)

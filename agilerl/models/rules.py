@@ -9,6 +9,7 @@ Message fragments match the reference library's, so code matching on them keeps 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -347,8 +348,8 @@ _LLM_IGNORED_TRAINING = {"target_score": None, "eval_steps": None, "eval_loop": 
 
 
 def replay_buffer_rules(algorithm: Any, buffer: Any) -> list[Violation]:
-    """Prioritised replay is RainbowDQN's only; algorithms without a buffer ignore the section;
-    multi-agent buffers ignore the n-step and PER flags."""
+    """Prioritised replay only for algorithms that learn from it; algorithms without a buffer
+    ignore the section; multi-agent buffers ignore the n-step and PER flags."""
     if buffer is None:
         return []
     name = getattr(algorithm, "algo_name", "")
@@ -360,10 +361,21 @@ def replay_buffer_rules(algorithm: Any, buffer: Any) -> list[Violation]:
     if multi_agent and (_get(buffer, "per_buffer") or _get(buffer, "n_step_buffer")):
         return [Violation(("replay_buffer",), f"{name} always uses a plain replay buffer; "
                           "n_step_buffer and per_buffer are ignored", "warning")]
-    if _get(buffer, "per_buffer") and name != "RainbowDQN":
-        return [Violation(("replay_buffer", "per_buffer"), "PER buffer is only supported for "
-                          f"Rainbow DQN, not {name}")]
-    return []
+    refusal = prioritized_replay_refusal(algorithm) if _get(buffer, "per_buffer") else None
+    return [Violation(("replay_buffer", "per_buffer"), refusal)] if refusal else []
+
+
+def prioritized_replay_refusal(algorithm: Any) -> str | None:
+    """Why ``per_buffer`` cannot serve ``algorithm``, or None: only an algorithm whose
+    ``replay_features`` (``x-agilerl`` in its schema) include ``per`` learns from priorities."""
+    if "per" in getattr(algorithm, "replay_features", frozenset()):
+        return None
+    from agilerl.models._generated.registry import REGISTRY
+
+    learners = [re.sub(r"([a-z])([A-Z])", r"\1 \2", entry.name)
+                for entry in REGISTRY.values() if "per" in entry.replay_features]
+    name = getattr(algorithm, "algo_name", "") or type(algorithm).__name__
+    return f"PER buffer is only supported for {' and '.join(learners)}, not {name}"
 
 
 def llm_training_rules(training: Any, multiturn: bool) -> list[Violation]:

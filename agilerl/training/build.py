@@ -243,12 +243,7 @@ def make_memory(trainer: LocalTrainer) -> Any:
         return loop.memory(trainer)
     if not loop.replay_memory:
         return None
-    from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-    from agilerl.components.replay_buffer import (
-        MultiStepReplayBuffer,
-        PrioritizedReplayBuffer,
-        ReplayBuffer,
-    )
+    from agilerl.components.replay_memory import build_replay_memory
 
     spec = trainer.replay_buffer_spec
     if spec is None:
@@ -261,40 +256,27 @@ def make_memory(trainer: LocalTrainer) -> Any:
             f"no replay_buffer section: using a replay buffer of {spec.max_size:,} "
             "transitions", UserWarning, stacklevel=4,
         )
-    per, n_step = bool(spec.per_buffer), bool(spec.n_step_buffer)
-    _check_replay_features(trainer, per, n_step)
-    size, seed = int(spec.max_size), derive_seed(trainer.seed, _SEED_MEMORY)
-    algo = trainer.algorithm_spec
-    steps = int(spec.n_step_buffer_args.n_step) if n_step else 1
-    gamma = float(getattr(algo, "gamma", 0.99))
-    one_step = n_step and bool(getattr(algo, "combined_reward", False))
-    if per:
-        return PrioritizedReplayBuffer(size, alpha=float(spec.per_buffer_args.alpha),
-                                       device=trainer.device, seed=seed, n_step=steps,
-                                       gamma=gamma, keep_one_step=one_step)
-    if n_step:
-        return MultiStepReplayBuffer(size, n_step=steps, gamma=gamma, device=trainer.device,
-                                     seed=seed, keep_one_step=one_step)
-    if loop.joint_memory:
-        return MultiAgentReplayBuffer(size, device=trainer.device, seed=seed)
-    return ReplayBuffer(size, device=trainer.device, seed=seed)
+    _check_replay_features(trainer.algorithm_spec, spec)
+    return build_replay_memory(spec, trainer.algorithm_spec, device=trainer.device,
+                               seed=derive_seed(trainer.seed, _SEED_MEMORY),
+                               multi_agent=loop.joint_memory, joint=loop.joint_memory)
 
 
-def _check_replay_features(trainer: LocalTrainer, per: bool, n_step: bool) -> None:
-    """Refuse memories the algorithm cannot learn from; warn about settings they make inert."""
-    from agilerl.algorithms import algorithm_class
-
-    name = algo_name(trainer.algorithm_spec)
-    features: frozenset[str] = getattr(algorithm_class(name), "replay_features", frozenset())
+def _check_replay_features(algorithm_spec: Any, buffer_spec: Any) -> None:
+    """Refuse memories the algorithm cannot learn from (its ``replay_features``); warn about
+    settings they make inert."""
+    per, n_step = bool(buffer_spec.per_buffer), bool(buffer_spec.n_step_buffer)
+    name = algo_name(algorithm_spec)
+    features: frozenset[str] = getattr(algorithm_spec, "replay_features", frozenset())
     wanted = [f for f, on in (("per", per), ("n_step", n_step)) if on and f not in features]
     if wanted:
         flags = " and ".join(f"replay_buffer.{f}_buffer" for f in wanted)
         raise UnsupportedAlgorithmError(
             f"{flags}: {name} does not learn from "
             f"{'prioritized' if wanted[0] == 'per' else 'n-step'} replay in this version of "
-            "agilerl (RainbowDQN does); set it to false"
+            "agilerl; set it to false"
         )
-    if not n_step and bool(getattr(trainer.algorithm_spec, "combined_reward", False)):
+    if not n_step and bool(getattr(algorithm_spec, "combined_reward", False)):
         import warnings
 
         warnings.warn("algorithm.combined_reward = True has no effect without "

@@ -20,6 +20,7 @@ from agilerl.models import (
     TournamentSelectionSpec,
     TrainingManifest,
 )
+from agilerl.models import _generated as gen
 
 DQN_MANIFEST = {
     "algorithm": {"name": "DQN", "lr": 0.001},
@@ -342,7 +343,7 @@ def test_model_validate_and_constructor_report_like_get_validated() -> None:
 
 
 def test_registry_facts() -> None:
-    assert set(RL_NAMES) <= set(ALGO_REGISTRY) and len(ALGO_REGISTRY) == 18
+    assert set(RL_NAMES) <= set(ALGO_REGISTRY) and set(ALGO_REGISTRY) == set(gen.REGISTRY)
     dqn, cqn, ts, grpo, dpo = (ALGO_REGISTRY[n] for n in ("DQN", "CQN", "NeuralTS", "GRPO", "DPO"))
     assert dqn.agent_type is AgentType.SingleAgent and dqn.off_policy and dqn.default_evo_steps == 10_000
     assert cqn.agent_type is AgentType.OfflineAgent and cqn.offline and cqn.default_evo_steps == 5_000

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from agilerl.arena.models import _generated as gen
+from agilerl.arena.models._generated.registry import LOCAL_ONLY
 from agilerl.core.manifest_errors import (
     ManifestError,
     ManifestIssue,
@@ -219,7 +220,7 @@ class _ArenaChecker:
                        f"{', '.join(registered)}", kind="schema")
             return None
         if name not in ARENA_REGISTRY:
-            local_only = name in ("CQN", "NeuralTS", "NeuralUCB")
+            local_only = name in LOCAL_ONLY
             why = "runs locally only (not eligible for Arena)" if local_only else "is not registered"
             self.issue(("algorithm", "name"), f"No registry entry for algorithm {name!r}: it {why}. "
                        f"Registered: {registered}", kind="unknown_algorithm",

@@ -63,6 +63,9 @@ class AlgorithmEntry:
     env_type: str | None
     training_loop: str
     arena: bool
+    replay_features: frozenset[str]
+    """What of a replay memory the algorithm learns from besides plain transitions
+    (``per``: priorities and importance weights, ``n_step``: n-step returns)."""
     module: str
     """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
@@ -81,6 +84,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='cispo',
     ),
     AlgorithmEntry(
@@ -97,6 +101,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='offline',
         arena=False,
+        replay_features=frozenset(()),
         module='cqn',
     ),
     AlgorithmEntry(
@@ -113,6 +118,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ddpg',
     ),
     AlgorithmEntry(
@@ -129,6 +135,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='preference',
         training_loop='llm_preference',
         arena=True,
+        replay_features=frozenset(()),
         module='dpo',
     ),
     AlgorithmEntry(
@@ -145,6 +152,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='dqn',
     ),
     AlgorithmEntry(
@@ -161,6 +169,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='grpo',
     ),
     AlgorithmEntry(
@@ -177,6 +186,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='gspo',
     ),
     AlgorithmEntry(
@@ -193,6 +203,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_on_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ippo',
     ),
     AlgorithmEntry(
@@ -209,6 +220,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='llmppo',
     ),
     AlgorithmEntry(
@@ -225,6 +237,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='llmreinforce',
     ),
     AlgorithmEntry(
@@ -241,6 +254,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='maddpg',
     ),
     AlgorithmEntry(
@@ -257,6 +271,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='matd3',
     ),
     AlgorithmEntry(
@@ -273,6 +288,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='bandits',
         arena=False,
+        replay_features=frozenset(()),
         module='neural_ts',
     ),
     AlgorithmEntry(
@@ -289,6 +305,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='bandits',
         arena=False,
+        replay_features=frozenset(()),
         module='neural_ucb',
     ),
     AlgorithmEntry(
@@ -305,6 +322,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='on_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ppo',
     ),
     AlgorithmEntry(
@@ -321,6 +339,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(('n_step', 'per')),
         module='rainbow_dqn',
     ),
     AlgorithmEntry(
@@ -337,6 +356,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='sft',
         training_loop='llm_sft',
         arena=True,
+        replay_features=frozenset(()),
         module='sft',
     ),
     AlgorithmEntry(
@@ -353,6 +373,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='td3',
     ),
 )

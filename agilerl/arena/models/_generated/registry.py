@@ -56,6 +56,9 @@ class AlgorithmEntry:
     env_type: str | None
     training_loop: str
     arena: bool
+    replay_features: frozenset[str]
+    """What of a replay memory the algorithm learns from besides plain transitions
+    (``per``: priorities and importance weights, ``n_step``: n-step returns)."""
     module: str
     """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
@@ -74,6 +77,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='cispo',
     ),
     AlgorithmEntry(
@@ -90,6 +94,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ddpg',
     ),
     AlgorithmEntry(
@@ -106,6 +111,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='preference',
         training_loop='llm_preference',
         arena=True,
+        replay_features=frozenset(()),
         module='dpo',
     ),
     AlgorithmEntry(
@@ -122,6 +128,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='dqn',
     ),
     AlgorithmEntry(
@@ -138,6 +145,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='grpo',
     ),
     AlgorithmEntry(
@@ -154,6 +162,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='gspo',
     ),
     AlgorithmEntry(
@@ -170,6 +179,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_on_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ippo',
     ),
     AlgorithmEntry(
@@ -186,6 +196,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='llmppo',
     ),
     AlgorithmEntry(
@@ -202,6 +213,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='reasoning',
         training_loop='llm_reasoning',
         arena=True,
+        replay_features=frozenset(()),
         module='llmreinforce',
     ),
     AlgorithmEntry(
@@ -218,6 +230,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='maddpg',
     ),
     AlgorithmEntry(
@@ -234,6 +247,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='multi_agent_off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='matd3',
     ),
     AlgorithmEntry(
@@ -250,6 +264,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='on_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='ppo',
     ),
     AlgorithmEntry(
@@ -266,6 +281,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(('n_step', 'per')),
         module='rainbow_dqn',
     ),
     AlgorithmEntry(
@@ -282,6 +298,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type='sft',
         training_loop='llm_sft',
         arena=True,
+        replay_features=frozenset(()),
         module='sft',
     ),
     AlgorithmEntry(
@@ -298,6 +315,7 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         env_type=None,
         training_loop='off_policy',
         arena=True,
+        replay_features=frozenset(()),
         module='td3',
     ),
 )
@@ -305,6 +323,10 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
 
 REGISTRY = MappingProxyType({entry.name: entry for entry in ALGORITHMS})
 """Registered name (exact, case-sensitive) -> entry."""
+
+LOCAL_ONLY: frozenset[str] = frozenset(('CQN', 'NeuralTS', 'NeuralUCB'))
+"""Registered algorithms that train locally only (``x-agilerl.arena`` false):
+not in this registry, named as such when a manifest asks Arena for one."""
 
 AlgorithmSpecUnion = Annotated[
     Annotated[CISPOSpec, Tag("CISPO")] | Annotated[DDPGSpec, Tag("DDPG")] | Annotated[DPOSpec, Tag("DPO")] | Annotated[DQNSpec, Tag("DQN")] | Annotated[GRPOSpec, Tag("GRPO")] | Annotated[GSPOSpec, Tag("GSPO")] | Annotated[IPPOSpec, Tag("IPPO")] | Annotated[LLMPPOSpec, Tag("LLMPPO")] | Annotated[LLMREINFORCESpec, Tag("LLMREINFORCE")] | Annotated[MADDPGSpec, Tag("MADDPG")] | Annotated[MATD3Spec, Tag("MATD3")] | Annotated[PPOSpec, Tag("PPO")] | Annotated[RainbowDQNSpec, Tag("RainbowDQN")] | Annotated[SFTSpec, Tag("SFT")] | Annotated[TD3Spec, Tag("TD3")],
