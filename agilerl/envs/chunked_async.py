@@ -2,7 +2,7 @@
 
 Gymnasium's ``AsyncVectorEnv`` starts one process per sub-env. With more sub-envs than
 cores (16 envs on 2 cores is the manifest default) most of each step goes to
-inter-process round trips and context switches. Here ``num_workers`` processes (default:
+inter-process round trips and context switches. Here ``num_processes`` processes (default:
 one per available core, at most one per sub-env) each hold a ``SyncVectorEnv`` over a
 contiguous chunk of the sub-envs; a step is one message per worker each way.
 
@@ -38,7 +38,7 @@ from gymnasium import Env
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import CloudpickleWrapper, batch_space
 
-__all__ = ["ChunkedAsyncVectorEnv", "EnvWorkerError", "default_num_workers"]
+__all__ = ["ChunkedAsyncVectorEnv", "EnvWorkerError", "default_num_processes"]
 
 #: Signals a job scheduler or a terminal sends to every process of a job.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -56,8 +56,9 @@ class EnvWorkerError(RuntimeError):
         self.worker_traceback = worker_traceback
 
 
-def default_num_workers(num_envs: int) -> int:
-    """One worker per core this process may use, at most one per sub-env."""
+def default_num_processes(num_envs: int) -> int:
+    """One env process per core this process may use, at most one per sub-env (not to be
+    confused with ``training.num_workers``, the processes population members train in)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
@@ -175,12 +176,12 @@ def _start_ignoring_stop_signals(process: Any) -> None:
 
 
 class ChunkedAsyncVectorEnv(VectorEnv):
-    """Vector env over ``num_workers`` subprocesses, each running a chunk of sub-envs."""
+    """Vector env over ``num_processes`` subprocesses, each running a chunk of sub-envs."""
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], Env]],
-        num_workers: int | None = None,
+        num_processes: int | None = None,
         autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
         context: str | None = None,
         name: str | None = None,
@@ -189,7 +190,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         if not env_fns:
             raise ValueError("ChunkedAsyncVectorEnv needs at least one env")
         self.num_envs = len(env_fns)
-        workers = num_workers or default_num_workers(self.num_envs)
+        workers = num_processes or default_num_processes(self.num_envs)
         workers = max(1, min(workers, self.num_envs))
         bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int)
         self._slices = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

@@ -46,7 +46,7 @@ from agilerl.envs.chunked_async import (
     _concat,
     _kill_workers,
     _split,
-    default_num_workers,
+    default_num_processes,
 )
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.gym_env import AUTORESET_MODE
@@ -340,14 +340,14 @@ class AsyncPettingZooVectorEnv(_AgentSpaces, ChunkedAsyncVectorEnv):  # type: ig
     def __init__(
         self,
         env_fns: Sequence[Callable[[], Any]],
-        num_workers: int | None = None,
+        num_processes: int | None = None,
         context: str | None = None,
         name: str | None = None,
     ) -> None:
         if not env_fns:
             raise ValueError("AsyncPettingZooVectorEnv needs at least one env")
         self.num_envs = len(env_fns)
-        workers = max(1, min(num_workers or default_num_workers(self.num_envs), self.num_envs))
+        workers = max(1, min(num_processes or default_num_processes(self.num_envs), self.num_envs))
         bounds = np.linspace(0, self.num_envs, workers + 1).round().astype(int)
         self._slices = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         dummy = env_fns[0]()

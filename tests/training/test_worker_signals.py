@@ -117,7 +117,7 @@ def test_an_env_never_closed_does_not_hang_interpreter_exit(tmp_path):
     script = (
         "import gymnasium as gym\n"
         "from agilerl.envs import ChunkedAsyncVectorEnv\n"
-        "env = ChunkedAsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 3, num_workers=2)\n"
+        "env = ChunkedAsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 3, num_processes=2)\n"
         "env.reset(seed=0)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
