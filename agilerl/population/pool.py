@@ -158,7 +158,9 @@ class ProcessPopulation:
                 f"training.num_workers = {count}: the environment, replay memory or agents "
                 f"cannot be sent to worker processes ({type(exc).__name__}: {exc}); use "
                 "training.num_workers: 1") from None
-        ctx, here = _context(type(self.agents[0]).__module__, init.device)
+        preload = (type(self.agents[0]).__module__,
+                   type(init.member_trainer_factory).__module__)
+        ctx, here = _context(preload, init.device)
         if here:
             # Forked from this process, workers share its pages until either side writes to
             # them. Everything so far goes into the collector's permanent generation until
@@ -448,22 +450,22 @@ class ProcessPopulation:
         self._steps[member] = int(self.agents[member].steps[-1])
 
 
-def _context(agent_module: str, device: str) -> tuple[Any, bool]:
+def _context(modules: tuple[str, ...], device: str) -> tuple[Any, bool]:
     """Where workers come from, and whether that is this process.
 
     Forked from this process where that is safe (:func:`_can_fork_here`): they start in
     milliseconds and share torch, the envs' modules and everything built so far with this
     process (copy-on-write), so each worker costs only the pages it writes. Otherwise from a
-    fork server that imported torch, the agent's module and the envs once (workers share
-    those pages with each other); spawned fresh interpreters where there is no fork server
-    (not POSIX).
+    fork server that imported torch, ``modules`` (the agent's, the member trainer
+    factory's) and the envs once (workers share those pages with each other); spawned fresh
+    interpreters where there is no fork server (not POSIX).
     """
     if _can_fork_here(device):
         return mp.get_context("fork"), True
     if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
         return mp.get_context("spawn"), False
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([agent_module, "agilerl.population.fork_preload"])
+    ctx.set_forkserver_preload([*modules, "agilerl.population.fork_preload"])
     return ctx, False
 
 

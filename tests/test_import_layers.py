@@ -1,0 +1,158 @@
+"""The packages of ``agilerl`` stand in floors, and imports only point down.
+
+Every ``import`` of the package's modules (top-level or inside a function: a function-local
+import ties modules together just the same; those under ``if TYPE_CHECKING`` are left out)
+is read with ``ast`` and mapped to its unit: a sub-package of ``agilerl`` (or one of the
+sub-packages named in :data:`UNITS`). A unit may import units on floors below its own, and
+never one on its floor or above, so no two units can import each other.
+
+:data:`ALLOWED` lists the arrows up that stay, each with its reason. :data:`TO_REMOVE` lists
+the ones that are still there and should not be: the test fails on any arrow up in neither
+list, and on an entry of ``TO_REMOVE`` that no longer exists (remove it from the list).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from functools import cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agilerl"
+
+#: Bottom first. Units on one line share a floor (and so may not import each other).
+FLOORS = """
+agilerl.core
+agilerl.version agilerl.input_files agilerl.run_folder agilerl.env_registry
+agilerl.components
+agilerl.arena.models agilerl.models
+agilerl.modules
+agilerl.networks agilerl.hpo agilerl.checkpoint agilerl.envs agilerl.logging
+agilerl.llm
+agilerl.algorithms.core
+agilerl.algorithms
+agilerl.population agilerl.evaluation
+agilerl.training
+agilerl.arena
+agilerl.dashboard
+agilerl.cli agilerl.arena.server agilerl.demo
+agilerl.train agilerl.__main__ agilerl.schemas
+"""
+
+#: Sub-packages that are units of their own (others belong to their top-level package).
+UNITS = ("agilerl.arena.models", "agilerl.arena.server", "agilerl.algorithms.core")
+
+#: (importing module, imported unit) -> why the arrow up stays.
+ALLOWED = {
+    ("agilerl.training.trainer", "agilerl.arena"):
+        "the reference's users import ArenaTrainer from agilerl.training.trainer "
+        "(a lazy module __getattr__; importing the trainer does not import the client)",
+}
+
+#: Arrows up still to take out (importing module, imported unit).
+TO_REMOVE = {
+    ("agilerl.algorithms.core.base", "agilerl.algorithms"),
+    ("agilerl.algorithms.core.llm_base", "agilerl.algorithms"),
+    ("agilerl.algorithms.core.stacked_ppo", "agilerl.algorithms"),
+    ("agilerl.algorithms.core.stacked_update", "agilerl.algorithms"),
+    ("agilerl.arena.models.algorithms", "agilerl.models"),
+    ("agilerl.arena.models.env", "agilerl.models"),
+    ("agilerl.arena.models.manifest", "agilerl.models"),
+    ("agilerl.llm.multiturn", "agilerl.algorithms.core"),
+    ("agilerl.llm.multiturn", "agilerl.population"),
+    ("agilerl.models.manifest", "agilerl.arena.models"),
+    ("agilerl.models.env", "agilerl.envs"),
+    ("agilerl.models.env", "agilerl.llm"),
+    ("agilerl.modules.multi_input", "agilerl.networks"),
+}
+
+
+def unit_of(module: str) -> str:
+    for unit in UNITS:
+        if module == unit or module.startswith(unit + "."):
+            return unit
+    return ".".join(module.split(".")[:2])
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Modules of ``agilerl`` that ``path`` imports, outside ``if TYPE_CHECKING`` blocks."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names
+                         if (PACKAGE.parent / f"{base}.{alias.name}".replace(".", "/")).is_dir()
+                         or (PACKAGE.parent / (f"{base}.{alias.name}".replace(".", "/") + ".py"))
+                         .is_file())
+    return {m for m in found if m == "agilerl" or m.startswith("agilerl.")}
+
+
+@cache
+def arrows_up() -> dict[tuple[str, str], str]:
+    """(importing module, imported unit) -> the imported module, for every arrow that does
+    not point down. The package root (always loaded first, importing nothing eagerly) and
+    generated code are left out."""
+    floor = {unit: level for level, line in enumerate(FLOORS.strip().splitlines())
+             for unit in line.split()}
+    found: dict[tuple[str, str], str] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "_generated" in path.parts or path == PACKAGE / "__init__.py":
+            continue
+        importer = module_name(path)
+        source = unit_of(importer)
+        assert source in floor, f"{importer}: its unit {source} is on no floor of FLOORS"
+        for target_module in imported_modules(path):
+            target = unit_of(target_module)
+            if target_module == "agilerl" or target == source:
+                continue
+            assert target in floor, f"{target_module}: its unit {target} is on no floor"
+            if floor[target] >= floor[source]:
+                found[(importer, target)] = target_module
+    return found
+
+
+def test_imports_point_down_the_floors() -> None:
+    found = arrows_up()
+    unexpected = sorted(f"{importer} imports {found[(importer, unit)]} (unit {unit})"
+                        for importer, unit in found
+                        if (importer, unit) not in ALLOWED and (importer, unit) not in TO_REMOVE)
+    assert unexpected == [], "imports that point up or sideways:\n" + "\n".join(unexpected)
+
+
+def test_the_lists_of_known_arrows_are_current() -> None:
+    found = arrows_up()
+    gone = sorted(f"{importer} -> {unit}" for importer, unit in {*ALLOWED, *TO_REMOVE}
+                  if (importer, unit) not in found)
+    assert gone == [], "no longer imported; remove from the test's lists:\n" + "\n".join(gone)
+
+
+def test_no_two_units_import_each_other_except_those_listed() -> None:
+    """A cycle needs an arrow up; with every arrow up listed, the cycles are those."""
+    edges: defaultdict[str, set[str]] = defaultdict(set)
+    for importer, unit in arrows_up():
+        edges[unit_of(importer)].add(unit)
+    listed_units = {(unit_of(importer), unit) for importer, unit in {*ALLOWED, *TO_REMOVE}}
+    assert {(a, b) for a, targets in edges.items() for b in targets} <= listed_units
+
+
+def test_function_local_imports_count() -> None:
+    """``paradigms`` imports the LLM loop only inside a function: still an arrow."""
+    assert "agilerl.training.llm" in imported_modules(PACKAGE / "training" / "paradigms.py")
