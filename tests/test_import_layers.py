@@ -63,7 +63,6 @@ TO_REMOVE = {
     ("agilerl.models.manifest", "agilerl.arena.models"),
     ("agilerl.models.env", "agilerl.envs"),
     ("agilerl.models.env", "agilerl.llm"),
-    ("agilerl.modules.multi_input", "agilerl.networks"),
 }
 
 

@@ -54,7 +54,7 @@ def _part_architecture(
     from gymnasium import spaces
 
     from agilerl.core.spaces import flat_dim, is_image_space
-    from agilerl.networks.encoders import encoder_class
+    from agilerl.modules.encoders import encoder_class
 
     if is_image_space(space):
         cnn = encoder_config.get("cnn_config") or _default_cnn_config()
@@ -75,7 +75,7 @@ class MultiInputEncoder(EvolvableEncoder):
 
     def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
         super().__init__()
-        from agilerl.networks.encoders import encoder_from_architecture
+        from agilerl.modules.encoders import encoder_from_architecture
 
         self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
         self.part_encoders = nn.ModuleDict(

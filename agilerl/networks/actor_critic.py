@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from agilerl.modules.encoders import encoder_architecture
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
-from agilerl.networks.encoders import encoder_architecture
 
 #: Lower bound on the initial standard deviation (``action_std_init`` may be 0).
 MIN_STD = 1e-6

@@ -2,7 +2,7 @@
 
 A network is described entirely by its ``architecture()`` dict, so it can be rebuilt from
 a checkpoint (``from_architecture``) and compared cheaply. Encoders come from the encoder
-factory (``agilerl.networks.encoders``) by their architecture's ``kind`` and implement
+factory (``agilerl.modules.encoders``) by their architecture's ``kind`` and implement
 ``agilerl.modules.encoder.EvolvableEncoder``; heads are ``EvolvableMLP``. Architecture
 mutations are two-phase: ``draw_plan`` uses the caller's numpy generator to decide *what*
 changes (a small JSON-able dict), ``mutated(plan)`` applies it deterministically and
@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoders import encoder_from_architecture
 from agilerl.modules.mlp import EvolvableMLP, draw_mlp_plan
-from agilerl.networks.encoders import encoder_from_architecture
 
 MLP_OPS = ("add_layer", "remove_layer", "add_nodes", "remove_nodes")
 LATENT_STEPS = (8, 16, 32)

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
+from agilerl.modules.encoders import encoder_architecture
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
-from agilerl.networks.encoders import encoder_architecture
 
 
 def observation_encoder_architecture(net_config: NetworkConfig, space: Any) -> dict[str, Any]:

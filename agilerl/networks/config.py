@@ -32,7 +32,7 @@ def normalise_net_config(net_config: Any, spec_name: str = "NetworkSpec") -> Net
     """Validate and complete a network section.
 
     The encoder keeps its ``arch`` (``encoder_config.arch``; a top-level ``arch`` is moved
-    there); the encoder factory (``agilerl.networks.encoders``) builds it, and says so
+    there); the encoder factory (``agilerl.modules.encoders``) builds it, and says so
     when this version has no encoder for it. A ``multiinput`` encoder's ``mlp_config``
     (the MLP over the concatenated per-part outputs) is filled with the default MLP when
     left out.

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from agilerl.modules.encoders import encoder_architecture
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
-from agilerl.networks.encoders import encoder_architecture
 
 #: Head output activations that bound the action, and whether they need ``2x - 1``.
 BOUNDED_OUTPUTS = {"Tanh": False, "Sigmoid": True}

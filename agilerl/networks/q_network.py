@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
+from agilerl.modules.encoders import encoder_architecture
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
-from agilerl.networks.encoders import encoder_architecture
 
 
 class QNetwork(EvolvableNetwork):

@@ -19,10 +19,10 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from agilerl.modules.encoders import encoder_architecture
 from agilerl.modules.noisy_mlp import NoisyMLP, scaled_noise
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, mlp_arch
-from agilerl.networks.encoders import encoder_architecture
 
 
 class RainbowQNetwork(EvolvableNetwork):

@@ -12,11 +12,11 @@ from gymnasium import spaces
 
 from agilerl.algorithms import DQN, PPO
 from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoders import encoder_class, encoder_from_architecture
 from agilerl.modules.mlp import MLPEncoder
 from agilerl.modules.multi_input import MultiInputEncoder
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import normalise_net_config
-from agilerl.networks.encoders import encoder_class, encoder_from_architecture
 from agilerl.networks.q_network import QNetwork
 
 TUPLE_SPACE = spaces.Tuple((spaces.Discrete(5), spaces.Discrete(3, start=1)))

@@ -14,9 +14,9 @@ import torch
 from gymnasium import spaces
 
 from agilerl.modules.encoder import ARCH_OPS
+from agilerl.modules.encoders import encoder_architecture, encoder_from_architecture
 from agilerl.modules.lstm import LSTMEncoder, lstm_arch
 from agilerl.networks.config import normalise_net_config
-from agilerl.networks.encoders import encoder_architecture, encoder_from_architecture
 from agilerl.networks.q_network import QNetwork
 
 OPS = (*ARCH_OPS, "activation")

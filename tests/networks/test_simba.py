@@ -9,9 +9,9 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms import DDPG, TD3
+from agilerl.modules.encoders import encoder_architecture, encoder_from_architecture
 from agilerl.modules.simba import SimbaEncoder
 from agilerl.networks.config import normalise_net_config
-from agilerl.networks.encoders import encoder_architecture, encoder_from_architecture
 
 OBS = spaces.Box(-1.0, 1.0, (5,), dtype=np.float32)
 ACTIONS = spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)

@@ -13,7 +13,7 @@ through ``self.networks`` (``unit_network``): mutation replaces the objects.
 
 Networks. ``net_config`` is one network section for every group, or a mapping group id
 (or agent id) -> section. Encoders are the evolvable encoders of
-``agilerl.networks.encoders``, picked for each unit's observation space.
+``agilerl.modules.encoders``, picked for each unit's observation space.
 
 Mutation. An architecture or activation mutation drawn for one network is applied to
 every network of the same role with the same initial configuration (all agents' actors,

@@ -1,11 +1,11 @@
 """The encoder factory: manifest ``arch`` -> evolvable encoder class.
 
 Every network (Q-networks, actor-critics, deterministic actors, continuous Q-networks)
-builds its encoders here, so any encoder works under any head. An encoder class lives in
-its own module under ``agilerl.modules`` and implements
-:class:`agilerl.modules.encoder.EvolvableEncoder`; the table below says where. The table
-is the one place that knows which archs exist: an arch whose module is absent is reported
-as not implemented.
+builds its encoders here (and the multi-input encoder its part encoders), so any encoder
+works under any head. An encoder class lives in its own module of ``agilerl.modules`` and
+implements :class:`agilerl.modules.encoder.EvolvableEncoder`; the table below says where.
+The table is the one place that knows which archs exist: an arch whose module is absent is
+reported as not implemented.
 """
 
 from __future__ import annotations
