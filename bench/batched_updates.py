@@ -7,7 +7,7 @@
 
 1. Time per update of ``--pop`` same-architecture members (the algorithm, network and
    batch size of the manifest): one member's ``agent.learn``, one ``agent.learn`` per
-   member, and one stacked update of them all (:mod:`agilerl.algorithms.core.stacked_groups`)
+   member, and one stacked update of them all (:mod:`agilerl.algorithms.stacked_groups`)
    on the same batches; one torch thread, as a member trains; wall and CPU time (CPU time
    is steadier on a loaded machine). Off-policy (DQN, CQN): one gradient step on a sampled
    batch (``--updates`` default 300). PPO (``--manifest ppo_cartpole``): one whole update
@@ -88,7 +88,7 @@ def _rollouts(manifest: dict, agents: list) -> list:
 def update_rates(manifest: dict, pop: int, updates: int | None) -> None:
     import torch
 
-    from agilerl.algorithms.core.stacked_groups import make_group
+    from agilerl.algorithms.stacked_groups import make_group
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)

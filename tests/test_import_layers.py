@@ -51,10 +51,6 @@ ALLOWED = {
 
 #: Arrows up still to take out (importing module, imported unit).
 TO_REMOVE = {
-    ("agilerl.algorithms.core.base", "agilerl.algorithms"),
-    ("agilerl.algorithms.core.llm_base", "agilerl.algorithms"),
-    ("agilerl.algorithms.core.stacked_ppo", "agilerl.algorithms"),
-    ("agilerl.algorithms.core.stacked_update", "agilerl.algorithms"),
     ("agilerl.arena.models.algorithms", "agilerl.models"),
     ("agilerl.arena.models.env", "agilerl.models"),
     ("agilerl.arena.models.manifest", "agilerl.models"),

@@ -1,14 +1,14 @@
 """RL algorithms (maths per algorithm; shared plumbing in ``agilerl.algorithms.core``).
 
 Each implementation is one module (``dqn.py``, ``ppo.py``) that registers its class with
-:func:`~agilerl.algorithms.registry.registered`; ``from agilerl.algorithms import DQN``
+:func:`~agilerl.algorithms.core.registry.registered`; ``from agilerl.algorithms import DQN``
 finds any registered class by its name, loading its module on first use.
 """
 
 from typing import Any
 
 from agilerl.algorithms.core.base import RLAlgorithm
-from agilerl.algorithms.registry import (
+from agilerl.algorithms.core.registry import (
     NotImplementedAlgorithmError,
     algorithm_class,
     build_algorithm,
@@ -27,7 +27,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    from agilerl.algorithms.registry import IMPLEMENTATIONS, load
+    from agilerl.algorithms.core.registry import IMPLEMENTATIONS, load
 
     cls = IMPLEMENTATIONS.get(name) or load(name)
     if cls is None:

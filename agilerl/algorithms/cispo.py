@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.grpo import GRPO
-from agilerl.algorithms.registry import registered
 
 
 @registered

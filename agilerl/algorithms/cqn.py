@@ -18,8 +18,8 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.dqn import DQN
-from agilerl.algorithms.registry import registered
 
 
 @registered

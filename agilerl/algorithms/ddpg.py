@@ -32,8 +32,8 @@ from torch import nn
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.flat_actor_critic import ActorCriticBuffers
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.registry import registered
 from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import torch
 
 from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 from agilerl.llm.dataset_envs import PreferenceBatch
 from agilerl.llm.losses import DPOOutput, dpo_loss, response_log_probs
 from agilerl.llm.text_batches import TokenBatch

@@ -19,9 +19,9 @@ from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
-from agilerl.algorithms.registry import registered
 from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain

@@ -20,7 +20,7 @@ from agilerl.algorithms.core.llm_policy import (
     finish_advantages,
     group_advantages,
 )
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 
 
 @registered

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.grpo import GRPO
-from agilerl.algorithms.registry import registered
 
 
 @registered

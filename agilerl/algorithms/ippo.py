@@ -31,8 +31,8 @@ from agilerl.algorithms.core.clipped_surrogate import (
 )
 from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
 from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian_action
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.core.spaces import IncompatibleSpaceError, action_dim
 from agilerl.networks.actor_critic import ActorCritic

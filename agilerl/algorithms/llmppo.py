@@ -21,7 +21,7 @@ from agilerl.algorithms.core.llm_policy import (
     UpdateBatch,
     finish_advantages,
 )
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 
 
 def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,

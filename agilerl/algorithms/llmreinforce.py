@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from agilerl.algorithms.core.llm_policy import Experience, PolicyGradientLLM, UpdateBatch
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 
 
 @registered

@@ -44,8 +44,8 @@ import torch
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.agent_actions import AgentActions
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentRLAlgorithm
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.registry import registered
 from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.deterministic_actor import DeterministicActor

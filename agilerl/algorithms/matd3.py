@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.maddpg import MADDPG
-from agilerl.algorithms.registry import registered
 from agilerl.algorithms.td3 import NOISE_CLIP, POLICY_NOISE
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from agilerl.algorithms.core.bandit import NeuralBandit
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 
 
 @registered

@@ -29,9 +29,9 @@ from agilerl.algorithms.core.clipped_surrogate import (
     closed_form_step,
 )
 from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian_action
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import clip_grad_norm
-from agilerl.algorithms.registry import registered
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.core.spaces import IncompatibleSpaceError, action_dim, obs_index
 from agilerl.networks.actor_critic import ActorCritic

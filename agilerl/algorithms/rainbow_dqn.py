@@ -30,9 +30,9 @@ import torch
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
-from agilerl.algorithms.registry import registered
 from agilerl.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import torch
 
 from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
-from agilerl.algorithms.registry import registered
+from agilerl.algorithms.core.registry import registered
 from agilerl.llm.losses import sft_loss
 from agilerl.llm.text_batches import TokenBatch
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.ddpg import DDPG
-from agilerl.algorithms.registry import registered
 
 #: Standard deviation and clip of the target policy smoothing noise (normalised units).
 POLICY_NOISE = 0.2

@@ -1,7 +1,7 @@
 """Several same-architecture MLPs run as one: member-stacked parameters, grouped matmuls.
 
-The batched population updates (:mod:`agilerl.algorithms.core.stacked_update`,
-:mod:`agilerl.algorithms.core.stacked_ppo`) stack the parameters of members whose networks
+The batched population updates (:mod:`agilerl.algorithms.stacked_update`,
+:mod:`agilerl.algorithms.stacked_ppo`) stack the parameters of members whose networks
 share one architecture along a leading member dimension and run every member's network in
 one pass: one ``baddbmm`` per linear layer over ``(members, rows, features)`` activations.
 The forward here is differentiable (autograd through the stacks); the closed-form gradient

@@ -1,6 +1,6 @@
 """Closed-form gradients of several same-architecture MLP chains at once.
 
-The batched population update (:mod:`agilerl.algorithms.core.stacked_update`) stacks the
+The batched population update (:mod:`agilerl.algorithms.stacked_update`) stacks the
 parameters of members whose networks share one architecture along a leading member
 dimension. :class:`StackedMLPChain` runs those members' networks as one chain of grouped
 matrix products (``baddbmm``/``bmm``) and applies the chain rule of

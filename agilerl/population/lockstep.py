@@ -7,7 +7,7 @@ loop's :func:`~agilerl.training.experience.on_policy_member_run`, or the offline
 updates on its read-only dataset) that stops at every learning update. The members are
 advanced in lockstep: every member runs until its next update, then the members waiting
 for an update learn at once, one stacked update per architecture
-(:mod:`agilerl.algorithms.core.stacked_groups`: a DQN or CQN gradient step, or a whole PPO
+(:mod:`agilerl.algorithms.stacked_groups`: a DQN or CQN gradient step, or a whole PPO
 update on the member's rollout). A member still collects exactly the experience and
 samples exactly the batches it would alone, because it keeps everything a sequential call
 has to itself:
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agilerl.algorithms.core.stacked_groups import group_key, make_group
+from agilerl.algorithms.stacked_groups import group_key, make_group
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.core.errors import UnsupportedSettingError

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from agilerl.algorithms.core.stacked_groups import group_key, make_group
-from agilerl.algorithms.core.stacked_ppo import StackedPPOGroup
 from agilerl.algorithms.ppo import PPO
+from agilerl.algorithms.stacked_groups import group_key, make_group
+from agilerl.algorithms.stacked_ppo import StackedPPOGroup
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.training.experience import on_policy_member_run
 from tests.algorithms.conftest import assert_same_dormancy_scores

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from agilerl.algorithms.core.stacked_update import StackedGroup, group_key, learn_together
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.dqn import DQN
+from agilerl.algorithms.stacked_update import StackedGroup, group_key, learn_together
 from agilerl.envs.probe import make_probe_vector_env
 from tests.algorithms.conftest import assert_same_dormancy_scores
 

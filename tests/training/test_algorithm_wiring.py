@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-import agilerl.algorithms.registry as registry
+import agilerl.algorithms.core.registry as registry
 from agilerl.algorithms import DQN, algorithm_class, registered
 from agilerl.models import (
     ALGO_REGISTRY,

@@ -389,6 +389,6 @@ _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", 
 
 
 def _registered(name: str) -> type[RLAlgorithm]:
-    from agilerl.algorithms.registry import algorithm_class
+    from agilerl.algorithms.core.registry import algorithm_class
 
     return algorithm_class(name)

@@ -459,7 +459,7 @@ class LLMAlgorithm(MemberState):
     @classmethod
     def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
         """A member rebuilt from ``get_state`` output on the shared base it names."""
-        from agilerl.algorithms.registry import algorithm_class
+        from agilerl.algorithms.core.registry import algorithm_class
 
         target = cls if getattr(cls, "algo", None) == state["algo"] \
             else algorithm_class(state["algo"])

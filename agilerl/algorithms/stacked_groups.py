@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from agilerl.algorithms.core.stacked_ppo import StackedPPOGroup
-from agilerl.algorithms.core.stacked_update import StackedGroup
+from agilerl.algorithms.stacked_ppo import StackedPPOGroup
+from agilerl.algorithms.stacked_update import StackedGroup
 
 #: The group classes, by the algorithms they batch (DQN and CQN; PPO).
 GROUPS: tuple[Any, ...] = (StackedGroup, StackedPPOGroup)
