@@ -54,8 +54,6 @@ TO_REMOVE = {
     ("agilerl.arena.models.algorithms", "agilerl.models"),
     ("agilerl.arena.models.env", "agilerl.models"),
     ("agilerl.arena.models.manifest", "agilerl.models"),
-    ("agilerl.llm.multiturn", "agilerl.algorithms.core"),
-    ("agilerl.llm.multiturn", "agilerl.population"),
     ("agilerl.models.manifest", "agilerl.arena.models"),
     ("agilerl.models.env", "agilerl.envs"),
     ("agilerl.models.env", "agilerl.llm"),

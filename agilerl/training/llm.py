@@ -172,7 +172,10 @@ class ReasoningMemberTrainer:
 
 def reasoning_member_trainer(trainer: LocalTrainer) -> Any:
     """The member trainer of the ``llm_reasoning`` loop (reasoning or multi-turn env)."""
-    member_trainer = getattr(trainer.env, "member_trainer", None)
-    if member_trainer is not None:
-        return member_trainer()
+    from agilerl.llm.multiturn import MultiTurnEnv
+
+    if isinstance(trainer.env, MultiTurnEnv):
+        from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
+
+        return MultiTurnMemberTrainer(trainer.env)
     return ReasoningMemberTrainer(trainer.env)

@@ -159,11 +159,12 @@ def test_max_wall_seconds_stops_a_multiturn_run_between_steps_and_it_continues(
 def test_multiturn_turns_are_credited_with_their_return_to_go(tiny_model: Path,
                                                                tmp_path: Path) -> None:
     from agilerl.llm.multiturn import Episode
+    from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
 
     game = tmp_path / "say_game.py"
     game.write_text(GAME)
     trainer = LocalTrainer.from_manifest(_multiturn_manifest(tiny_model, game), seed=0)
-    member = trainer.env.member_trainer()
+    member = MultiTurnMemberTrainer(trainer.env)
     episode = Episode(group=0, prompts=[[5], [5, 6]], completions=[[7], [8]],
                       rewards=[-0.1, 1.0])
     agent = trainer.population[0]

@@ -168,6 +168,6 @@ def test_agilerl_imports_without_the_llm_extra() -> None:
 
     code = ("import sys; sys.modules.update(transformers=None, peft=None, datasets=None, "
             "accelerate=None); import agilerl.algorithms.grpo, agilerl.training.llm, "
-            "agilerl.llm.adapters, agilerl.llm.multiturn; print('ok')")
+            "agilerl.llm.adapters, agilerl.llm.multiturn, agilerl.training.llm_multiturn; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr

@@ -50,7 +50,7 @@ def _module(name: str) -> str | None:
     from agilerl.models._generated import REGISTRY
 
     entry = REGISTRY.get(name)
-    return f"{__package__}.{entry.module}" if entry is not None else None
+    return f"agilerl.algorithms.{entry.module}" if entry is not None else None
 
 
 def load(name: str) -> type[Any] | None:
