@@ -41,6 +41,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from agilerl.core.environment_facts import moved_module
 from agilerl.envs.chunked_async import (
     ChunkedAsyncVectorEnv,
     _concat,
@@ -52,7 +53,6 @@ from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.gym_env import AUTORESET_MODE
 from agilerl.envs.parallel_step import fast_parallel_step
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrappers
-from agilerl.models.env_checks import moved_module
 
 __all__ = [
     "AsyncPettingZooVectorEnv",

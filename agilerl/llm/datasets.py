@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from agilerl.core.environment_facts import LLM_DATASET_FORMATS
 from agilerl.core.errors import EnvironmentSetupError, MissingExtraError
-from agilerl.models.env_checks import LLM_DATASET_FORMATS
 
 __all__ = [
     "FILE_FORMATS",

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agilerl.core.environment_facts import moved_module
 from agilerl.models.suggest import closest
 
 _GYM_ID = re.compile(r"^(?:(?P<ns>[^/]+)/)?(?P<name>.+?)(?:-v(?P<version>\d+))?$")
@@ -320,20 +321,6 @@ def _find_child(folders: list[str], part: str) -> tuple[bool, list[str]]:
     return False, []
 
 
-#: Module path prefixes of PettingZoo environments that moved -> where they live now
-#: (MPE left PettingZoo for the ``mpe2`` package). Builders map an old path to the new one
-#: with a one-line notice; checks check the new path.
-MOVED_MODULES: dict[str, str] = {"pettingzoo.mpe.": "mpe2."}
-
-
-def moved_module(dotted: str) -> str | None:
-    """The current path of a module that moved (``pettingzoo.mpe.X`` -> ``mpe2.X``), else None."""
-    for old, new in MOVED_MODULES.items():
-        if dotted.startswith(old):
-            return new + dotted[len(old):]
-    return None
-
-
 def _leaf_elsewhere(leaf: str, top: str) -> str | None:
     """A top-level package other than ``top`` that ships a module called ``leaf``."""
     for other in ("mpe2",):  # PettingZoo's MPE environments moved into the mpe2 package
@@ -405,16 +392,6 @@ def check_reference(ref: str, dotted_ok: bool = False) -> Finding | None:
 
 
 # --------------------------------------------------------------------------- files
-
-
-LLM_DATASET_FORMATS: dict[str, str] = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".jsonl": "json",
-    ".json": "json",
-    ".csv": "csv",
-}
-"""Local file suffix of an LLM ``environment.dataset`` -> the ``datasets`` builder reading it."""
 
 
 def find_file(value: str, base_dir: Path | None) -> Path | None:

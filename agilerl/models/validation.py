@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agilerl.core.environment_facts import LLM_DATASET_FORMATS
 from agilerl.core.manifest_errors import Location, ManifestIssue, ManifestReport
 from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
@@ -386,7 +387,7 @@ class _Checker(NetworkChecks):
                 self._finding(("environment", field), env_checks.check_file(value, base))
         if isinstance(spec, LLMEnvSpec):
             if spec.dataset and spec.dataset.lower().endswith(
-                    tuple(env_checks.LLM_DATASET_FORMATS)):
+                    tuple(LLM_DATASET_FORMATS)):
                 self._finding(("environment", "dataset"), env_checks.check_file(spec.dataset, base))
             if spec.reward_file_path:
                 found = env_checks.check_file(spec.reward_file_path, base)

@@ -33,6 +33,7 @@ INCLUDE = (
     "agilerl/version.py",
     "agilerl/core/__init__.py",
     "agilerl/core/algorithm_spec.py",
+    "agilerl/core/environment_facts.py",
     "agilerl/core/errors.py",
     "agilerl/core/manifest_errors.py",
     "agilerl/arena",
