@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
+from agilerl.arena.server.dependencies import context, current_user, ok
 from agilerl.arena.server.errors import ApiError
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"

@@ -8,9 +8,9 @@ import re
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
-from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
+from agilerl.arena.server.dependencies import context, current_user, ok
 from agilerl.arena.server.errors import ApiError
 
 router = APIRouter()

@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field
 from starlette.datastructures import UploadFile
 
 from agilerl.arena.server import nofollow, quota
-from agilerl.arena.server.app import context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import Catalog, Row, check_name
+from agilerl.arena.server.dependencies import context, current_user, ok
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import blank
 

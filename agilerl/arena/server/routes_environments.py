@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from agilerl.arena.server import env_jobs, environments, quota
-from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.catalog import LATEST, Catalog, Row, check_name
+from agilerl.arena.server.dependencies import Context, context, current_user, ok
 from agilerl.arena.server.env_archive import ArchiveLimits, unpack
 from agilerl.arena.server.env_entrypoints import find_entrypoints
 from agilerl.arena.server.env_install import copy_venv

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from agilerl.arena.server import policy, quota, states, submission
-from agilerl.arena.server.app import Context, context, current_user, ok
 from agilerl.arena.server.auth import User
+from agilerl.arena.server.dependencies import Context, context, current_user, ok
 from agilerl.arena.server.errors import ApiError, invalid_state
 from agilerl.arena.server.events import NDJSON
 from agilerl.arena.server.events import event as _event

@@ -23,8 +23,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agilerl.arena.server import ui_runs
-from agilerl.arena.server.app import Context, context, current_user
 from agilerl.arena.server.auth import User
+from agilerl.arena.server.dependencies import Context, context, current_user
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import integer
 from agilerl.arena.server.runs import RunDir

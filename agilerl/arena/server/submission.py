@@ -22,9 +22,9 @@ from agilerl.arena.server import (
     quota,
     states,
 )
-from agilerl.arena.server.app import Context
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.config import DEFAULT_RESOURCE_ID
+from agilerl.arena.server.dependencies import Context
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.jsondepth import check_json_depth
 from agilerl.arena.server.store import Row
