@@ -35,6 +35,11 @@ HPS = [
      "max_grad_norm": 5.0},
 ]
 SAME = [dict(HPS[0]) for _ in range(4)]
+#: Minibatches of one shape (stepped in one stacked call, no padding), each member with its
+#: own loss coefficients.
+COEFFICIENTS = [dict(HPS[0], clip_coef=clip, vf_coef=vf, ent_coef=ent)
+                for clip, vf, ent in ((0.2, 0.5, 0.0), (0.05, 1.0, 0.1), (0.3, 0.1, 0.02),
+                                      (0.1, 0.7, 0.05))]
 
 
 def _members(env_name: str, hps: list[dict], net: dict | None = None,
@@ -92,7 +97,8 @@ def _compare(env_name: str, hps: list[dict], *, share: bool = True, net: dict | 
 
 @pytest.mark.parametrize("env_name", ["ObsPolicyEnv", "ObsPolicyContEnv"],
                          ids=["discrete", "continuous"])
-@pytest.mark.parametrize("hps", [SAME, HPS], ids=["same-hp", "differing-hp"])
+@pytest.mark.parametrize("hps", [SAME, HPS, COEFFICIENTS],
+                         ids=["same-hp", "differing-hp", "differing-coefficients"])
 def test_stacked_ppo_update_equals_each_members_learn(env_name, hps):
     together = _compare(env_name, hps)
     first = [next(a.actor_critic.parameters()) for a in together]
