@@ -8,7 +8,10 @@ import shlex
 import sysconfig
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
 
 
 def user_code_frame(exc: BaseException) -> str | None:
@@ -44,7 +47,8 @@ _REPEATED_OPTIONS = (
 _OPTION_DEFAULTS = {"device": "auto", "torch_threads": 1}
 
 
-def resume_command(args: argparse.Namespace, trainer: Any, checkpoint: Any) -> str:
+def resume_command(args: argparse.Namespace, trainer: LocalTrainer | None,
+                   checkpoint: Any) -> str:
     """The command that continues this run: the same manifest, overrides, seed and options,
     the same run folder, from ``checkpoint``."""
     parts = ["agilerl", "train", str(args.manifest), *args.overrides]

@@ -42,9 +42,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agilerl.cli.failure_context import resume_command, user_code_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
 
 NAME = "train"
 HELP = "train a population locally from a training manifest"
@@ -345,7 +348,7 @@ def _build(args: argparse.Namespace, manifest: Any) -> Any:
         return _report(exc)
 
 
-def _train(args: argparse.Namespace, trainer: Any) -> int:
+def _train(args: argparse.Namespace, trainer: LocalTrainer) -> int:
     from agilerl.envs import EnvWorkerError
     from agilerl.population.backend import MemberFailure
     from agilerl.training.trainer import TrainingInterrupted
@@ -397,13 +400,13 @@ def _train(args: argparse.Namespace, trainer: Any) -> int:
     return EXIT_OK
 
 
-def _env_failed(args: argparse.Namespace, trainer: Any, what: str) -> int:
+def _env_failed(args: argparse.Namespace, trainer: LocalTrainer, what: str) -> int:
     """Report an environment that failed while training, and the checkpoint to go back to."""
     _error(f"training stopped: {what}\n  {_last_checkpoint_note(args, trainer)}")
     return EXIT_ENV_FAILED
 
 
-def _last_checkpoint_note(args: argparse.Namespace, trainer: Any) -> str:
+def _last_checkpoint_note(args: argparse.Namespace, trainer: LocalTrainer) -> str:
     last = trainer.last_checkpoint
     return (f"the last checkpoint, {last}, is intact; resume with: "
             f"{resume_command(args, trainer, last)}" if last is not None else

@@ -9,13 +9,8 @@ process (:class:`LocalPopulation`), in worker processes on this machine
 :mod:`agilerl.population.backends` picks one.
 """
 
-from agilerl.population.backend import (
-    EvalJob,
-    MemberTrainer,
-    PopulationBackend,
-    TrainJob,
-    TrainReport,
-)
+from agilerl.core.member_training import MemberTrainer, TrainReport
+from agilerl.population.backend import EvalJob, PopulationBackend, TrainJob
 from agilerl.population.local import LocalPopulation
 
 __all__ = ["EvalJob", "LocalPopulation", "MemberTrainer", "PopulationBackend", "TrainJob",

@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-
-@dataclass
-class TrainReport:
-    """What one ``train(member, steps)`` call did."""
-
-    steps: int
-    """Environment steps taken (summed over sub-envs)."""
-    score: float = math.nan
-    """Mean return of the training episodes that finished (NaN when none did)."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    """Algorithm metrics averaged over the learning updates (e.g. ``loss``)."""
-    seconds: float = 0.0
-    """Wall time of the call."""
+from agilerl.core.member_training import Deadline, TrainReport
 
 
 class MemberFailure(RuntimeError):
@@ -46,32 +31,6 @@ class MemberFailure(RuntimeError):
         return f"{' of '.join(where) or 'the population'}: {self.what}"
 
 
-class Deadline:
-    """The moment a run's wall-clock budget (``training.max_wall_seconds``) is spent.
-
-    Each run makes its own, and it travels with the run's training jobs to wherever a member
-    trains: pickled, it is the seconds left, so it means the same moment in a worker process
-    or on another machine of a Ray cluster, whatever their clocks say.
-    """
-
-    __slots__ = ("_at",)
-
-    def __init__(self, seconds: float) -> None:
-        self._at = time.monotonic() + float(seconds)
-
-    def seconds_left(self) -> float:
-        return self._at - time.monotonic()
-
-    def spent(self) -> bool:
-        return time.monotonic() >= self._at
-
-    def __reduce__(self) -> tuple[Any, tuple[float]]:
-        return Deadline, (self.seconds_left(),)
-
-    def __repr__(self) -> str:
-        return f"Deadline(seconds_left={self.seconds_left():.3f})"
-
-
 class TrainJob(NamedTuple):
     """One member's share of a generation's training phase."""
 
@@ -88,16 +47,6 @@ class EvalJob(NamedTuple):
 
     member: int
     seed: int
-
-
-class MemberTrainer(Protocol):
-    """Collects experience for one member and lets it learn: the paradigm-specific half."""
-
-    def __call__(self, agent: Any, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
-        """Train ``agent`` for about ``steps`` steps from ``seed``; a trainer whose steps
-        are long may return early, between two steps, once ``deadline`` is spent."""
-        ...
 
 
 @runtime_checkable

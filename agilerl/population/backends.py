@@ -28,29 +28,14 @@ from agilerl.core.errors import (
     TrainingSetupError,
     UnsupportedSettingError,
 )
-from agilerl.population.backend import MemberTrainer, PopulationBackend
+from agilerl.core.member_training import MemberTrainerFactory, RunContext
+from agilerl.population.backend import PopulationBackend
 
 BACKENDS = ("local", "ray")
 """The names ``training.backend`` accepts (the schema's enum)."""
 
 #: Modules that register a backend when imported, by backend name.
 _PLUGINS = {"ray": "agilerl.population.ray_backend"}
-
-
-@dataclass
-class MemberContext:
-    """What a member trainer factory is given: the trainer's parts a paradigm reads.
-
-    In the driver these are the trainer's own objects; in a worker process the env and
-    memory are that process's replicas.
-    """
-
-    env: Any
-    memory: Any
-    training_spec: Any
-    algorithm_spec: Any = None
-    paradigm: str = ""
-    """The registry ``training_loop`` the members train with."""
 
 
 @dataclass
@@ -63,7 +48,7 @@ class PopulationSetup:
     """The driver's vector env (the local backend trains and evaluates on it)."""
     env_factory: Callable[[], Any]
     """Picklable: builds an env equivalent to ``env`` (same spec and construction seed)."""
-    member_trainer_factory: Callable[[MemberContext], MemberTrainer]
+    member_trainer_factory: MemberTrainerFactory
     """Picklable: the paradigm's ``train(agent, steps, *, seed)`` for a context."""
     training_spec: Any
     algorithm_spec: Any = None
@@ -86,9 +71,9 @@ class PopulationSetup:
     shared base model, which every worker would have to load again)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def context(self) -> MemberContext:
-        """The driver-side :class:`MemberContext`."""
-        return MemberContext(env=self.env, memory=self.memory, training_spec=self.training_spec,
+    def context(self) -> RunContext:
+        """The driver-side :class:`~agilerl.core.member_training.RunContext`."""
+        return RunContext(env=self.env, memory=self.memory, training_spec=self.training_spec,
                              algorithm_spec=self.algorithm_spec, paradigm=self.paradigm)
 
 

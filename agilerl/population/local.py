@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.population.backend import Deadline, MemberTrainer, SequentialCalls, TrainReport
+from agilerl.core.member_training import Deadline, MemberTrainer, TrainReport
+from agilerl.population.backend import SequentialCalls
 from agilerl.population.shared_memory import SharedReplay, shareable
 
 if TYPE_CHECKING:  # pragma: no cover

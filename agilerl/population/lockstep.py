@@ -50,7 +50,8 @@ from agilerl.algorithms.stacked_groups import group_key, make_group
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.core.errors import UnsupportedSettingError
-from agilerl.population.backend import MemberTrainer, TrainJob, TrainReport
+from agilerl.core.member_training import MemberTrainer, TrainReport
+from agilerl.population.backend import TrainJob
 from agilerl.population.local import LocalPopulation
 from agilerl.population.shared_memory import SharedReplay
 

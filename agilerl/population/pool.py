@@ -41,13 +41,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.population.backend import (
-    Deadline,
-    EvalJob,
-    MemberFailure,
-    TrainJob,
-    TrainReport,
-)
+from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.population.backend import EvalJob, MemberFailure, TrainJob
 from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve, serve_requests
 from agilerl.population.resident_pages import release_library_pages

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agilerl.population.resident_pages import release_library_pages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agilerl.population.backend import Deadline
+    from agilerl.core.member_training import Deadline
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1
@@ -117,7 +117,7 @@ def _torch_threads(count: int) -> Iterator[None]:
 
 class _Worker:
     def __init__(self, init: WorkerInit, driver_memory: Any = None) -> None:
-        from agilerl.population.backends import MemberContext
+        from agilerl.core.member_training import RunContext
         from agilerl.population.shared_memory import SharedReplay, shareable
 
         self.init = init
@@ -129,9 +129,8 @@ class _Worker:
         self.memory = (driver_memory if driver_memory is not None else
                        opened() if callable(opened) else init.memory)
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
-        context = MemberContext(env=self.env, memory=self.memory,
-                                training_spec=init.training_spec,
-                                algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
+        context = RunContext(env=self.env, memory=self.memory, training_spec=init.training_spec,
+                             algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
         with warnings.catch_warnings():  # the driver has shown them (ProcessPopulation)
             warnings.simplefilter("ignore")
             self.train_member = init.member_trainer_factory(context)

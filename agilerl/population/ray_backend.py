@@ -43,13 +43,8 @@ from typing import Any
 import ray
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.population.backend import (
-    Deadline,
-    EvalJob,
-    MemberFailure,
-    TrainJob,
-    TrainReport,
-)
+from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.population.backend import EvalJob, MemberFailure, TrainJob
 from agilerl.population.backends import (
     BackendSettings,
     PopulationSetup,

@@ -12,8 +12,7 @@ from typing import Any
 
 import ray
 
-from agilerl.population.backend import Deadline, TrainReport
-from agilerl.population.backends import MemberContext
+from agilerl.core.member_training import Deadline, RunContext, TrainReport
 from agilerl.population.shared_memory import ExperienceDelta, SharedReplay
 
 
@@ -35,10 +34,10 @@ class MemberHost:
         self.memory = copy.deepcopy(recipe["memory"])
         #: the generation rule on this actor's memory replica (several members share it)
         self.shared = SharedReplay(self.memory) if recipe["shared"] else None
-        context = MemberContext(env=self.env, memory=self.memory,
-                                training_spec=recipe["training_spec"],
-                                algorithm_spec=recipe["algorithm_spec"],
-                                paradigm=recipe["paradigm"])
+        context = RunContext(env=self.env, memory=self.memory,
+                             training_spec=recipe["training_spec"],
+                             algorithm_spec=recipe["algorithm_spec"],
+                             paradigm=recipe["paradigm"])
         # Seeding and calls as in one process; the memory rule is applied here, across
         # the whole population, not by this partial LocalPopulation (hence no memory).
         self.members = LocalPopulation(

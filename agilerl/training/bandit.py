@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
 
 
 class BanditMemberTrainer:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, MemberTrainer, RunContext, TrainReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -170,12 +170,12 @@ class ReasoningMemberTrainer:
         return TrainReport(steps=int(steps), score=report["reward"], metrics=report)
 
 
-def reasoning_member_trainer(trainer: LocalTrainer) -> Any:
+def reasoning_member_trainer(context: RunContext) -> MemberTrainer:
     """The member trainer of the ``llm_reasoning`` loop (reasoning or multi-turn env)."""
     from agilerl.llm.multiturn import MultiTurnEnv
 
-    if isinstance(trainer.env, MultiTurnEnv):
+    if isinstance(context.env, MultiTurnEnv):
         from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
 
-        return MultiTurnMemberTrainer(trainer.env)
-    return ReasoningMemberTrainer(trainer.env)
+        return MultiTurnMemberTrainer(context.env)
+    return ReasoningMemberTrainer(context.env)

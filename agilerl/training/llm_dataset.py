@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, RunContext, TrainReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -89,6 +89,6 @@ def _attention(batch: Any) -> Any:
     return tokens.attention_mask
 
 
-def dataset_member_trainer(trainer: LocalTrainer) -> DatasetMemberTrainer:
+def dataset_member_trainer(context: RunContext) -> DatasetMemberTrainer:
     """The member trainer of the ``llm_preference`` and ``llm_sft`` loops."""
-    return DatasetMemberTrainer(trainer.env)
+    return DatasetMemberTrainer(context.env)

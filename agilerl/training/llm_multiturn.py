@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from agilerl.algorithms.core.llm_policy import Experience
+from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.llm.multiturn import Episode, MultiTurnEnv
-from agilerl.population.backend import Deadline, TrainReport
 
 
 class MultiTurnMemberTrainer:

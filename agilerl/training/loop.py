@@ -52,14 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.population.backend import (
-    Deadline,
-    EvalJob,
-    MemberFailure,
-    PopulationBackend,
-    TrainJob,
-    TrainReport,
-)
+from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.population.backend import EvalJob, MemberFailure, PopulationBackend, TrainJob
 from agilerl.training.early_stop import EarlyStopping
 
 PHASE_TRAIN = 0

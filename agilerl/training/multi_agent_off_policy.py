@@ -32,7 +32,7 @@ import numpy as np
 
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.training.experience import _learn_schedule, mean_metrics
 
 

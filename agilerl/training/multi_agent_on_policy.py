@@ -23,7 +23,7 @@ import numpy as np
 
 from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.training.experience import mean_metrics, tell_progress
 
 

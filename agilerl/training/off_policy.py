@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.training.experience import (
     LearnPoint,
     off_policy_member_run,

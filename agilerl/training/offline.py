@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agilerl.population.backend import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.training.arguments import explained
 from agilerl.training.experience import LearnPoint, drive_member_run, learn_at, mean_metrics
 
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
 
-def load_dataset(trainer: Any) -> Any:
+
+def load_dataset(trainer: LocalTrainer) -> Any:
     """The dataset of the trainer's ``OfflineEnvSpec``, checked against its env's spaces.
 
     Up to ``replay_buffer.max_size`` transitions are kept in RAM; a larger dataset is

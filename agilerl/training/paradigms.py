@@ -13,10 +13,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agilerl.core.algorithm_spec import algo_meta, algo_name
 from agilerl.core.errors import UnsupportedAlgorithmError
+from agilerl.core.member_training import MemberTrainer, RunContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.training.trainer import LocalTrainer
 
 
 @dataclass(frozen=True)
@@ -24,15 +28,15 @@ class Paradigm:
     """How one training loop runs: its member trainer, and whether it keeps a replay memory."""
 
     replay_memory: bool
-    member_trainer: Callable[[Any], Any]
-    """``trainer -> train(agent, steps, *, seed)`` (the population seam's half)."""
-    make_env: Callable[[Any], Any] | None = None
+    member_trainer: Callable[[RunContext], MemberTrainer]
+    """``context -> train(agent, steps, *, seed)`` (the population seam's half)."""
+    make_env: Callable[[LocalTrainer], Any] | None = None
     """``trainer -> env`` when the loop builds its own environment (LLM); None: the env
     spec's vector env."""
-    make_population: Callable[[Any], list[Any]] | None = None
+    make_population: Callable[[LocalTrainer], list[Any]] | None = None
     """``trainer -> members`` when the loop builds its own members (LLM adapters over a
     shared base); None: ``build_algorithm`` per slot."""
-    memory: Callable[[Any], Any] | None = None
+    memory: Callable[[LocalTrainer], Any] | None = None
     """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
     loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
     joint_memory: bool = False
@@ -46,54 +50,54 @@ class Paradigm:
         return self.make_env is None and self.make_population is None
 
 
-def _off_policy(trainer: Any) -> Any:
+def _off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.off_policy import OffPolicyMemberTrainer
 
-    return OffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
+    return OffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
 
 
-def _on_policy(trainer: Any) -> Any:
+def _on_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.on_policy import OnPolicyMemberTrainer
 
-    return OnPolicyMemberTrainer(trainer.env, int(trainer.training_spec.max_steps))
+    return OnPolicyMemberTrainer(context.env, int(context.training_spec.max_steps))
 
 
-def _llm_reasoning(trainer: Any) -> Any:
+def _llm_reasoning(context: RunContext) -> MemberTrainer:
     from agilerl.training.llm import reasoning_member_trainer
 
-    return reasoning_member_trainer(trainer)
+    return reasoning_member_trainer(context)
 
 
-def _llm_env(trainer: Any) -> Any:
+def _llm_env(trainer: LocalTrainer) -> Any:
     from agilerl.training.llm import make_llm_env
 
     return make_llm_env(trainer)
 
 
-def _llm_population(trainer: Any) -> list[Any]:
+def _llm_population(trainer: LocalTrainer) -> list[Any]:
     from agilerl.training.llm import make_llm_population
 
     return make_llm_population(trainer)
 
 
-def _llm_dataset(trainer: Any) -> Any:
+def _llm_dataset(context: RunContext) -> MemberTrainer:
     from agilerl.training.llm_dataset import dataset_member_trainer
 
-    return dataset_member_trainer(trainer)
+    return dataset_member_trainer(context)
 
 
-def _llm_dataset_env(trainer: Any) -> Any:
+def _llm_dataset_env(trainer: LocalTrainer) -> Any:
     from agilerl.training.llm_dataset import make_dataset_llm_env
 
     return make_dataset_llm_env(trainer)
 
 
-def _offline(trainer: Any) -> Any:
+def _offline(context: RunContext) -> MemberTrainer:
     from agilerl.training.offline import OfflineMemberTrainer
 
-    _warn_inert(trainer.training_spec, "learning_delay",
+    _warn_inert(context.training_spec, "learning_delay",
                 "offline training takes no env steps; every update samples the dataset")
-    return OfflineMemberTrainer(trainer.memory)
+    return OfflineMemberTrainer(context.memory)
 
 
 def _warn_inert(training: Any, field: str, why: str) -> None:
@@ -104,32 +108,32 @@ def _warn_inert(training: Any, field: str, why: str) -> None:
                       stacklevel=5)
 
 
-def _offline_dataset(trainer: Any) -> Any:
+def _offline_dataset(trainer: LocalTrainer) -> Any:
     from agilerl.training.offline import load_dataset
 
     return load_dataset(trainer)
 
 
-def _bandits(trainer: Any) -> Any:
+def _bandits(context: RunContext) -> MemberTrainer:
     from agilerl.training.bandit import BanditMemberTrainer
 
-    _warn_inert(trainer.training_spec, "episode_steps",
+    _warn_inert(context.training_spec, "episode_steps",
                 "a generation is training.evo_steps pulls per member")
-    _warn_inert(trainer.training_spec, "learning_delay",
+    _warn_inert(context.training_spec, "learning_delay",
                 "bandits learn once the memory holds a batch")
-    return BanditMemberTrainer(trainer.env, trainer.memory)
+    return BanditMemberTrainer(context.env, context.memory)
 
 
-def _multi_agent_on_policy(trainer: Any) -> Any:
+def _multi_agent_on_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.multi_agent_on_policy import MultiAgentOnPolicyMemberTrainer
 
-    return MultiAgentOnPolicyMemberTrainer(trainer.env, int(trainer.training_spec.max_steps))
+    return MultiAgentOnPolicyMemberTrainer(context.env, int(context.training_spec.max_steps))
 
 
-def _multi_agent_off_policy(trainer: Any) -> Any:
+def _multi_agent_off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.multi_agent_off_policy import MultiAgentOffPolicyMemberTrainer
 
-    return MultiAgentOffPolicyMemberTrainer(trainer.env, trainer.memory, trainer.training_spec)
+    return MultiAgentOffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
 
 
 PARADIGMS: dict[str, Paradigm] = {
@@ -153,12 +157,11 @@ PARADIGMS: dict[str, Paradigm] = {
 @dataclass(frozen=True)
 class MemberTrainerFactory:
     """Picklable ``context -> member trainer`` of one loop, for backends that build member
-    trainers in other processes (``context``: anything with the trainer attributes the
-    paradigm reads, e.g. :class:`agilerl.population.backends.MemberContext`)."""
+    trainers in other processes."""
 
     loop: str
 
-    def __call__(self, context: Any) -> Any:
+    def __call__(self, context: RunContext) -> MemberTrainer:
         return PARADIGMS[self.loop].member_trainer(context)
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agilerl.population.backend import SequentialCalls, TrainReport
+from agilerl.core.member_training import TrainReport
+from agilerl.population.backend import SequentialCalls
 from agilerl.training.loop import (
     Interrupted,
     LoopSettings,

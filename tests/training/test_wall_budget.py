@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agilerl.population.backend import Deadline, SequentialCalls, TrainReport
+from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.population.backend import SequentialCalls
 from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
 from agilerl.training.loop import LoopSettings, LoopState, run_generations
 

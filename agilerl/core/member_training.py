@@ -1,0 +1,95 @@
+"""What a population backend and a training loop agree on: the member trainer's call, its
+report, the run's deadline, and the :class:`RunContext` a member trainer is built from.
+
+The population backends (local, worker processes, Ray) run member trainers without knowing
+the loop; the loops (``agilerl.training``) build them without knowing where they run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class TrainReport:
+    """What one ``train(member, steps)`` call did."""
+
+    steps: int
+    """Environment steps taken (summed over sub-envs)."""
+    score: float = math.nan
+    """Mean return of the training episodes that finished (NaN when none did)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Algorithm metrics averaged over the learning updates (e.g. ``loss``)."""
+    seconds: float = 0.0
+    """Wall time of the call."""
+
+
+class Deadline:
+    """The moment a run's wall-clock budget (``training.max_wall_seconds``) is spent.
+
+    Each run makes its own, and it travels with the run's training jobs to wherever a member
+    trains: pickled, it is the seconds left, so it means the same moment in a worker process
+    or on another machine of a Ray cluster, whatever their clocks say.
+    """
+
+    __slots__ = ("_at",)
+
+    def __init__(self, seconds: float) -> None:
+        self._at = time.monotonic() + float(seconds)
+
+    def seconds_left(self) -> float:
+        return self._at - time.monotonic()
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self._at
+
+    def __reduce__(self) -> tuple[Any, tuple[float]]:
+        return Deadline, (self.seconds_left(),)
+
+    def __repr__(self) -> str:
+        return f"Deadline(seconds_left={self.seconds_left():.3f})"
+
+
+class MemberTrainer(Protocol):
+    """Collects experience for one member and lets it learn: the paradigm-specific half."""
+
+    def __call__(self, agent: Any, steps: int, *, seed: int,
+                 deadline: Deadline | None = None) -> TrainReport:
+        """Train ``agent`` for about ``steps`` steps from ``seed``; a trainer whose steps
+        are long may return early, between two steps, once ``deadline`` is spent."""
+        ...
+
+
+class EnvFactory(Protocol):
+    """Builds an environment equivalent to the run's (same spec and construction seed);
+    picklable, so another process can build its own replica."""
+
+    def __call__(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a member trainer is built from: the run's parts a training loop reads.
+
+    In the driver these are the trainer's own objects; in a worker process the env and
+    memory are that process's replicas.
+    """
+
+    env: Any
+    """The vector env the member trainer steps."""
+    memory: Any
+    """The replay memory (off-policy and bandit loops), the dataset (offline), else None."""
+    training_spec: Any
+    """The manifest's ``training`` section (``TrainingSpec``)."""
+    algorithm_spec: Any = None
+    """The manifest's ``algorithm`` section."""
+    paradigm: str = ""
+    """The registry ``training_loop`` the members train with."""
+
+
+MemberTrainerFactory = Callable[[RunContext], MemberTrainer]
+"""``context -> member trainer``: picklable, so a worker process builds its own."""
