@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from agilerl.algorithms.core.stacked_update import group_key, learn_together
 from gymnasium import spaces
 
 from agilerl.algorithms import CQN, DQN, RainbowDQN
+from agilerl.algorithms.stacked_update import group_key, learn_together
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer
 from agilerl.envs.probe import make_probe_vector_env
 from agilerl.networks import flat_params
