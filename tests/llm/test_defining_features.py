@@ -237,7 +237,8 @@ def test_llmreinforce_turns_are_credited_with_their_discounted_return_to_go(
         tiny_model: Path) -> None:
     """LLMREINFORCE in a multi-turn episode: each turn's return is the rewards from it on,
     discounted by ``gamma``."""
-    from agilerl.llm.multiturn import Episode, MultiTurnMemberTrainer
+    from agilerl.llm.multiturn import Episode
+    from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
 
     agent = _agent(tiny_model, "LLMREINFORCE", gamma=0.5)
     episode = Episode(group=0, prompts=[[5], [5, 6], [5, 6, 7]], completions=[[7], [8], [9]],
