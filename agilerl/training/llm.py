@@ -84,11 +84,6 @@ def _apply_num_epochs(trainer: LocalTrainer, env: Any) -> None:
         trainer.training_spec.max_steps = int(epochs) * per_epoch
 
 
-def _hyperparameters(spec: Any) -> dict[str, Any]:
-    skip = {"name", "hp_config", "net_config"}
-    return {k: v for k, v in spec.model_dump(mode="python").items() if k not in skip}
-
-
 def network_mutations_off(trainer: LocalTrainer) -> None:
     """Move architecture/parameter/activation mutation probabilities to ``no_mut``, with a
     warning naming them (LLM members evolve hyperparameters only)."""
@@ -123,13 +118,12 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     spec = trainer.algorithm_spec
     generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(str(spec.name))
-    hyper = _hyperparameters(spec)
     population = []
     for i in range(int(trainer.training_spec.pop_size)):
         seed = derive_seed(trainer.seed, _SEED_AGENT, i)
         torch.manual_seed(seed)  # the adapter's initial weights
         population.append(cls(index=i, hp_config=_hp_config(trainer), device=trainer.device,
-                              **hyper))
+                              spec=spec))
     return population
 
 

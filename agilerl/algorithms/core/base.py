@@ -72,6 +72,7 @@ class RLAlgorithm(MemberState):
         hp_config: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
         seed: int | None = None,
+        spec: Any = None,
         **hyperparameters: Any,
     ) -> None:
         if observation_space is None or action_space is None:
@@ -87,7 +88,7 @@ class RLAlgorithm(MemberState):
         self.index = int(index)
         self.device = torch.device(device)
         self.seed = seed
-        self.spec = self.validate_hyperparameters(hyperparameters)
+        self.spec = self.spec_from(spec, hyperparameters)
         for name in self.hyperparameter_names:
             setattr(self, name, getattr(self.spec, name))
         self.hp_config: dict[str, dict[str, float]] = plain_hp_config(hp_config)

@@ -54,6 +54,22 @@ class SpecHyperparameters:
         return spec_cls.model_validate(dict(hyperparameters))
 
     @classmethod
+    def spec_from(cls, spec: Any, hyperparameters: Mapping[str, Any]) -> Any:
+        """The member's validated spec: a copy of ``spec`` when given (validated when the
+        manifest was read: not validated again), else one built from keyword
+        ``hyperparameters`` (the public constructor, ``DQN(obs_space, act_space, lr=...)``)."""
+        if spec is None:
+            return cls.validate_hyperparameters(hyperparameters)
+        if hyperparameters:
+            raise TypeError(f"{cls.algo} takes spec= or hyperparameters as keywords, not both "
+                            f"(got spec and {', '.join(map(repr, sorted(hyperparameters)))})")
+        expected = cls.spec_class()
+        if not isinstance(spec, expected):
+            raise TypeError(f"{cls.algo} takes a {expected.__name__} as spec=, got "
+                            f"{type(spec).__name__}")
+        return spec.model_copy(deep=True)
+
+    @classmethod
     def mutable_hyperparameters(cls) -> tuple[str, ...]:
         """Hyperparameters ``rl_hp_selection`` may name (numeric, read by the maths)."""
         return tuple(n for n in cls.hyperparameter_names if n not in cls.fixed_hyperparameters)

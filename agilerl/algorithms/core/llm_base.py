@@ -100,6 +100,7 @@ class LLMAlgorithm(MemberState):
         index: int = 0,
         hp_config: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
+        spec: Any = None,
         **hyperparameters: Any,
     ) -> None:
         from agilerl.llm import require_llm_extra
@@ -107,7 +108,7 @@ class LLMAlgorithm(MemberState):
         require_llm_extra(f"{self.algo}")
         self.index = int(index)
         self.device = torch.device(device)
-        self.spec = self.validate_hyperparameters(hyperparameters)
+        self.spec = self.spec_from(spec, hyperparameters)
         self.seed = int(self.spec.seed)
         for name in self.hyperparameter_names:
             setattr(self, name, getattr(self.spec, name))

@@ -166,6 +166,7 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         hp_config: Mapping[str, Any] | None = None,
         device: str | torch.device = "cpu",
         seed: int | None = None,
+        spec: Any = None,
         **hyperparameters: Any,
     ) -> None:
         if observation_spaces is None or action_spaces is None:
@@ -187,7 +188,7 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
             obs,  # type: ignore[arg-type]
             act,  # type: ignore[arg-type]
             index=index, net_config=net_config, hp_config=hp_config, device=device,
-            seed=seed, **hyperparameters,
+            seed=seed, spec=spec, **hyperparameters,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ units

@@ -89,21 +89,6 @@ def implemented() -> list[str]:
     return sorted(IMPLEMENTATIONS)
 
 
-#: Spec fields that are not constructor hyperparameters (runtime objects, the registry
-#: name, and what build_algorithm passes explicitly).
-_NOT_FORWARDED = frozenset(
-    {
-        "name",
-        "net_config",
-        "hp_config",
-        "actor_network",
-        "critic_network",
-        "critic_networks",
-        "actor_networks",
-    }
-)
-
-
 def build_algorithm(
     spec: Any,
     observation_space: gym.Space,
@@ -120,9 +105,6 @@ def build_algorithm(
     ``net_config``/``hp_config`` default to the spec's own when not given.
     """
     cls = algorithm_class(str(spec.name))
-    hyperparameters = {
-        k: v for k, v in spec.model_dump(mode="python").items() if k not in _NOT_FORWARDED
-    }
     return cls(
         observation_space,
         action_space,
@@ -131,5 +113,5 @@ def build_algorithm(
         hp_config=hp_config if hp_config is not None else getattr(spec, "hp_config", None),
         device=device,
         seed=seed,
-        **hyperparameters,
+        spec=spec,
     )
