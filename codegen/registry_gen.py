@@ -47,6 +47,10 @@ class AlgorithmEntry:
     replay_features: frozenset[str]
     """What of a replay memory the algorithm learns from besides plain transitions
     (``per``: priorities and importance weights, ``n_step``: n-step returns)."""
+    hyperparameters: tuple[str, ...]
+    """The spec fields the algorithm's maths reads, held by each member as attributes."""
+    fixed_hyperparameters: tuple[str, ...]
+    """Those of them mutation must not change (flags, sizes fixed by the env or network)."""
     module: str
     """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
@@ -70,6 +74,9 @@ def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target:
             "env_spec": env_cls, "env_type": repr(md["env_type"]),
             "training_loop": repr(md["training_loop"]), "arena": repr(md["arena"]),
             "replay_features": f"frozenset({tuple(sorted(md['replay_features']))!r})",
+            "hyperparameters": repr(tuple(_fields_of(models, name, md, "hyperparameters"))),
+            "fixed_hyperparameters": repr(tuple(
+                _fields_of(models, name, md, "fixed_hyperparameters", md["hyperparameters"]))),
             "module": repr(module_name(name.removesuffix("Spec"))),
         }
         body = "".join(f"        {k}={v},\n" for k, v in fields.items())
@@ -104,6 +111,27 @@ def registry_module(catalog: Catalog, models: dict[str, dict[str, Any]], target:
              'encoder_config (``x-deferred-seed``); optional fields take their defaults.\n'
              'Copy a seed before changing it."""\n')
     return text
+
+
+def _fields_of(models: dict[str, dict[str, Any]], name: str, md: dict[str, Any], key: str,
+               allowed: list[str] | None = None) -> list[str]:
+    """``x-agilerl.<key>`` of model ``name``: field names, each a property of the model or
+    of a model it inherits from (and of ``allowed`` when given); a misspelt one stops
+    generation."""
+    properties: set[str] = set()
+    pending = [name]
+    while pending:
+        schema = models.get(pending.pop(), {})
+        properties |= set(schema.get("properties", {}))
+        pending += base_names(schema)
+    names = list(md.get(key, []))
+    unknown = [n for n in names if n not in properties or (allowed is not None
+                                                            and n not in allowed)]
+    if unknown:
+        raise SystemExit(f"{name}: x-agilerl.{key} names {unknown}, not "
+                         + ("among its hyperparameters" if allowed is not None
+                            else "properties of the model"))
+    return names
 
 
 def null_means(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -20,10 +20,6 @@ class CISPO(GRPO):
     """GRPO advantages with clipped, stop-gradient importance-sampling weights."""
 
     algo = "CISPO"
-    hyperparameter_names = (
-        "lr", "beta", "group_size", "temperature", "max_grad_norm", "update_epochs",
-        "batch_size",
-    )
 
     def policy_loss(self, logp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor,
                     mask: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,6 @@ class CQN(DQN):
     """CQN for discrete action spaces (offline: trained by the ``offline`` loop)."""
 
     algo = "CQN"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (*DQN.hyperparameter_names, "cql_alpha")
     unsupported_settings: ClassVar[dict[str, str]] = {}
     loss_metric_names: ClassVar[tuple[str, ...]] = ("loss", "td_loss", "cql_loss")
     grad_norm_clip: ClassVar[float | None] = 1.0  # as the reference

@@ -48,12 +48,7 @@ class DDPG(RLAlgorithm):
     """DDPG with delayed actor updates (``policy_freq``) and OU or Gaussian action noise."""
 
     algo = "DDPG"
-    hyperparameter_names = (
-        "batch_size", "lr_actor", "lr_critic", "learn_step", "gamma", "tau", "policy_freq",
-        "O_U_noise", "expl_noise", "mean_noise", "theta", "dt", "share_encoders",
-    )  # fmt: skip
     lr_names = ("lr_actor", "lr_critic")
-    fixed_hyperparameters = ("O_U_noise", "share_encoders")
     mirrored_networks = {"actor_target": "actor", "critic_target": "critic"}
     #: The critics (all trained by ``critic_optimizer``); the first owns the shared encoder.
     critic_names: tuple[str, ...] = ("critic",)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
@@ -32,10 +32,6 @@ class DPO(DatasetLLMAlgorithm):
     """Preference optimisation against a reference policy with strength ``beta``."""
 
     algo = "DPO"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "lr", "beta", "max_grad_norm", "update_epochs", "batch_size",
-    )
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
 
     def _build_extra(self) -> None:
         self.reference_adapter: str | None = None

@@ -34,10 +34,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     """DQN for discrete action spaces."""
 
     algo = "DQN"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "batch_size", "lr", "learn_step", "gamma", "tau", "double")
     mirrored_networks = {"actor_target": "actor"}
-    fixed_hyperparameters = ("double",)
     unsupported_settings = {
         "cudagraphs": "capturing the update with CUDA graphs is not implemented in this "
                       "version; set it to false (or leave it out)",

@@ -28,11 +28,6 @@ class GRPO(PolicyGradientLLM):
     """Group-relative advantages over ``group_size`` samples, clipped ratio, KL with ``beta``."""
 
     algo = "GRPO"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "lr", "beta", "clip_coef", "group_size", "temperature", "max_grad_norm",
-        "update_epochs", "batch_size",
-    )
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
     #: ``adv_norm`` values.
     ADV_NORMS: ClassVar[tuple[str, ...]] = ("mean_std", "mean_only", "none")
 

@@ -50,12 +50,6 @@ class IPPO(MultiAgentRLAlgorithm):
     """Independent PPO over the units of a multi-agent env (see the module docstring)."""
 
     algo = "IPPO"
-    hyperparameter_names = (
-        "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
-        "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
-        "share_group_networks", "anneal_lr",
-    )  # fmt: skip
-    fixed_hyperparameters = ("action_std_init", "target_kl", "share_group_networks", "anneal_lr")
     inert_settings = {
         "torch_compiler": "networks are not compiled in this version (small MLPs and CNNs "
                           "run eagerly faster than the compile takes)",

@@ -47,12 +47,7 @@ class LLMPPO(PolicyGradientLLM):
     """Clipped PPO over completion tokens with a value head (see module docstring)."""
 
     algo = "LLMPPO"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "lr_actor", "lr_critic", "beta", "clip_coef", "vf_coef", "gamma", "gae_lambda",
-        "temperature", "max_grad_norm", "update_epochs", "batch_size",
-    )
     lr_names: ClassVar[tuple[str, ...]] = ("lr_actor", "lr_critic")
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
     lr_actor: float
     lr_critic: float | None
     clip_coef: float

@@ -9,8 +9,6 @@ environments a turn is credited with its return-to-go discounted by ``gamma``.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import numpy as np
 import torch
 
@@ -23,11 +21,6 @@ class LLMREINFORCE(PolicyGradientLLM):
     """Batch-normalised returns as advantages, clipped ratio, KL with ``beta``."""
 
     algo = "LLMREINFORCE"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "lr", "beta", "clip_coef", "gamma", "temperature", "max_grad_norm", "update_epochs",
-        "batch_size",
-    )
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
 
     def token_advantages(self, experience: Experience, batch: UpdateBatch) -> torch.Tensor:
         rewards = torch.as_tensor(np.asarray(experience.rewards, dtype=np.float64)).float()

@@ -56,15 +56,10 @@ class MADDPG(MultiAgentRLAlgorithm):
     """MADDPG over per-agent (or per-group) observation and action spaces."""
 
     algo = "MADDPG"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "batch_size", "lr_actor", "lr_critic", "learn_step", "gamma", "tau",
-        "O_U_noise", "expl_noise", "mean_noise", "theta", "dt", "logit_penalty",
-    )  # fmt: skip
     lr_names = ("lr_actor", "lr_critic")
     optimizer_lrs: ClassVar[dict[str, str]] = {
         "actor_optimizer": "lr_actor", "critic_optimizer": "lr_critic",
     }
-    fixed_hyperparameters = ("O_U_noise", "logit_penalty")
     #: The critic roles of each agent (all trained by its ``critic_optimizer``).
     critic_roles: ClassVar[tuple[str, ...]] = ("critic",)
     inert_settings: ClassVar[dict[str, str]] = {

@@ -28,8 +28,6 @@ class MATD3(MADDPG):
     """MATD3 over per-agent (or per-group) observation and action spaces."""
 
     algo = "MATD3"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (*MADDPG.hyperparameter_names,
-                                                       "policy_freq")
     critic_roles: ClassVar[tuple[str, ...]] = ("critic_1", "critic_2")
 
     policy_freq: int

@@ -55,16 +55,6 @@ class PPO(RLAlgorithm):
     """
 
     algo = "PPO"
-    hyperparameter_names = (
-        "batch_size", "lr", "learn_step", "gamma", "gae_lambda", "action_std_init",
-        "clip_coef", "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "update_epochs",
-        "share_encoders", "num_envs", "recurrent", "max_seq_len", "bptt_sequence_type",
-        "anneal_lr",
-    )  # fmt: skip
-    fixed_hyperparameters = (
-        "action_std_init", "share_encoders", "num_envs", "target_kl", "recurrent",
-        "max_seq_len", "bptt_sequence_type", "anneal_lr",
-    )  # fmt: skip
     unsupported_settings = {
         "rollout_buffer_config": "rollout buffer settings are not implemented in this "
                                  "version; remove them (the rollout buffer is sized by "

@@ -53,14 +53,8 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
     """Rainbow DQN for discrete action spaces."""
 
     algo = "RainbowDQN"
-    hyperparameter_names = (
-        "batch_size", "lr", "learn_step", "gamma", "tau", "beta", "prior_eps",
-        "num_atoms", "v_min", "v_max", "noise_std", "n_step", "combined_reward",
-    )
     mirrored_networks = {"actor_target": "actor"}
     # gamma too: an n-step memory, shared by the population, folds rewards with it.
-    fixed_hyperparameters = ("gamma", "num_atoms", "v_min", "v_max", "noise_std", "n_step",
-                             "combined_reward")
     inert_settings = {
         "n_step": "n-step returns are set by the replay_buffer section (n_step_buffer: true "
                   "with n_step_buffer_args.n_step), as in the reference; algorithm.n_step is "

@@ -23,10 +23,6 @@ class SFT(DatasetLLMAlgorithm):
     """Masked next-token loss on the response tokens."""
 
     algo = "SFT"
-    hyperparameter_names: ClassVar[tuple[str, ...]] = (
-        "lr", "max_grad_norm", "update_epochs", "batch_size",
-    )
-    fixed_hyperparameters: ClassVar[tuple[str, ...]] = ("batch_size",)
     inert_settings: ClassVar[dict[str, str]] = {
         **DatasetLLMAlgorithm.inert_settings,
         "beta": "SFT has no reference policy; beta is used by DPO and the RL algorithms",

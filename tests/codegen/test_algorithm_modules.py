@@ -88,3 +88,34 @@ def test_check_flags_a_hand_added_or_edited_algorithm_module(tmp_path: Path) -> 
     assert run.returncode == 1
     assert "unexpected: agilerl/models/algorithms/handmade.py" in run.stderr
     assert "stale: agilerl/models/algorithms/dqn.py" in run.stderr
+
+
+def test_a_hyperparameter_that_is_not_a_field_stops_generation(tmp_path: Path) -> None:
+    repo = _copy_repo(tmp_path)
+    path = repo / "schemas/algorithms/dqn.schema.json"
+    schema = json.loads(path.read_text())
+    schema["x-agilerl"]["hyperparameters"].append("learning_rate")
+    path.write_text(json.dumps(schema))
+    run = _codegen(repo)
+    assert run.returncode != 0
+    assert "DQNSpec: x-agilerl.hyperparameters names ['learning_rate']" in run.stderr
+    schema["x-agilerl"]["hyperparameters"].pop()
+    schema["x-agilerl"]["fixed_hyperparameters"] = ["cudagraphs"]  # a field, not a hyperparameter
+    path.write_text(json.dumps(schema))
+    run = _codegen(repo)
+    assert run.returncode != 0 and "not among its hyperparameters" in run.stderr
+
+
+def test_an_implementation_gets_its_hyperparameter_names_from_the_schema() -> None:
+    from gymnasium import spaces
+
+    from agilerl.algorithms import DQN, TD3
+
+    box = spaces.Box(-1.0, 1.0, (3,))
+    for agent, module in ((DQN(box, spaces.Discrete(2), seed=0), "dqn"),
+                          (TD3(box, spaces.Box(-1.0, 1.0, (1,)), seed=0), "td3")):
+        listed = json.loads((REPO / f"schemas/algorithms/{module}.schema.json").read_text())
+        assert agent.hyperparameter_names == tuple(listed["x-agilerl"]["hyperparameters"])
+        assert agent.fixed_hyperparameters == tuple(
+            listed["x-agilerl"]["fixed_hyperparameters"])
+        assert list(agent.hyperparameters) == listed["x-agilerl"]["hyperparameters"]

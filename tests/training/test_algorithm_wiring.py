@@ -54,9 +54,7 @@ def test_a_new_algorithm_needs_only_its_registered_class(private_registry, monke
 
     @registered
     class ThrowawayRainbow(DQN):
-        algo = "RainbowDQN"
-        hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "tau")
-        fixed_hyperparameters = ()
+        algo = "RainbowDQN"  # its hyperparameter names come from RainbowDQN's schema
         double = False
         explored = 0
 
@@ -224,3 +222,8 @@ def test_default_network_comes_from_the_schema():
     net["encoder_config"]["hidden_size"].append(1)  # a copy: the seed itself is unchanged
     assert default_network()["encoder_config"]["hidden_size"] == \
         defs["MlpSpec"]["x-deferred-seed"]["hidden_size"]
+
+
+def test_a_class_under_an_unregistered_name_is_refused() -> None:
+    with pytest.raises(TypeError, match="'NoSuchAlgo' is not a registered algorithm name"):
+        registered(type("NoSuchAlgo", (DQN,), {"algo": "NoSuchAlgo"}))

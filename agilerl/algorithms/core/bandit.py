@@ -43,7 +43,6 @@ DEFAULT_EVAL_STEPS = 100
 class NeuralBandit(RLAlgorithm):
     """Base of NeuralUCB and NeuralTS; subclasses implement :meth:`exploration_scores`."""
 
-    hyperparameter_names = ("batch_size", "lr", "learn_step", "gamma", "lamb", "reg")
 
     batch_size: int
     lr: float

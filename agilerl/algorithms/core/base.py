@@ -48,10 +48,11 @@ from agilerl.networks.optim import (
 class RLAlgorithm(MemberState):
     """Base class of single-agent RL algorithms (DQN, PPO, ...).
 
-    Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``hyperparameter_names``
-    (the spec fields the maths reads, stored as attributes), ``lr_names`` (the
+    Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``lr_names`` (the
     hyperparameters that are optimizer learning rates), and implement
-    ``_build(net_config)``, ``get_action``, ``greedy_action`` and ``learn``.
+    ``_build(net_config)``, ``get_action``, ``greedy_action`` and ``learn``; the spec
+    fields the maths reads (``hyperparameter_names``, held as attributes) are listed in the
+    algorithm's schema and copied on by :func:`~agilerl.algorithms.core.registry.registered`.
 
     Networks and optimizers are registered in ``self.networks`` / ``self.optimizers``
     (name -> object) so cloning, checkpoints and mutation need no per-algorithm code.

@@ -17,10 +17,12 @@ class SpecHyperparameters:
     """Mixin: ``algo``'s spec fields named in ``hyperparameter_names`` live as attributes."""
 
     algo: ClassVar[str]
+    #: The spec fields the maths reads (``x-agilerl.hyperparameters`` of the schema, set
+    #: when the class registers).
     hyperparameter_names: ClassVar[tuple[str, ...]]
     lr_names: ClassVar[tuple[str, ...]] = ("lr",)
-    #: Hyperparameters read by the maths that mutation must not change (flags, sizes
-    #: fixed by the environment or the architecture).
+    #: Those mutation must not change: flags, sizes fixed by the environment or the
+    #: architecture (``x-agilerl.fixed_hyperparameters``).
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
     #: Spec fields this implementation does not read yet: field -> what is missing. A value
     #: other than the schema default is refused when a trainer is built.

@@ -78,8 +78,8 @@ class Rollout:
 class LLMAlgorithm(MemberState):
     """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
 
-    Subclasses set ``algo``, ``hyperparameter_names`` (mutable spec fields the maths
-    reads), ``lr_names`` and implement ``learn``.
+    Subclasses set ``algo`` and ``lr_names`` and implement ``learn``; their
+    ``hyperparameter_names`` come from the schema (as for :class:`RLAlgorithm`).
     """
 
     unsupported_settings: ClassVar[dict[str, str]] = {}

@@ -34,7 +34,8 @@ class NotImplementedAlgorithmError(NotImplementedError):
 
 
 def registered(cls: AlgorithmT) -> AlgorithmT:
-    """Class decorator: register ``cls`` as the implementation of ``cls.algo``."""
+    """Class decorator: register ``cls`` as the implementation of ``cls.algo``, with the
+    hyperparameter names its schema lists."""
     name = cls.__dict__.get("algo")
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__name__} must set the class attribute 'algo' (its registry name)")
@@ -42,8 +43,21 @@ def registered(cls: AlgorithmT) -> AlgorithmT:
     if current is not None and current is not cls:
         logger.warning("Algorithm %r already has an implementation; replacing %s with %s",
                        name, current.__qualname__, cls.__qualname__)
+    _copy_registry_facts(cls, name)
     IMPLEMENTATIONS[name] = cls
     return cls
+
+
+def _copy_registry_facts(cls: type[Any], name: str) -> None:
+    """Give ``cls`` the hyperparameter names of its schema (``x-agilerl``), the one place
+    they are listed."""
+    from agilerl.models._generated import REGISTRY
+
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise TypeError(f"{cls.__name__}.algo = {name!r} is not a registered algorithm name")
+    cls.hyperparameter_names = entry.hyperparameters
+    cls.fixed_hyperparameters = entry.fixed_hyperparameters
 
 
 def _module(name: str) -> str | None:

@@ -59,6 +59,10 @@ class AlgorithmEntry:
     replay_features: frozenset[str]
     """What of a replay memory the algorithm learns from besides plain transitions
     (``per``: priorities and importance weights, ``n_step``: n-step returns)."""
+    hyperparameters: tuple[str, ...]
+    """The spec fields the algorithm's maths reads, held by each member as attributes."""
+    fixed_hyperparameters: tuple[str, ...]
+    """Those of them mutation must not change (flags, sizes fixed by the env or network)."""
     module: str
     """Module of the algorithm in ``agilerl.models.algorithms`` and ``agilerl.algorithms``."""
 
@@ -78,6 +82,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_reasoning',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'beta', 'group_size', 'temperature', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='cispo',
     ),
     AlgorithmEntry(
@@ -95,6 +101,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='off_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr_actor', 'lr_critic', 'learn_step', 'gamma', 'tau', 'policy_freq', 'O_U_noise', 'expl_noise', 'mean_noise', 'theta', 'dt', 'share_encoders'),
+        fixed_hyperparameters=('O_U_noise', 'share_encoders'),
         module='ddpg',
     ),
     AlgorithmEntry(
@@ -112,6 +120,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_preference',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'beta', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='dpo',
     ),
     AlgorithmEntry(
@@ -129,6 +139,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='off_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr', 'learn_step', 'gamma', 'tau', 'double'),
+        fixed_hyperparameters=('double',),
         module='dqn',
     ),
     AlgorithmEntry(
@@ -146,6 +158,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_reasoning',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'beta', 'clip_coef', 'group_size', 'temperature', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='grpo',
     ),
     AlgorithmEntry(
@@ -163,6 +177,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_reasoning',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'beta', 'clip_coef', 'group_size', 'temperature', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='gspo',
     ),
     AlgorithmEntry(
@@ -180,6 +196,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='multi_agent_on_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr', 'learn_step', 'gamma', 'gae_lambda', 'action_std_init', 'clip_coef', 'ent_coef', 'vf_coef', 'max_grad_norm', 'target_kl', 'update_epochs', 'share_group_networks', 'anneal_lr'),
+        fixed_hyperparameters=('action_std_init', 'target_kl', 'share_group_networks', 'anneal_lr'),
         module='ippo',
     ),
     AlgorithmEntry(
@@ -197,6 +215,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_reasoning',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr_actor', 'lr_critic', 'beta', 'clip_coef', 'vf_coef', 'gamma', 'gae_lambda', 'temperature', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='llmppo',
     ),
     AlgorithmEntry(
@@ -214,6 +234,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_reasoning',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'beta', 'clip_coef', 'gamma', 'temperature', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='llmreinforce',
     ),
     AlgorithmEntry(
@@ -231,6 +253,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='multi_agent_off_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr_actor', 'lr_critic', 'learn_step', 'gamma', 'tau', 'O_U_noise', 'expl_noise', 'mean_noise', 'theta', 'dt', 'logit_penalty'),
+        fixed_hyperparameters=('O_U_noise', 'logit_penalty'),
         module='maddpg',
     ),
     AlgorithmEntry(
@@ -248,6 +272,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='multi_agent_off_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr_actor', 'lr_critic', 'learn_step', 'gamma', 'tau', 'O_U_noise', 'expl_noise', 'mean_noise', 'theta', 'dt', 'logit_penalty', 'policy_freq'),
+        fixed_hyperparameters=('O_U_noise', 'logit_penalty'),
         module='matd3',
     ),
     AlgorithmEntry(
@@ -265,6 +291,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='on_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr', 'learn_step', 'gamma', 'gae_lambda', 'action_std_init', 'clip_coef', 'ent_coef', 'vf_coef', 'max_grad_norm', 'target_kl', 'update_epochs', 'share_encoders', 'num_envs', 'recurrent', 'max_seq_len', 'bptt_sequence_type', 'anneal_lr'),
+        fixed_hyperparameters=('action_std_init', 'share_encoders', 'num_envs', 'target_kl', 'recurrent', 'max_seq_len', 'bptt_sequence_type', 'anneal_lr'),
         module='ppo',
     ),
     AlgorithmEntry(
@@ -282,6 +310,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='off_policy',
         arena=True,
         replay_features=frozenset(('n_step', 'per')),
+        hyperparameters=('batch_size', 'lr', 'learn_step', 'gamma', 'tau', 'beta', 'prior_eps', 'num_atoms', 'v_min', 'v_max', 'noise_std', 'n_step', 'combined_reward'),
+        fixed_hyperparameters=('gamma', 'num_atoms', 'v_min', 'v_max', 'noise_std', 'n_step', 'combined_reward'),
         module='rainbow_dqn',
     ),
     AlgorithmEntry(
@@ -299,6 +329,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='llm_sft',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('lr', 'max_grad_norm', 'update_epochs', 'batch_size'),
+        fixed_hyperparameters=('batch_size',),
         module='sft',
     ),
     AlgorithmEntry(
@@ -316,6 +348,8 @@ ALGORITHMS: tuple[AlgorithmEntry, ...] = (
         training_loop='off_policy',
         arena=True,
         replay_features=frozenset(()),
+        hyperparameters=('batch_size', 'lr_actor', 'lr_critic', 'learn_step', 'gamma', 'tau', 'policy_freq', 'O_U_noise', 'expl_noise', 'mean_noise', 'theta', 'dt', 'share_encoders'),
+        fixed_hyperparameters=('O_U_noise', 'share_encoders'),
         module='td3',
     ),
 )
