@@ -35,7 +35,7 @@ def is_image_space(space: Any) -> bool:
     return isinstance(space, spaces.Box) and len(space.shape) == 3
 
 
-def composite_parts(space: Any) -> list[tuple[Any, gym.Space]] | None:
+def composite_parts(space: Any) -> list[tuple[Any, gym.Space[Any]]] | None:
     """``(key, subspace)`` pairs of a Tuple (index keys) or Dict space; None otherwise."""
     if isinstance(space, spaces.Tuple):
         return list(enumerate(space.spaces))
@@ -70,7 +70,7 @@ def flat_dim(space: Any) -> int:
     )
 
 
-def _part_field(space: gym.Space) -> tuple[Any, tuple[int, ...]]:
+def _part_field(space: gym.Space[Any]) -> tuple[Any, tuple[int, ...]]:
     """(dtype, shape) of one part's field in the structured batch."""
     if is_image_space(space):
         return np.dtype(space.dtype), tuple(space.shape or ())
@@ -81,7 +81,7 @@ def _part_field(space: gym.Space) -> tuple[Any, tuple[int, ...]]:
     return np.dtype(np.float32), (flat_dim(space),)
 
 
-def _part_rows(space: gym.Space, obs: Any) -> np.ndarray:
+def _part_rows(space: gym.Space[Any], obs: Any) -> np.ndarray:
     if isinstance(space, spaces.Discrete):
         return np.asarray(obs, dtype=np.int64).reshape(-1) - int(space.start)
     if is_image_space(space):
@@ -92,7 +92,7 @@ def _part_rows(space: gym.Space, obs: Any) -> np.ndarray:
 class ObsEncoder:
     """Turns batched observations of ``space`` into network inputs (see module docs)."""
 
-    def __init__(self, space: gym.Space):
+    def __init__(self, space: gym.Space[Any]):
         self.space = space
         self.parts = composite_parts(space)
         self.image = is_image_space(space)
@@ -166,7 +166,7 @@ def obs_index(obs: Any, index: Any) -> Any:
     return obs[index]
 
 
-def action_dim(space: gym.Space) -> int:
+def action_dim(space: gym.Space[Any]) -> int:
     """Output width of a policy/Q head for ``space``."""
     if isinstance(space, spaces.Discrete):
         return int(space.n)

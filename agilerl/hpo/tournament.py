@@ -46,7 +46,7 @@ class TournamentSelection:
     @classmethod
     def from_spec(
         cls, spec: Any, population_size: int, eval_loop: int = 1, rand_seed: int | None = None
-    ):
+    ) -> TournamentSelection:
         """From a ``TournamentSelectionSpec``."""
         return cls(spec.tournament_size, spec.elitism, population_size, eval_loop, rand_seed)
 

@@ -39,7 +39,7 @@ def _has_arch(net_config: Mapping[str, Any]) -> bool:
 
 
 def resolve_net_config(
-    net_config: Any, observation_space: spaces.Space, *, recurrent: bool = False
+    net_config: Any, observation_space: spaces.Space[Any], *, recurrent: bool = False
 ) -> Any:
     """Return ``net_config`` with its encoder arch resolved (unchanged if already set).
 
@@ -59,7 +59,7 @@ def resolve_net_config(
 
 
 def resolve_network_spec(
-    net_config: Any, observation_space: spaces.Space, spec_class: type[Any] | None = None,
+    net_config: Any, observation_space: spaces.Space[Any], spec_class: type[Any] | None = None,
     *, recurrent: bool = False,
 ) -> Any:
     """``net_config`` as a network spec object of ``spec_class`` (default ``NetworkSpec``),

@@ -25,6 +25,8 @@ index, from a loop that kept env actions, becomes a one-hot vector).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -36,7 +38,7 @@ from agilerl.core.spaces import IncompatibleSpaceError
 class AgentActions:
     """Action encoding of one agent's action space (see module docs)."""
 
-    def __init__(self, space: spaces.Space, agent: str, device: torch.device) -> None:
+    def __init__(self, space: spaces.Space[Any], agent: str, device: torch.device) -> None:
         self.space = space
         if isinstance(space, spaces.Discrete):
             self.discrete = True

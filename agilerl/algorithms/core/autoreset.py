@@ -44,7 +44,7 @@ class Autoreset:
 
     def step(
         self, action: Any
-    ) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+    ) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step; returns ``(obs, next_obs, reward, terminated, truncated, valid, info)``.
 
         ``valid[i]`` is False when sub-env ``i`` only reset (NEXT_STEP); its reward and

@@ -65,8 +65,8 @@ class RLAlgorithm(MemberState):
 
     def __init__(
         self,
-        observation_space: gym.Space,
-        action_space: gym.Space,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
         *,
         index: int = 0,
         net_config: Any = None,
@@ -284,7 +284,8 @@ class RLAlgorithm(MemberState):
         self._load_extra_state(state.get("extra", {}))
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
+    def from_state(cls, state: Mapping[str, Any],
+                   device: str | torch.device | None = None) -> RLAlgorithm:
         """Build an agent from ``get_state`` output (dispatching on the stored algorithm)."""
         target = cls if getattr(cls, "algo", None) == state["algo"] else _registered(state["algo"])
         hyper = {k: v for k, v in state["spec"].items() if k not in _NOT_HYPERPARAMETERS}

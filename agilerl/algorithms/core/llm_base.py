@@ -458,7 +458,8 @@ class LLMAlgorithm(MemberState):
         self.optimizer_steps = int(state.get("optimizer_steps", 0))
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None):
+    def from_state(cls, state: Mapping[str, Any],
+                   device: str | torch.device | None = None) -> LLMAlgorithm:
         """A member rebuilt from ``get_state`` output on the shared base it names."""
         from agilerl.algorithms.core.registry import algorithm_class
 

@@ -77,8 +77,8 @@ def group_id(agent_id: str) -> str:
 
 def group_agents(
     agent_ids: Sequence[str],
-    observation_spaces: Mapping[str, spaces.Space],
-    action_spaces: Mapping[str, spaces.Space],
+    observation_spaces: Mapping[str, spaces.Space[Any]],
+    action_spaces: Mapping[str, spaces.Space[Any]],
 ) -> dict[str, list[str]]:
     """Group id -> its agents (in ``agent_ids`` order); see the module docstring."""
     by_prefix: dict[str, list[str]] = {}
@@ -99,17 +99,17 @@ def group_agents(
     return groups
 
 
-def has_action_mask(space: spaces.Space) -> bool:
+def has_action_mask(space: spaces.Space[Any]) -> bool:
     """A Dict observation space of ``observation`` and ``action_mask`` (PettingZoo classic)."""
     return isinstance(space, spaces.Dict) and OBS_KEY in space.spaces and MASK_KEY in space.spaces
 
 
-def network_space(space: spaces.Space) -> spaces.Space:
+def network_space(space: spaces.Space[Any]) -> spaces.Space[Any]:
     """The part of an agent's observation space its networks read (masks stripped)."""
     return cast(spaces.Dict, space)[OBS_KEY] if has_action_mask(space) else space
 
 
-def agent_spaces(env: Any) -> tuple[dict[str, spaces.Space], dict[str, spaces.Space]]:
+def agent_spaces(env: Any) -> tuple[dict[str, spaces.Space[Any]], dict[str, spaces.Space[Any]]]:
     """Per-agent (observation, action) spaces of a multi-agent vector env (or a PettingZoo
     parallel env), keyed by ``possible_agents`` in the env's order."""
     agents = list(env.possible_agents)
@@ -179,8 +179,8 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         if not obs:
             raise ValueError(f"{type(self).__name__} needs at least one agent")
         self.agent_ids: list[str] = list(obs)
-        self.observation_spaces: dict[str, spaces.Space] = obs
-        self.action_spaces: dict[str, spaces.Space] = act
+        self.observation_spaces: dict[str, spaces.Space[Any]] = obs
+        self.action_spaces: dict[str, spaces.Space[Any]] = act
         self.groups = group_agents(self.agent_ids, obs, act)
         self.group_of = {a: g for g, members in self.groups.items() for a in members}
         self.network_mirrors: dict[str, str] = {}
@@ -207,11 +207,11 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
     def unit_of(self, agent: str) -> str:
         return self.group_of[agent] if self.shares_group_networks() else agent
 
-    def unit_observation_space(self, unit: str) -> spaces.Space:
+    def unit_observation_space(self, unit: str) -> spaces.Space[Any]:
         """The space the unit's networks read (an action mask stripped)."""
         return network_space(self.observation_spaces[self.units[unit][0]])
 
-    def unit_action_space(self, unit: str) -> spaces.Space:
+    def unit_action_space(self, unit: str) -> spaces.Space[Any]:
         return self.action_spaces[self.units[unit][0]]
 
     def unit_net_config(self, unit: str) -> NetworkConfig:

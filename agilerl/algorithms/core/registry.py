@@ -105,8 +105,8 @@ def implemented() -> list[str]:
 
 def build_algorithm(
     spec: Any,
-    observation_space: gym.Space,
-    action_space: gym.Space,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
     *,
     index: int = 0,
     net_config: Any = None,

@@ -30,7 +30,7 @@ from gymnasium.vector.utils import create_empty_array
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def is_single(space: spaces.Space, value: Any) -> bool:
+def is_single(space: spaces.Space[Any], value: Any) -> bool:
     """Whether ``value`` is one observation of ``space`` (not a batch of them)."""
     if isinstance(space, spaces.Dict):
         key = next(iter(space.spaces), None)
