@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass
@@ -54,10 +54,82 @@ class Deadline:
         return f"Deadline(seconds_left={self.seconds_left():.3f})"
 
 
+@runtime_checkable
+class Agent(Protocol):
+    """A population member as the backends, mutation and selection see it (every RL and LLM
+    algorithm of ``agilerl.algorithms``: :class:`~agilerl.algorithms.core.member_state.MemberState`)."""
+
+    index: int
+    device: Any
+    hp_config: dict[str, Any]
+    steps: list[int]
+    """Env steps trained so far (the last entry is the current count)."""
+    scores: list[float]
+    fitness: list[float]
+    mut: Any
+    """The last mutation applied (its kind), for logs and lineage."""
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]: ...
+
+    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
+             seed: int | None = None) -> float:
+        """Greedy evaluation on ``env``; appends the result to ``fitness``."""
+        ...
+
+    def get_state(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], device: Any = None) -> Any: ...
+
+    def set_state(self, state: Mapping[str, Any]) -> None: ...
+
+    def clone(self, index: int | None = None) -> Any: ...
+
+    def set_hyperparameter(self, name: str, value: Any) -> None: ...
+
+    def mutable_hyperparameters(self) -> tuple[str, ...]: ...
+
+    def mutable_networks(self) -> list[str]:
+        """The networks architecture and parameter mutations may change (none for a LoRA
+        adapter)."""
+        ...
+
+
+@runtime_checkable
+class EvolvableAgent(Agent, Protocol):
+    """A member whose networks evolve (every RL algorithm; LLM adapters evolve only their
+    hyperparameters)."""
+
+    networks: dict[str, Any]
+    """Its networks by name (targets included)."""
+
+    def trained_networks(self) -> list[str]: ...
+
+    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None: ...
+
+    def restart_targets_and_optimizers(self) -> None: ...
+
+
+class ReplayMemory(Protocol):
+    """A replay memory shared by a population (``agilerl.components``): what the off-policy
+    and bandit member trainers store into and learn from."""
+
+    max_size: int
+    counter: int
+    """Transitions ever added."""
+
+    def __len__(self) -> int: ...
+
+    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None: ...
+
+    def sample(self, batch_size: int, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class MemberTrainer(Protocol):
     """Collects experience for one member and lets it learn: the paradigm-specific half."""
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
         """Train ``agent`` for about ``steps`` steps from ``seed``; a trainer whose steps
         are long may return early, between two steps, once ``deadline`` is spent."""

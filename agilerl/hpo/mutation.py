@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agilerl.core.member_training import Agent, EvolvableAgent
 from agilerl.hpo import mutation_record
 from agilerl.hpo.dormant import revive_dormant_neurons
 from agilerl.hpo.ranges import plain_hp_config
@@ -162,20 +163,23 @@ class Mutations:
         records, self.records = self.records, []
         return records
 
-    def mutate(self, agent: Any, kind: str) -> str:
+    def mutate(self, agent: Agent, kind: str) -> str:
         """Apply one mutation of ``kind`` to ``agent``; returns the label stored in ``mut``."""
+        if kind == "rl_hp":
+            return self.rl_hyperparam_mutation(agent)
+        if kind not in ("arch", "param", "act"):
+            return "None"
+        if not isinstance(agent, EvolvableAgent):
+            raise TypeError(f"a {kind!r} mutation needs networks to mutate; "
+                            f"{type(agent).__name__} has none")
         if kind == "arch":
             return self.architecture_mutate(agent)
         if kind == "param":
             return self.parameter_mutation(agent)
-        if kind == "act":
-            return self.activation_mutation(agent)
-        if kind == "rl_hp":
-            return self.rl_hyperparam_mutation(agent)
-        return "None"
+        return self.activation_mutation(agent)
 
     # ------------------------------------------------------------------ kinds
-    def architecture_mutate(self, agent: Any) -> str:
+    def architecture_mutate(self, agent: EvolvableAgent) -> str:
         network = self._pick_network(agent)
         if self.rng.random() < self.new_layer_prob:
             ops = (
@@ -199,7 +203,7 @@ class Mutations:
                 return op
         return "None"
 
-    def activation_mutation(self, agent: Any) -> str:
+    def activation_mutation(self, agent: EvolvableAgent) -> str:
         network = self._pick_network(agent)
         plan = agent.networks[network].draw_plan("activation", self.rng, self.activation_selection)
         if plan is None:
@@ -208,7 +212,7 @@ class Mutations:
         agent.restart_targets_and_optimizers()
         return "act"
 
-    def parameter_mutation(self, agent: Any) -> str:
+    def parameter_mutation(self, agent: EvolvableAgent) -> str:
         for name in agent.trained_networks():
             revive_dormant_neurons(agent.networks[name], self.dormant_threshold, self.rng)
         network = agent.networks[self._pick_network(agent)]
@@ -225,7 +229,7 @@ class Mutations:
         agent.restart_targets_and_optimizers()
         return "param"
 
-    def rl_hyperparam_mutation(self, agent: Any) -> str:
+    def rl_hyperparam_mutation(self, agent: Agent) -> str:
         ranges = agent.hp_config or self.rl_hp_selection
         names = [n for n in ranges if n in agent.mutable_hyperparameters()]
         if not names:
@@ -243,7 +247,7 @@ class Mutations:
         agent.set_hyperparameter(name, value)
         return name
 
-    def _pick_network(self, agent: Any) -> str:
+    def _pick_network(self, agent: EvolvableAgent) -> str:
         names = agent.mutable_networks()
         self._network = names[int(self.rng.integers(len(names)))]
         return self._network

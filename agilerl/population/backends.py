@@ -28,7 +28,7 @@ from agilerl.core.errors import (
     TrainingSetupError,
     UnsupportedSettingError,
 )
-from agilerl.core.member_training import MemberTrainerFactory, RunContext
+from agilerl.core.member_training import Agent, MemberTrainerFactory, RunContext
 from agilerl.population.backend import PopulationBackend
 
 BACKENDS = ("local", "ray")
@@ -42,7 +42,7 @@ _PLUGINS = {"ray": "agilerl.population.ray_backend"}
 class PopulationSetup:
     """Everything a backend is built from."""
 
-    agents: list[Any]
+    agents: list[Agent]
     """The members, slot order (their ``get_state``/``from_state`` move them between processes)."""
     env: Any
     """The driver's vector env (the local backend trains and evaluates on it)."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.core.member_training import Deadline, MemberTrainer, TrainReport
+from agilerl.core.member_training import Agent, Deadline, MemberTrainer, TrainReport
 from agilerl.population.backend import SequentialCalls
 from agilerl.population.shared_memory import SharedReplay, shareable
 
@@ -27,7 +27,7 @@ class LocalPopulation(SequentialCalls):
 
     def __init__(
         self,
-        agents: Sequence[Any],
+        agents: Sequence[Agent],
         env: Any,
         train_member: MemberTrainer,
         *,
@@ -36,7 +36,7 @@ class LocalPopulation(SequentialCalls):
         memory: Any = None,
         pending: Sequence[Any] = (),
     ) -> None:
-        self.agents: list[Any] = list(agents)
+        self.agents: list[Agent] = list(agents)
         self.env = env
         self.train_member = train_member
         self.eval_steps = eval_steps

@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.population.backend import EvalJob, MemberFailure, TrainJob
 from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import WorkerInit, receive, send, serve, serve_requests
@@ -119,7 +119,7 @@ class ProcessPopulation:
             raise WorkersUnavailable(
                 f"training.num_workers = {workers}: a {type(setup.memory).__name__} memory "
                 "cannot be shared by worker processes; use training.num_workers: 1")
-        self.agents: list[Any] = list(setup.agents)
+        self.agents: list[Agent] = list(setup.agents)
         self.memory = setup.memory
         self.shared = (SharedReplay(setup.memory, setup.pending_experience)
                        if shareable(setup.memory) else None)

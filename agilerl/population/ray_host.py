@@ -40,8 +40,9 @@ class MemberHost:
                              paradigm=recipe["paradigm"])
         # Seeding and calls as in one process; the memory rule is applied here, across
         # the whole population, not by this partial LocalPopulation (hence no memory).
+        placeholders: list[Any] = [None] * slots  # every slot is filled by set_state
         self.members = LocalPopulation(
-            [None] * slots, self.env, recipe["member_trainer_factory"](context),
+            placeholders, self.env, recipe["member_trainer_factory"](context),
             eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
 
     def _result(self, member: int) -> tuple[dict[str, Any], dict[str, Any]]:
