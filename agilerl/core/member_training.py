@@ -111,21 +111,6 @@ class EvolvableAgent(Agent, Protocol):
     def restart_targets_and_optimizers(self) -> None: ...
 
 
-class ReplayMemory(Protocol):
-    """A replay memory shared by a population (``agilerl.components``): what the off-policy
-    and bandit member trainers store into and learn from."""
-
-    max_size: int
-    counter: int
-    """Transitions ever added."""
-
-    def __len__(self) -> int: ...
-
-    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None: ...
-
-    def sample(self, batch_size: int, *args: Any, **kwargs: Any) -> Any: ...
-
-
 class MemberTrainer(Protocol):
     """Collects experience for one member and lets it learn: the paradigm-specific half."""
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.member_training import Deadline, TrainReport
 
 
@@ -27,7 +28,7 @@ class BanditMemberTrainer:
     """``train(agent, pulls, seed)``: the env is reset from ``seed`` first, and batches
     are sampled with a generator seeded from it, so a call repeats exactly."""
 
-    def __init__(self, env: Any, memory: Any) -> None:
+    def __init__(self, env: Any, memory: ReplayBuffer) -> None:
         self.env = env
         self.memory = memory
 

@@ -106,7 +106,7 @@ def train_multi_agent_off_policy_member(
 class MultiAgentOffPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for MADDPG-style agents: act jointly, store, learn."""
 
-    def __init__(self, env: Any, memory: Any, training: Any) -> None:
+    def __init__(self, env: Any, memory: MultiAgentReplayBuffer, training: Any) -> None:
         self.env = env
         self.memory = memory
         self.learning_delay = int(training.learning_delay)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.member_training import Deadline, TrainReport
 from agilerl.training.experience import (
     LearnPoint,
@@ -22,7 +23,7 @@ from agilerl.training.experience import (
 class OffPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for off-policy agents: act, store, learn."""
 
-    def __init__(self, env: Any, memory: Any, training: Any) -> None:
+    def __init__(self, env: Any, memory: ReplayBuffer, training: Any) -> None:
         self.env = env
         self.memory = memory
         self.training = training
