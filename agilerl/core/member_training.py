@@ -56,8 +56,9 @@ class Deadline:
 
 @runtime_checkable
 class Agent(Protocol):
-    """A population member as the backends, mutation and selection see it (every RL and LLM
-    algorithm of ``agilerl.algorithms``: :class:`~agilerl.algorithms.core.member_state.MemberState`)."""
+    """A population member as the backends, mutation and selection see it. Every RL and LLM
+    algorithm is one by declaration (:class:`~agilerl.algorithms.core.member_state.MemberState`
+    subclasses it), so its attributes are stated here only."""
 
     index: int
     device: Any

@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 import torch
 
 from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+from agilerl.core.member_training import Agent
 
 #: Version of the state dict written by ``get_state``.
 STATE_FORMAT = 1
 
 
-class MemberState(SpecHyperparameters, ABC):
+class MemberState(SpecHyperparameters, Agent, ABC):
     """Identity, hyperparameters and history of a member, in and out of its state dict.
 
     Subclasses implement ``get_state``/``set_state`` (adding their weights) on top of
@@ -32,13 +33,6 @@ class MemberState(SpecHyperparameters, ABC):
     """
 
     algo: ClassVar[str]
-    index: int
-    device: Any
-    hp_config: dict[str, Any]
-    steps: list[int]
-    scores: list[float]
-    fitness: list[float]
-    mut: Any
 
     @abstractmethod
     def get_state(self) -> dict[str, Any]:
