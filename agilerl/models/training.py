@@ -33,8 +33,9 @@ class ReplayBufferSpec(gen.ReplayBufferSpec):
         from agilerl.components.replay_memory import build_replay_memory
 
         multi_agent = _agent_type(algo_spec) == "multi_agent"
-        refusal = prioritized_replay_refusal(algo_spec)
-        if self.per_buffer and refusal and not multi_agent:
+        refusal = (prioritized_replay_refusal(algo_spec)
+                   if self.per_buffer and not multi_agent else None)
+        if refusal:
             raise ValueError(refusal)
         return build_replay_memory(self, algo_spec, device=device, seed=seed,
                                    multi_agent=multi_agent)
