@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic_core import PydanticCustomError, ValidationError
+
 Severity = Literal["error", "warning"]
 
 
@@ -84,29 +86,53 @@ def in_file_order(issue: ManifestIssue) -> tuple[int, int]:
     return (loc.line, loc.column) if loc else (0, 0)
 
 
-class ManifestError(ValueError):
+class ManifestError(ValidationError):
     """A manifest is invalid. ``issues`` lists every problem found, not just the first.
 
-    It is a ``ValueError`` so code written against the reference library (which raises
-    ``ValueError``/Pydantic ``ValidationError``) keeps catching it.
+    It is a Pydantic ``ValidationError`` (so also a ``ValueError``) because the reference
+    library raises those for a bad manifest: code that catches either keeps catching this,
+    and ``errors()`` gives one Pydantic-style entry (``loc``, ``msg``, ``type``) per issue.
     """
+
+    issues: list[ManifestIssue]
+    source: str | None
+    warnings: list[ManifestIssue]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ManifestError:
+        if args and isinstance(args[0], str):
+            # Pydantic's own constructor (title, line errors): ``from_exception_data``
+            # below builds the instance through it.
+            return super().__new__(cls, *args, **kwargs)
+        issues = list(args[0] if args else kwargs["issues"])
+        line_errors = [
+            {
+                "type": PydanticCustomError("manifest", issue.message),
+                "loc": tuple(issue.path.split(".")) if issue.path else (),
+                "input": None,
+            }
+            for issue in issues
+        ]
+        build = _FROM_EXCEPTION_DATA.__get__(None, cls)
+        instance: ManifestError = build("TrainingManifest", line_errors)
+        return instance
 
     def __init__(
         self,
-        issues: list[ManifestIssue],
-        *,
+        issues: list[ManifestIssue] | str,
+        *args: object,
         source: str | None = None,
         warnings: list[ManifestIssue] | None = None,
     ) -> None:
+        if isinstance(issues, str):
+            return  # Pydantic's constructor, called on the way through __new__
         self.issues = list(issues)
         self.source = source
         self.warnings = list(warnings or [])
-        super().__init__(self._render())
+        self.args = (self._render(),)
 
-    @property
-    def errors(self) -> list[ManifestIssue]:
-        """Alias of ``issues``."""
-        return self.issues
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pydantic would rebuild from its line errors and lose the issues and locations.
+        return (_rebuild_manifest_error, (type(self), self.issues, self.source, self.warnings))
 
     @property
     def paths(self) -> list[str]:
@@ -124,6 +150,9 @@ class ManifestError(ValueError):
     def __str__(self) -> str:
         return self._render()
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._render()!r})"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
@@ -131,6 +160,18 @@ class ManifestError(ValueError):
             "errors": [issue.to_dict() for issue in self.issues],
             "warnings": [issue.to_dict() for issue in self.warnings],
         }
+
+
+_FROM_EXCEPTION_DATA = ValidationError.__dict__["from_exception_data"]
+
+
+def _rebuild_manifest_error(
+    cls: type[ManifestError],
+    issues: list[ManifestIssue],
+    source: str | None,
+    warnings: list[ManifestIssue],
+) -> ManifestError:
+    return cls(issues, source=source, warnings=warnings)
 
 
 class UnknownAlgorithmError(ManifestError, KeyError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationInfo, model_validator
 
@@ -17,6 +17,51 @@ from agilerl.models.rules import encoder_rules, network_rules
 
 FinetuningNetworkSpec = gen.FinetuningNetworkSpec
 LoraConfigDict = gen.LoraConfigDict
+
+
+@runtime_checkable
+class _PeftLoraLike(Protocol):
+    """What is read of a PEFT ``LoraConfig``."""
+
+    r: int
+    lora_alpha: int
+    target_modules: object
+
+
+def lora_settings_of(value: object) -> object:
+    """A PEFT ``LoraConfig`` (or any object with its attributes) as manifest LoRA settings.
+
+    Users of the reference library pass PEFT objects to ``FinetuningNetworkSpec``; the
+    manifest form keeps the JSON keys, so a validated spec dumps and reloads unchanged.
+    Dicts, ``LoraConfigDict`` and ``None`` pass through untouched.
+    """
+    if value is None or isinstance(value, (Mapping, LoraConfigDict)):
+        return value
+    if not isinstance(value, _PeftLoraLike):
+        return value  # validation reports the wrong type
+    task_type = getattr(value, "task_type", None)
+    task_type = getattr(task_type, "value", task_type)
+    modules = value.target_modules
+    parameters = getattr(value, "target_parameters", None)
+    settings: dict[str, object] = {
+        "lora_r": value.r,
+        "lora_alpha": value.lora_alpha,
+        "target_modules": "all-linear" if modules is None else _listed(modules),
+        "target_parameters": sorted(parameters) if parameters else None,
+        "lora_dropout": getattr(value, "lora_dropout", 0.0),
+    }
+    if task_type is not None:
+        settings["task_type"] = str(task_type)
+    return settings
+
+
+def _listed(modules: object) -> object:
+    """A set of module names (PEFT stores them so) as a sorted list."""
+    return sorted(modules) if isinstance(modules, (set, frozenset)) else modules
+
+
+FinetuningNetworkSpec._input_converters = {"lora_config": lora_settings_of}
+LoraConfigDict._input_converters = {"target_modules": _listed}
 RLNetworkSection = gen.RLNetworkSection
 
 

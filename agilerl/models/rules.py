@@ -24,7 +24,7 @@ class Violation:
     path: Path
     message: str
     severity: str = "error"
-    """``warning`` for settings that are valid but will be ignored."""
+    """``warning`` for settings that are valid but ignored or likely unintended."""
 
     def under(self, *prefix: Any) -> Violation:
         return Violation((*prefix, *self.path), self.message, self.severity)
@@ -105,12 +105,16 @@ def mutation_rules(mutation: Any) -> list[Violation]:
 
 
 def tournament_rule(selection: Any, pop_size: Any) -> list[Violation]:
-    """A tournament cannot be larger than the population (a population of one agent has
-    nothing to select, so any size is accepted there)."""
+    """A tournament larger than the population is accepted (the reference library draws
+    entrants with replacement, so such manifests exist), with a warning: our tournaments
+    draw distinct agents, so each one is the whole population and the best agent always
+    wins. A population of one agent has nothing to select, so it gets no warning."""
     size = _get(selection, "tournament_size")
     if _number(size) and _number(pop_size) and pop_size > 1 and size > pop_size:
-        return [Violation(("tournament_size",), f"tournament_size ({size}) must not exceed "
-                          f"training.pop_size ({pop_size}): a tournament draws distinct agents")]
+        return [Violation(("tournament_size",), f"tournament_size ({size}) exceeds "
+                          f"training.pop_size ({pop_size}): tournaments draw distinct agents, "
+                          "so each is the whole population and the best agent always wins",
+                          severity="warning")]
     return []
 
 
@@ -250,8 +254,9 @@ def frequency_ratio_rules(selection: Any) -> list[Violation]:
         return []
     out = []
     if n_sub is not None and len(ratios) != n_sub:
-        out.append(Violation(("evolution_frequency_ratios",), f"evolution_frequency_ratios must "
-                             f"have n_subpopulations ({n_sub}) entries, got {len(ratios)}"))
+        out.append(Violation(("evolution_frequency_ratios",), f"evolution_frequency_ratios has "
+                             f"length {len(ratios)}; it needs one entry per subpopulation "
+                             f"(n_subpopulations = {n_sub})"))
     if any(r < 1 for r in ratios):
         out.append(Violation(("evolution_frequency_ratios",),
                              "evolution_frequency_ratios must all be >= 1"))
@@ -435,16 +440,18 @@ def llm_env_rules(env: Any) -> list[Violation]:
     if env_type in ("preference", "sft"):
         out = []
         if not dataset:
-            out.append(Violation(("dataset",), "dataset is required for preference/SFT environments"))
+            needed_by = "SFT" if env_type == "sft" else "preference/SFT"
+            out.append(Violation(("dataset",), f"dataset is required for {needed_by} environments"))
         if _get(env, "reward_file_path"):
-            out.append(Violation(("reward_file_path",), f"reward_file_path is not used by "
-                                 f"{env_type} environments; remove it"))
+            out.append(Violation(("reward_file_path",), "reward_file_path is not supported for "
+                                 f"{'SFT' if env_type == 'sft' else env_type} environments; "
+                                 "remove it"))
         return out
     if env_type == "multiturn":
         has_name, has_entry = bool(_get(env, "env_name")), bool(_get(env, "entrypoint"))
         if has_name == has_entry:
-            return [Violation(("env_name",), "a multiturn environment needs exactly one of "
-                              "env_name or entrypoint")]
+            return [Violation(("env_name",), "Exactly one of env_name or entrypoint is "
+                              "required for a multiturn environment")]
         if _get(env, "env_config") and not has_entry:
-            return [Violation(("env_config",), "env_config is only allowed with entrypoint")]
+            return [Violation(("env_config",), "env_config is only used with entrypoint, not env_name")]
     return []

@@ -30,8 +30,10 @@ def test_llm_env_rules_by_type() -> None:
     pref = LLMEnvSpec(env_type="preference", dataset="d")
     assert (pref.train_test_split, pref.columns, pref.max_reward) == (0.9, None, None)
     assert not hasattr(pref, "num_envs") and pref.name == "d"
-    with pytest.raises(ValidationError, match="dataset is required for preference/SFT"):
+    with pytest.raises(ValidationError, match="dataset is required for SFT"):
         LLMEnvSpec(env_type="sft")
+    with pytest.raises(ValidationError, match="dataset is required for preference/SFT"):
+        LLMEnvSpec(env_type="preference")
     for env_type in ("sft", "preference"):
         with pytest.raises(ValidationError, match="reward_file_path"):
             LLMEnvSpec(env_type=env_type, dataset="d", reward_file_path="r.py")
@@ -44,11 +46,11 @@ def test_llm_env_rules_by_type() -> None:
 
 
 def test_multiturn_env_rules() -> None:
-    with pytest.raises(ValidationError, match="exactly one of env_name or entrypoint"):
+    with pytest.raises(ValidationError, match="Exactly one of env_name or entrypoint"):
         LLMEnvSpec(env_type="multiturn")
-    with pytest.raises(ValidationError, match="exactly one of env_name or entrypoint"):
+    with pytest.raises(ValidationError, match="Exactly one of env_name or entrypoint"):
         LLMEnvSpec(env_type="multiturn", env_name="game:X", entrypoint="m:f")
-    with pytest.raises(ValidationError, match="env_config is only allowed with entrypoint"):
+    with pytest.raises(ValidationError, match="env_config is only used with entrypoint"):
         LLMEnvSpec(env_type="multiturn", env_name="game:X", env_config={"a": 1})
     gem = LLMEnvSpec(env_type="multiturn", env_name="game:X")
     custom = LLMEnvSpec(env_type="multiturn", entrypoint="m:f", env_config={"a": 1})

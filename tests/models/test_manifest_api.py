@@ -440,3 +440,24 @@ def test_two_spellings_of_one_setting_are_refused_naming_both(section, both) -> 
     first, second = sorted(both)
     assert f"'{first}'" in str(caught.value) and f"'{second}'" in str(caught.value)
     assert "spellings of the same setting" in str(caught.value)
+
+
+def test_a_manifest_error_is_a_pydantic_validation_error() -> None:
+    # Code written against the reference library catches pydantic's ValidationError.
+    import pickle
+
+    from pydantic import ValidationError
+
+    from agilerl.models import ManifestError, TrainingManifest
+
+    with pytest.raises(ValidationError) as caught:
+        TrainingManifest.model_validate({"algorithm": {"name": "DQN", "lr": 2.0},
+                                         "environment": {"name": "CartPole-v1"}})
+    error = caught.value
+    assert isinstance(error, ManifestError) and isinstance(error, ValueError)
+    [entry] = error.errors()
+    assert entry["loc"] == ("algorithm", "lr") and entry["type"] == "manifest"
+    assert str(error).startswith("invalid manifest (1 problem)")
+    copied = pickle.loads(pickle.dumps(error))  # crosses process boundaries intact
+    assert type(copied) is type(error) and copied.issues == error.issues
+    assert str(copied) == str(error)

@@ -93,10 +93,23 @@ def test_training_rules() -> None:
 
 
 def test_tournament_size_bounds() -> None:
-    assert TournamentSelectionSpec(tournament_size=2).tournament_size == 2
-    for size in (0, 1):  # a tournament of one agent selects at random: 2 is the minimum
-        with pytest.raises(ValidationError):
-            TournamentSelectionSpec(tournament_size=size)
+    # A tournament of one picks an agent at random; the reference library accepts it.
+    assert TournamentSelectionSpec(tournament_size=1).tournament_size == 1
+    with pytest.raises(ValidationError):
+        TournamentSelectionSpec(tournament_size=0)
+
+
+def test_tournament_larger_than_the_population_warns(tmp_path) -> None:
+    from agilerl.models.validation import validate_path
+
+    file = tmp_path / "m.yaml"
+    file.write_text("algorithm:\n  name: DQN\nenvironment:\n  name: CartPole-v1\n"
+                    "training:\n  pop_size: 3\nselection_strategy:\n  tournament_size: 5\n")
+    report = validate_path(file)
+    assert report.ok
+    [warning] = [w for w in report.warnings if w.path == "selection_strategy.tournament_size"]
+    assert "exceeds training.pop_size (3)" in warning.message
+    assert warning.location is not None and warning.location.line == 8
 
 
 @pytest.mark.parametrize("cls", [GRPOSpec, LLMPPOSpec, LLMREINFORCESpec])
@@ -124,7 +137,7 @@ def test_multi_frequency_defaults_and_ratio_rules() -> None:
     assert default.n_subpopulations == 2 and default.evolution_frequency_ratios == [1, 5]
     assert default.n_winners is None and default.n_losers is None
     assert MultiFrequencySelectionSpec(n_subpopulations=4).evolution_frequency_ratios == [1, 5, 10, 15]
-    for ratios, message in (([1, 5, 10], "entries"), ([5, 1], "strictly increasing")):
+    for ratios, message in (([1, 5, 10], "length 3; it needs one entry per subpopulation"), ([5, 1], "strictly increasing")):
         with pytest.raises(ValidationError, match=message):
             MultiFrequencySelectionSpec(evolution_frequency_ratios=ratios)
     with pytest.raises(ValidationError):

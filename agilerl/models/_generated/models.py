@@ -535,8 +535,8 @@ class TournamentSelectionSpec(SpecModel):
     tournament_size: Annotated[
         Integer,
         Field(
-            description="Number of agents competing in each tournament: at least 2, and at most pop_size when the population has more than one agent.",
-            ge=2,
+            description="Number of agents competing in each tournament, drawn without replacement: 1 picks an agent at random (no selection pressure); a size above pop_size is accepted with a warning and makes every tournament the whole population.",
+            ge=1,
         ),
     ] = 2
     elitism: Annotated[

@@ -31,6 +31,10 @@ class SpecModel(BaseModel):
     _spellings: ClassVar[tuple[tuple[str, ...], ...]] = ()
     """Per aliased field, its accepted spellings in priority order."""
 
+    _input_converters: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    """Per field, a function hand-written code sets to turn a Python-only input (a library
+    object, a set) into the plain value the schema describes, before validation."""
+
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
@@ -42,11 +46,15 @@ class SpecModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_spelling_per_field(cls, data: Any) -> Any:
+    def _normalise_input(cls, data: Any) -> Any:
+        # Python-only inputs become plain values first (see ``_input_converters``).
         # Two spellings of one field (``pop_size`` and ``population_size``) are one setting
         # written twice: picking either would silently ignore the other.
         if not isinstance(data, dict):
             return data
+        converters = [(k, f) for k, f in cls._input_converters.items() if k in data]
+        if converters:
+            data = {**data, **{key: convert(data[key]) for key, convert in converters}}
         for spellings in cls._spellings:
             present = [s for s in spellings if s in data]
             if len(present) > 1:
