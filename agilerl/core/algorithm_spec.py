@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Spec fields that hold Python objects (custom networks, a hyperparameter config, a
+#: network spec object): set from Python, never written to a manifest.
+CUSTOM_NETWORK_FIELDS = ("actor_network", "actor_networks", "critic_network", "critic_networks")
+RUNTIME_ONLY_FIELDS = frozenset({"hp_config", "net_config", *CUSTOM_NETWORK_FIELDS})
+
 
 def algo_meta(spec: Any, name: str, default: Any = None) -> Any:
     """Per-algorithm registry metadata (``off_policy``, ``default_evo_steps``, ...)."""

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 
+from agilerl.core.algorithm_spec import RUNTIME_ONLY_FIELDS
 from agilerl.core.manifest_errors import (
     ManifestError,
     ManifestIssue,
@@ -24,9 +25,6 @@ from agilerl.core.manifest_errors import (
 )
 from agilerl.models.loading import LocatedDocument, load_file
 from agilerl.models.validation import ManifestParts, check_document
-
-_RUNTIME_ONLY = frozenset({"hp_config", "net_config", "actor_network", "actor_networks",
-                           "critic_network", "critic_networks"})
 
 
 class ManifestWarning(UserWarning):
@@ -168,7 +166,7 @@ class TrainingManifest(BaseModel):
             data = manifest.to_json_dict(by_alias=True)
             # Only what was set: local-only defaults (e.g. cudagraphs) are not Arena's business.
             data["algorithm"] = {**manifest.algorithm.model_dump(
-                mode="json", exclude_unset=True, exclude_none=True, exclude=set(_RUNTIME_ONLY)),
+                mode="json", exclude_unset=True, exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS)),
                 "name": data["algorithm"]["name"]}
             manifest = data
         return ArenaManifest.get_validated(manifest, mode=mode)
@@ -255,7 +253,7 @@ def _keep_algorithm_object(manifest: TrainingManifest, given: Any) -> None:
 
 
 def _dump_algorithm(spec: Any) -> dict[str, Any]:
-    data = spec.model_dump(mode="json", exclude_none=True, exclude=set(_RUNTIME_ONLY))
+    data = spec.model_dump(mode="json", exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS))
     name = getattr(spec, "algo_name", None) or data.pop("name", None)
     data.pop("name", None)
     return {"name": name, **data}

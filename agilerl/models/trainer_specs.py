@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-_RUNTIME_ONLY = {"hp_config", "net_config", "actor_network", "actor_networks",
-                 "critic_network", "critic_networks"}
+from agilerl.core.algorithm_spec import RUNTIME_ONLY_FIELDS
 
 
 def _dump(value: Any, **kwargs: Any) -> Any:
@@ -78,7 +77,7 @@ def manifest_mapping(algorithm: Any, environment: Any, training: Any, mutation: 
                      replay_buffer: Any, selection_strategy: Any) -> dict[str, Any]:
     """A manifest mapping from trainer specs (runtime-only fields left out)."""
     if isinstance(algorithm, BaseModel):
-        algo = algorithm.model_dump(mode="json", exclude_none=True, exclude=_RUNTIME_ONLY)
+        algo = algorithm.model_dump(mode="json", exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS))
         algo["name"] = getattr(algorithm, "algo_name", None) or algo.get("name")
         if hasattr(algorithm, "lora_config") and "lora_config" in algo:
             algo.pop("lora_config")  # carried by the network section

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agilerl.core.algorithm_spec import algo_meta, algo_name
+from agilerl.core.algorithm_spec import CUSTOM_NETWORK_FIELDS, algo_meta, algo_name
 from agilerl.core.errors import UnsupportedAlgorithmError
 from agilerl.core.member_training import MemberTrainer, RunContext
 
@@ -197,6 +197,14 @@ def resolve_paradigm(spec: Any) -> str:
 
 def check_settings(cls: Any, spec: Any) -> None:
     """Refuse (or warn about) algorithm settings ``cls`` does not honour, naming the field."""
+    custom = [name for name in CUSTOM_NETWORK_FIELDS if getattr(spec, name, None) is not None]
+    if custom:
+        # Members are built, mutated and checkpointed from the network section; a module
+        # handed in from Python would otherwise be dropped without a word.
+        raise UnsupportedAlgorithmError(
+            f"algorithm.{custom[0]}: custom network modules are not supported; describe the "
+            "network in the manifest's network section (encoder_config, head_config, "
+            "latent_dim) or as net_config on the algorithm spec")
     refused, ignored = cls.settings_not_honoured(spec)
     if refused:
         field, why = refused[0]

@@ -68,3 +68,17 @@ def test_deprecated_tournament_keyword_warns_and_routes() -> None:
     assert trainer.selection_strategy_spec == selection
     with pytest.raises(TypeError, match="unexpected"):
         LocalTrainer(algorithm="PPO", environment="CartPole-v1", no_such_option=1)
+
+
+@pytest.mark.parametrize(("algorithm", "field", "env"), [("DQN", "actor_network", "CartPole-v1"),
+                                                         ("DDPG", "critic_network", "Pendulum-v1")])
+def test_a_custom_network_module_is_refused_by_name(algorithm: str, field: str, env: str) -> None:
+    # Members are built from the network section; a module would otherwise be dropped.
+    import torch
+
+    import agilerl.models as models
+    from agilerl.core.errors import UnsupportedAlgorithmError
+
+    spec = getattr(models, f"{algorithm}Spec")(**{field: torch.nn.Linear(4, 2)})
+    with pytest.raises(UnsupportedAlgorithmError, match=f"algorithm.{field}: custom network"):
+        LocalTrainer(algorithm=spec, environment=env, training=TRAINING)
