@@ -16,17 +16,18 @@ once the concrete classes and the protocols of :mod:`agilerl.core.member_trainin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-import gymnasium as gym
-import numpy as np
+if TYPE_CHECKING:  # the light Arena wheel ships this module without gymnasium or numpy
+    import gymnasium as gym
+    import numpy as np
 
 JsonScalar: TypeAlias = str | int | float | bool | None
 JsonValue: TypeAlias = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject: TypeAlias = dict[str, JsonValue]
 
-Space: TypeAlias = gym.Space[object]
-Observation: TypeAlias = np.ndarray | dict[str, np.ndarray] | tuple[np.ndarray, ...]
+Space: TypeAlias = "gym.Space[object]"
+Observation: TypeAlias = "np.ndarray | dict[str, np.ndarray] | tuple[np.ndarray, ...]"
 Options: TypeAlias = Mapping[str, object]
 
 __all__ = ["JsonObject", "JsonScalar", "JsonValue", "Observation", "Options", "Space"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
@@ -87,6 +88,10 @@ class AlgoSpec(gen.AlgoSpec):
         return self
 
 
+AlgorithmSpec = AlgoSpec
+"""The base spec class under the reference library's name for it."""
+
+
 @public
 class RLAlgorithmSpec(gen.RLAlgorithmSpec, AlgoSpec):
     """Base of single-agent RL algorithm specs (including offline and bandit ones)."""
@@ -114,6 +119,13 @@ class NeuralBanditSpec(gen.NeuralBanditSpec, RLAlgorithmSpec):
 def spec_module(name: str) -> str:
     """Module of a registered algorithm's public spec (``RainbowDQN`` → ``...rainbow_dqn``)."""
     return "agilerl.models.algorithms." + gen.REGISTRY[name].module
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """What :meth:`AlgorithmRegistry.get` returns: the reference library's entry type."""
+
+    spec_cls: type[AlgoSpec]
 
 
 class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):
@@ -152,6 +164,20 @@ class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):
 
     def __repr__(self) -> str:
         return f"AlgorithmRegistry({sorted(self._names)})"
+
+    # The reference library's registry is not a mapping: ``get`` returns an entry (or raises
+    # ``KeyError`` naming the registered algorithms) and ``add`` registers. Code written
+    # against it keeps working; ``registry[name]`` gives the spec class directly.
+    def get(self, name: str) -> RegistryEntry:  # type: ignore[override]
+        """The entry of ``name`` (its ``spec_cls``); ``KeyError`` listing the registered names."""
+        if name not in self:
+            raise KeyError(f"No registry entry for algorithm {name!r}. Registered: "
+                           f"{', '.join(sorted(self._names))}")
+        return RegistryEntry(spec_cls=self[name])
+
+    def add(self, name: str, spec_cls: type[AlgoSpec]) -> None:
+        """Register ``spec_cls`` under ``name`` (replacing an entry logs a warning)."""
+        register_algorithm(name, spec_cls)
 
 
 ALGO_REGISTRY = AlgorithmRegistry()

@@ -461,3 +461,24 @@ def test_a_manifest_error_is_a_pydantic_validation_error() -> None:
     copied = pickle.loads(pickle.dumps(error))  # crosses process boundaries intact
     assert type(copied) is type(error) and copied.issues == error.issues
     assert str(copied) == str(error)
+
+
+def test_the_registry_answers_the_reference_librarys_calls(caplog) -> None:
+    from agilerl.models import ALGO_REGISTRY, PPOSpec
+    from agilerl.models.algo import AlgorithmSpec, RegistryEntry
+
+    assert ALGO_REGISTRY.get("PPO") == RegistryEntry(spec_cls=PPOSpec)
+    assert ALGO_REGISTRY["PPO"] is PPOSpec and issubclass(PPOSpec, AlgorithmSpec)
+    with pytest.raises(KeyError, match="No registry entry for algorithm 'ppo'. Registered: .*PPO"):
+        ALGO_REGISTRY.get("ppo")
+
+    class MyPPOSpec(PPOSpec):
+        pass
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            ALGO_REGISTRY.add("PPO", MyPPOSpec)
+        assert ALGO_REGISTRY.get("PPO").spec_cls is MyPPOSpec
+        assert "already registered" in caplog.text
+    finally:
+        ALGO_REGISTRY["PPO"] = PPOSpec
