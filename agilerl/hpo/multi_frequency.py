@@ -55,9 +55,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
+
+from agilerl.core.member_training import Agent
+
+if TYPE_CHECKING:
+    from agilerl.models.hpo import MultiFrequencySelectionSpec
 
 #: Kinds of :class:`SlotMove`.
 CLONE = "clone"
@@ -87,6 +92,14 @@ class MFPlan:
     """Slots to mutate after the moves (the winner copies), ascending."""
     evolved: list[int] = field(default_factory=list)
     """Subpopulations that evolved in this step."""
+
+
+class MFState(TypedDict):
+    """The operator's checkpoint: the subpopulation counters and its generator's
+    ``bit_generator.state``."""
+
+    counters: list[int]
+    rng: Mapping[str, object]
 
 
 def _finite(value: float) -> bool:
@@ -149,7 +162,8 @@ class MultiFrequencySelection:
 
     @classmethod
     def from_spec(
-        cls, spec: Any, population_size: int, rand_seed: int | None = None
+        cls, spec: MultiFrequencySelectionSpec, population_size: int,
+        rand_seed: int | None = None,
     ) -> MultiFrequencySelection:
         """From a ``MultiFrequencySelectionSpec``."""
         return cls(
@@ -234,7 +248,9 @@ class MultiFrequencySelection:
                 plan.moves.append(SlotMove(slot, candidate, MIGRATE_FULL))
             pointer += 1
 
-    def select(self, population: Sequence[Any]) -> tuple[Any | None, list[Any], list[int]]:
+    def select(
+        self, population: Sequence[Agent]
+    ) -> tuple[Agent | None, list[Agent], list[int]]:
         """The plan applied to a list of agents in this process (the reference's API).
 
         A member's fitness is its last ``agent.fitness`` entry. Returns ``(elite,
@@ -255,16 +271,16 @@ class MultiFrequencySelection:
                         copy_.set_hyperparameter(name, value)
             new_population[move.slot] = copy_
         for slot, agent in enumerate(new_population):
-            agent.subpopulation_id = self.subpopulation_of(slot)
+            setattr(agent, "subpopulation_id", self.subpopulation_of(slot))  # noqa: B010
         elite = population[plan.elite].clone() if plan.elite is not None else None
         return elite, new_population, [new_population[s].index for s in plan.mutate]
 
     # ------------------------------------------------------------------ checkpoints
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> MFState:
         return {"counters": list(self.counters),
                 "rng": copy.deepcopy(self.rng.bit_generator.state)}
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: MFState) -> None:
         counters = [int(c) for c in state["counters"]]
         if len(counters) != self.n_subpopulations:
             raise ValueError(f"MF-PBT state has {len(counters)} subpopulation counters; this "

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 import torch
@@ -53,7 +53,13 @@ import torch
 from agilerl.core.member_training import Agent, EvolvableAgent
 from agilerl.hpo import mutation_record
 from agilerl.hpo.dormant import revive_dormant_neurons
+from agilerl.hpo.mutation_record import MutationRecord
 from agilerl.hpo.ranges import plain_hp_config
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11
+
+    from agilerl.models.hpo import MutationSpec, RLHyperparameter
 
 #: Activations an ``act_mut`` chooses from unless ``activation_selection`` says otherwise.
 DEFAULT_ACTIVATIONS = ("ReLU", "ELU", "GELU")
@@ -65,6 +71,26 @@ PARAM_RESET_FRACTION = 0.05
 PARAM_LIMIT = 1e6
 
 KINDS = ("None", "arch", "param", "act", "rl_hp")
+
+A = TypeVar("A", bound=Agent)
+
+
+class _Forwarded(TypedDict, total=False):
+    activation_selection: Sequence[str]
+    mutate_elite: bool
+
+
+class MutationOptions(_Forwarded, total=False):
+    """The constructor arguments :meth:`Mutations.from_spec` does not read from the spec
+    (``rand_seed`` overrides the spec's)."""
+
+    rand_seed: int | None
+
+
+class MutationsState(TypedDict):
+    """The operator's checkpoint: its generator's ``bit_generator.state``."""
+
+    rng: Mapping[str, object]
 
 
 class Mutations:
@@ -82,7 +108,7 @@ class Mutations:
         dormant_threshold: float = 0.01,
         activation_selection: Sequence[str] = DEFAULT_ACTIVATIONS,
         mutate_elite: bool = True,
-        rl_hp_selection: Mapping[str, Any] | None = None,
+        rl_hp_selection: Mapping[str, RLHyperparameter | Mapping[str, float]] | None = None,
         rand_seed: int | None = None,
     ):
         probs = np.array(
@@ -107,13 +133,14 @@ class Mutations:
         self.rl_hp_selection = plain_hp_config(rl_hp_selection)
         self.rng = np.random.default_rng(rand_seed)
         #: One record per member mutated, in order (kind, changes, description).
-        self.records: list[dict[str, Any]] = []
+        self.records: list[MutationRecord] = []
         self._network: str | None = None  # the network the current mutation picked
 
     @classmethod
-    def from_spec(cls, spec: Any, **kwargs: Any) -> Mutations:
+    def from_spec(cls, spec: MutationSpec, **kwargs: Unpack[MutationOptions]) -> Mutations:
         """From a ``MutationSpec`` (probabilities, ``mutation_sd``, ``rand_seed``, hp ranges)."""
         p = spec.probabilities
+        forwarded: _Forwarded = kwargs  # what is left once rand_seed is popped below
         return cls(
             no_mutation=p.no_mut,
             architecture=p.arch_mut,
@@ -125,16 +152,16 @@ class Mutations:
             dormant_threshold=spec.dormant_threshold,
             rl_hp_selection=spec.rl_hp_selection,
             rand_seed=kwargs.pop("rand_seed", spec.rand_seed),
-            **kwargs,
+            **forwarded,
         )
 
     # ------------------------------------------------------------------ population
     def mutation(
         self,
-        population: Sequence[Any],
+        population: Sequence[A],
         pre_training_mut: bool = False,
         indices: Sequence[int] | None = None,
-    ) -> list[Any]:
+    ) -> list[A]:
         """Mutate every member in place (slot 0, the elite, only if ``mutate_elite`` or
         ``pre_training_mut``); returns the population. ``agent.mut`` names what changed.
         Before training (``pre_training_mut``) "no mutation" is never drawn.
@@ -158,7 +185,7 @@ class Mutations:
                 elite_kept=kept))
         return list(population)
 
-    def take_records(self) -> list[dict[str, Any]]:
+    def take_records(self) -> list[MutationRecord]:
         """The records of the members mutated since the last call, in order; clears them."""
         records, self.records = self.records, []
         return records
@@ -253,10 +280,10 @@ class Mutations:
         return self._network
 
     # ------------------------------------------------------------------ checkpoints
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> MutationsState:
         return {"rng": copy.deepcopy(self.rng.bit_generator.state)}
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: MutationsState) -> None:
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])
 
 

@@ -11,7 +11,31 @@ change nothing, so a run mutates exactly as it would without them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
+
+
+class Change(TypedDict):
+    """One leaf that a mutation changed: its dotted name, old and new value."""
+
+    name: str
+    old: object
+    new: object
+
+
+class MutationRecord(TypedDict):
+    """One member's mutation, as the event log's ``mutation`` event carries it."""
+
+    kind: str
+    changes: list[Change]
+    description: str
+
+
+class Snapshot(TypedDict):
+    """What :func:`snapshot` reads of a member: each mutable network's ``architecture()``
+    and the hyperparameters."""
+
+    architecture: dict[str, object]
+    hyperparameters: dict[str, object]
 
 #: The event log's mutation kinds (``mutation`` events' ``kind``).
 MUTATION_KINDS = ("none", "architecture", "new_layer", "parameters", "activation", "rl_hp")
@@ -30,7 +54,7 @@ _KIND_OF_LABEL = {
 _DRAWN = {"arch": "an architecture", "act": "an activation", "rl_hp": "a hyperparameter"}
 
 
-def snapshot(agent: Any) -> dict[str, Any]:
+def snapshot(agent: object) -> Snapshot:
     """The parts of ``agent`` a mutation may change, other than weights: the architecture of
     each mutable network and the hyperparameters."""
     networks = getattr(agent, "networks", {})
@@ -41,8 +65,8 @@ def snapshot(agent: Any) -> dict[str, Any]:
     }
 
 
-def record(label: str, drawn: str, network: str | None, before: Mapping[str, Any],
-           after: Mapping[str, Any], *, elite_kept: bool = False) -> dict[str, Any]:
+def record(label: str, drawn: str, network: str | None, before: Mapping[str, object],
+           after: Mapping[str, object], *, elite_kept: bool = False) -> MutationRecord:
     """The record of one member's mutation: ``kind``, ``changes`` (name, old, new) and a
     one-line ``description``. ``label`` is what the operator stored in ``agent.mut``,
     ``drawn`` the kind it drew, ``network`` the network it picked (if any)."""
@@ -54,7 +78,7 @@ def record(label: str, drawn: str, network: str | None, before: Mapping[str, Any
 
 
 def _describe(kind: str, label: str, drawn: str, network: str | None,
-              changes: list[dict[str, Any]], elite_kept: bool) -> str:
+              changes: list[Change], elite_kept: bool) -> str:
     where = f" of {network}" if network else ""
     if kind == "none":
         if elite_kept:
@@ -72,15 +96,15 @@ def _describe(kind: str, label: str, drawn: str, network: str | None,
     return _changes_text(changes) or f"{label} unchanged (at its bound)"
 
 
-def _changes_text(changes: list[dict[str, Any]]) -> str:
+def _changes_text(changes: list[Change]) -> str:
     return "; ".join(f"{c['name']} {c['old']} -> {c['new']}" for c in changes)
 
 
-def _diff(prefix: str, old: Any, new: Any) -> list[dict[str, Any]]:
+def _diff(prefix: str, old: object, new: object) -> list[Change]:
     """The leaves that differ between two nested mappings (lists are leaves), named by
     their dotted path."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
-        out: list[dict[str, Any]] = []
+        out: list[Change] = []
         for key in list(old) + [k for k in new if k not in old]:
             name = f"{prefix}.{key}" if prefix else str(key)
             out += _diff(name, old.get(key), new.get(key))
@@ -88,7 +112,7 @@ def _diff(prefix: str, old: Any, new: Any) -> list[dict[str, Any]]:
     return [] if old == new else [{"name": prefix, "old": old, "new": new}]
 
 
-def architecture_summary(agent: Any) -> str:
+def architecture_summary(agent: object) -> str:
     """One line per member's architecture: each mutable network's modules with their hidden
     sizes, activation and output width (``actor: encoder [64, 64] ReLU -> 32, q [64] ReLU
     -> 2``); empty for a member without mutable networks (LLM adapters)."""
@@ -99,19 +123,19 @@ def architecture_summary(agent: Any) -> str:
     return "; ".join(parts)
 
 
-def _modules(path: str, arch: Any) -> list[tuple[str, Mapping[str, Any]]]:
+def _modules(path: str, arch: object) -> list[tuple[str, Mapping[str, object]]]:
     """The nested mappings of ``arch`` that describe one module (they have layer sizes)."""
     if not isinstance(arch, Mapping):
         return []
     if "hidden_size" in arch or "channel_size" in arch:
         return [(path, arch)]
-    found: list[tuple[str, Mapping[str, Any]]] = []
+    found: list[tuple[str, Mapping[str, object]]] = []
     for key, value in arch.items():
         found += _modules(str(key), value)
     return found
 
 
-def _module_text(name: str, module: Mapping[str, Any]) -> str:
+def _module_text(name: str, module: Mapping[str, object]) -> str:
     sizes = module.get("hidden_size", module.get("channel_size"))
     text = f"{name} {list(sizes) if isinstance(sizes, list | tuple) else sizes}"
     if module.get("activation"):

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.models.hpo import RLHyperparameter
 
 
-def plain_hp_config(selection: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+def plain_hp_config(
+    selection: Mapping[str, RLHyperparameter | Mapping[str, float]] | None,
+) -> dict[str, dict[str, float]]:
     """name -> ``{min, max, grow_factor, shrink_factor}``; missing factors are filled by
     validating with the generated ``RLHyperparameter`` model (the defaults' one home)."""
     if not selection:

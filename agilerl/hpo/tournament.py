@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11
+
+    from agilerl.models.hpo import TournamentSelectionSpec
+
+
+class Selectable(Protocol):
+    """What the tournament reads of a member: its fitness history, and ``clone(index)``
+    (an agent, or the training loop's stand-in that carries a slot)."""
+
+    fitness: list[float]
+
+    def clone(self, index: int | None = None) -> Self: ...
+
+
+M = TypeVar("M", bound=Selectable)
+
+
+class TournamentState(TypedDict):
+    """The operator's checkpoint: its generator's ``bit_generator.state``."""
+
+    rng: Mapping[str, object]
 
 
 class TournamentSelection:
@@ -45,12 +68,13 @@ class TournamentSelection:
 
     @classmethod
     def from_spec(
-        cls, spec: Any, population_size: int, eval_loop: int = 1, rand_seed: int | None = None
+        cls, spec: TournamentSelectionSpec, population_size: int, eval_loop: int = 1,
+        rand_seed: int | None = None,
     ) -> TournamentSelection:
         """From a ``TournamentSelectionSpec``."""
         return cls(spec.tournament_size, spec.elitism, population_size, eval_loop, rand_seed)
 
-    def fitness_of(self, agent: Any) -> float:
+    def fitness_of(self, agent: Selectable) -> float:
         """Selection fitness of one member (NaN when it has no finite evaluations)."""
         recent = list(agent.fitness[-self.eval_loop :])
         if not recent:
@@ -58,7 +82,7 @@ class TournamentSelection:
         value = float(np.mean(recent))
         return value if math.isfinite(value) else math.nan
 
-    def select(self, population: Sequence[Any]) -> tuple[Any | None, list[Any]]:
+    def select(self, population: Sequence[M]) -> tuple[M | None, list[M]]:
         """Return ``(elite, new_population)`` of length ``population_size``."""
         scores = np.array([self.fitness_of(a) for a in population], dtype=np.float64)
         eligible = np.flatnonzero(np.isfinite(scores))
@@ -66,7 +90,7 @@ class TournamentSelection:
             return None, [a.clone(index=i) for i, a in enumerate(population)]
         best = int(eligible[np.argmax(scores[eligible])])
         elite = population[best]
-        new_population: list[Any] = []
+        new_population: list[M] = []
         if self.elitism:
             new_population.append(elite.clone(index=0))
         size = min(self.tournament_size, eligible.size)
@@ -76,8 +100,8 @@ class TournamentSelection:
             new_population.append(population[winner].clone(index=len(new_population)))
         return elite, new_population
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> TournamentState:
         return {"rng": copy.deepcopy(self.rng.bit_generator.state)}
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: TournamentState) -> None:
         self.rng.bit_generator.state = copy.deepcopy(state["rng"])

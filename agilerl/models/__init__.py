@@ -8,7 +8,7 @@ objects, environment building). It imports neither torch nor gymnasium.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The algorithm spec names (``DQNSpec``...) are generated from schemas/algorithms/.
 from agilerl.models.algorithms import __all__ as _ALGORITHM_SPECS
@@ -115,7 +115,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)

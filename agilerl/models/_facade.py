@@ -7,13 +7,13 @@ defined elsewhere would resolve the inherited annotations against its own module
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from agilerl.models._generated import models as _generated_models
 
 T = TypeVar("T")
 
-_NAMESPACE: dict[str, Any] = dict(vars(_generated_models))
+_NAMESPACE: dict[str, object] = dict(vars(_generated_models))
 
 
 def public(cls: T) -> T:

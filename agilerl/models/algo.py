@@ -15,13 +15,17 @@ import logging
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pydantic import ValidationInfo, model_validator
 
 from agilerl.models import _generated as gen
 from agilerl.models._facade import public
 from agilerl.models.rules import Violation, algorithm_rules
+
+if TYPE_CHECKING:
+    from agilerl.models.env import EnvSpecModel
+    from agilerl.models.networks import NetworkSpecModel
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +63,9 @@ class AlgoSpec(gen.AlgoSpec):
     offline: ClassVar[bool] = False
     bandit: ClassVar[bool] = False
     default_evo_steps: ClassVar[int | None] = None
-    network_spec: ClassVar[type[Any] | None] = None
+    network_spec: ClassVar[type[NetworkSpecModel] | None] = None
     """Network spec class the ``network`` section is validated with (eager path)."""
-    env_spec: ClassVar[type[Any] | None] = None
+    env_spec: ClassVar[type[EnvSpecModel] | None] = None
     """Environment spec class the ``environment`` section is parsed into."""
     env_kind: ClassVar[str] = "gym"
     env_type: ClassVar[str | None] = None
@@ -218,13 +222,13 @@ def registered(spec_class: SpecT) -> SpecT:
     return spec_class
 
 
-def _public_network(name: str) -> type[Any]:
+def _public_network(name: str) -> type[NetworkSpecModel]:
     from agilerl.models.networks import NETWORK_SPECS
 
     return NETWORK_SPECS[name]
 
 
-def _public_env(kind: str) -> type[Any]:
+def _public_env(kind: str) -> type[EnvSpecModel]:
     from agilerl.models.env import ENV_SPECS
 
     return ENV_SPECS[kind]

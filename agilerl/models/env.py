@@ -8,10 +8,10 @@ delegate to it (imported on call, so this module needs neither gymnasium nor pet
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypedDict
 
 from pydantic import (
     BaseModel,
@@ -27,6 +27,20 @@ from agilerl.models import _generated as gen
 from agilerl.models._facade import public
 from agilerl.models.algo import AgentType, raise_first, skip_rules
 from agilerl.models.rules import Violation, bandit_env_rules, llm_env_rules, offline_env_rules
+
+if TYPE_CHECKING:
+    from typing import Self, Unpack  # Python 3.11
+
+    import gymnasium
+    from gymnasium.vector import VectorEnv
+    from pettingzoo import ParallelEnv
+    from transformers import PreTrainedTokenizerBase
+
+    from agilerl.core.value_types import Options
+    from agilerl.envs.pettingzoo_env import AsyncPettingZooVectorEnv, PettingZooVectorEnv
+    from agilerl.llm.dataset_envs import DatasetEnv
+    from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.models.algo import AlgoSpec
 
 
 class LLMEnvType(str, Enum):
@@ -49,12 +63,12 @@ class EnvSpec:
         return []
 
     @model_validator(mode="after")
-    def _check_env_rules(self, info: ValidationInfo) -> Any:
+    def _check_env_rules(self, info: ValidationInfo) -> Self:
         if not skip_rules(info):
             raise_first(self.env_rules())
         return self
 
-    def with_files_resolved(self, base_dir: str | os.PathLike[str] | None) -> Any:
+    def with_files_resolved(self, base_dir: str | os.PathLike[str] | None) -> Self:
         """A copy whose relative file fields point at files found under ``base_dir`` (the
         manifest's folder) rather than the working directory; other values unchanged."""
         if base_dir is None:
@@ -75,7 +89,7 @@ _PLACEHOLDER = "python-object"
 """Stands in for a Python wrapper while the JSON forms of a list are validated."""
 
 
-def _is_python_wrapper(entry: Any) -> bool:
+def _is_python_wrapper(entry: object) -> bool:
     """A callable, or a ``(callable, kwargs)`` pair (not the JSON forms of a manifest)."""
     if isinstance(entry, str):
         return False
@@ -85,7 +99,7 @@ def _is_python_wrapper(entry: Any) -> bool:
         and not isinstance(entry[0], str)
 
 
-def _python_wrapper(entry: Any) -> Any:
+def _python_wrapper(entry: Callable[..., object] | Sequence[object]) -> object:
     if callable(entry):
         return entry
     wrapper, kwargs = entry
@@ -94,7 +108,7 @@ def _python_wrapper(entry: Any) -> Any:
     return (wrapper, dict(kwargs))
 
 
-def _wrapper_reference(wrapper: Any) -> str:
+def _wrapper_reference(wrapper: object) -> str:
     """A Python wrapper as the dotted import path a manifest would write for it."""
     return f"{getattr(wrapper, '__module__', '?')}.{getattr(wrapper, '__qualname__', wrapper)}"
 
@@ -107,7 +121,7 @@ class PythonWrappers:
 
     @field_validator("wrappers", mode="wrap", check_fields=False)
     @classmethod
-    def _python_wrappers(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    def _python_wrappers(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
         if not isinstance(value, list | tuple) or not any(map(_is_python_wrapper, value)):
             return handler(value)
         python = {i: _python_wrapper(e) for i, e in enumerate(value) if _is_python_wrapper(e)}
@@ -115,18 +129,21 @@ class PythonWrappers:
         return [python.get(i, entry) for i, entry in enumerate(checked)]
 
     @field_serializer("wrappers", mode="plain", check_fields=False)
-    def _dump_wrappers(self, value: Any, info: SerializationInfo) -> Any:
+    def _dump_wrappers(self, value: Sequence[object] | None, info: SerializationInfo) -> object:
+        # A list or None; Pydantic builds the dump's schema from this annotation, and
+        # ``object`` keeps it the "any" schema (values dumped as they are).
         if value is None:
             return None
         if info.mode != "json":
             return list(value)
-        out: list[Any] = []
+        out: list[object] = []
         for entry in value:
             if not _is_python_wrapper(entry):
                 out.append(entry)
             elif callable(entry):
                 out.append(_wrapper_reference(entry))
             else:
+                assert isinstance(entry, list | tuple)  # a (callable, kwargs) pair
                 out.append([_wrapper_reference(entry[0]), dict(entry[1])])
         return out
 
@@ -134,7 +151,7 @@ class PythonWrappers:
 class _Fields:
     """Attribute access to a mapping (the env builders read spec fields by attribute)."""
 
-    def __init__(self, fields: Mapping[str, Any]) -> None:
+    def __init__(self, fields: Mapping[str, object]) -> None:
         self.__dict__.update(fields)
 
 
@@ -144,8 +161,9 @@ class GymEnvSpec(PythonWrappers, EnvSpec, gen.GymEnvSpec):
 
     @staticmethod
     def construct_custom_env_fn(entrypoint: str, path: str | None = None,
-                                config: Mapping[str, Any] | None = None,
-                                wrappers: Sequence[Any] | None = None) -> Any:
+                                config: Options | None = None,
+                                wrappers: Sequence[object] | None = None,
+                                ) -> Callable[[], gymnasium.Env]:
         """A zero-argument factory of one custom environment: ``entrypoint(**config)`` with
         ``wrappers`` applied in order (as the reference's). The entrypoint and wrappers are
         resolved when the factory is first called, so a bad reference raises there."""
@@ -154,13 +172,13 @@ class GymEnvSpec(PythonWrappers, EnvSpec, gen.GymEnvSpec):
         spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
         return lambda: make_single_env(_Fields(spec))
 
-    def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+    def make_env(self, extra_wrappers: Sequence[object] | None = None) -> VectorEnv:
         """The vectorised environment (``num_envs`` copies)."""
         from agilerl.envs import make_vector_env
 
         return make_vector_env(self, extra_wrappers=extra_wrappers)
 
-    def make_single_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+    def make_single_env(self, extra_wrappers: Sequence[object] | None = None) -> gymnasium.Env:
         """One unvectorised environment."""
         from agilerl.envs import make_single_env
 
@@ -183,8 +201,9 @@ class PzEnvSpec(PythonWrappers, EnvSpec, gen.PzEnvSpec):
 
     @staticmethod
     def construct_custom_env_fn(entrypoint: str, path: str | None = None,
-                                config: Mapping[str, Any] | None = None,
-                                wrappers: Sequence[Any] | None = None) -> Any:
+                                config: Options | None = None,
+                                wrappers: Sequence[object] | None = None,
+                                ) -> Callable[[], ParallelEnv]:
         """A zero-argument factory of one custom parallel environment (see
         :meth:`GymEnvSpec.construct_custom_env_fn`)."""
         from agilerl.envs import make_pz_single_env
@@ -192,26 +211,27 @@ class PzEnvSpec(PythonWrappers, EnvSpec, gen.PzEnvSpec):
         spec = {"entrypoint": entrypoint, "path": path, "config": config, "wrappers": wrappers}
         return lambda: make_pz_single_env(_Fields(spec))
 
-    def make_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+    def make_env(self, extra_wrappers: Sequence[object] | None = None,
+                 ) -> PettingZooVectorEnv | AsyncPettingZooVectorEnv:
         """The vectorised environment (``num_envs`` copies)."""
         from agilerl.envs import make_pz_vector_env
 
         return make_pz_vector_env(self, extra_wrappers=extra_wrappers)
 
-    def make_single_env(self, extra_wrappers: Sequence[Any] | None = None) -> Any:
+    def make_single_env(self, extra_wrappers: Sequence[object] | None = None) -> ParallelEnv:
         """One unvectorised parallel environment."""
         from agilerl.envs import make_pz_single_env
 
         return make_pz_single_env(self, extra_wrappers=extra_wrappers)
 
 
-def _is_table(value: Any) -> bool:
+def _is_table(value: object) -> bool:
     """An in-memory table (DataFrame, Series, numpy array, ...), not a file path."""
     return value is not None and not isinstance(value, str | os.PathLike) \
         and (hasattr(value, "shape") or hasattr(value, "to_numpy"))
 
 
-def _table_label(value: Any) -> str:
+def _table_label(value: object) -> str:
     shape = "x".join(str(n) for n in getattr(value, "shape", ()))
     return f"<in-memory {type(value).__name__} {shape}>"
 
@@ -224,13 +244,13 @@ class InMemoryTables:
 
     @field_validator("features", "targets", mode="wrap", check_fields=False)
     @classmethod
-    def _tables(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    def _tables(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
         if _is_table(value):
             return value
         return handler(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
     @field_serializer("features", "targets", mode="plain", check_fields=False)
-    def _dump_tables(self, value: Any, info: SerializationInfo) -> Any:
+    def _dump_tables(self, value: object, info: SerializationInfo) -> object:
         if info.mode == "json" and _is_table(value):
             return _table_label(value)
         return value
@@ -246,11 +266,20 @@ class BanditEnvSpec(InMemoryTables, EnvSpec, gen.BanditEnvSpec):
     def env_rules(self) -> list[Violation]:
         return bandit_env_rules(self)
 
-    def make_env(self) -> Any:
-        """The bandit environment."""
+    def make_env(self) -> object:
+        """The bandit environment (a ``BanditEnv``, or what the entrypoint builds)."""
         from agilerl.envs import make_bandit_env  # type: ignore[attr-defined]
 
         return make_bandit_env(self)
+
+
+class LLMEnvOptions(TypedDict, total=False):
+    """What :meth:`LLMEnvSpec.make_env` passes on to the environment."""
+
+    seed: int
+    max_context_length: int
+    evaluation_interval: int
+    base_dir: str | None
 
 
 @public
@@ -267,7 +296,9 @@ class LLMEnvSpec(EnvSpec, gen.LLMEnvSpec):
         """The dataset, else the multi-turn environment id or entrypoint."""
         return self.dataset or self.env_name or self.entrypoint or "multiturn"
 
-    def make_env(self, tokenizer: Any = None, accelerator: Any = None, **kwargs: Any) -> Any:
+    def make_env(self, tokenizer: PreTrainedTokenizerBase | None = None,
+                 accelerator: object = None,
+                 **kwargs: Unpack[LLMEnvOptions]) -> ReasoningEnv | DatasetEnv:
         """The LLM environment on the model's ``tokenizer`` (reasoning, preference or SFT).
 
         ``kwargs`` go to the environment (``seed``, ``max_context_length``,
@@ -294,7 +325,10 @@ class LLMEnvSpec(EnvSpec, gen.LLMEnvSpec):
         return make_dataset_env(self, tokenizer, **kwargs)
 
 
-ENV_SPECS: dict[str, type[Any]] = {
+EnvSpecModel: TypeAlias = GymEnvSpec | PzEnvSpec | BanditEnvSpec | LLMEnvSpec
+"""An environment spec model (``OfflineEnvSpec`` is a ``GymEnvSpec``)."""
+
+ENV_SPECS: dict[str, type[EnvSpecModel]] = {
     "gym": GymEnvSpec,
     "pettingzoo": PzEnvSpec,
     "offline": OfflineEnvSpec,
@@ -312,13 +346,14 @@ AGENT_TYPE_ENV: dict[AgentType, str] = {
 }
 
 
-def env_spec_class(algorithm: Any) -> type[Any]:
+def env_spec_class(algorithm: AlgoSpec | type[AlgoSpec]) -> type[EnvSpecModel]:
     """The environment spec class of an algorithm (spec object or class)."""
     kind = getattr(algorithm, "env_kind", None) or AGENT_TYPE_ENV[AgentType(algorithm.agent_type)]
     return ENV_SPECS[kind]
 
 
-def environment_input(algorithm: Any, environment: Mapping[str, Any]) -> dict[str, Any]:
+def environment_input(algorithm: AlgoSpec | type[AlgoSpec],
+                      environment: Mapping[str, object]) -> dict[str, object]:
     """The mapping the env spec is validated from: null values dropped (they mean "default")
     and, for LLM algorithms, the algorithm's ``env_type`` filled in when omitted."""
     data = {k: v for k, v in environment.items() if v is not None}
@@ -329,10 +364,10 @@ def environment_input(algorithm: Any, environment: Mapping[str, Any]) -> dict[st
 
 
 def resolve_env_spec(
-    algorithm: Any,
-    environment: Mapping[str, Any] | BaseModel | str,
+    algorithm: AlgoSpec | type[AlgoSpec],
+    environment: Mapping[str, object] | BaseModel | str,
     base_dir: str | os.PathLike[str] | None = None,
-) -> Any:
+) -> EnvSpecModel:
     """Turn a manifest ``environment`` (mapping, spec object, or a Gym/PettingZoo name) into
     the spec class the algorithm needs. Relative data files found in ``base_dir`` (the
     manifest's folder) are made absolute. Raises ``ValueError``/``TypeError`` on bad input."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Discriminator, Tag, ValidationInfo, model_validator
 
@@ -59,7 +59,7 @@ MUTATION_KINDS = ("no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut")
 it splits ``arch_mut`` between layer and node changes)."""
 
 
-def zero_left_out_kinds(mutation: Any) -> list[str]:
+def zero_left_out_kinds(mutation: object) -> list[str]:
     """Set to 0 the mutation kinds left out of a written ``probabilities`` block whose
     written kinds already sum to 1 (or more); return their names.
 
@@ -81,7 +81,7 @@ def zero_left_out_kinds(mutation: Any) -> list[str]:
     return left_out
 
 
-def probability_sum_note(mutation: Any) -> list[Violation]:
+def probability_sum_note(mutation: object) -> list[Violation]:
     """A warning when the mutation-kind probabilities do not sum to 1: they are normalised
     (each divided by the sum) when the mutation operator is built. An all-zero or negative
     set is left to the error rules."""
@@ -99,7 +99,7 @@ def probability_sum_note(mutation: Any) -> list[Violation]:
                       "warning")]
 
 
-def _strategy(value: Any) -> Any:
+def _strategy(value: object) -> object:
     if isinstance(value, dict):
         return value.get("strategy", "tournament")
     return getattr(value, "strategy", "tournament")
@@ -112,7 +112,7 @@ SelectionStrategySpec = Annotated[
 ]
 """A selection block: tournament (the default when ``strategy`` is omitted) or MF-PBT."""
 
-SELECTION_SPECS: dict[str, type[Any]] = {
+SELECTION_SPECS: dict[str, type[TournamentSelectionSpec | MultiFrequencySelectionSpec]] = {
     "tournament": TournamentSelectionSpec,
     "multi_frequency": MultiFrequencySelectionSpec,
 }

@@ -23,13 +23,17 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 import yaml
 
 from agilerl.core.manifest_errors import Location, ManifestError, ManifestIssue
 
-PathKey = tuple[Any, ...]
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonScalar, JsonValue
+
+PathKey = tuple[object, ...]
+"""Keys and list indices from the document's root (only compared, hashed and printed)."""
 
 MAX_MANIFEST_BYTES = 1 << 20
 """Largest manifest file read (1 MiB; real manifests are a few KB)."""
@@ -41,7 +45,8 @@ MAX_EXPANDED_CHARS = 4 * MAX_MANIFEST_BYTES
 """Most characters of text (scalars and keys) a document may hold once aliases are
 expanded: a few aliases of one long string are few values, yet gigabytes once dumped."""
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type[yaml.CSafeLoader] | type[yaml.SafeLoader] = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
@@ -65,7 +70,9 @@ _Loader.add_implicit_resolver(
 class LocatedDocument:
     """A parsed manifest plus the position of each key (paths are tuples of keys/indices)."""
 
-    data: Any
+    data: object
+    """The document: parsed JSON/YAML values, or a mapping given from Python (whose values
+    may be spec objects or callables). The parsers refuse a document that is not a mapping."""
     file: str | None = None
     positions: dict[PathKey, tuple[int, int]] = field(default_factory=dict)
     duplicates: list[tuple[PathKey, int, int]] = field(default_factory=list)
@@ -86,10 +93,10 @@ class LocatedDocument:
         return Location(self.file, 1, 1) if self.file else None
 
 
-def _walk(node: yaml.Node, prefix: PathKey, loader: Any, doc: LocatedDocument) -> None:
+def _walk(node: yaml.Node, prefix: PathKey, loader: _Loader, doc: LocatedDocument) -> None:
     """Record positions of mapping keys and sequence items below ``node``."""
     if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, tuple[int, int]] = {}
+        seen: dict[JsonScalar, tuple[int, int]] = {}
         for key_node, value_node in node.value:
             key = _scalar_key(key_node, loader)
             mark = key_node.start_mark
@@ -107,7 +114,7 @@ def _walk(node: yaml.Node, prefix: PathKey, loader: Any, doc: LocatedDocument) -
             _walk(item, (*prefix, index), loader, doc)
 
 
-def _scalar_key(node: yaml.Node, loader: Any) -> Any:
+def _scalar_key(node: yaml.Node, loader: _Loader) -> JsonScalar:
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_object(node)
         return value if isinstance(value, str | int | float | bool) or value is None else str(value)
@@ -146,7 +153,7 @@ def parse_text(text: str, file: str | None = None, *, json_text: bool | None = N
     return doc
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str) -> JsonValue:
     """One YAML value (a command-line override), read exactly as in a manifest file: the
     same number rules (``3e-4`` is a float), bounded aliases. Raises ``yaml.YAMLError`` for
     bad syntax and :class:`ManifestError` for an alias bomb."""
@@ -237,7 +244,7 @@ class _NotJsonNumber(ValueError):
     pass
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise _NotJsonNumber(name)
 
 
@@ -337,7 +344,7 @@ def load_file(path: str | os.PathLike[str]) -> LocatedDocument:
     return parse_text(text, file)
 
 
-def iter_paths(data: Any, prefix: PathKey = ()) -> Iterator[PathKey]:
+def iter_paths(data: object, prefix: PathKey = ()) -> Iterator[PathKey]:
     """Every key path of a nested mapping/list structure (depth first)."""
     if isinstance(data, Mapping):
         for key, value in data.items():
@@ -348,7 +355,7 @@ def iter_paths(data: Any, prefix: PathKey = ()) -> Iterator[PathKey]:
             yield from iter_paths(value, (*prefix, index))
 
 
-def non_finite_paths(data: Any, prefix: PathKey = ()) -> Iterator[tuple[PathKey, float]]:
+def non_finite_paths(data: object, prefix: PathKey = ()) -> Iterator[tuple[PathKey, float]]:
     """Every number that is infinite or NaN (``.inf``, ``1e999``, ``.nan``), with its path.
 
     JSON has no such numbers and no manifest field can use one, so they are refused

@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, overload
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -23,8 +23,27 @@ from agilerl.core.manifest_errors import (
     ManifestReport,
     UnknownAlgorithmError,
 )
+from agilerl.models.algo import AlgoSpec
+from agilerl.models.env import EnvSpecModel
+from agilerl.models.hpo import MultiFrequencySelectionSpec, MutationSpec, TournamentSelectionSpec
 from agilerl.models.loading import LocatedDocument, load_file
+from agilerl.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.models.validation import ManifestParts, check_document
+
+if TYPE_CHECKING:
+    from agilerl.arena.models import TrainingManifest as ArenaManifest
+    from agilerl.core.value_types import JsonObject
+
+    _Algorithm = AlgoSpec
+    _Training = TrainingSpec | None
+    _Mutation = MutationSpec | None
+    _ReplayBuffer = ReplayBufferSpec | None
+    _Selection = TournamentSelectionSpec | MultiFrequencySelectionSpec | None
+else:
+    # The sections are validated by check_document before the model is built; Pydantic
+    # stores them as given (``object`` is Pydantic's "any" schema, so a spec is dumped by
+    # its own class, subclass fields included).
+    _Algorithm = _Training = _Mutation = _ReplayBuffer = _Selection = object
 
 
 class ManifestWarning(UserWarning):
@@ -54,17 +73,17 @@ class TrainingManifest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True,
                               defer_build=True)
 
-    algorithm: Any
+    algorithm: _Algorithm
     """The algorithm spec object (class chosen by ``algorithm.name``)."""
-    environment: dict[str, Any]
+    environment: dict[str, object]
     """The environment mapping as written; see :attr:`env_spec` for the parsed spec."""
-    training: Any = None
+    training: _Training = None
     """``TrainingSpec`` (all defaults when the section is omitted)."""
-    network: dict[str, Any] | None = None
+    network: dict[str, object] | None = None
     """Normalised network section (eager), the raw one (deferred), or None."""
-    mutation: Any = None
-    replay_buffer: Any = None
-    selection_strategy: Any = Field(
+    mutation: _Mutation = None
+    replay_buffer: _ReplayBuffer = None
+    selection_strategy: _Selection = Field(
         default=None,
         validation_alias=AliasChoices("selection_strategy", "tournament_selection"),
         serialization_alias="tournament_selection",
@@ -72,9 +91,9 @@ class TrainingManifest(BaseModel):
 
     _source: str | None = PrivateAttr(default=None)
     _base_dir: Path | None = PrivateAttr(default=None)
-    _env_spec: Any = PrivateAttr(default=None)
+    _env_spec: EnvSpecModel | None = PrivateAttr(default=None)
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, **data: object) -> None:
         parts = _check(LocatedDocument(data=_plain_sections(data)))
         super().__init__(**_fields_of(parts))
         self._env_spec = parts.env_spec
@@ -92,8 +111,8 @@ class TrainingManifest(BaseModel):
         return manifest
 
     @classmethod
-    def model_validate(cls, obj: Any, *, strict: bool | None = None, extra: Any = None,
-                       from_attributes: bool | None = None, context: Any = None,
+    def model_validate(cls, obj: object, *, strict: bool | None = None, extra: object = None,
+                       from_attributes: bool | None = None, context: object = None,
                        by_alias: bool | None = None, by_name: bool | None = None) -> TrainingManifest:
         """Validate a mapping (or return an existing manifest); raises ``ManifestError``."""
         if isinstance(obj, cls):
@@ -112,7 +131,7 @@ class TrainingManifest(BaseModel):
         return cls.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
 
     @classmethod
-    def load(cls, manifest: str | os.PathLike[str] | Mapping[str, Any]) -> TrainingManifest:
+    def load(cls, manifest: str | os.PathLike[str] | Mapping[str, object]) -> TrainingManifest:
         """Validate a manifest file or mapping into a ``TrainingManifest``."""
         if isinstance(manifest, TrainingManifest):
             return manifest
@@ -122,9 +141,20 @@ class TrainingManifest(BaseModel):
             return cls.model_validate(manifest)
         raise TypeError(f"Expected a manifest path or mapping, got {type(manifest).__name__}")
 
+    @overload
     @classmethod
-    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, Any],
-                      mode: Literal["json", "python"] = "json") -> Any:
+    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, object],
+                      mode: Literal["json"] = "json") -> dict[str, object]: ...
+
+    @overload
+    @classmethod
+    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, object],
+                      mode: Literal["python"]) -> TrainingManifest: ...
+
+    @classmethod
+    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, object],
+                      mode: Literal["json", "python"] = "json",
+                      ) -> dict[str, object] | TrainingManifest:
         """Validate a manifest file (a string is always a path) or mapping.
 
         ``mode="json"``: a JSON-ready dict with every default filled in (spec §4.6);
@@ -137,9 +167,10 @@ class TrainingManifest(BaseModel):
         return validated.to_json_dict() if mode == "json" else validated
 
     @classmethod
-    def from_trainer_specs(cls, *, algorithm: Any, environment: Any, training: Any = None,
-                           mutation: Any = None, replay_buffer: Any = None,
-                           selection_strategy: Any = None, **kwargs: Any) -> TrainingManifest:
+    def from_trainer_specs(cls, *, algorithm: object, environment: object,
+                           training: object = None, mutation: object = None,
+                           replay_buffer: object = None, selection_strategy: object = None,
+                           **kwargs: object) -> TrainingManifest:
         """Build a validated manifest from spec objects (or plain mappings). The network
         section comes from the algorithm's ``net_config`` (LLMs: model name, context length
         and LoRA settings). ``tournament_selection=`` is a deprecated spelling of
@@ -154,7 +185,10 @@ class TrainingManifest(BaseModel):
         return manifest
 
     @staticmethod
-    def to_arena_manifest(manifest: Any, *, mode: Literal["json", "python"] = "json") -> Any:
+    def to_arena_manifest(
+        manifest: TrainingManifest | str | os.PathLike[str] | Mapping[str, object],
+        *, mode: Literal["json", "python"] = "json",
+    ) -> dict[str, object] | ArenaManifest:
         """Validate a core manifest object, mapping or file with the Arena models (the
         payload the hosted service accepts)."""
         try:
@@ -164,10 +198,12 @@ class TrainingManifest(BaseModel):
                               "package is needed for to_arena_manifest") from exc
         if isinstance(manifest, TrainingManifest):
             data = manifest.to_json_dict(by_alias=True)
+            algorithm = data["algorithm"]
+            assert isinstance(algorithm, dict)  # to_json_dict writes it as a dict
             # Only what was set: local-only defaults (e.g. cudagraphs) are not Arena's business.
             data["algorithm"] = {**manifest.algorithm.model_dump(
                 mode="json", exclude_unset=True, exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS)),
-                "name": data["algorithm"]["name"]}
+                "name": algorithm["name"]}
             manifest = data
         return ArenaManifest.get_validated(manifest, mode=mode)
 
@@ -183,7 +219,7 @@ class TrainingManifest(BaseModel):
         return self._base_dir
 
     @property
-    def env_spec(self) -> Any:
+    def env_spec(self) -> EnvSpecModel:
         """The environment parsed into the spec class the algorithm needs (relative data
         files resolved against :attr:`base_dir`)."""
         from agilerl.models.env import resolve_env_spec
@@ -192,7 +228,7 @@ class TrainingManifest(BaseModel):
         return resolve_env_spec(self.algorithm, spec, self._base_dir)
 
     @property
-    def tournament_selection(self) -> Any:
+    def tournament_selection(self) -> TournamentSelectionSpec | None:
         """Deprecated: the tournament selection spec (None under MF-PBT or when unset)."""
         warnings.warn("TrainingManifest.tournament_selection is deprecated; use "
                       "selection_strategy", DeprecationWarning, stacklevel=2)
@@ -201,10 +237,10 @@ class TrainingManifest(BaseModel):
         spec = self.selection_strategy
         return spec if isinstance(spec, TournamentSelectionSpec) else None
 
-    def to_json_dict(self, *, by_alias: bool = False) -> dict[str, Any]:
+    def to_json_dict(self, *, by_alias: bool = False) -> dict[str, object]:
         """JSON form (spec §4.6): defaults filled in, nulls dropped from the typed sections,
         the environment and network as stored, absent optional sections omitted."""
-        out: dict[str, Any] = {"algorithm": _dump_algorithm(self.algorithm),
+        out: dict[str, object] = {"algorithm": _dump_algorithm(self.algorithm),
                                "environment": copy.deepcopy(self.environment)}
         if self.training is not None:
             out["training"] = self.training.model_dump(mode="json", exclude_none=True)
@@ -220,7 +256,7 @@ class TrainingManifest(BaseModel):
         return out
 
 
-def _plain_sections(data: Mapping[str, Any]) -> dict[str, Any]:
+def _plain_sections(data: Mapping[str, object]) -> dict[str, object]:
     """A deep copy of a manifest mapping whose sections may be spec objects (ours or
     foreign models with the same fields): objects are dumped to their manifest form."""
     if not any(isinstance(value, BaseModel) for value in data.values()):
@@ -240,7 +276,7 @@ def _plain_sections(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**plain, **extra}
 
 
-def _keep_algorithm_object(manifest: TrainingManifest, given: Any) -> None:
+def _keep_algorithm_object(manifest: TrainingManifest, given: object) -> None:
     """When the caller passed one of our algorithm spec objects, the manifest keeps that very
     object (with its runtime-only fields), gaining the network the manifest resolved."""
     from agilerl.models.algo import AlgoSpec
@@ -252,14 +288,26 @@ def _keep_algorithm_object(manifest: TrainingManifest, given: Any) -> None:
     manifest.algorithm = given
 
 
-def _dump_algorithm(spec: Any) -> dict[str, Any]:
+def _dump_algorithm(spec: BaseModel) -> JsonObject:
     data = spec.model_dump(mode="json", exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS))
     name = getattr(spec, "algo_name", None) or data.pop("name", None)
     data.pop("name", None)
     return {"name": name, **data}
 
 
-def _fields_of(parts: ManifestParts) -> dict[str, Any]:
+class _Fields(TypedDict):
+    """The model's fields, as the checked parts give them."""
+
+    algorithm: AlgoSpec | None
+    environment: dict[str, object]
+    training: TrainingSpec | None
+    network: dict[str, object] | None
+    mutation: MutationSpec | None
+    replay_buffer: ReplayBufferSpec | None
+    selection_strategy: TournamentSelectionSpec | MultiFrequencySelectionSpec | None
+
+
+def _fields_of(parts: ManifestParts) -> _Fields:
     return {
         "algorithm": parts.algorithm,
         "environment": parts.environment if parts.environment is not None else {},

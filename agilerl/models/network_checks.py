@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel
 
-from agilerl.core.manifest_errors import ManifestIssue, ManifestReport
+from agilerl.core.manifest_errors import Location, ManifestIssue, ManifestReport
 from agilerl.models.algo import AlgoSpec
 from agilerl.models.loading import LocatedDocument, PathKey, format_path
 from agilerl.models.networks import (
@@ -17,6 +17,7 @@ from agilerl.models.networks import (
     ENCODER_SPECS,
     NETWORK_SPECS,
     FinetuningNetworkSpec,
+    NetworkSpec,
     RLNetworkSection,
     is_finetuning_network,
     network_arch,
@@ -26,6 +27,11 @@ from agilerl.models.networks import (
 from agilerl.models.rules import Violation, encoder_rules, network_rules
 from agilerl.models.suggest import closest
 
+if TYPE_CHECKING:
+    from agilerl.models.validation import ManifestParts
+
+M = TypeVar("M", bound=BaseModel)
+
 
 class NetworkChecks:
     """Network-section checks of the manifest checker (which provides the attributes and
@@ -33,13 +39,13 @@ class NetworkChecks:
 
     doc: LocatedDocument
     report: ManifestReport
-    parts: Any
+    parts: ManifestParts
 
     def issue(self, path: PathKey, message: str, *, kind: str, severity: str = "error",
-              suggestion: str | None = None, location: Any = None) -> None:
+              suggestion: str | None = None, location: Location | None = None) -> None:
         raise NotImplementedError
 
-    def validate(self, model: type[BaseModel], data: Any, prefix: PathKey) -> Any:
+    def validate(self, model: type[M], data: object, prefix: PathKey) -> M | None:
         raise NotImplementedError
 
     def probe(self) -> NetworkChecks:
@@ -47,7 +53,7 @@ class NetworkChecks:
         raise NotImplementedError
 
     def _network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                 raw: Any) -> None:
+                 raw: object) -> None:
         if raw is None or (isinstance(raw, Mapping) and not raw):
             return  # no network section: null or {} (the Arena payload's "unset")
         if not isinstance(raw, Mapping):
@@ -76,7 +82,7 @@ class NetworkChecks:
             self._eager_network(algorithm_class, algorithm, raw)
 
     def _finetuning_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                            raw: Mapping[str, Any]) -> None:
+                            raw: Mapping[str, object]) -> None:
         if algorithm_class.env_kind != "llm":
             self.issue(("network", "pretrained_model_name_or_path"), "a pretrained model "
                        f"network only applies to LLM algorithms, not {algorithm_class.algo_name}",
@@ -89,7 +95,7 @@ class NetworkChecks:
                 _merge_llm_network(algorithm, spec)
 
     def _eager_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                       raw: Mapping[str, Any]) -> None:
+                       raw: Mapping[str, object]) -> None:
         """The architecture is known: validate as the algorithm's network class, whose
         encoder union is chosen by ``arch`` (so each problem is reported once)."""
         network_class = algorithm_class.network_spec or NETWORK_SPECS["NetworkSpec"]
@@ -100,6 +106,7 @@ class NetworkChecks:
             return
         for violation in network_rules(spec):
             self.issue(("network", *violation.path), violation.message, kind="rule")
+        assert isinstance(spec, NetworkSpec)  # an RL algorithm's network class is one
         section = spec.to_section()
         if "squash_output" in raw and "squash_output" not in section:
             section["squash_output"] = raw["squash_output"]
@@ -108,7 +115,7 @@ class NetworkChecks:
             algorithm.net_config = spec  # type: ignore[attr-defined]
 
     def _deferred_network(self, algorithm_class: type[AlgoSpec], algorithm: AlgoSpec | None,
-                          raw: Mapping[str, Any]) -> None:
+                          raw: Mapping[str, object]) -> None:
         """No ``arch``: the encoder is inferred from the observation space when the trainer
         is built. Check the rest of the section, then the written encoder keys against the
         encoder kinds they could be."""
@@ -122,7 +129,11 @@ class NetworkChecks:
         if not isinstance(encoder, Mapping):
             self.issue(("network", "encoder_config"), "must be a mapping", kind="schema")
             return
-        recurrent = bool((self.doc.data.get("algorithm") or {}).get("recurrent"))
+        data = self.doc.data
+        assert isinstance(data, Mapping)  # the parsers refuse a document that is not one
+        algorithm_section = data.get("algorithm") or {}
+        assert isinstance(algorithm_section, Mapping)  # the algorithm was found in it
+        recurrent = bool(algorithm_section.get("recurrent"))
         candidates = _deferred_candidates(raw, recurrent)
         errors: list[ManifestIssue] = []
         for arch in candidates:
@@ -156,7 +167,7 @@ def _merge_llm_network(algorithm: AlgoSpec, network: FinetuningNetworkSpec) -> N
         algorithm.lora_config = network.lora_config.model_dump(mode="json")  # type: ignore[attr-defined]
 
 
-def _deferred_candidates(raw: Mapping[str, Any], recurrent: bool) -> list[str]:
+def _deferred_candidates(raw: Mapping[str, object], recurrent: bool) -> list[str]:
     """Encoder kinds a deferred network could resolve to, most likely first."""
     encoder = raw.get("encoder_config") or {}
     keys = set(encoder) if isinstance(encoder, Mapping) else set()
@@ -168,5 +179,5 @@ def _deferred_candidates(raw: Mapping[str, Any], recurrent: bool) -> list[str]:
     return order
 
 
-def _encoder_rules(arch: str, spec: Any) -> list[Violation]:
+def _encoder_rules(arch: str, spec: BaseModel) -> list[Violation]:
     return encoder_rules(arch, spec)

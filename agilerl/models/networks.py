@@ -5,10 +5,10 @@ manifest's ``network`` section (§3.4: top-level ``arch`` moves into ``encoder_c
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Container, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, overload, runtime_checkable
 
-from pydantic import ValidationInfo, model_validator
+from pydantic import BaseModel, ValidationInfo, model_validator
 
 from agilerl.models import _generated as gen
 from agilerl.models._facade import public
@@ -64,6 +64,14 @@ FinetuningNetworkSpec._input_converters = {"lora_config": lora_settings_of}
 LoraConfigDict._input_converters = {"target_modules": _listed}
 RLNetworkSection = gen.RLNetworkSection
 
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11
+
+    from agilerl.core.value_types import Space
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
 
 class _EncoderRules:
     """Checks an encoder's cross-field rules (``rules.ENCODER_RULES`` by its ``arch`` tag)
@@ -74,22 +82,23 @@ class _EncoderRules:
     """
 
     @model_validator(mode="after")
-    def _rules(self, info: ValidationInfo) -> Any:
+    def _rules(self, info: ValidationInfo) -> Self:
         if not skip_rules(info):
             raise_first(encoder_rules(getattr(self, "arch", None), self))
         return self
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        data: dict[str, Any] = super().model_dump(**kwargs)  # type: ignore[misc]
+    def model_dump(self, **kwargs: object) -> dict[str, object]:
+        data: dict[str, object] = super().model_dump(**kwargs)  # type: ignore[misc]
         if not _asked_for(kwargs, "arch"):
             data.pop("arch", None)
         return data
 
 
-def _asked_for(kwargs: Mapping[str, Any], name: str) -> bool:
-    """Whether a ``model_dump(include=...)`` call names ``name`` explicitly."""
+def _asked_for(kwargs: Mapping[str, object], name: str) -> bool:
+    """Whether a ``model_dump(include=...)`` call names ``name`` explicitly (called after
+    ``model_dump`` accepted ``include``: a set or a mapping)."""
     include = kwargs.get("include")
-    return include is not None and name in include
+    return include is not None and isinstance(include, Container) and name in include
 
 
 @public
@@ -100,7 +109,7 @@ class MlpSpec(_EncoderRules, gen.MlpSpec):
     reference does), so the dump can be passed on as keyword arguments unchanged.
     """
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+    def model_dump(self, **kwargs: object) -> dict[str, object]:
         data = super().model_dump(**kwargs)
         if data.get("output_activation", "") is None and not _asked_for(kwargs,
                                                                          "output_activation"):
@@ -128,7 +137,10 @@ class MultiInputSpec(_EncoderRules, gen.MultiInputSpec):
     """Encoder for Dict/Tuple observations (``arch: multiinput``)."""
 
 
-ENCODER_SPECS: dict[str, type[Any]] = {
+EncoderSpecModel: TypeAlias = MlpSpec | CnnSpec | LstmSpec | SimbaSpec | MultiInputSpec
+"""A public encoder spec model."""
+
+ENCODER_SPECS: dict[str, type[EncoderSpecModel]] = {
     "mlp": MlpSpec,
     "cnn": CnnSpec,
     "lstm": LstmSpec,
@@ -137,7 +149,7 @@ ENCODER_SPECS: dict[str, type[Any]] = {
 }
 """``arch`` value → encoder spec class."""
 
-DEFERRED_ENCODER_SEEDS: Mapping[str, Mapping[str, Any]] = gen.DEFERRED_ENCODER_SEEDS
+DEFERRED_ENCODER_SEEDS: Mapping[str, Mapping[str, object]] = gen.DEFERRED_ENCODER_SEEDS
 """Inferred ``arch`` → the required encoder fields seeded for a network without an ``arch``
 (spec §5.3). The manifest checker seeds them to check what the user wrote; the trainer seeds
 the encoder it builds. The user's ``encoder_config`` keys overlay them; optional fields take
@@ -146,14 +158,24 @@ encoder's ``x-deferred-seed``."""
 
 #: Generated encoder class → its public subclass (the generated class is the public one's
 #: last base).
-_PUBLIC_OF: dict[type[Any], type[Any]] = {pub.__bases__[-1]: pub for pub in ENCODER_SPECS.values()}
+_PUBLIC_OF: dict[type, type[EncoderSpecModel]] = {
+    pub.__bases__[-1]: pub for pub in ENCODER_SPECS.values()}
 
 
-def _adopt(value: Any) -> Any:
+@overload
+def _adopt(value: M) -> M: ...
+
+
+@overload
+def _adopt(value: object) -> object: ...
+
+
+def _adopt(value: object) -> object:
     """Re-class a nested generated encoder/head object as its public class (same data)."""
     public = _PUBLIC_OF.get(type(value))
     if public is None:
         return value
+    assert isinstance(value, BaseModel)  # a generated encoder class is a key of _PUBLIC_OF
     fields = {name: _adopt(getattr(value, name)) for name in type(value).model_fields}
     return public.model_construct(_fields_set=set(value.model_fields_set), **fields)
 
@@ -177,7 +199,7 @@ class NetworkSpec(gen.NetworkSpec):
         """The encoder's architecture (``mlp``, ``cnn``, ...)."""
         return str(self.encoder_config.arch)
 
-    def to_section(self) -> dict[str, Any]:
+    def to_section(self) -> dict[str, object]:
         """JSON form as a manifest ``network`` section (``encoder_config.arch`` included)."""
         data = self.model_dump(mode="json")
         data.setdefault("encoder_config", {})["arch"] = self.arch
@@ -216,14 +238,17 @@ class ValueNetworkSpec(gen.ValueNetworkSpec, NetworkSpec):
     """State-value network (PPO critics)."""
 
 
-NETWORK_SPECS: dict[str, type[Any]] = {cls.__name__: cls for cls in (
+NetworkSpecModel: TypeAlias = NetworkSpec | FinetuningNetworkSpec
+"""A public network spec model: an RL network or an LLM's pretrained model."""
+
+NETWORK_SPECS: dict[str, type[NetworkSpecModel]] = {cls.__name__: cls for cls in (
     NetworkSpec, QNetworkSpec, RainbowQNetworkSpec, ContinuousQNetworkSpec,
     DeterministicActorSpec, StochasticActorSpec, ValueNetworkSpec)}
 NETWORK_SPECS["FinetuningNetworkSpec"] = FinetuningNetworkSpec
 """Class name → public network spec class (the registry names the class per algorithm)."""
 
 
-def encoder_spec_for_arch(arch: str) -> type[Any]:
+def encoder_spec_for_arch(arch: str) -> type[EncoderSpecModel]:
     """The encoder spec class of an ``arch`` (``"mlp"`` -> :class:`MlpSpec`, ...)."""
     try:
         return ENCODER_SPECS[arch]
@@ -232,7 +257,7 @@ def encoder_spec_for_arch(arch: str) -> type[Any]:
                          f"{', '.join(ENCODER_SPECS)}") from None
 
 
-def infer_encoder_arch(observation_space: Any, *, simba: bool = False,
+def infer_encoder_arch(observation_space: Space, *, simba: bool = False,
                        recurrent: bool = False) -> str:
     """The encoder arch for an observation space: Dict/Tuple -> ``multiinput``; a 3-D Box
     -> ``cnn``; then ``simba``, then ``recurrent`` -> ``lstm``; otherwise ``mlp`` (the space
@@ -250,11 +275,11 @@ def infer_encoder_arch(observation_space: Any, *, simba: bool = False,
     return "mlp"
 
 
-def min_max_validator(min_field: str, max_field: str) -> Any:
+def min_max_validator(min_field: str, max_field: str) -> Callable[[T], T]:
     """A check ``model -> model`` raising ``ValueError`` when ``min_field`` exceeds
     ``max_field`` on the model (as the reference's helper of that name)."""
 
-    def check(model: Any) -> Any:
+    def check(model: T) -> T:
         low, high = getattr(model, min_field), getattr(model, max_field)
         if low is not None and high is not None and low > high:
             raise ValueError(f"{min_field} ({low}) must be less than or equal to "
@@ -264,7 +289,7 @@ def min_max_validator(min_field: str, max_field: str) -> Any:
     return check
 
 
-def network_arch(section: Any) -> str | None:
+def network_arch(section: object) -> str | None:
     """The ``arch`` a network section names (top level or ``encoder_config``), or None."""
     if not isinstance(section, Mapping):
         return None
@@ -273,12 +298,20 @@ def network_arch(section: Any) -> str | None:
     return arch or section.get("arch")
 
 
-def network_arch_is_resolvable(section: Any) -> bool:
+def network_arch_is_resolvable(section: object) -> bool:
     """True when the architecture is known without looking at the environment."""
     return network_arch(section) is not None
 
 
-def normalise_network(section: Any) -> Any:
+@overload
+def normalise_network(section: Mapping[str, object]) -> Mapping[str, object]: ...
+
+
+@overload
+def normalise_network(section: T) -> T: ...
+
+
+def normalise_network(section: object) -> object:
     """Move a top-level ``arch`` into ``encoder_config.arch`` (an ``arch`` already inside
     ``encoder_config`` wins). Non-mappings and sections without ``arch`` are returned as is."""
     if not isinstance(section, Mapping) or "arch" not in section:
@@ -292,7 +325,15 @@ def normalise_network(section: Any) -> Any:
     return data
 
 
-def with_default_encoder(section: Any) -> Any:
+@overload
+def with_default_encoder(section: Mapping[str, object]) -> Mapping[str, object]: ...
+
+
+@overload
+def with_default_encoder(section: T) -> T: ...
+
+
+def with_default_encoder(section: object) -> object:
     """A section naming a top-level ``arch`` but no ``encoder_config`` gets that arch's
     default encoder (its :data:`DEFERRED_ENCODER_SEEDS`, as when the arch is inferred).
     Anything else is returned as is."""
@@ -308,7 +349,7 @@ normalize_manifest_network = normalise_network
 """The reference's spelling of :func:`normalise_network`."""
 
 
-def is_finetuning_network(section: Any) -> bool:
+def is_finetuning_network(section: object) -> bool:
     """An LLM network section (it names a pretrained model)."""
     return isinstance(section, Mapping) and "pretrained_model_name_or_path" in section
 

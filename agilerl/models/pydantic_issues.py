@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 
 from agilerl.core.manifest_errors import ManifestIssue
 from agilerl.models.loading import LocatedDocument, PathKey, format_path
@@ -33,7 +35,7 @@ def field_names(model: type[BaseModel]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def _models_in(annotation: object) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     origin = typing.get_origin(annotation)
@@ -48,7 +50,7 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return []
 
 
-def model_at(root: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | None:
+def model_at(root: type[BaseModel], loc: Iterable[str | int]) -> type[BaseModel] | None:
     """The model class that holds the last key of a Pydantic ``loc`` (None if unknown)."""
     current: list[type[BaseModel]] = [root]
     parts = list(loc)
@@ -74,7 +76,7 @@ def model_at(root: type[BaseModel], loc: Iterable[Any]) -> type[BaseModel] | Non
     return current[0] if len(current) == 1 else (current[0] if current else None)
 
 
-def field_names_of(info: Any) -> list[str]:
+def field_names_of(info: FieldInfo) -> list[str]:
     """The other spellings of one field: its alias and validation aliases."""
     out = []
     if info.alias:
@@ -87,7 +89,7 @@ def field_names_of(info: Any) -> list[str]:
     return out
 
 
-def _tag_matches(model: type[BaseModel], tag: Any) -> bool:
+def _tag_matches(model: type[BaseModel], tag: object) -> bool:
     for info in model.model_fields.values():
         args = typing.get_args(info.annotation)
         if tag in args:
@@ -95,12 +97,12 @@ def _tag_matches(model: type[BaseModel], tag: Any) -> bool:
     return False
 
 
-def clean_loc(data: Any, loc: Iterable[Any]) -> PathKey:
+def clean_loc(data: object, loc: Iterable[str | int]) -> PathKey:
     """Keep only the parts of a Pydantic ``loc`` that name keys/indices present in ``data``
     (the last part is kept even when absent: it names a missing key)."""
     parts = list(loc)
-    out: list[Any] = []
-    current = data
+    out: list[str | int] = []
+    current: Any = data  # walked down by the parts that _has finds in it
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
         if _has(current, part):
@@ -111,7 +113,7 @@ def clean_loc(data: Any, loc: Iterable[Any]) -> PathKey:
     return tuple(out)
 
 
-def _has(container: Any, part: Any) -> bool:
+def _has(container: object, part: object) -> bool:
     if isinstance(container, Mapping):
         return part in container
     return isinstance(container, list | tuple) and isinstance(part, int) and 0 <= part < len(container)
@@ -125,7 +127,7 @@ def _is_label(part: str) -> bool:
 def issues_from_validation_error(
     exc: ValidationError,
     *,
-    data: Any,
+    data: object,
     prefix: PathKey,
     doc: LocatedDocument | None,
     model: type[BaseModel] | None = None,
@@ -155,7 +157,7 @@ def issues_from_validation_error(
     return issues
 
 
-def _message(err: Mapping[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind in _MESSAGES:
         return _MESSAGES[kind]
@@ -168,7 +170,7 @@ def _message(err: Mapping[str, Any]) -> str:
     return msg
 
 
-def unknown_keys(model: type[BaseModel], data: Any, prefix: PathKey = ()) -> list[PathKey]:
+def unknown_keys(model: type[BaseModel], data: object, prefix: PathKey = ()) -> list[PathKey]:
     """Paths of keys in ``data`` that ``model`` (and its nested models) do not define.
 
     For models that ignore unknown keys instead of rejecting them (the Arena models), so
@@ -190,7 +192,7 @@ def unknown_keys(model: type[BaseModel], data: Any, prefix: PathKey = ()) -> lis
     return found
 
 
-def _unknown_in_value(annotation: Any, value: Any, path: PathKey) -> list[PathKey]:
+def _unknown_in_value(annotation: object, value: object, path: PathKey) -> list[PathKey]:
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _unknown_in_value(typing.get_args(annotation)[0], value, path)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
-Path = tuple[Any, ...]
+Path = tuple[object, ...]
+"""Keys and list indices from a section's root to the value a rule is about."""
 
 
 @dataclass(frozen=True)
@@ -26,24 +27,26 @@ class Violation:
     severity: str = "error"
     """``warning`` for settings that are valid but ignored or likely unintended."""
 
-    def under(self, *prefix: Any) -> Violation:
+    def under(self, *prefix: object) -> Violation:
         return Violation((*prefix, *self.path), self.message, self.severity)
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
+def _get(obj: object, name: str, default: object = None) -> Any:
+    # Read unvalidated from a raw mapping or a spec: whatever is written there, so each
+    # rule compares it as it stands (values of the wrong type are left to the schema).
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
 
 
-def _ordered(obj: Any, low: str, high: str) -> list[Violation]:
+def _ordered(obj: object, low: str, high: str) -> list[Violation]:
     lo, hi = _get(obj, low), _get(obj, high)
     if lo is not None and hi is not None and lo > hi:
         return [Violation((low,), f"{low} ({lo}) must be less than or equal to {high} ({hi})")]
     return []
 
 
-def _within(obj: Any, value_name: str, low: str, high: str, label: str | None = None) -> list[Violation]:
+def _within(obj: object, value_name: str, low: str, high: str, label: str | None = None) -> list[Violation]:
     value, lo, hi = _get(obj, value_name), _get(obj, low), _get(obj, high)
     if value is None or lo is None or hi is None or lo <= value <= hi:
         return []
@@ -54,7 +57,7 @@ def _within(obj: Any, value_name: str, low: str, high: str, label: str | None = 
 # --------------------------------------------------------------------------- X6 training
 
 
-def training_rules(training: Any) -> list[Violation]:
+def training_rules(training: object) -> list[Violation]:
     """eval_steps > evaluation_interval; evo_steps <= max_steps; eps_start >= eps_end."""
     out: list[Violation] = []
     eval_steps, interval = _get(training, "eval_steps"), _get(training, "evaluation_interval")
@@ -78,11 +81,11 @@ def training_rules(training: Any) -> list[Violation]:
 MUTATION_KINDS = ("no_mut", "arch_mut", "params_mut", "act_mut", "rl_hp_mut")
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def mutation_rules(mutation: Any) -> list[Violation]:
+def mutation_rules(mutation: object) -> list[Violation]:
     """At least one mutation kind has a positive probability; every ``rl_hp_selection``
     range has ``min <= max``. Reads a spec or its raw mapping (values of the wrong type
     are left to the schema)."""
@@ -104,7 +107,7 @@ def mutation_rules(mutation: Any) -> list[Violation]:
     return out
 
 
-def tournament_rule(selection: Any, pop_size: Any) -> list[Violation]:
+def tournament_rule(selection: object, pop_size: object) -> list[Violation]:
     """A tournament larger than the population is accepted (the reference library draws
     entrants with replacement, so such manifests exist), with a warning: our tournaments
     draw distinct agents, so each one is the whole population and the best agent always
@@ -121,7 +124,7 @@ def tournament_rule(selection: Any, pop_size: Any) -> list[Violation]:
 # --------------------------------------------------------------------------- X7, X8 algorithms
 
 
-def algorithm_rules(name: str, spec: Any) -> list[Violation]:
+def algorithm_rules(name: str, spec: object) -> list[Violation]:
     """RainbowDQN v_min < v_max; LLM RL algorithms need vllm_config when use_vllm is set."""
     out: list[Violation] = []
     v_min, v_max = _get(spec, "v_min"), _get(spec, "v_max")
@@ -136,7 +139,7 @@ def algorithm_rules(name: str, spec: Any) -> list[Violation]:
 # --------------------------------------------------------------------------- X9 networks
 
 
-def mlp_rules(mlp: Any) -> list[Violation]:
+def mlp_rules(mlp: object) -> list[Violation]:
     out = _ordered(mlp, "min_hidden_layers", "max_hidden_layers")
     out += _ordered(mlp, "min_mlp_nodes", "max_mlp_nodes")
     hidden = _get(mlp, "hidden_size")
@@ -155,7 +158,7 @@ def mlp_rules(mlp: Any) -> list[Violation]:
     return out
 
 
-def _bound(value: Any, low: Any, high: Any, name: str) -> str:
+def _bound(value: float, low: float, high: float, name: str) -> str:
     """The side of ``[min_<name>, max_<name>]`` that ``value`` is outside of, in the
     reference's wording."""
     if value < low:
@@ -163,7 +166,7 @@ def _bound(value: Any, low: Any, high: Any, name: str) -> str:
     return f"less than or equal to max_{name} ({high})"
 
 
-def cnn_rules(cnn: Any) -> list[Violation]:
+def cnn_rules(cnn: object) -> list[Violation]:
     out = _ordered(cnn, "min_hidden_layers", "max_hidden_layers")
     out += _ordered(cnn, "min_channel_size", "max_channel_size")
     channels = _get(cnn, "channel_size")
@@ -186,7 +189,7 @@ def cnn_rules(cnn: Any) -> list[Violation]:
     return out
 
 
-def lstm_rules(lstm: Any) -> list[Violation]:
+def lstm_rules(lstm: object) -> list[Violation]:
     out = _ordered(lstm, "min_hidden_state_size", "max_hidden_state_size")
     out += _ordered(lstm, "min_layers", "max_layers")
     out += _within(lstm, "hidden_state_size", "min_hidden_state_size", "max_hidden_state_size")
@@ -194,7 +197,7 @@ def lstm_rules(lstm: Any) -> list[Violation]:
     return out
 
 
-def simba_rules(simba: Any) -> list[Violation]:
+def simba_rules(simba: object) -> list[Violation]:
     out = _ordered(simba, "min_blocks", "max_blocks")
     out += _ordered(simba, "min_mlp_nodes", "max_mlp_nodes")
     out += _within(simba, "num_blocks", "min_blocks", "max_blocks")
@@ -205,7 +208,7 @@ def simba_rules(simba: Any) -> list[Violation]:
     return out
 
 
-def multi_input_rules(spec: Any) -> list[Violation]:
+def multi_input_rules(spec: object) -> list[Violation]:
     out = _ordered(spec, "min_latent_dim", "max_latent_dim")
     out += _within(spec, "latent_dim", "min_latent_dim", "max_latent_dim")
     for key, rule in (("mlp_config", mlp_rules), ("cnn_config", cnn_rules)):
@@ -224,12 +227,12 @@ ENCODER_RULES = {
 }
 
 
-def encoder_rules(arch: str | None, encoder: Any) -> list[Violation]:
+def encoder_rules(arch: str | None, encoder: object) -> list[Violation]:
     rule = ENCODER_RULES.get(arch or "")
     return rule(encoder) if rule else []
 
 
-def network_rules(network: Any, arch: str | None = None) -> list[Violation]:
+def network_rules(network: object, arch: str | None = None) -> list[Violation]:
     """NetworkSpec latent-dim ordering plus the encoder's and head's own rules."""
     out = _ordered(network, "min_latent_dim", "max_latent_dim")
     out += _within(network, "latent_dim", "min_latent_dim", "max_latent_dim")
@@ -246,7 +249,7 @@ def network_rules(network: Any, arch: str | None = None) -> list[Violation]:
 # --------------------------------------------------------------------------- X10, X5 MF-PBT
 
 
-def frequency_ratio_rules(selection: Any) -> list[Violation]:
+def frequency_ratio_rules(selection: object) -> list[Violation]:
     """Ratios: one per subpopulation, each >= 1, strictly increasing."""
     ratios = _get(selection, "evolution_frequency_ratios")
     n_sub = _get(selection, "n_subpopulations")
@@ -279,7 +282,7 @@ class MFLayout:
     n_losers: int
 
 
-def mf_layout(selection: Any, pop_size: int | None, pop_size_given: bool) -> tuple[MFLayout | None, list[Violation]]:
+def mf_layout(selection: object, pop_size: int | None, pop_size_given: bool) -> tuple[MFLayout | None, list[Violation]]:
     """Resolve the MF-PBT bracket sizes for a population (paths relative to the manifest root:
     ``training.*`` or ``selection.*`` where ``selection`` is replaced by the key written)."""
     if not pop_size_given or pop_size is None:
@@ -324,7 +327,7 @@ def mf_layout(selection: Any, pop_size: int | None, pop_size_given: bool) -> tup
 # --------------------------------------------------------------------------- X3, X4 manifest
 
 
-def simba_recurrent_rule(algorithm: Any, network: Mapping[str, Any] | None) -> list[Violation]:
+def simba_recurrent_rule(algorithm: object, network: object) -> list[Violation]:
     """A recurrent PPO cannot use a SimBa encoder (flag or ``arch: simba``)."""
     if not _get(algorithm, "recurrent") or not isinstance(network, Mapping):
         return []
@@ -336,7 +339,7 @@ def simba_recurrent_rule(algorithm: Any, network: Mapping[str, Any] | None) -> l
     return []
 
 
-def llm_model_rule(algorithm: Any) -> list[Violation]:
+def llm_model_rule(algorithm: object) -> list[Violation]:
     if not _get(algorithm, "pretrained_model_name_or_path"):
         return [Violation(("algorithm", "pretrained_model_name_or_path"),
                           "Required field 'pretrained_model_name_or_path' wasn't found in the "
@@ -352,7 +355,7 @@ _LLM_IGNORED_TRAINING = {"target_score": None, "eval_steps": None, "eval_loop": 
                          "eps_decay": None, "overwrite_checkpoints": False}
 
 
-def replay_buffer_rules(algorithm: Any, buffer: Any) -> list[Violation]:
+def replay_buffer_rules(algorithm: object, buffer: object) -> list[Violation]:
     """Prioritised replay only for algorithms that learn from it; algorithms without a buffer
     ignore the section; multi-agent buffers ignore the n-step and PER flags."""
     if buffer is None:
@@ -370,7 +373,7 @@ def replay_buffer_rules(algorithm: Any, buffer: Any) -> list[Violation]:
     return [Violation(("replay_buffer", "per_buffer"), refusal)] if refusal else []
 
 
-def prioritized_replay_refusal(algorithm: Any) -> str | None:
+def prioritized_replay_refusal(algorithm: object) -> str | None:
     """Why ``per_buffer`` cannot serve ``algorithm``, or None: only an algorithm whose
     ``replay_features`` (``x-agilerl`` in its schema) include ``per`` learns from priorities."""
     if "per" in getattr(algorithm, "replay_features", frozenset()):
@@ -383,7 +386,7 @@ def prioritized_replay_refusal(algorithm: Any) -> str | None:
     return f"PER buffer is only supported for {' and '.join(learners)}, not {name}"
 
 
-def llm_training_rules(training: Any, multiturn: bool) -> list[Violation]:
+def llm_training_rules(training: object, multiturn: bool) -> list[Violation]:
     """Training fields LLM fine-tuning ignores (warnings), and ``max_wall_seconds``, which only
     multi-turn LLM runs use."""
     out = []
@@ -405,14 +408,14 @@ def max_wall_seconds_warning() -> Violation:
 # --------------------------------------------------------------------------- X11 environments
 
 
-def offline_env_rules(env: Any) -> list[Violation]:
+def offline_env_rules(env: object) -> list[Violation]:
     if not _get(env, "minari_dataset_id") and not _get(env, "dataset_path"):
         return [Violation((), "the offline environment requires either minari_dataset_id or "
                           "dataset_path")]
     return []
 
 
-def bandit_env_rules(env: Any) -> list[Violation]:
+def bandit_env_rules(env: object) -> list[Violation]:
     features, targets = _get(env, "features"), _get(env, "targets")
     has_entry = _get(env, "entrypoint") is not None
     if (features is None) != (targets is None):
@@ -427,7 +430,7 @@ def bandit_env_rules(env: Any) -> list[Violation]:
     return []
 
 
-def llm_env_rules(env: Any) -> list[Violation]:
+def llm_env_rules(env: object) -> list[Violation]:
     env_type = _get(env, "env_type")
     env_type = getattr(env_type, "value", env_type)
     dataset = _get(env, "dataset") or (env.get("name") if isinstance(env, Mapping) else None)

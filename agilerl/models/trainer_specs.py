@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel
 
 from agilerl.core.algorithm_spec import RUNTIME_ONLY_FIELDS
 
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11
 
-def _dump(value: Any, **kwargs: Any) -> Any:
+
+
+class _DumpOptions(TypedDict, total=False):
+    exclude: set[str]
+
+
+def _dump(value: object, **kwargs: Unpack[_DumpOptions]) -> dict[str, object] | None:
     if value is None:
         return None
     if isinstance(value, BaseModel):
@@ -26,10 +34,12 @@ def _dump(value: Any, **kwargs: Any) -> Any:
     raise TypeError(f"Expected a spec object or a mapping, got {type(value).__name__}")
 
 
-def _network_of(algorithm: Any) -> Any:
+def _network_of(algorithm: BaseModel) -> dict[str, object] | None:
     """The manifest ``network`` section an algorithm spec implies."""
-    if getattr(algorithm, "pretrained_model_name_or_path", None) and hasattr(algorithm, "max_model_len"):
-        network: dict[str, Any] = {
+    if getattr(algorithm, "pretrained_model_name_or_path", None) \
+            and hasattr(algorithm, "pretrained_model_name_or_path") \
+            and hasattr(algorithm, "max_model_len"):
+        network: dict[str, object] = {
             "pretrained_model_name_or_path": algorithm.pretrained_model_name_or_path,
             "max_context_length": algorithm.max_model_len,
         }
@@ -53,7 +63,7 @@ def _network_of(algorithm: Any) -> Any:
     return None
 
 
-def _lora_dict(lora: Any) -> dict[str, Any]:
+def _lora_dict(lora: object) -> dict[str, object]:
     """LoRA settings as manifest keys (a peft config object is converted back)."""
     if isinstance(lora, Mapping):
         return dict(lora)
@@ -73,8 +83,8 @@ def _lora_dict(lora: Any) -> dict[str, Any]:
     }
 
 
-def manifest_mapping(algorithm: Any, environment: Any, training: Any, mutation: Any,
-                     replay_buffer: Any, selection_strategy: Any) -> dict[str, Any]:
+def manifest_mapping(algorithm: object, environment: object, training: object, mutation: object,
+                     replay_buffer: object, selection_strategy: object) -> dict[str, object]:
     """A manifest mapping from trainer specs (runtime-only fields left out)."""
     if isinstance(algorithm, BaseModel):
         algo = algorithm.model_dump(mode="json", exclude_none=True, exclude=set(RUNTIME_ONLY_FIELDS))
@@ -85,7 +95,7 @@ def manifest_mapping(algorithm: Any, environment: Any, training: Any, mutation: 
         algo = dict(algorithm)
     else:
         raise TypeError(f"Expected a dict or AlgorithmSpec, got {type(algorithm).__name__}")
-    data: dict[str, Any] = {"algorithm": algo, "environment": _environment(environment)}
+    data: dict[str, object] = {"algorithm": algo, "environment": _environment(environment)}
     network = _network_of(algorithm) if isinstance(algorithm, BaseModel) else None
     for key, value in (("training", training), ("network", network), ("mutation", mutation),
                        ("replay_buffer", replay_buffer),
@@ -96,7 +106,7 @@ def manifest_mapping(algorithm: Any, environment: Any, training: Any, mutation: 
     return data
 
 
-def _environment(environment: Any) -> dict[str, Any]:
+def _environment(environment: object) -> dict[str, object]:
     if isinstance(environment, str):
         return {"name": environment}
     if isinstance(environment, BaseModel):
@@ -109,7 +119,7 @@ def _environment(environment: Any) -> dict[str, Any]:
     raise TypeError(f"Expected a dict or environment spec, got {type(environment).__name__}")
 
 
-def selection_from_kwargs(selection_strategy: Any, kwargs: dict[str, Any]) -> Any:
+def selection_from_kwargs(selection_strategy: object, kwargs: Mapping[str, object]) -> object:
     """Fold the deprecated ``tournament_selection=`` keyword into ``selection_strategy``."""
     unexpected = sorted(k for k in kwargs if k != "tournament_selection")
     if unexpected:

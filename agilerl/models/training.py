@@ -3,7 +3,7 @@ training rules a schema cannot state (spec §3.3, X6)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationInfo, model_validator
 
@@ -11,6 +11,12 @@ from agilerl.models import _generated as gen
 from agilerl.models._facade import public
 from agilerl.models.algo import raise_first, skip_rules
 from agilerl.models.rules import prioritized_replay_refusal, training_rules
+
+if TYPE_CHECKING:
+    import torch
+
+    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.models.algo import AlgoSpec
 
 NStepBufferArgs = gen.NStepBufferArgs
 PerBufferArgs = gen.PerBufferArgs
@@ -20,7 +26,8 @@ PerBufferArgs = gen.PerBufferArgs
 class ReplayBufferSpec(gen.ReplayBufferSpec):
     """Replay memory of off-policy algorithms: size, and n-step / prioritised variants."""
 
-    def init_buffer(self, algo_spec: Any, device: Any = "cpu", seed: int | None = None) -> Any:
+    def init_buffer(self, algo_spec: AlgoSpec, device: str | torch.device = "cpu",
+                    seed: int | None = None) -> ReplayBuffer:
         """The replay memory ``LocalTrainer`` builds for ``algo_spec``.
 
         Multi-agent algorithms get a plain :class:`~agilerl.components.replay_buffer.ReplayBuffer`
@@ -40,8 +47,8 @@ class ReplayBufferSpec(gen.ReplayBufferSpec):
         return build_replay_memory(self, algo_spec, device=device, seed=seed,
                                    multi_agent=multi_agent)
 
-    def init_n_step_buffer(self, algo_spec: Any, device: Any = "cpu",
-                           seed: int | None = None) -> Any:
+    def init_n_step_buffer(self, algo_spec: AlgoSpec, device: str | torch.device = "cpu",
+                           seed: int | None = None) -> ReplayBuffer | None:
         """A separate n-step memory when both ``per_buffer`` and ``n_step_buffer`` are on (else
         None), for code written against a two-memory Rainbow; :meth:`init_buffer`'s memory
         already folds n-step returns into its prioritized transitions, and is what
@@ -54,7 +61,7 @@ class ReplayBufferSpec(gen.ReplayBufferSpec):
                                    device=device, seed=seed)
 
 
-def _agent_type(algo_spec: Any) -> str:
+def _agent_type(algo_spec: object) -> str:
     kind = getattr(algo_spec, "agent_type", "single_agent")
     return str(getattr(kind, "value", kind))
 

@@ -17,7 +17,7 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,10 +25,18 @@ from agilerl.core.environment_facts import LLM_DATASET_FORMATS
 from agilerl.core.manifest_errors import Location, ManifestIssue, ManifestReport
 from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
-from agilerl.models.env import LLMEnvSpec, env_spec_class, environment_input
+from agilerl.models.env import (
+    EnvSpecModel,
+    GymEnvSpec,
+    LLMEnvSpec,
+    env_spec_class,
+    environment_input,
+)
 from agilerl.models.hpo import (
     SELECTION_SPECS,
+    MultiFrequencySelectionSpec,
     MutationSpec,
+    TournamentSelectionSpec,
     probability_sum_note,
     zero_left_out_kinds,
 )
@@ -61,18 +69,20 @@ SECTIONS = ("algorithm", "environment", "training", "network", "mutation", "repl
             "selection_strategy")
 LEGACY_SELECTION_KEY = "tournament_selection"
 _COLLECT = {"collect_rules": True}
+
+M = TypeVar("M", bound=BaseModel)
 class ManifestParts:
     """The validated pieces of a manifest (what ``TrainingManifest`` is built from)."""
 
     def __init__(self) -> None:
         self.algorithm: AlgoSpec | None = None
-        self.environment: dict[str, Any] | None = None
-        self.env_spec: Any = None
+        self.environment: dict[str, object] | None = None
+        self.env_spec: EnvSpecModel | None = None
         self.training: TrainingSpec | None = None
-        self.network: dict[str, Any] | None = None
-        self.mutation: Any = None
-        self.replay_buffer: Any = None
-        self.selection_strategy: Any = None
+        self.network: dict[str, object] | None = None
+        self.mutation: MutationSpec | None = None
+        self.replay_buffer: ReplayBufferSpec | None = None
+        self.selection_strategy: TournamentSelectionSpec | MultiFrequencySelectionSpec | None = None
         self.selection_key: str = "selection_strategy"
 
 
@@ -95,13 +105,13 @@ class _Checker(NetworkChecks):
             severity=severity, suggestion=suggestion, kind=kind,  # type: ignore[arg-type]
         ))
 
-    def violations(self, found: list[Violation], prefix: PathKey, data: Any = None,
+    def violations(self, found: list[Violation], prefix: PathKey, data: object = None,
                    model: type[BaseModel] | None = None) -> None:
         for violation in found:
             path = self._written((*prefix, *violation.path), data, model, len(prefix))
             self.issue(path, violation.message, kind="rule", severity=violation.severity)
 
-    def _written(self, path: PathKey, data: Any, model: type[BaseModel] | None,
+    def _written(self, path: PathKey, data: object, model: type[BaseModel] | None,
                  depth: int) -> PathKey:
         """Swap a canonical field name for the alias spelling the user wrote."""
         if model is None or not isinstance(data, Mapping) or len(path) <= depth:
@@ -120,7 +130,7 @@ class _Checker(NetworkChecks):
     def probe(self) -> _Checker:
         return _Checker(self.doc, check_environment=False)
 
-    def validate(self, model: type[BaseModel], data: Any, prefix: PathKey) -> Any:
+    def validate(self, model: type[M], data: object, prefix: PathKey) -> M | None:
         """``model.model_validate(data)``; errors become located issues (returns None)."""
         try:
             return model.model_validate(data, context=_COLLECT)
@@ -133,6 +143,7 @@ class _Checker(NetworkChecks):
     # ------------------------------------------------------------------ pipeline
     def run(self) -> ManifestParts:
         data = self.doc.data
+        assert isinstance(data, Mapping)  # the parsers refuse a document that is not one
         for path, first_line, _ in self.doc.duplicates:
             self.issue(path, f"duplicate key: already written at line {first_line}; YAML "
                        "would silently keep only this last value", kind="syntax")
@@ -160,14 +171,14 @@ class _Checker(NetworkChecks):
                                   if i.path not in non_finite or i.message.startswith("must be a finite")]
         return self.parts
 
-    def _non_finite(self, data: Mapping[str, Any]) -> set[str]:
+    def _non_finite(self, data: Mapping[str, object]) -> set[str]:
         paths = set()
         for path, value in non_finite_paths(data):
             paths.add(format_path(path))
             self.issue(path, f"must be a finite number, got {value}", kind="schema")
         return paths
 
-    def _top_level(self, data: Mapping[str, Any]) -> None:
+    def _top_level(self, data: Mapping[str, object]) -> None:
         allowed = (*SECTIONS, LEGACY_SELECTION_KEY)
         for key in data:
             if key not in allowed:
@@ -184,7 +195,7 @@ class _Checker(NetworkChecks):
                        "'selection_strategy' and its legacy spelling 'tournament_selection' "
                        "are both present", kind="schema")
 
-    def _algorithm(self, raw: Any) -> AlgoSpec | None:
+    def _algorithm(self, raw: object) -> AlgoSpec | None:
         if raw is None:
             return None
         if not isinstance(raw, Mapping):
@@ -209,7 +220,8 @@ class _Checker(NetworkChecks):
             self.violations(algorithm_rules(name, spec), ("algorithm",))
         return spec
 
-    def _section(self, key: str, model: type[BaseModel], raw: Any, default: Any = None) -> Any:
+    def _section(self, key: str, model: type[M], raw: object,
+                 default: Mapping[str, object] | None = None) -> M | None:
         if raw is None:
             raw = default
             if raw is None:
@@ -227,13 +239,13 @@ class _Checker(NetworkChecks):
             self.violations(mutation_rules(spec if spec is not None else raw), (key,))
         return spec
 
-    def _sound_fields(self, model: type[BaseModel], raw: Mapping[str, Any],
-                      prefix: PathKey) -> dict[str, Any]:
+    def _sound_fields(self, model: type[BaseModel], raw: Mapping[str, object],
+                      prefix: PathKey) -> dict[str, object]:
         """The numeric fields of ``raw`` written without a problem, under canonical names
         (the first spelling written wins, as in the models); absent fields take the
         model's default, as they would in a valid section."""
         flagged = {issue.path for issue in self.report.errors}
-        sound: dict[str, Any] = {}
+        sound: dict[str, object] = {}
         for name, info in model.model_fields.items():
             choices = getattr(info.validation_alias, "choices", None) or [name]
             written = next((c for c in choices if isinstance(c, str) and c in raw), None)
@@ -248,7 +260,7 @@ class _Checker(NetworkChecks):
                 sound[name] = value
         return sound
 
-    def _selection(self, data: Mapping[str, Any]) -> None:
+    def _selection(self, data: Mapping[str, object]) -> None:
         key = "selection_strategy" if "selection_strategy" in data else (
             LEGACY_SELECTION_KEY if LEGACY_SELECTION_KEY in data else None)
         if key is None:
@@ -293,7 +305,7 @@ class _Checker(NetworkChecks):
 
     # ------------------------------------------------------------------ network
     # ------------------------------------------------------------------ environment
-    def _environment(self, algorithm: type[AlgoSpec], raw: Any) -> None:
+    def _environment(self, algorithm: type[AlgoSpec], raw: object) -> None:
         if raw is None:
             return  # reported with the top-level sections
         if not isinstance(raw, Mapping):
@@ -311,7 +323,7 @@ class _Checker(NetworkChecks):
             self._local_environment_checks(spec)
             self._gym_spaces_checks(algorithm, spec)
 
-    def _environment_of_any_algorithm(self, raw: Any) -> None:
+    def _environment_of_any_algorithm(self, raw: object) -> None:
         """Without a known algorithm the environment's kind is unknown: report its problems
         only when it fits no kind, as the kind it comes closest to (fewest problems)."""
         if not isinstance(raw, Mapping):
@@ -329,11 +341,11 @@ class _Checker(NetworkChecks):
         for issue in closest_errors or []:
             self.report.add(issue)
 
-    def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: Any) -> None:
+    def _gym_spaces_checks(self, algorithm: type[AlgoSpec], spec: EnvSpecModel) -> None:
         """The algorithm can act in the environment, and its replay buffer or rollout fits in
         memory (both need the environment's spaces, read only when one of them applies)."""
         registered = type(spec).__name__ in ("GymEnvSpec", "OfflineEnvSpec") and \
-            not spec.entrypoint and not spec.wrappers and \
+            isinstance(spec, GymEnvSpec) and not spec.entrypoint and not spec.wrappers and \
             not any(i.path.startswith("environment") for i in self.report.errors) and \
             not any(i.path == "environment.name" for i in self.report.warnings)
         network = algorithm.network_spec.__name__ if algorithm.network_spec else ""
@@ -363,7 +375,7 @@ class _Checker(NetworkChecks):
             self._finding(("algorithm", "learn_step"), budget.check_rollout_memory(
                 learn_step, spaces, getattr(spec, "name", None)))
 
-    def _local_environment_checks(self, spec: Any) -> None:
+    def _local_environment_checks(self, spec: EnvSpecModel) -> None:
         base = self.doc.base_dir
         kind = type(spec).__name__
         if kind in ("GymEnvSpec", "OfflineEnvSpec") and not spec.entrypoint:
@@ -403,6 +415,7 @@ class _Checker(NetworkChecks):
     # ------------------------------------------------------------------ across sections
     def _cross_section(self, algorithm: AlgoSpec | None) -> None:
         data = self.doc.data
+        assert isinstance(data, Mapping)  # the parsers refuse a document that is not one
         selection = self.parts.selection_strategy
         training = self.parts.training
         if selection is not None and training is not None and \
@@ -432,7 +445,7 @@ class _Checker(NetworkChecks):
             self.violations([max_wall_seconds_warning()], ())
 
 
-def _is_number(annotation: Any) -> bool:
+def _is_number(annotation: object) -> bool:
     """int or float (optionally nullable), not bool."""
     args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
     return any(a in (int, float) for a in args)

@@ -180,6 +180,7 @@ class _ArenaChecker:
 
     def run(self) -> dict[str, Any]:
         data = self.doc.data
+        assert isinstance(data, Mapping)  # the parsers refuse a document that is not one
         for key in list(data):
             if key not in (*SECTIONS, LEGACY_SELECTION_KEY):
                 self.issue((key,), "Ignoring unrecognized manifest field", kind="unknown_key",
