@@ -136,9 +136,9 @@ def test_arena_registry_has_the_eligible_algorithms_and_names_the_others() -> No
     assert "actor_network" not in arena.DQNSpec.model_fields
     assert "cudagraphs" not in arena.DQNSpec.model_fields
     with pytest.raises(ValueError):
-        arena.TournamentSelectionSpec(tournament_size=1)
+        arena.TournamentSelectionSpec(tournament_size=0)
     with pytest.raises(ValueError):
-        g.TournamentSelectionSpec(tournament_size=1)
+        g.TournamentSelectionSpec(tournament_size=0)
     cfg = arena.GRPOSpec(group_size=2, vllm_config={"max_num_seqs": 4}).vllm_config
     assert isinstance(cfg, arena.VLLMConfig) and cfg.max_num_seqs == 4
 

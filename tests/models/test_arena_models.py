@@ -53,7 +53,7 @@ def test_unknown_keys_are_dropped_with_a_warning(caplog) -> None:
 
 def test_arena_rules() -> None:
     with pytest.raises(ManifestError) as info:
-        arena.TrainingManifest.get_validated({**PPO, "selection_strategy": {"tournament_size": 1}})
+        arena.TrainingManifest.get_validated({**PPO, "selection_strategy": {"tournament_size": 0}})
     assert info.value.paths == ["selection_strategy.tournament_size"]
     with pytest.raises(ManifestError, match="only supports tournament"):
         arena.TrainingManifest.get_validated(
