@@ -25,18 +25,23 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, SupportsFloat, cast
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from agilerl.core.value_types import Observation
+
+if TYPE_CHECKING:  # pragma: no cover
+    from _typeshed import ConvertibleToInt
+
 #: How to get Atari support.
 ALE_INSTALL_HINT = "pip install 'agilerl[atari]'"
 
 
-def is_atari_id(name: Any) -> bool:
+def is_atari_id(name: object) -> bool:
     """An id of the ``ALE`` namespace (``ALE/Breakout-v5``)."""
     return isinstance(name, str) and name.startswith("ALE/")
 
@@ -56,8 +61,9 @@ def require_ale() -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def preprocessing_defaults() -> dict[str, Any]:
-    """Preprocessing option -> default, as ale-py's vector env defines them."""
+def preprocessing_defaults() -> dict[str, int]:
+    """Preprocessing option -> default, as ale-py's vector env defines them (ints and
+    bools)."""
     require_ale()
     from ale_py.vector_env import AtariVectorEnv
 
@@ -67,25 +73,29 @@ def preprocessing_defaults() -> dict[str, Any]:
     return {name: params[name].default for name in names}
 
 
-def split_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_config(
+    config: Mapping[str, object],
+) -> tuple[dict[str, ConvertibleToInt], dict[str, object]]:
     """``environment.config`` of an ALE id -> (preprocessing options, ``gymnasium.make``
-    keyword arguments)."""
+    keyword arguments). The options are the user's values, read with ``int``/``bool`` by
+    :func:`atari_preprocessing` (which says what a wrong one is)."""
     defaults = preprocessing_defaults()
-    options = {k: v for k, v in config.items() if k in defaults}
+    options = cast("dict[str, ConvertibleToInt]",
+                   {k: v for k, v in config.items() if k in defaults})
     make_kwargs = {k: v for k, v in config.items() if k not in defaults}
     return options, make_kwargs
 
 
-def make_atari_env(name: str, config: Mapping[str, Any]) -> gymnasium.Env:
+def make_atari_env(name: str, config: Mapping[str, object]) -> gymnasium.Env:
     """One preprocessed Atari env: ``gymnasium.make(name, frameskip=1, ...)`` wrapped by
     :func:`atari_preprocessing` with the options in ``config``."""
     require_ale()
     options, make_kwargs = split_config(config)
-    return atari_preprocessing(gymnasium.make(name, **{**make_kwargs, "frameskip": 1}),
-                               **options)
+    make: Callable[..., gymnasium.Env] = gymnasium.make  # checks the user's keywords itself
+    return atari_preprocessing(make(name, **{**make_kwargs, "frameskip": 1}), **options)
 
 
-def atari_preprocessing(env: gymnasium.Env, **options: Any) -> gymnasium.Env:
+def atari_preprocessing(env: gymnasium.Env, **options: ConvertibleToInt) -> gymnasium.Env:
     """The standard preprocessing (module docstring) around a frameskip-1 ALE env."""
     unknown = sorted(set(options) - set(preprocessing_defaults()))
     if unknown:
@@ -120,7 +130,7 @@ def atari_preprocessing(env: gymnasium.Env, **options: Any) -> gymnasium.Env:
     return env
 
 
-def _reward_sign(reward: Any) -> float:
+def _reward_sign(reward: SupportsFloat) -> float:
     return float(np.sign(float(reward)))
 
 
@@ -129,7 +139,8 @@ class FoldedSeeds(gymnasium.vector.VectorWrapper):
     larger seeds, as the trainers derive them, are folded into that range (a fixed map,
     so a seed still names one reset)."""
 
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[Observation, dict[str, object]]:
         if isinstance(seed, (int, np.integer)):
             seed = int(seed) % (2**31 - 1 - self.num_envs)
         return self.env.reset(seed=seed, options=options)
@@ -138,13 +149,14 @@ class FoldedSeeds(gymnasium.vector.VectorWrapper):
 class FireReset(gymnasium.Wrapper):
     """Press FIRE after every reset in games that need it to start (Breakout)."""
 
-    def reset(self, **kwargs: Any):
-        obs, info = self.env.reset(**kwargs)
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[Observation, dict[str, object]]:
+        obs, info = self.env.reset(seed=seed, options=options)
         meanings = self.env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
         if len(meanings) > 1 and meanings[1] == "FIRE":
             obs, _, terminated, truncated, info = self.env.step(1)
             if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
+                obs, info = self.env.reset(seed=seed, options=options)
         return obs, info
 
 
@@ -156,7 +168,7 @@ class ColourStackAsChannels(gymnasium.ObservationWrapper):
         stack, h, w, c = env.observation_space.shape  # type: ignore[misc]
         self.observation_space = spaces.Box(0, 255, (h, w, c * stack), dtype=np.uint8)
 
-    def observation(self, observation: Any) -> np.ndarray:
+    def observation(self, observation: np.ndarray) -> np.ndarray:
         frames = np.asarray(observation)
         return np.ascontiguousarray(frames.transpose(1, 2, 0, 3).reshape(
             self.observation_space.shape))

@@ -16,9 +16,9 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from gymnasium import spaces
 
 from agilerl.envs.entrypoint import resolve_entrypoint
@@ -29,7 +29,7 @@ __all__ = ["TABLE_SUFFIXES", "BanditEnv", "load_table", "make_bandit_env"]
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".h5", ".hdf5")
 
 
-def load_table(source: Any) -> Any:
+def load_table(source: object) -> object:
     """A table as given (DataFrame, Series, array), or read from a file path by suffix."""
     if not isinstance(source, str | os.PathLike):
         return source
@@ -74,7 +74,7 @@ def read_csv(path: Path) -> np.ndarray:
         return table
 
 
-def _read_hdf(path: Path) -> Any:
+def _read_hdf(path: Path) -> np.ndarray:
     """First dataset of an HDF5 file (h5py; pandas' own reader needs PyTables)."""
     try:
         import h5py
@@ -90,7 +90,7 @@ def _read_hdf(path: Path) -> Any:
         return np.asarray(handle[names[0]])
 
 
-def _as_array(table: Any) -> np.ndarray:
+def _as_array(table: object) -> np.ndarray:
     to_numpy = getattr(table, "to_numpy", None)
     return np.asarray(to_numpy() if callable(to_numpy) else table)
 
@@ -100,7 +100,7 @@ class BanditEnv:
 
     num_envs = 1
 
-    def __init__(self, features: Any, targets: Any, seed: int | None = None):
+    def __init__(self, features: object, targets: object, seed: int | None = None):
         try:
             x = _as_array(features).astype(np.float32)
         except (TypeError, ValueError) as exc:
@@ -149,7 +149,7 @@ class BanditEnv:
             self._rng = np.random.default_rng(seed)
         return self._draw()
 
-    def step(self, action: Any) -> tuple[np.ndarray, float]:
+    def step(self, action: npt.ArrayLike) -> tuple[np.ndarray, float]:
         """Pull arm ``action``; returns ``(next_context, reward)``."""
         reward = 1.0 if int(np.asarray(action).reshape(-1)[0]) == self._target else 0.0
         return self._draw(), reward
@@ -158,13 +158,13 @@ class BanditEnv:
         """Nothing to release (the tables live in memory); here for the env protocol."""
 
 
-def _describe(source: Any) -> str:
+def _describe(source: object) -> str:
     if isinstance(source, str | os.PathLike):
         return f"'{os.fspath(source)}'"
     return f"<in-memory {type(source).__name__}>"
 
 
-def make_bandit_env(spec: Any, seed: int | None = None) -> Any:
+def make_bandit_env(spec: object, seed: int | None = None) -> object:
     """The bandit env of ``spec`` (dataset or entrypoint mode)."""
     features, targets = getattr(spec, "features", None), getattr(spec, "targets", None)
     entrypoint = getattr(spec, "entrypoint", None)

@@ -31,14 +31,25 @@ import signal
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, cast
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, cast
 
 import numpy as np
 from gymnasium import Env
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import CloudpickleWrapper, batch_space
 
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.envs.pettingzoo_env import PettingZooVectorEnv
+
 __all__ = ["ChunkedAsyncVectorEnv", "EnvWorkerError", "default_num_processes"]
+
+NestedArrays: TypeAlias = "np.ndarray | dict[str, NestedArrays] | tuple[NestedArrays, ...]"
+"""Batched observations or actions: an array, or a dict/tuple of them (composite spaces)."""
+VectorInfo: TypeAlias = "dict[str, np.ndarray | VectorInfo]"
+"""A vector env's info: arrays over the sub-envs (with ``_key`` masks), or nested infos."""
+ChunkFactory: TypeAlias = "Callable[[Sequence[Callable[[], object]]], PettingZooVectorEnv]"
+"""Builds a worker's vector env over its chunk's env factories (None: a SyncVectorEnv)."""
 
 #: Signals a job scheduler or a terminal sends to every process of a job.
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -71,7 +82,7 @@ def _chunk_worker(
     parent_pipe: Connection,
     env_fns: Any,
     autoreset_mode: AutoresetMode,
-    chunk_factory: Any = None,
+    chunk_factory: ChunkFactory | None = None,
 ) -> None:
     # ``env_fns`` is a CloudpickleWrapper around this worker's list of env factories;
     # ``chunk_factory`` (None: a SyncVectorEnv) builds the chunk's vector env from them.
@@ -80,7 +91,7 @@ def _chunk_worker(
     if hasattr(signal, "pthread_sigmask"):  # blocked by the parent around the start
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     parent_pipe.close()
-    env: Any = None
+    env: SyncVectorEnv | PettingZooVectorEnv | None = None
     try:
         if chunk_factory is None:
             env = SyncVectorEnv(env_fns.fn, autoreset_mode=autoreset_mode)
@@ -109,7 +120,7 @@ def _chunk_worker(
         pipe.close()
 
 
-def _split(batch: Any, start: int, stop: int) -> Any:
+def _split(batch: object, start: int, stop: int) -> NestedArrays:
     if isinstance(batch, dict):
         return {key: _split(value, start, stop) for key, value in batch.items()}
     if isinstance(batch, tuple):
@@ -117,25 +128,29 @@ def _split(batch: Any, start: int, stop: int) -> Any:
     return np.asarray(batch)[start:stop]
 
 
-def _concat(parts: Sequence[Any]) -> Any:
+def _concat(parts: Sequence[NestedArrays]) -> NestedArrays:
+    # every chunk's part has the structure of the first (one space)
     first = parts[0]
     if isinstance(first, dict):
-        return {key: _concat([part[key] for part in parts]) for key in first}
+        dicts = cast("Sequence[dict[str, NestedArrays]]", parts)
+        return {key: _concat([part[key] for part in dicts]) for key in first}
     if isinstance(first, tuple):
-        return tuple(_concat([part[i] for part in parts]) for i in range(len(first)))
-    return np.concatenate(parts, axis=0)
+        tuples = cast("Sequence[tuple[NestedArrays, ...]]", parts)
+        return tuple(_concat([part[i] for part in tuples]) for i in range(len(first)))
+    return np.concatenate(cast("Sequence[np.ndarray]", parts), axis=0)
 
 
-def _merge_infos(infos: Sequence[dict[str, Any]], sizes: Sequence[int]) -> dict[str, Any]:
+def _merge_infos(infos: Sequence[VectorInfo], sizes: Sequence[int]) -> VectorInfo:
     """Merge per-chunk vector infos (arrays plus ``_key`` masks) into one vector info."""
     keys: list[str] = []
     for info in infos:
         keys += [key for key in info if key not in keys]
-    merged: dict[str, Any] = {}
+    merged: VectorInfo = {}
     for key in keys:
         present = [info[key] for info in infos if key in info]
-        if isinstance(present[0], dict):
-            merged[key] = _merge_infos([info.get(key, {}) for info in infos], sizes)
+        if isinstance(present[0], dict):  # a nested info in every chunk that has the key
+            nested = cast("list[VectorInfo]", [info.get(key, {}) for info in infos])
+            merged[key] = _merge_infos(nested, sizes)
             continue
         template = np.asarray(present[0])
         parts = [
@@ -148,12 +163,12 @@ def _merge_infos(infos: Sequence[dict[str, Any]], sizes: Sequence[int]) -> dict[
     return merged
 
 
-def _wrap(env_fns: list[Callable[[], Env]]) -> Any:
+def _wrap(env_fns: list[Callable[[], object]]) -> CloudpickleWrapper:
     """Cloudpickle the factories (lambdas and closures pickle under any start method)."""
     return CloudpickleWrapper(cast(Any, env_fns))
 
 
-def _kill_workers(processes: list[Any]) -> None:
+def _kill_workers(processes: list[BaseProcess]) -> None:
     """Stop workers left running at interpreter exit (an env never closed). They ignore
     SIGTERM, which is all multiprocessing's own exit handler sends before it joins them."""
     for process in processes:
@@ -162,7 +177,7 @@ def _kill_workers(processes: list[Any]) -> None:
             process.join()
 
 
-def _start_ignoring_stop_signals(process: Any) -> None:
+def _start_ignoring_stop_signals(process: BaseProcess) -> None:
     """Start ``process`` with SIGINT/SIGTERM blocked until it has set them to ignored (a
     forked child inherits the parent's handlers and its signal mask)."""
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
@@ -214,13 +229,13 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         self._receive_all()  # every worker built its envs (or raised here)
 
     def _start_workers(
-        self, env_fns: Sequence[Callable[[], Any]], autoreset_mode: AutoresetMode, ctx: Any,
-        chunk_factory: Any = None,
+        self, env_fns: Sequence[Callable[[], object]], autoreset_mode: AutoresetMode,
+        ctx: Any, chunk_factory: ChunkFactory | None = None,
     ) -> None:
         """One worker process per slice of ``self._slices`` (``chunk_factory``: what the
         worker builds over its factories; None for a ``SyncVectorEnv``)."""
         self._pipes: list[Connection] = []
-        self.processes: list[Any] = []
+        self.processes: list[BaseProcess] = []
         self._closed = False
         for start, stop in self._slices:
             parent, child = ctx.Pipe()
@@ -241,7 +256,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         return (f"env {self.name!r}: sub-env worker process {self.processes[index].pid} "
                 f"(sub-envs {start} to {stop - 1})")
 
-    def _send_all(self, messages: Sequence[Any]) -> None:
+    def _send_all(self, messages: Sequence[tuple[str, object]]) -> None:
         for index, (pipe, message) in enumerate(zip(self._pipes, messages, strict=True)):
             try:
                 pipe.send(message)
@@ -262,7 +277,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
             self._fail(*failed)
         return results
 
-    def _fail(self, index: int, error: Any) -> None:
+    def _fail(self, index: int, error: tuple[str, str, str] | None) -> NoReturn:
         """Close every worker and raise :class:`EnvWorkerError` for worker ``index``."""
         label = self._worker_label(index)
         process = self.processes[index]
@@ -286,8 +301,8 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[Any, dict[str, Any]]:
+        options: dict[str, object] | None = None,
+    ) -> tuple[NestedArrays, VectorInfo]:
         if seed is None or isinstance(seed, int):
             seeds: list[int | None] = [
                 None if seed is None else seed + i for i in range(self.num_envs)
@@ -303,7 +318,9 @@ class ChunkedAsyncVectorEnv(VectorEnv):
         obs = _concat([r[0] for r in results])
         return obs, _merge_infos([r[1] for r in results], self._sizes)
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: object
+    ) -> tuple[NestedArrays, np.ndarray, np.ndarray, np.ndarray, VectorInfo]:
         self._send_all([("step", _split(actions, start, stop)) for start, stop in self._slices])
         results = self._receive_all()
         obs = _concat([r[0] for r in results])
@@ -322,7 +339,7 @@ class ChunkedAsyncVectorEnv(VectorEnv):
     def _sizes(self) -> list[int]:
         return [stop - start for start, stop in self._slices]
 
-    def close(self, terminate: bool = False, **kwargs: Any) -> None:
+    def close(self, terminate: bool = False, **kwargs: object) -> None:
         if self._closed:
             return
         self._closed = True

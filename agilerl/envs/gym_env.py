@@ -86,11 +86,13 @@ NATIVE_MIN_ENVS = 4
 """Fewest sub-envs for which a native vector implementation beats a sync loop."""
 
 
-def _get(spec: Any, field: str) -> Any:
+def _get(spec: object, field: str) -> Any:
+    """``spec.field``, or None: a spec's fields are read by name (their types are the
+    spec model's, or whatever a plain namespace standing in for it holds)."""
     return getattr(spec, field, None)
 
 
-def _num_envs(spec: Any) -> int:
+def _num_envs(spec: object) -> int:
     num_envs = _get(spec, "num_envs")
     if num_envs is None:
         raise ValueError("Environment spec has no 'num_envs'.")
@@ -124,7 +126,7 @@ def _check_box2d(name: str) -> None:
 
 
 def make_env_factory(
-    spec: Any, extra_wrappers: Sequence[Any] | None = None
+    spec: object, extra_wrappers: Sequence[object] | None = None
 ) -> Callable[[], gymnasium.Env]:
     """Return a zero-argument callable that builds one (unvectorised) sub-env.
 
@@ -153,10 +155,11 @@ def make_env_factory(
         gymnasium.spec(name)
         _check_box2d(name)
 
-        def constructor(**kwargs: Any) -> gymnasium.Env:
+        def constructor(**kwargs: object) -> gymnasium.Env:
             if atari:  # registers ALE in worker processes too
                 return make_atari_env(name, kwargs)
-            return gymnasium.make(name, **kwargs)
+            make: Callable[..., gymnasium.Env] = gymnasium.make  # checks the keywords itself
+            return make(name, **kwargs)
 
     def factory() -> gymnasium.Env:
         return apply_wrappers(constructor(**config), wrappers)
@@ -164,12 +167,13 @@ def make_env_factory(
     return factory
 
 
-def make_single_env(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> gymnasium.Env:
+def make_single_env(spec: object,
+                    extra_wrappers: Sequence[object] | None = None) -> gymnasium.Env:
     """Build one unvectorised env from ``spec`` (entrypoint or id, config, wrappers)."""
     return make_env_factory(spec, extra_wrappers)()
 
 
-def _native_entry_point(name: str) -> Callable[..., Any] | None:
+def _native_entry_point(name: str) -> Callable[..., object] | None:
     registered = _registered_spec(name)
     if registered is None or registered.vector_entry_point is None:
         return None
@@ -186,7 +190,7 @@ def _native_entry_point(name: str) -> Callable[..., Any] | None:
         return None
 
 
-def _accepts(constructor: Callable[..., Any], keys: Sequence[str]) -> bool:
+def _accepts(constructor: Callable[..., object], keys: Sequence[str]) -> bool:
     try:
         parameters = inspect.signature(constructor).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
@@ -196,7 +200,7 @@ def _accepts(constructor: Callable[..., Any], keys: Sequence[str]) -> bool:
     return all(key in parameters for key in keys)
 
 
-def vector_mode(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> VectorMode:
+def vector_mode(spec: object, extra_wrappers: Sequence[object] | None = None) -> VectorMode:
     """Which vectoriser :func:`make_vector_env` uses for ``spec`` (see the module docs)."""
     name = _get(spec, "name")
     customised = bool(_get(spec, "entrypoint") or _get(spec, "wrappers") or extra_wrappers)
@@ -214,7 +218,7 @@ def vector_mode(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> Vecto
     return "async"
 
 
-def _cheap_to_step(spec: Any, extra_wrappers: Sequence[Any] | None) -> bool:
+def _cheap_to_step(spec: object, extra_wrappers: Sequence[object] | None) -> bool:
     """Whether one step of all of ``spec``'s sub-envs, timed on a probe copy, takes less
     than :data:`~agilerl.envs.step_cost.IN_PROCESS_BUDGET_S`."""
     key = (_get(spec, "name"), _get(spec, "entrypoint"), _get(spec, "path"),
@@ -224,7 +228,7 @@ def _cheap_to_step(spec: Any, extra_wrappers: Sequence[Any] | None) -> bool:
 
 
 def make_vector_env(
-    spec: Any, extra_wrappers: Sequence[Any] | None = None, seed: int | None = None
+    spec: object, extra_wrappers: Sequence[object] | None = None, seed: int | None = None
 ) -> VectorEnv:
     """Build the vectorised env of ``spec`` (``num_envs`` sub-envs; rule in the module docs).
 

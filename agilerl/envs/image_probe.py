@@ -10,8 +10,6 @@ few thousand steps shows that images reach its network intact (shape, channels, 
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -20,7 +18,7 @@ from gymnasium import spaces
 class DummyImageEnv(gym.Env):
     """Name the bright half of the image (see the module docstring)."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, object] = {"render_modes": []}
     episode_steps = 8
     shape = (3, 32, 32)
 
@@ -46,7 +44,7 @@ class DummyImageEnv(gym.Env):
         self._t = 0
         return self._observation(), {}
 
-    def step(self, action: Any):
+    def step(self, action: int | np.integer):
         reward = 1.0 if int(action) == self._side else 0.0
         self._t += 1
         terminated = self._t >= self.episode_steps
@@ -72,13 +70,13 @@ class ImageCueDictEnv(DummyImageEnv):
         )
         self._flip = 0
 
-    def _observation(self) -> dict[str, Any]:  # type: ignore[override]
+    def _observation(self) -> dict[str, np.ndarray | int]:  # type: ignore[override]
         image = super()._observation()
         self._flip = int(self.np_random.integers(0, 2))
         noise = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
         return {"image": image, "flip": self._flip, "noise": noise}
 
-    def step(self, action: Any):
+    def step(self, action: int | np.integer):
         reward = 1.0 if int(action) == (self._side ^ self._flip) else 0.0
         self._t += 1
         terminated = self._t >= self.episode_steps

@@ -21,7 +21,7 @@ Shipped as ``CartPoleNoVel-v1``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -32,7 +32,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 class RepeatFirstObservationEnv(gym.Env):
     """Remember the cue shown at the first step; name it at the last step."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, object] = {"render_modes": []}
 
     def __init__(self, delay: int = 2, num_cues: int = 2):
         if delay < 1 or num_cues < 2:
@@ -57,7 +57,7 @@ class RepeatFirstObservationEnv(gym.Env):
         self._t = 0
         return self._observation(), {}
 
-    def step(self, action: Any):
+    def step(self, action: int | np.integer):
         if self._t < self.delay:
             self._t += 1
             return self._observation(), 0.0, False, False, {}
@@ -71,8 +71,9 @@ class CartPoleNoVelocity(gym.ObservationWrapper):
     #: Indices of CartPole's observation kept: cart position, pole angle.
     KEPT = (0, 2)
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(gym.make("CartPole-v1", **kwargs))
+    def __init__(self, **kwargs: object):
+        make: Callable[..., gym.Env] = gym.make  # checks CartPole's keywords itself
+        super().__init__(make("CartPole-v1", **kwargs))
         full = self.env.observation_space
         assert isinstance(full, spaces.Box)
         keep = list(self.KEPT)

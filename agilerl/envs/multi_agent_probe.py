@@ -23,11 +23,17 @@ for the pointer; a perfect one earns 1 each.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeAlias, TypedDict, Unpack
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
+
+AgentObservation: TypeAlias = np.ndarray | dict[str, np.ndarray]
+"""A one-hot target, or with ``action_masks`` a seeker's ``{"observation", "action_mask"}``."""
+AgentAction: TypeAlias = int | np.integer | np.ndarray
+"""A seeker's choice (an index) or the pointer's 1-element array."""
 
 SEEKERS = ("seeker_0", "seeker_1")
 POINTER = "pointer_0"
@@ -77,26 +83,29 @@ class TargetProbeEnv(ParallelEnv):
         return self._act_spaces[agent]
 
     def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, AgentObservation], dict[str, dict[str, object]]]:
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self.agents = list(self.possible_agents)
         self._t = 0
         return self._observe(), {a: {} for a in self.agents}
 
-    def step(self, actions: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    def step(self, actions: Mapping[str, AgentAction]) -> tuple[
+        dict[str, AgentObservation], dict[str, float], dict[str, bool], dict[str, bool],
+        dict[str, dict[str, object]],
+    ]:
         rewards = {a: self._reward(a, actions[a]) for a in self.agents}
         self._t += 1
         truncated = {a: self._t >= self.episode_length for a in self.agents}
         terminated = {a: False for a in self.agents}
         if self.early_exit and "seeker_1" in self.agents and self._t >= self.episode_length // 2:
             terminated["seeker_1"] = True
-        infos: dict[str, Any] = {a: {} for a in self.agents}
+        infos: dict[str, dict[str, object]] = {a: {} for a in self.agents}
         self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
         return self._observe(), rewards, terminated, truncated, infos
 
-    def _reward(self, agent: str, action: Any) -> float:
+    def _reward(self, agent: str, action: AgentAction) -> float:
         target = self._targets[agent]
         if agent == POINTER:
             value = -0.5 if target == 0 else 0.5
@@ -106,8 +115,8 @@ class TargetProbeEnv(ParallelEnv):
             return -1.0
         return 1.0 if act == target else 0.0
 
-    def _observe(self) -> dict[str, Any]:
-        obs: dict[str, Any] = {}
+    def _observe(self) -> dict[str, AgentObservation]:
+        obs: dict[str, AgentObservation] = {}
         for agent in self.agents:
             target = int(self._rng.integers(2))
             self._targets[agent] = target
@@ -126,6 +135,15 @@ class TargetProbeEnv(ParallelEnv):
         return None
 
 
-def parallel_env(**config: Any) -> TargetProbeEnv:
+class ProbeConfig(TypedDict, total=False):
+    """The keyword arguments of :class:`TargetProbeEnv` (``environment.config``)."""
+
+    episode_length: int
+    continuous: bool
+    early_exit: bool
+    action_masks: bool
+
+
+def parallel_env(**config: Unpack[ProbeConfig]) -> TargetProbeEnv:
     """The probe env (module-path construction, as PettingZoo environments are built)."""
     return TargetProbeEnv(**config)

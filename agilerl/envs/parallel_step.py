@@ -13,17 +13,22 @@ conversion does on the unwrapped env: the same calls in the same order (each age
 ``observe`` before its move, as the conversion's ``last()`` makes it, in case an env draws
 from its generator there), the same action check (an action outside its agent's space
 fails as ``AssertOutOfBoundsWrapper`` fails), the same accumulation of rewards and the same
-result. Any other env (another wrapper, a native parallel env) gets None and is stepped as
+result. Every other env (another wrapper, a native parallel env) gets None and is stepped as
 it is.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pettingzoo import ParallelEnv
+    from pettingzoo.utils.conversions import aec_to_parallel_wrapper
 
 
-def fast_parallel_step(env: Any) -> FastParallelStep | None:
+def fast_parallel_step(env: ParallelEnv) -> FastParallelStep | None:
     """``env.step``'s equivalent for an ``aec_to_parallel`` env over only PettingZoo's
     checking wrappers; None for any other env."""
     try:
@@ -50,10 +55,13 @@ class FastParallelStep:
     wrappers it reads at each step: the env can still be pickled, and PettingZoo's
     envs unpickle as new objects (``EzPickle``), wrappers included."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: aec_to_parallel_wrapper) -> None:
         self.env = env
 
-    def __call__(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+    def __call__(self, actions: Mapping[str, object]) -> tuple[
+        dict[str, object], dict[str, float], dict[str, bool], dict[str, bool],
+        dict[str, dict[str, object]],
+    ]:
         env = self.env
         order = env.aec_env
         raw = order.env.env

@@ -34,16 +34,19 @@ import importlib
 import multiprocessing as mp
 import multiprocessing.util as mp_util
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from agilerl.core.environment_facts import moved_module
+from agilerl.core.value_types import Observation
 from agilerl.envs.chunked_async import (
     ChunkedAsyncVectorEnv,
+    NestedArrays,
     _concat,
     _kill_workers,
     _split,
@@ -53,6 +56,9 @@ from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.envs.gym_env import AUTORESET_MODE
 from agilerl.envs.parallel_step import fast_parallel_step
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrappers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pettingzoo import ParallelEnv
 
 __all__ = [
     "AsyncPettingZooVectorEnv",
@@ -68,11 +74,21 @@ _PZ_EXTRAS = {"mpe2": "mpe", "pygame": "butterfly", "pymunk": "butterfly"}
 _NOTICED: set[str] = set()
 
 
-def _get(spec: Any, field: str) -> Any:
+class AgentInfo(TypedDict):
+    """One agent's info from a vector env: whether each sub-env's entry came from a live
+    agent, and each sub-env's own info for the agent."""
+
+    active: np.ndarray
+    env_infos: list[dict[str, object]]
+
+
+def _get(spec: object, field: str) -> Any:
+    """``spec.field``, or None (a spec's fields are read by name, as in
+    :mod:`agilerl.envs.gym_env`)."""
     return getattr(spec, field, None)
 
 
-def resolve_pz_module(name: str) -> Any:
+def resolve_pz_module(name: str) -> ModuleType:
     """Import the module of a PettingZoo env name (see the module docstring) and return it.
 
     An old ``pettingzoo.mpe.X`` path is mapped to ``mpe2.X`` (one notice per process); a
@@ -108,8 +124,8 @@ def resolve_pz_module(name: str) -> Any:
 
 
 def make_pz_env_factory(
-    spec: Any, extra_wrappers: Sequence[Any] | None = None
-) -> Callable[[], Any]:
+    spec: object, extra_wrappers: Sequence[object] | None = None
+) -> Callable[[], ParallelEnv]:
     """A zero-argument callable building one PettingZoo parallel env from ``spec``."""
     path = _get(spec, "path")
     config = dict(_get(spec, "config") or {})
@@ -117,26 +133,27 @@ def make_pz_env_factory(
     wrappers += resolve_wrappers(extra_wrappers, path)
     entrypoint = _get(spec, "entrypoint")
     if entrypoint:
-        constructor: Callable[..., Any] = resolve_entrypoint(entrypoint, path)
+        constructor: Callable[..., ParallelEnv] = resolve_entrypoint(entrypoint, path)
     else:
         name = _get(spec, "name")
         if not name:
             raise ValueError("PettingZoo env spec needs a 'name' (module path) or an 'entrypoint'.")
         constructor = resolve_pz_module(name).parallel_env
 
-    def factory() -> Any:
+    def factory() -> ParallelEnv:
         return apply_wrappers(constructor(**config), wrappers)
 
     return factory
 
 
-def make_pz_single_env(spec: Any, extra_wrappers: Sequence[Any] | None = None) -> Any:
+def make_pz_single_env(spec: object,
+                       extra_wrappers: Sequence[object] | None = None) -> ParallelEnv:
     """One unvectorised PettingZoo parallel env."""
     return make_pz_env_factory(spec, extra_wrappers)()
 
 
 def make_pz_vector_env(
-    spec: Any, extra_wrappers: Sequence[Any] | None = None, seed: int | None = None
+    spec: object, extra_wrappers: Sequence[object] | None = None, seed: int | None = None
 ) -> PettingZooVectorEnv | AsyncPettingZooVectorEnv:
     """``num_envs`` copies of the spec's env: a :class:`PettingZooVectorEnv`, or with
     ``sync: false`` (and more than one sub-env) an :class:`AsyncPettingZooVectorEnv`.
@@ -163,7 +180,7 @@ def make_pz_vector_env(
     return env
 
 
-def entrypoint_label(spec: Any) -> str:
+def entrypoint_label(spec: object) -> str:
     return str(_get(spec, "entrypoint") or "PettingZoo env")
 
 
@@ -175,7 +192,7 @@ class _AgentSpaces:
     agents: list[str]
     possible_agents: list[str]
 
-    def _describe(self, first: Any) -> None:
+    def _describe(self, first: ParallelEnv) -> None:
         self.agents = list(first.possible_agents)
         self.possible_agents = self.agents
         self._obs_spaces = {a: first.observation_space(a) for a in self.agents}
@@ -199,9 +216,9 @@ class _AgentSpaces:
 class PettingZooVectorEnv(_AgentSpaces):
     """Synchronous vector env over PettingZoo parallel envs (agent-keyed batched dicts)."""
 
-    metadata: dict[str, Any] = {"autoreset_mode": AUTORESET_MODE}
+    metadata: dict[str, object] = {"autoreset_mode": AUTORESET_MODE}
 
-    def __init__(self, env_fns: Sequence[Callable[[], Any]]):
+    def __init__(self, env_fns: Sequence[Callable[[], ParallelEnv]]):
         if not env_fns:
             raise ValueError("PettingZooVectorEnv needs at least one env")
         self.envs = [fn() for fn in env_fns]
@@ -221,8 +238,8 @@ class PettingZooVectorEnv(_AgentSpaces):
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        options: dict[str, object] | None = None,
+    ) -> tuple[dict[str, Observation], dict[str, AgentInfo]]:
         """Reset every sub-env: sub-env ``i`` with ``seed + i`` (or ``seed[i]``)."""
         seeds = _seeds(seed, self.num_envs)
         results = [env.reset(seed=s, options=options) for env, s in zip(self.envs, seeds,
@@ -233,20 +250,20 @@ class PettingZooVectorEnv(_AgentSpaces):
         return self._batch_obs(obs), self._batch_infos(infos, obs)
 
     def step(
-        self, actions: dict[str, Any]
+        self, actions: Mapping[str, NestedArrays]
     ) -> tuple[
-        dict[str, Any],
+        dict[str, Observation],
         dict[str, np.ndarray],
         dict[str, np.ndarray],
         dict[str, np.ndarray],
-        dict[str, Any],
+        dict[str, AgentInfo],
     ]:
         n = self.num_envs
         rewards = {a: np.zeros(n, dtype=np.float32) for a in self.agents}
         terminated = {a: np.zeros(n, dtype=bool) for a in self.agents}
         truncated = {a: np.zeros(n, dtype=bool) for a in self.agents}
-        obs_list: list[dict[str, Any]] = []
-        info_list: list[dict[str, Any]] = []
+        obs_list: list[dict[str, object]] = []
+        info_list: list[dict[str, dict[str, object]]] = []
         for i, env in enumerate(self.envs):
             if self._needs_reset[i]:
                 obs_i, info_i = env.reset()
@@ -278,20 +295,21 @@ class PettingZooVectorEnv(_AgentSpaces):
             self._batch_infos(info_list, obs_list),
         )
 
-    def _batch_obs(self, obs_list: list[dict[str, Any]]) -> dict[str, Any]:
-        batched: dict[str, Any] = {}
+    def _batch_obs(self, obs_list: list[dict[str, object]]) -> dict[str, Observation]:
+        batched: dict[str, Observation] = {}
         for agent in self.agents:
             space = self._obs_spaces[agent]
             zero = self._zero_obs[agent]
             items = [obs.get(agent, zero) for obs in obs_list]
-            out: Any = create_empty_array(space, n=self.num_envs, fn=np.zeros)
+            out = create_empty_array(space, n=self.num_envs, fn=np.zeros)
+            assert out is not None  # (gymnasium's annotation; every space gives an array)
             batched[agent] = concatenate(space, items, out)
         return batched
 
     def _batch_infos(
-        self, info_list: list[dict[str, Any]], obs_list: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        infos: dict[str, Any] = {}
+        self, info_list: list[dict[str, dict[str, object]]], obs_list: list[dict[str, object]]
+    ) -> dict[str, AgentInfo]:
+        infos: dict[str, AgentInfo] = {}
         for agent in self.agents:
             active = np.array([agent in obs for obs in obs_list], dtype=bool)
             infos[agent] = {
@@ -314,7 +332,7 @@ def _seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int |
     return seeds
 
 
-def _index(batch: Any, i: int) -> Any:
+def _index(batch: NestedArrays, i: int) -> object:
     if isinstance(batch, dict):
         return {key: _index(value, i) for key, value in batch.items()}
     if isinstance(batch, tuple):
@@ -322,7 +340,7 @@ def _index(batch: Any, i: int) -> Any:
     return batch[i]
 
 
-def _merge_agent_infos(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _merge_agent_infos(parts: Sequence[dict[str, AgentInfo]]) -> dict[str, AgentInfo]:
     """Per-chunk ``{agent: {"active", "env_infos"}}`` -> one over every sub-env."""
     return {
         agent: {
@@ -339,7 +357,7 @@ class AsyncPettingZooVectorEnv(_AgentSpaces, ChunkedAsyncVectorEnv):  # type: ig
 
     def __init__(
         self,
-        env_fns: Sequence[Callable[[], Any]],
+        env_fns: Sequence[Callable[[], ParallelEnv]],
         num_processes: int | None = None,
         context: str | None = None,
         name: str | None = None,
@@ -367,15 +385,17 @@ class AsyncPettingZooVectorEnv(_AgentSpaces, ChunkedAsyncVectorEnv):  # type: ig
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        options: dict[str, object] | None = None,
+    ) -> tuple[NestedArrays, dict[str, AgentInfo]]:
         seeds = _seeds(seed, self.num_envs)
         self._send_all([("reset", (seeds[a:b], options)) for a, b in self._slices])
         results = self._receive_all()
         return (_concat([r[0] for r in results]),
                 _merge_agent_infos([r[1] for r in results]))
 
-    def step(self, actions: dict[str, Any]) -> tuple[Any, ...]:  # type: ignore[override]
+    def step(  # type: ignore[override]
+        self, actions: Mapping[str, NestedArrays]
+    ) -> tuple[NestedArrays, NestedArrays, NestedArrays, NestedArrays, dict[str, AgentInfo]]:
         self._send_all([("step", _split(actions, a, b)) for a, b in self._slices])
         results = self._receive_all()
         obs, rewards, terminated, truncated = (

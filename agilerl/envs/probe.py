@@ -22,18 +22,21 @@ Observations are ``Box(0, 1, (1,))``; every episode is one step except the disco
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeAlias
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+ProbeAction: TypeAlias = int | np.integer | np.ndarray
+"""A discrete probe's action (an index) or a continuous one's (a 1-element array)."""
+
 
 class _ProbeEnv(gym.Env):
     """One-step episode on an observation in {0, 1}; subclasses define reward and obs."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, object] = {"render_modes": []}
     random_obs = False
 
     def __init__(self, continuous: bool = False, num_actions: int = 2):
@@ -52,10 +55,10 @@ class _ProbeEnv(gym.Env):
     def _observation(self) -> np.ndarray:
         return np.array([self._obs], dtype=np.float32)
 
-    def reward(self, action: Any) -> float:  # pragma: no cover - abstract
+    def reward(self, action: ProbeAction) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def step(self, action: Any):
+    def step(self, action: ProbeAction):
         return self._observation(), float(self.reward(action)), True, False, {}
 
 
@@ -63,7 +66,7 @@ class ConstantRewardEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(num_actions=1)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return 1.0
 
 
@@ -73,7 +76,7 @@ class ObsDependentRewardEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(num_actions=1)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return 1.0 if self._obs > 0.5 else -1.0
 
 
@@ -83,7 +86,7 @@ class DiscountedRewardEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(num_actions=1)
 
-    def step(self, action: Any):
+    def step(self, action: ProbeAction):
         if self._obs < 0.5:
             self._obs = 1.0
             return self._observation(), 0.0, False, False, {}
@@ -91,14 +94,14 @@ class DiscountedRewardEnv(_ProbeEnv):
 
 
 class FixedObsPolicyEnv(_ProbeEnv):
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return 1.0 if int(action) == 1 else -1.0
 
 
 class ObsPolicyEnv(_ProbeEnv):
     random_obs = True
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return 1.0 if int(action) == int(self._obs) else -1.0
 
 
@@ -106,7 +109,7 @@ class ConstantRewardContEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(continuous=True)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return 1.0
 
 
@@ -114,7 +117,7 @@ class FixedObsPolicyContEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(continuous=True)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return -float((np.asarray(action).reshape(-1)[0] - 1.0) ** 2)
 
 
@@ -124,7 +127,7 @@ class ObsPolicyContEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(continuous=True)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return -float((np.asarray(action).reshape(-1)[0] - self._obs) ** 2)
 
 
@@ -138,7 +141,7 @@ class BoundedObsPolicyContEnv(_ProbeEnv):
         super().__init__(continuous=True)
         self.action_space = spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
 
-    def reward(self, action: Any) -> float:
+    def reward(self, action: ProbeAction) -> float:
         return -float((np.asarray(action).reshape(-1)[0] - (2.0 * self._obs - 1.0)) ** 2)
 
 

@@ -20,7 +20,8 @@ import contextlib
 import statistics
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
+
+import gymnasium
 
 #: Sub-envs step in this process when one step of all of them is timed below this.
 IN_PROCESS_BUDGET_S = 0.002
@@ -31,7 +32,7 @@ PROBE_STEPS = 16
 _step_seconds: dict[Hashable, float | None] = {}
 
 
-def step_seconds(key: Hashable, make_env: Callable[[], Any]) -> float | None:
+def step_seconds(key: Hashable, make_env: Callable[[], gymnasium.Env]) -> float | None:
     """The median time of one step of ``make_env()`` under random actions (seeded), cached
     under ``key``; None when the copy cannot be built or stepped (the caller keeps its
     default, and the real build reports the error)."""
@@ -40,8 +41,8 @@ def step_seconds(key: Hashable, make_env: Callable[[], Any]) -> float | None:
     return _step_seconds[key]
 
 
-def _time_steps(make_env: Callable[[], Any]) -> float | None:
-    env = None
+def _time_steps(make_env: Callable[[], gymnasium.Env]) -> float | None:
+    env: gymnasium.Env | None = None
     try:
         env = make_env()
         env.reset(seed=0)

@@ -13,18 +13,18 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from agilerl.envs.entrypoint import resolve_entrypoint
 
 __all__ = ["ResolvedWrapper", "apply_wrappers", "resolve_wrapper", "resolve_wrappers"]
 
 EnvT = TypeVar("EnvT")
-ResolvedWrapper = tuple[Callable[..., Any], dict[str, Any]]
+ResolvedWrapper = tuple[Callable[..., object], dict[str, object]]
 """A wrapper callable with the keyword arguments it is applied with."""
 
 
-def _resolve_dotted(ref: str) -> Callable[..., Any]:
+def _resolve_dotted(ref: str) -> Callable[..., object]:
     module_name, _, attr = ref.rpartition(".")
     try:
         module = importlib.import_module(module_name)
@@ -41,7 +41,8 @@ def _resolve_dotted(ref: str) -> Callable[..., Any]:
     return target
 
 
-def _resolve_target(target: Any, path: str | os.PathLike[str] | None) -> Callable[..., Any]:
+def _resolve_target(target: object,
+                    path: str | os.PathLike[str] | None) -> Callable[..., object]:
     if isinstance(target, str):
         if ":" in target:
             return resolve_entrypoint(target, path)
@@ -56,7 +57,8 @@ def _resolve_target(target: Any, path: str | os.PathLike[str] | None) -> Callabl
     raise TypeError(f"Invalid wrapper {target!r}: expected a callable or a string reference.")
 
 
-def resolve_wrapper(entry: Any, path: str | os.PathLike[str] | None = None) -> ResolvedWrapper:
+def resolve_wrapper(entry: object,
+                    path: str | os.PathLike[str] | None = None) -> ResolvedWrapper:
     """Turn one ``wrappers`` entry into ``(callable, kwargs)``."""
     if isinstance(entry, Sequence) and not isinstance(entry, str):
         if len(entry) != 2 or not isinstance(entry[1], Mapping):
@@ -69,14 +71,14 @@ def resolve_wrapper(entry: Any, path: str | os.PathLike[str] | None = None) -> R
 
 
 def resolve_wrappers(
-    entries: Sequence[Any] | None, path: str | os.PathLike[str] | None = None
+    entries: Sequence[object] | None, path: str | os.PathLike[str] | None = None
 ) -> list[ResolvedWrapper]:
     """Resolve a whole ``wrappers`` list once (before building many sub-envs)."""
     return [resolve_wrapper(entry, path) for entry in entries or ()]
 
 
 def apply_wrappers(env: EnvT, wrappers: Sequence[ResolvedWrapper]) -> EnvT:
-    """Apply resolved wrappers in order."""
+    """Apply resolved wrappers in order (each returns the env it wraps, wrapped)."""
     for wrapper, kwargs in wrappers:
-        env = wrapper(env, **kwargs)
+        env = cast(EnvT, wrapper(env, **kwargs))
     return env

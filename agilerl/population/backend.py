@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 
 
 class MemberFailure(RuntimeError):
@@ -29,6 +29,32 @@ class MemberFailure(RuntimeError):
         if self.generation is not None:
             where.append(f"generation {self.generation}")
         return f"{' of '.join(where) or 'the population'}: {self.what}"
+
+
+class MemberEnv(Protocol):
+    """What a backend does with an env itself: reset it from a seed before an evaluation,
+    and close the envs it built (the member trainer and ``Agent.test`` do the rest)."""
+
+    def reset(self, *, seed: int | None = None) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class Memory(Protocol):
+    """A replay memory or dataset as a backend handles it: its state for a checkpoint, and
+    the state a replica is loaded with."""
+
+    def state_dict(self) -> dict[str, object]: ...
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None: ...
+
+
+class MutationOperator(Protocol):
+    """A mutation operator (:class:`~agilerl.hpo.mutation.Mutations`) as backends apply it:
+    ``mutation(population)`` mutates the members in slot order, with its own seeded RNG."""
+
+    def mutation(self, population: Sequence[Agent], pre_training_mut: bool = False,
+                 indices: Sequence[int] | None = None) -> list[Agent]: ...
 
 
 class TrainJob(NamedTuple):
@@ -88,12 +114,12 @@ class PopulationBackend(Protocol):
         """Evaluate ``jobs`` (possibly concurrently); fitnesses in job order."""
         ...
 
-    def memory_state(self) -> dict[str, Any] | None:
+    def memory_state(self) -> dict[str, object] | None:
         """The shared replay memory for a checkpoint (None without one), including the
         experience of members already trained in an unfinished training phase."""
         ...
 
-    def agents_here(self) -> list[Any]:
+    def agents_here(self) -> list[Agent]:
         """The members as agent objects in this process (slot order)."""
         ...
 
@@ -101,21 +127,21 @@ class PopulationBackend(Protocol):
         """Stop whatever the backend started (worker processes, actors); idempotent."""
         ...
 
-    def get_state(self, member: int) -> dict[str, Any]:
+    def get_state(self, member: int) -> dict[str, object]:
         """A picklable snapshot of ``member`` (weights, optimiser, hyperparameters, ...)."""
         ...
 
-    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+    def set_state(self, member: int, state: Mapping[str, object]) -> None:
         """Replace ``member`` with ``state`` (architecture included)."""
         ...
 
     def apply_mutation(
-        self, operator: Any, *, pre_training: bool = False, members: Sequence[int] | None = None
+        self, operator: MutationOperator, *, pre_training: bool = False, members: Sequence[int] | None = None
     ) -> None:
         """Apply a mutation operator to every member (or only ``members``), in slot order."""
         ...
 
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+    def set_hyperparameters(self, member: int, values: Mapping[str, object]) -> None:
         """Give ``member`` these hyperparameter values (learning rates reach its optimizers)."""
         ...
 
@@ -123,7 +149,7 @@ class PopulationBackend(Protocol):
         """Env steps ``member`` has trained for."""
         ...
 
-    def hyperparameters(self, member: int) -> dict[str, Any]:
+    def hyperparameters(self, member: int) -> dict[str, object]:
         """Current (possibly mutated) hyperparameters of ``member``, for logging."""
         ...
 

@@ -20,7 +20,7 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agilerl.core.errors import (
     ArgumentError,
@@ -28,8 +28,12 @@ from agilerl.core.errors import (
     TrainingSetupError,
     UnsupportedSettingError,
 )
-from agilerl.core.member_training import Agent, MemberTrainerFactory, RunContext
-from agilerl.population.backend import PopulationBackend
+from agilerl.core.member_training import Agent, EnvFactory, MemberTrainerFactory, RunContext
+from agilerl.population.backend import MemberEnv, Memory, PopulationBackend
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.models.training import TrainingSpec
+    from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
 
 BACKENDS = ("local", "ray")
 """The names ``training.backend`` accepts (the schema's enum)."""
@@ -44,19 +48,20 @@ class PopulationSetup:
 
     agents: list[Agent]
     """The members, slot order (their ``get_state``/``from_state`` move them between processes)."""
-    env: Any
+    env: MemberEnv
     """The driver's vector env (the local backend trains and evaluates on it)."""
-    env_factory: Callable[[], Any]
+    env_factory: EnvFactory
     """Picklable: builds an env equivalent to ``env`` (same spec and construction seed)."""
     member_trainer_factory: MemberTrainerFactory
     """Picklable: the paradigm's ``train(agent, steps, *, seed)`` for a context."""
-    training_spec: Any
-    algorithm_spec: Any = None
+    training_spec: TrainingSpec
+    algorithm_spec: object = None
     paradigm: str = ""
-    memory: Any = None
+    memory: Memory | None = None
     """The driver's shared replay memory (off-policy paradigms), else None; picklable, so
     a worker starts from a copy of it."""
-    pending_experience: list[Any] = field(default_factory=list)
+    pending_experience: list[ExperienceDelta | ExperienceDeltaState] = field(
+        default_factory=list)
     """Members' memory deltas of a training phase interrupted after they trained (from a
     checkpoint's replay state, key ``pending_experience``; see :mod:`.shared_memory`)."""
     eval_steps: int | None = None
@@ -69,7 +74,7 @@ class PopulationSetup:
     worker_processes: bool = True
     """The paradigm's members can train in worker processes (False: LLM adapters over one
     shared base model, which every worker would have to load again)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     def context(self) -> RunContext:
         """The driver-side :class:`~agilerl.core.member_training.RunContext`."""
@@ -90,7 +95,7 @@ class BackendSettings:
     """Same-architecture members take their gradient steps together (local, one process)."""
 
     @classmethod
-    def from_training(cls, training: Any, *, backend: str | None = None,
+    def from_training(cls, training: object, *, backend: str | None = None,
                       num_workers: int | None = None,
                       ray_address: str | None = None) -> BackendSettings:
         """The manifest's ``training`` settings, each overridden by a given argument."""

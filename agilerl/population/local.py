@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.core.member_training import Agent, Deadline, MemberTrainer, TrainReport
-from agilerl.population.backend import SequentialCalls
-from agilerl.population.shared_memory import SharedReplay, shareable
+from agilerl.population.backend import MemberEnv, Memory, MutationOperator, SequentialCalls
+from agilerl.population.shared_memory import (
+    ExperienceDelta,
+    ExperienceDeltaState,
+    SharedReplay,
+    shareable,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.backends import PopulationSetup
@@ -28,13 +33,13 @@ class LocalPopulation(SequentialCalls):
     def __init__(
         self,
         agents: Sequence[Agent],
-        env: Any,
+        env: MemberEnv,
         train_member: MemberTrainer,
         *,
         eval_steps: int | None = None,
         eval_loop: int = 1,
-        memory: Any = None,
-        pending: Sequence[Any] = (),
+        memory: Memory | None = None,
+        pending: Sequence[ExperienceDelta | ExperienceDeltaState] = (),
     ) -> None:
         self.agents: list[Agent] = list(agents)
         self.env = env
@@ -73,7 +78,7 @@ class LocalPopulation(SequentialCalls):
         if self.shared is not None:
             self.shared.end_phase()
 
-    def memory_state(self) -> dict[str, Any] | None:
+    def memory_state(self) -> dict[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         return self.memory.state_dict() if self.memory is not None else None
@@ -85,21 +90,21 @@ class LocalPopulation(SequentialCalls):
         return float(self.agents[member].test(self.env, max_steps=self.eval_steps,
                                               loop=self.eval_loop))
 
-    def agents_here(self) -> list[Any]:
+    def agents_here(self) -> list[Agent]:
         return self.agents
 
     def close(self) -> None:
         return None
 
-    def get_state(self, member: int) -> dict[str, Any]:
+    def get_state(self, member: int) -> dict[str, object]:
         return dict(self.agents[member].get_state())
 
-    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+    def set_state(self, member: int, state: Mapping[str, object]) -> None:
         agent = self.agents[member]
         self.agents[member] = type(agent).from_state(state, device=agent.device)
 
     def apply_mutation(
-        self, operator: Any, *, pre_training: bool = False, members: Sequence[int] | None = None
+        self, operator: MutationOperator, *, pre_training: bool = False, members: Sequence[int] | None = None
     ) -> None:
         """Mutate the members (all, or the slots in ``members``) in slot order with
         ``operator`` (its own seeded RNG)."""
@@ -113,7 +118,7 @@ class LocalPopulation(SequentialCalls):
         for slot, agent in zip(slots, mutated, strict=True):
             self.agents[slot] = agent
 
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+    def set_hyperparameters(self, member: int, values: Mapping[str, object]) -> None:
         agent = self.agents[member]
         current = agent.hyperparameters
         for name, value in values.items():
@@ -123,5 +128,5 @@ class LocalPopulation(SequentialCalls):
     def steps(self, member: int) -> int:
         return int(self.agents[member].steps[-1])
 
-    def hyperparameters(self, member: int) -> dict[str, Any]:
+    def hyperparameters(self, member: int) -> dict[str, object]:
         return dict(self.agents[member].hyperparameters)

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -50,23 +50,47 @@ from agilerl.algorithms.stacked_groups import group_key, make_group
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.core.errors import UnsupportedSettingError
-from agilerl.core.member_training import MemberTrainer, TrainReport
-from agilerl.population.backend import TrainJob
+from agilerl.core.member_training import Agent, EnvFactory, MemberTrainer, TrainReport
+from agilerl.population.backend import MemberEnv, Memory, TrainJob
 from agilerl.population.local import LocalPopulation
-from agilerl.population.shared_memory import SharedReplay
+from agilerl.population.shared_memory import (
+    ExperienceDelta,
+    ExperienceDeltaState,
+    SharedReplay,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.backends import PopulationSetup
 
 
+class UpdatePoint(Protocol):
+    """Where a member's training call waits for a learning update (the off-policy loop's
+    ``LearnPoint``, the on-policy loop's ``RolloutPoint``)."""
+
+    def batch(self, agent: Agent) -> object:
+        """What the member learns from at this update (its group's ``learn`` takes it)."""
+        ...
+
+
+class StackedLearner(Protocol):
+    """The members of one architecture learning together
+    (:func:`~agilerl.algorithms.stacked_groups.make_group`)."""
+
+    def learn(self, members: Sequence[int],
+              batches: Sequence[object]) -> list[dict[str, float]]: ...
+
+
 class LockstepPopulation(LocalPopulation):
     """:class:`LocalPopulation` whose training phase advances the members together."""
 
-    def __init__(self, agents: Sequence[Any], env: Any, train_member: MemberTrainer, *,
-                 env_factory: Callable[[], Any], **kwargs: Any) -> None:
-        super().__init__(agents, env, train_member, **kwargs)
+    def __init__(self, agents: Sequence[Agent], env: MemberEnv, train_member: MemberTrainer,
+                 *, env_factory: EnvFactory, eval_steps: int | None = None,
+                 eval_loop: int = 1, memory: Memory | None = None,
+                 pending: Sequence[ExperienceDelta | ExperienceDeltaState] = ()) -> None:
+        super().__init__(agents, env, train_member, eval_steps=eval_steps,
+                         eval_loop=eval_loop, memory=memory, pending=pending)
         self.env_factory = env_factory
-        self._envs: list[Any] = []  # envs of the 2nd, 3rd, ... member of a phase
+        self._envs: list[MemberEnv] = []  # envs of the 2nd, 3rd, ... member of a phase
 
     @classmethod
     def from_setup(cls, setup: PopulationSetup) -> LockstepPopulation:
@@ -106,7 +130,7 @@ class LockstepPopulation(LocalPopulation):
     # ------------------------------------------------------------------ the phase
     def _lockstep(self, jobs: Sequence[TrainJob]) -> list[TrainReport]:
         start = time.perf_counter()
-        envs: list[Any] = [None] * len(jobs)
+        envs: list[MemberEnv | None] = [None] * len(jobs)
         if getattr(self.train_member, "uses_env", True):
             while len(self._envs) < len(jobs) - 1:
                 self._envs.append(self.env_factory())
@@ -114,7 +138,7 @@ class LockstepPopulation(LocalPopulation):
         recorders: list[SharedReplay | None] = [None] * len(jobs)
         if self.shared is not None:
             # the 2nd, 3rd, ... member's memory: a copy of the memory as the phase begins
-            recorders = [self.shared, *(SharedReplay(copy.deepcopy(self.memory))
+            recorders = [self.shared, *(SharedReplay(copy.deepcopy(self.shared.memory))
                                         for _ in jobs[1:])]
         members = [_Member(self, job, env, recorder)
                    for job, env, recorder in zip(jobs, envs, recorders, strict=True)]
@@ -146,7 +170,7 @@ class LockstepPopulation(LocalPopulation):
 class _Member:
     """One member's training call, suspended between learning updates."""
 
-    def __init__(self, population: LockstepPopulation, job: TrainJob, env: Any,
+    def __init__(self, population: LockstepPopulation, job: TrainJob, env: MemberEnv | None,
                  recorder: SharedReplay | None) -> None:
         self.agent = population.agents[job.member]
         self.recorder = recorder
@@ -157,9 +181,9 @@ class _Member:
         self.run = population.train_member.run(  # type: ignore[attr-defined]
             self.agent, job.steps, seed=job.seed, env=env,
             memory=recorder.memory if recorder is not None else None)
-        self.point: Any = None
+        self.point: UpdatePoint | None = None
         self.metrics: dict[str, float] | None = None
-        self.result: dict[str, Any] = {}
+        self.result: dict[str, object] = {}
 
     def advance(self) -> None:
         """Run to the next learning update (``point``), or to the end (``result``)."""
@@ -172,12 +196,12 @@ class _Member:
         self.metrics = None
 
 
-def _learners(agents: Sequence[Any]) -> dict[int, tuple[Any, int]]:
+def _learners(agents: Sequence[Agent]) -> dict[int, tuple[StackedLearner, int]]:
     """id(agent) -> (its architecture's group, its index there)."""
-    keyed: dict[Any, list[Any]] = {}
+    keyed: dict[Hashable, list[Agent]] = {}
     for agent in agents:
         keyed.setdefault(group_key(agent), []).append(agent)
-    out: dict[int, tuple[Any, int]] = {}
+    out: dict[int, tuple[StackedLearner, int]] = {}
     for members in keyed.values():
         group = make_group(members)
         for index, agent in enumerate(members):
@@ -185,9 +209,9 @@ def _learners(agents: Sequence[Any]) -> dict[int, tuple[Any, int]]:
     return out
 
 
-def _by_group(learners: dict[int, tuple[Any, int]],
-              members: Sequence[_Member]) -> list[tuple[Any, list[_Member]]]:
-    groups: dict[int, tuple[Any, list[_Member]]] = {}
+def _by_group(learners: dict[int, tuple[StackedLearner, int]],
+              members: Sequence[_Member]) -> list[tuple[StackedLearner, list[_Member]]]:
+    groups: dict[int, tuple[StackedLearner, list[_Member]]] = {}
     for member in members:
         group = learners[id(member.agent)][0]
         groups.setdefault(id(group), (group, []))[1].append(member)

@@ -38,13 +38,32 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
+from typing import NoReturn, cast
 
 from agilerl.core.errors import TrainingSetupError
 from agilerl.core.member_training import Agent, Deadline, TrainReport
-from agilerl.population.backend import EvalJob, MemberFailure, TrainJob
+from agilerl.population.backend import (
+    EvalJob,
+    MemberFailure,
+    Memory,
+    MutationOperator,
+    TrainJob,
+)
 from agilerl.population.backends import PopulationSetup
-from agilerl.population.pool_worker import WorkerInit, receive, send, serve, serve_requests
+from agilerl.population.pool_worker import (
+    ErrorReply,
+    EvaluatedReply,
+    Message,
+    StateReply,
+    TrainedReply,
+    WorkerInit,
+    receive,
+    send,
+    serve,
+    serve_requests,
+)
 from agilerl.population.resident_pages import release_library_pages
 from agilerl.population.shared_memory import SharedReplay, shareable
 
@@ -66,7 +85,7 @@ class _DriverThread:
     sentinel = None
     exitcode = None
 
-    def __init__(self, conn: Connection, index: int, memory: Any) -> None:
+    def __init__(self, conn: Connection, index: int, memory: object) -> None:
         self.pid = os.getpid()
         self._thread = threading.Thread(target=serve_requests, args=(conn,),
                                         kwargs={"driver_memory": memory},
@@ -87,14 +106,15 @@ class _DriverThread:
 class _Worker:
     """The driver's handle on one worker (a process, or the driver's own thread)."""
 
-    def __init__(self, index: int, process: Any, conn: Connection) -> None:
+    def __init__(self, index: int, process: BaseProcess | _DriverThread,
+                 conn: Connection) -> None:
         self.index = index
         self.process = process
         self.conn = conn
         self.busy: tuple[str, int] | None = None  # (request kind, member) awaiting a reply
 
     @property
-    def waitables(self) -> list[Any]:
+    def waitables(self) -> list[Connection | int]:
         """What ``multiprocessing.connection.wait`` watches for its reply or its end."""
         sentinel = self.process.sentinel
         return [self.conn] if sentinel is None else [self.conn, sentinel]
@@ -188,7 +208,7 @@ class ProcessPopulation:
             self._reply(worker)
 
     @staticmethod
-    def _spawn(ctx: Any, index: int) -> _Worker:
+    def _spawn(ctx: ForkContext | ForkServerContext | SpawnContext, index: int) -> _Worker:
         parent_conn, child_conn = ctx.Pipe()
         process = ctx.Process(target=serve, args=(child_conn,),
                               name=f"agilerl-member-worker-{index}", daemon=True)
@@ -202,13 +222,13 @@ class ProcessPopulation:
         child_conn.close()
         return _Worker(index, process, parent_conn)
 
-    def _send(self, worker: _Worker, message: Any, member: int | None = None) -> None:
+    def _send(self, worker: _Worker, message: Message, member: int | None = None) -> None:
         try:
             send(worker.conn, message)
         except (OSError, ValueError):
             self._fail(worker, member)
 
-    def _reply(self, worker: _Worker) -> tuple[Any, ...]:
+    def _reply(self, worker: _Worker) -> Message:
         member = worker.busy[1] if worker.busy else None
         try:
             message = receive(worker.conn)
@@ -216,11 +236,12 @@ class ProcessPopulation:
             self._fail(worker, member)
         worker.busy = None
         if message[0] == "error":
-            self._fail(worker, message[1], message[2], message[3])
+            _, failed, summary, trace = cast(ErrorReply, message)
+            self._fail(worker, failed, summary, trace)
         return tuple(message)
 
     def _fail(self, worker: _Worker, member: int | None, summary: str | None = None,
-              trace: str | None = None) -> Any:
+              trace: str | None = None) -> NoReturn:
         worker.process.join(timeout=2)
         member = None if member is not None and member < 0 else member
         what = (f"{worker.describe()} raised {summary}" if summary is not None else
@@ -229,15 +250,15 @@ class ProcessPopulation:
         raise MemberWorkerError(what, member, trace)
 
     # ------------------------------------------------------------------ scheduling
-    def _run(self, tasks: Sequence[tuple[int, Callable[[_Worker], Any]]],
+    def _run(self, tasks: Sequence[tuple[int, Callable[[_Worker], Message]]],
              place: Callable[[int, list[_Worker]], _Worker | None],
              stop: Callable[[], bool] | None = None
-             ) -> Iterator[tuple[int, int, tuple[Any, ...]]]:
+             ) -> Iterator[tuple[int, int, Message]]:
         """Start ``tasks`` ``(member, request(worker))`` in order, one per free worker
         (``place`` picks one among the free, or None to wait), and yield ``(member, worker
         index, reply)`` in task order. Once ``stop()`` is true no further task starts."""
         pending = deque(tasks)
-        replies: dict[int, tuple[int, tuple[Any, ...]]] = {}
+        replies: dict[int, tuple[int, Message]] = {}
         order = [member for member, _ in tasks]
         done = 0
         while done < len(order):
@@ -264,7 +285,7 @@ class ProcessPopulation:
                 yield order[done], index, reply
                 done += 1
 
-    def _state_for(self, member: int, worker: _Worker) -> Any:
+    def _state_for(self, member: int, worker: _Worker) -> dict[str, object] | None:
         """The member's state to send with a request, or None when ``worker`` has it."""
         if self._holder[member] == worker.index:
             return None
@@ -292,7 +313,7 @@ class ProcessPopulation:
         if runnable:  # what evolution and evaluation touched in torch's libraries goes
             release_library_pages()  # (each worker process does the same)
 
-        def request(job: TrainJob) -> Callable[[_Worker], Any]:
+        def request(job: TrainJob) -> Callable[[_Worker], Message]:
             return lambda w: ("train", job.member, job.steps, job.seed,
                               self._state_for(job.member, w), job.deadline)
 
@@ -310,7 +331,8 @@ class ProcessPopulation:
             reply = next(replies, None)
             if reply is None:
                 return
-            member, index, (_, _, report, delta, steps) = reply
+            member, index, message = reply
+            _, _, report, delta, steps = cast(TrainedReply, message)
             self._holder[member] = index
             self._current[member] = False
             self._steps[member] = steps
@@ -328,7 +350,7 @@ class ProcessPopulation:
                                 else deltas))
 
     def evaluate_members(self, jobs: Sequence[EvalJob]) -> list[float]:
-        def request(job: EvalJob) -> Callable[[_Worker], Any]:
+        def request(job: EvalJob) -> Callable[[_Worker], Message]:
             return lambda w: ("evaluate", job.member, job.seed, self._state_for(job.member, w))
 
         def place(member: int, free: list[_Worker]) -> _Worker | None:
@@ -338,8 +360,9 @@ class ProcessPopulation:
             return next((w for w in free if w.index == holder), None)
 
         fitnesses, states = [], []
-        for member, index, (_, _, fitness, state) in self._run(
+        for member, index, message in self._run(
                 [(job.member, request(job)) for job in jobs], place):
+            _, _, fitness, state = cast(EvaluatedReply, message)
             self._holder[member] = index
             states.append((member, state))
             fitnesses.append(float(fitness))
@@ -347,28 +370,28 @@ class ProcessPopulation:
             self._replace(member, state)
         return fitnesses
 
-    def memory_state(self) -> dict[str, Any] | None:
+    def memory_state(self) -> dict[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         return self.memory.state_dict() if self.memory is not None else None
 
-    def agents_here(self) -> list[Any]:
+    def agents_here(self) -> list[Agent]:
         if self._closed:  # after a worker failed: what the driver holds (a member that was
             return self.agents  # training in a worker is as it was sent there)
         for member in range(len(self.agents)):
             self._bring_back(member)
         return self.agents
 
-    def get_state(self, member: int) -> dict[str, Any]:
+    def get_state(self, member: int) -> dict[str, object]:
         self._bring_back(member)
         return dict(self.agents[member].get_state())
 
-    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+    def set_state(self, member: int, state: Mapping[str, object]) -> None:
         agent = self.agents[member]
         self.agents[member] = type(agent).from_state(state, device=agent.device)
         self._changed_here(member)
 
-    def apply_mutation(self, operator: Any, *, pre_training: bool = False,
+    def apply_mutation(self, operator: MutationOperator, *, pre_training: bool = False,
                        members: Sequence[int] | None = None) -> None:
         slots = list(range(len(self.agents))) if members is None else sorted(set(members))
         for member in slots:
@@ -384,7 +407,7 @@ class ProcessPopulation:
         for member in slots:
             self._changed_here(member)
 
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+    def set_hyperparameters(self, member: int, values: Mapping[str, object]) -> None:
         self._bring_back(member)
         agent = self.agents[member]
         current = agent.hyperparameters
@@ -397,7 +420,7 @@ class ProcessPopulation:
         return int(self.agents[member].steps[-1]) if self._current[member] else \
             self._steps[member]
 
-    def hyperparameters(self, member: int) -> dict[str, Any]:
+    def hyperparameters(self, member: int) -> dict[str, object]:
         self._bring_back(member)
         return dict(self.agents[member].hyperparameters)
 
@@ -430,10 +453,10 @@ class ProcessPopulation:
             raise RuntimeError(f"member {member} is neither here nor in a worker")
         self._send(worker, ("get", member), member)
         worker.busy = ("get", member)
-        _, _, state = self._reply(worker)
+        _, _, state = cast(StateReply, self._reply(worker))
         self._replace(member, state)
 
-    def _replace(self, member: int, state: Mapping[str, Any]) -> None:
+    def _replace(self, member: int, state: Mapping[str, object]) -> None:
         agent = self.agents[member]
         self.agents[member] = type(agent).from_state(state, device=agent.device)
         self._current[member] = True
@@ -445,7 +468,8 @@ class ProcessPopulation:
         self._steps[member] = int(self.agents[member].steps[-1])
 
 
-def _context(modules: tuple[str, ...], device: str) -> tuple[Any, bool]:
+def _context(modules: tuple[str, ...],
+             device: str) -> tuple[ForkContext | ForkServerContext | SpawnContext, bool]:
     """Where workers come from, and whether that is this process.
 
     Forked from this process where that is safe (:func:`_can_fork_here`): they start in
@@ -477,7 +501,7 @@ def _can_fork_here(device: str) -> bool:
     return threading.active_count() == 1
 
 
-def _for_workers(memory: Any) -> Any:
+def _for_workers(memory: Memory | None) -> object:
     """What workers get of the driver's memory: a copy of a replay buffer (each applies the
     shared-memory rule to its own), or the handle of a read-only memory that opens the
     same data in each worker (an offline dataset's memory-mapped files)."""

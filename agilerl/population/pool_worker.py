@@ -23,15 +23,24 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.population.resident_pages import release_library_pages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agilerl.core.member_training import Deadline
+    from agilerl.core.member_training import (
+        Agent,
+        Deadline,
+        EnvFactory,
+        MemberTrainerFactory,
+        TrainReport,
+    )
+    from agilerl.models.training import TrainingSpec
+    from agilerl.population.backend import MemberEnv
+    from agilerl.population.shared_memory import ExperienceDelta
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1
@@ -41,27 +50,38 @@ _PR_SET_PDEATHSIG = 1
 class WorkerInit:
     """What a worker is started with (sent once, pickled)."""
 
-    env_factory: Any
-    member_trainer_factory: Any
-    training_spec: Any
-    algorithm_spec: Any
+    env_factory: EnvFactory
+    member_trainer_factory: MemberTrainerFactory
+    training_spec: TrainingSpec
+    algorithm_spec: object
     paradigm: str
-    memory: Any
+    memory: object
     """A copy of the driver's committed shared memory, the handle of a read-only memory
     (``open_here()`` opens it in the worker), or None."""
-    agent_class: Any
+    agent_class: type[Agent]
     eval_steps: int | None
     eval_loop: int
     torch_threads: int
     device: str
 
 
-def send(conn: Connection, message: Any) -> None:
+Message = tuple[object, ...]
+"""A request or reply: a tuple whose first item names its kind (see :func:`serve_requests`)."""
+TrainRequest = tuple[str, int, int, int, "Mapping[str, object] | None", "Deadline | None"]
+EvaluateRequest = tuple[str, int, int, "Mapping[str, object] | None"]
+TrainedReply = tuple[str, int, "TrainReport", "ExperienceDelta | None", int]
+EvaluatedReply = tuple[str, int, float, dict[str, object]]
+StateReply = tuple[str, int, dict[str, object]]
+ErrorReply = tuple[str, int | None, str, str]
+
+
+def send(conn: Connection, message: Message) -> None:
     conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def receive(conn: Connection) -> Any:
-    return pickle.loads(conn.recv_bytes())
+def receive(conn: Connection) -> Message:
+    """The next message on ``conn`` (every message sent is a tuple, see :func:`send`)."""
+    return cast(Message, pickle.loads(conn.recv_bytes()))
 
 
 def _die_with_parent() -> None:
@@ -84,7 +104,7 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, name="agilerl-parent-watch", daemon=True).start()
 
 
-def _malloc_trim() -> Callable[[], Any]:
+def _malloc_trim() -> Callable[[], object]:
     """glibc's ``malloc_trim(0)``: hand the heap's free pages back to the system. A worker
     frees most of what a request allocated (pickled states, batches, the generation's
     rollouts), and without this those pages stay resident, fragmented, until the next
@@ -116,33 +136,33 @@ def _torch_threads(count: int) -> Iterator[None]:
 
 
 class _Worker:
-    def __init__(self, init: WorkerInit, driver_memory: Any = None) -> None:
+    def __init__(self, init: WorkerInit, driver_memory: object = None) -> None:
         from agilerl.core.member_training import RunContext
         from agilerl.population.shared_memory import SharedReplay, shareable
 
         self.init = init
-        self.env = init.env_factory()
+        self.env: MemberEnv = init.env_factory()
         #: The driver's own shared memory (the driver's thread): the driver merges the
         #: phase's deltas into it, so this worker has nothing to merge.
         self.merged_by_driver = driver_memory is not None
         opened = getattr(init.memory, "open_here", None)  # a read-only memory's handle
-        self.memory = (driver_memory if driver_memory is not None else
-                       opened() if callable(opened) else init.memory)
+        self.memory: object = (driver_memory if driver_memory is not None else
+                               opened() if callable(opened) else init.memory)
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
         context = RunContext(env=self.env, memory=self.memory, training_spec=init.training_spec,
                              algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
         with warnings.catch_warnings():  # the driver has shown them (ProcessPopulation)
             warnings.simplefilter("ignore")
             self.train_member = init.member_trainer_factory(context)
-        self.agents: dict[int, Any] = {}
+        self.agents: dict[int, Agent] = {}
 
-    def load(self, member: int, state: Any) -> Any:
+    def load(self, member: int, state: Mapping[str, object] | None) -> Agent:
         if state is not None:
             self.agents[member] = self.init.agent_class.from_state(state, device=self.init.device)
         return self.agents[member]
 
-    def train(self, member: int, steps: int, seed: int, state: Any,
-              deadline: Deadline | None) -> tuple[Any, ...]:
+    def train(self, member: int, steps: int, seed: int, state: Mapping[str, object] | None,
+              deadline: Deadline | None) -> tuple[TrainReport, ExperienceDelta | None, int]:
         from agilerl.checkpoint.rng import seed_everything
 
         agent = self.load(member, state)
@@ -155,7 +175,8 @@ class _Worker:
         report.seconds = time.perf_counter() - start
         return report, delta, int(agent.steps[-1])
 
-    def evaluate(self, member: int, seed: int, state: Any) -> tuple[float, dict[str, Any]]:
+    def evaluate(self, member: int, seed: int,
+                 state: Mapping[str, object] | None) -> tuple[float, dict[str, object]]:
         from agilerl.checkpoint.rng import seed_everything
 
         agent = self.load(member, state)
@@ -165,7 +186,7 @@ class _Worker:
                                    loop=self.init.eval_loop))
         return fitness, dict(agent.get_state())
 
-    def merge(self, deltas: list[Any]) -> None:
+    def merge(self, deltas: list[ExperienceDelta]) -> None:
         if self.shared is None:
             return
         if self.merged_by_driver:
@@ -197,7 +218,7 @@ def serve(conn: Connection) -> None:
 
 
 def serve_requests(conn: Connection, *, own_process: bool = False,
-                   driver_memory: Any = None) -> None:
+                   driver_memory: object = None) -> None:
     """Answer the driver's requests on ``conn`` until ``("stop",)`` or the driver's end of
     the pipe closes (the loop of a worker process, and of the driver's own worker thread).
     Requests and replies:
@@ -206,7 +227,7 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
     deadline|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
     state|None)`` -> ``("evaluated", member, fitness, state)``; ``("get", member)`` ->
     ``("state", member, state)``; ``("merge", deltas)`` -> no reply; ``("stop",)`` -> return.
-    Any failure -> ``("error", member, summary, traceback)``, then it returns. Its end of
+    A failure of any kind -> ``("error", member, summary, traceback)``, then it returns. Its end of
     the pipe is closed on return, so the driver sees it go whatever happened.
 
     A worker process (``own_process``) sets its torch thread count once; the driver's
@@ -229,18 +250,19 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
                 request = receive(conn)
             except (EOFError, OSError):
                 return
-            kind, member = request[0], (request[1] if len(request) > 1 and
+            kind, member = cast(str, request[0]), (request[1] if len(request) > 1 and
                                         isinstance(request[1], int) else None)
             if kind == "stop":
                 return
             if kind == "init":
-                threads = max(1, int(request[1].torch_threads))
+                init = cast(WorkerInit, request[1])
+                threads = max(1, int(init.torch_threads))
                 if own_process:
                     import torch
 
                     torch.set_num_threads(threads)
                 with _torch_threads(threads):
-                    worker = _Worker(request[1], driver_memory)
+                    worker = _Worker(init, driver_memory)
                 send(conn, ("ready",))
             elif worker is None:
                 raise RuntimeError(f"request {kind!r} before init")
@@ -262,15 +284,15 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
         conn.close()
 
 
-def _answer(worker: _Worker, kind: str, request: tuple[Any, ...]) -> tuple[Any, ...] | None:
+def _answer(worker: _Worker, kind: str, request: Message) -> Message | None:
     member = request[1]
     if kind == "train":
-        return ("trained", member, *worker.train(*request[1:]))
+        return ("trained", member, *worker.train(*cast(TrainRequest, request)[1:]))
     if kind == "evaluate":
-        return ("evaluated", member, *worker.evaluate(*request[1:]))
+        return ("evaluated", member, *worker.evaluate(*cast(EvaluateRequest, request)[1:]))
     if kind == "get":
-        return ("state", member, dict(worker.agents[member].get_state()))
+        return ("state", member, dict(worker.agents[cast(int, member)].get_state()))
     if kind == "merge":
-        worker.merge(request[1])
+        worker.merge(cast("list[ExperienceDelta]", request[1]))
         return None
     raise RuntimeError(f"unknown request {kind!r}")

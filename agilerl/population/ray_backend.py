@@ -38,13 +38,13 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import ray
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.core.member_training import Deadline, TrainReport
-from agilerl.population.backend import EvalJob, MemberFailure, TrainJob
+from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.population.backend import EvalJob, MemberFailure, MutationOperator, TrainJob
 from agilerl.population.backends import (
     BackendSettings,
     PopulationSetup,
@@ -58,8 +58,10 @@ from agilerl.population.ray_driver import (
     recovery_timeout,
     suppress_ray_errors,
 )
-from agilerl.population.ray_host import MemberHost
-from agilerl.population.shared_memory import SharedReplay, shareable
+from agilerl.population.ray_host import HostInfo, HostRecipe, MemberHost
+from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shareable
+
+T = TypeVar("T")
 
 #: Times one member's call is retried on re-created actors before the run fails.
 MAX_RECOVERIES = 3
@@ -95,9 +97,9 @@ class RayPopulation:
         #: seconds to wait for a replacement actor or for a state after a loss
         self._timeout = recovery_timeout()
         self._broken = False
-        self._last: list[Any] = [None] * self.size
-        self._info: list[dict[str, Any]] = [{} for _ in range(self.size)]
-        self._deltas: dict[int, Any] = {}
+        self._last: list[ray.ObjectRef[dict[str, object]] | None] = [None] * self.size
+        self._info: list[HostInfo] = [{} for _ in range(self.size)]
+        self._deltas: dict[int, ray.ObjectRef[ExperienceDelta]] = {}
         self._closed = False
         self._started_ray = connect(settings.ray_address)
         try:
@@ -108,9 +110,9 @@ class RayPopulation:
 
     def _start(self, setup: PopulationSetup, settings: BackendSettings) -> None:
         """Start the actors and load every member into its actor."""
-        self._phase: list[Any] = [ray.put(d) for d in (self.shared.pending if self.shared
-                                                        else [])]
-        self._recipe = ray.put({
+        self._phase: list[ray.ObjectRef[ExperienceDelta]] = [
+            ray.put(d) for d in (self.shared.pending if self.shared else [])]
+        self._recipe = ray.put(HostRecipe({
             "agent_class": self.agent_class, "device": setup.device,
             "env_factory": setup.env_factory, "memory": setup.memory,
             "shared": self.shared is not None,
@@ -118,7 +120,7 @@ class RayPopulation:
             "training_spec": setup.training_spec, "algorithm_spec": setup.algorithm_spec,
             "paradigm": setup.paradigm, "eval_steps": setup.eval_steps,
             "eval_loop": setup.eval_loop, "torch_threads": setup.torch_threads,
-        })
+        }))
         self._placement = named_placement_group()
         self._actors = [self._new_actor(k) for k in range(self._actor_count(settings))]
         self._home = [m % len(self._actors) for m in range(self.size)]
@@ -143,7 +145,7 @@ class RayPopulation:
         return max(1, min(self.size, cpus))
 
     def _new_actor(self, k: int) -> Any:
-        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        options: dict[str, object] = {"num_cpus": 1, "max_restarts": 0}
         if self._placement is not None:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -164,25 +166,28 @@ class RayPopulation:
     def _live_actors(self) -> list[Any]:
         return [actor for actor in self._actors if actor is not None]
 
-    def _submit(self, member: int, method: str, *args: Any) -> list[Any]:
+    def _submit(self, member: int, method: str,
+                *args: object) -> list[ray.ObjectRef[object]]:
         """Start ``method`` on ``member``'s actor; refs ``[result..., info, state]``."""
         n = _RETURNS[method]
         return list(getattr(self._actor(member), method).options(num_returns=n).remote(*args))
 
-    def _finish(self, member: int, refs: list[Any], timeout: float | None = None) -> Any:
+    def _finish(self, member: int, refs: list[ray.ObjectRef[object]],
+                timeout: float | None = None) -> object:
         """Wait for a call started by :meth:`_submit` (at most ``timeout`` seconds: else
         ``GetTimeoutError``); record the member's info and last state; return the call's own
         result (None for ``load``/``set_hyperparameters``)."""
         try:
-            info = ray.get(refs[-2], timeout=timeout)
+            info = cast(HostInfo, ray.get(refs[-2], timeout=timeout))
         except ray.exceptions.RayTaskError as exc:  # the member's own code raised
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc
             raise RayMemberFailure(f"{type(cause).__name__}: {cause}", member,
                                    worker_traceback=str(exc)) from None
         self._info[member] = info
-        self._last[member] = refs[-1]
+        self._last[member] = cast("ray.ObjectRef[dict[str, object]]", refs[-1])
         if len(refs) == 4:  # train: its memory delta, added to the phase's when yielded
-            self._deltas[member] = refs[1]
+            # (fetched only with a shared memory, where every trained member has one)
+            self._deltas[member] = cast("ray.ObjectRef[ExperienceDelta]", refs[1])
         return fetch(refs[0]) if len(refs) >= 3 else None
 
     def _commit_delta(self, member: int) -> None:
@@ -193,9 +198,10 @@ class RayPopulation:
                                                    "memory"))
             self._phase.append(ref)
 
-    def _fetch(self, ref: Any, member: int, what: str) -> Any:
+    def _fetch(self, ref: ray.ObjectRef[T] | None, member: int, what: str) -> T:
         """:func:`~agilerl.population.ray_driver.fetch` of an object a member's actor made,
         within the recovery timeout: one that went with its node fails the run, naming it."""
+        assert ref is not None, f"member {member} has no state: it was never loaded"
         try:
             return fetch(ref, timeout=self._timeout)
         except (ray.exceptions.ObjectLostError, ray.exceptions.GetTimeoutError,
@@ -204,7 +210,7 @@ class RayPopulation:
                                 f"{self._node_text(self._home[member])} "
                                 f"({type(exc).__name__})") from None
 
-    def _call(self, member: int, method: str, *args: Any) -> Any:
+    def _call(self, member: int, method: str, *args: object) -> object:
         """Run one call on ``member``'s actor, re-creating the actor if it is lost."""
         for attempt in range(MAX_RECOVERIES + 1):
             refs = self._submit(member, method, *args)
@@ -334,7 +340,7 @@ class RayPopulation:
         yield them in order: once ``stop()`` holds nothing more starts, so the members
         trained are always a prefix of ``jobs``."""
         pending = list(jobs)
-        running: dict[int, tuple[TrainJob, list[Any], float]] = {}  # actor -> job
+        running: dict[int, tuple[TrainJob, list[ray.ObjectRef[object]], float]] = {}  # by actor
         done: dict[int, TrainReport] = {}
         order = [job.member for job in jobs]
         yielded = 0
@@ -362,7 +368,7 @@ class RayPopulation:
                 yield member, done.pop(member)
                 yielded += 1
 
-    def _collect(self, running: dict[int, tuple[TrainJob, list[Any], float]],
+    def _collect(self, running: dict[int, tuple[TrainJob, list[ray.ObjectRef[object]], float]],
                  done: dict[int, TrainReport]) -> None:
         """Wait for one running train call to end; a lost actor's call runs again."""
         by_ref = {refs[-2]: k for k, (_, refs, _) in running.items()}
@@ -370,11 +376,11 @@ class RayPopulation:
         k = by_ref[ready[0]]
         job, refs, _started = running.pop(k)
         try:
-            report = self._finish(job.member, refs)
+            report = cast(TrainReport, self._finish(job.member, refs))
         except ray.exceptions.RayActorError as exc:
             self._recover(job.member, exc, 0)
-            report = self._call(job.member, "train", job.member, job.steps, job.seed,
-                                job.deadline)
+            report = cast(TrainReport, self._call(job.member, "train", job.member, job.steps,
+                                                  job.seed, job.deadline))
         done[job.member] = report
 
     def end_training_phase(self) -> None:
@@ -400,18 +406,19 @@ class RayPopulation:
         for job in jobs:
             actor, refs = started[job.member]
             try:
-                fitnesses.append(float(self._finish(job.member, refs)))
+                fitnesses.append(float(cast(float, self._finish(job.member, refs))))
             except ray.exceptions.RayActorError as exc:
                 if self._actor(job.member) is actor:  # not yet re-created for a sibling
                     self._recover(job.member, exc, 0)
-                fitnesses.append(float(self._call(job.member, "evaluate", job.member,
-                                                  job.seed)))
+                fitnesses.append(float(cast(float, self._call(job.member, "evaluate",
+                                                              job.member, job.seed))))
         return fitnesses
 
-    def get_state(self, member: int) -> dict[str, Any]:
-        return dict(self._fetch(self._last[member], member, "its last state"))
+    def get_state(self, member: int) -> dict[str, object]:
+        state: dict[str, object] = self._fetch(self._last[member], member, "its last state")
+        return dict(state)
 
-    def set_state(self, member: int, state: Mapping[str, Any]) -> None:
+    def set_state(self, member: int, state: Mapping[str, object]) -> None:
         self._call(member, "load", member, ray.put(dict(state)))
 
     def copy_members(self, sources: Mapping[int, int]) -> None:
@@ -421,34 +428,35 @@ class RayPopulation:
         for dst, ref in last.items():
             self._call(dst, "load", dst, ref, dst)
 
-    def apply_mutation(self, operator: Any, *, pre_training: bool = False,
+    def apply_mutation(self, operator: MutationOperator, *, pre_training: bool = False,
                        members: Sequence[int] | None = None) -> None:
         slots = list(range(self.size)) if members is None else sorted(set(members))
         elite_kept = not (getattr(operator, "mutate_elite", True) or pre_training)
         current = operator
         for slot in slots:
             exempt = members is None and slot == 0 and elite_kept
-            current = self._call(slot, "mutate", slot, current, pre_training, exempt)
+            current = cast(MutationOperator,
+                           self._call(slot, "mutate", slot, current, pre_training, exempt))
         if current is not operator:  # carry the operator's random state on in this process
             operator.__dict__.update(current.__dict__)
 
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]) -> None:
+    def set_hyperparameters(self, member: int, values: Mapping[str, object]) -> None:
         self._call(member, "set_hyperparameters", member, dict(values))
 
     def steps(self, member: int) -> int:
         return int(self._info[member]["steps"])
 
-    def hyperparameters(self, member: int) -> dict[str, Any]:
+    def hyperparameters(self, member: int) -> dict[str, object]:
         return dict(self._info[member]["hyperparameters"])
 
-    def memory_state(self) -> dict[str, Any] | None:
+    def memory_state(self) -> dict[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         if self.memory is None:
             return None
         return dict(self._fetch(self._actors[0].memory_state.remote(), 0, "its replay memory"))
 
-    def agents_here(self) -> list[Any]:
+    def agents_here(self) -> list[Agent]:
         if self._closed:  # ray.get would quietly start a new, empty Ray instance here
             raise RuntimeError("the Ray backend is closed: its members' states went with "
                                "its Ray session (take them before close())")
@@ -490,5 +498,5 @@ def _ray_backend(setup: PopulationSetup, settings: BackendSettings) -> RayPopula
     return RayPopulation(setup, settings)
 
 
-register_backend("ray", _ray_backend)  # type: ignore[arg-type]
+register_backend("ray", _ray_backend)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import ray
 
@@ -19,8 +19,13 @@ from agilerl.population.ray_cluster import (
     unreachable,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ray.util.placement_group import PlacementGroup
 
-def fetch(ref: Any, timeout: float | None = None) -> Any:
+T = TypeVar("T")
+
+
+def fetch(ref: ray.ObjectRef[T], timeout: float | None = None) -> T:
     """An object of the object store as this process's own copy: ``ray.get`` maps arrays
     in place, and they would change under us once the store frees or reuses them."""
     return copy.deepcopy(ray.get(ref, timeout=timeout))
@@ -58,7 +63,7 @@ def connect(address: str | None) -> bool:
     return True
 
 
-def named_placement_group() -> Any:
+def named_placement_group() -> PlacementGroup | None:
     """The placement group named by ``AGILERL_RAY_PLACEMENT_GROUP``, ready, or None."""
     name = os.environ.get(PLACEMENT_GROUP_ENV)
     if not name:
@@ -80,5 +85,5 @@ class suppress_ray_errors:  # noqa: N801 - used like contextlib.suppress
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: Any) -> bool:
-        return exc[0] is not None and issubclass(exc[0], ray.exceptions.RayError | ValueError)
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> bool:
+        return exc_type is not None and issubclass(exc_type, ray.exceptions.RayError | ValueError)

@@ -8,18 +8,54 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import ray
 
-from agilerl.core.member_training import Deadline, RunContext, TrainReport
-from agilerl.population.shared_memory import ExperienceDelta, SharedReplay
+from agilerl.core.member_training import (
+    Agent,
+    Deadline,
+    EnvFactory,
+    MemberTrainerFactory,
+    RunContext,
+    TrainReport,
+)
+from agilerl.population.backend import MemberEnv, Memory, MutationOperator
+from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shareable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.models.training import TrainingSpec
+
+
+class HostRecipe(TypedDict):
+    """What every actor is built from (put in Ray's object store once)."""
+
+    agent_class: type[Agent]
+    device: str
+    env_factory: EnvFactory
+    memory: Memory | None
+    shared: bool
+    member_trainer_factory: MemberTrainerFactory
+    training_spec: TrainingSpec
+    algorithm_spec: object
+    paradigm: str
+    eval_steps: int | None
+    eval_loop: int
+    torch_threads: int | None
+
+
+class HostInfo(TypedDict, total=False):
+    """What the driver keeps of a member after each call: its steps and hyperparameters
+    (empty before the member's first call)."""
+
+    steps: int
+    hyperparameters: dict[str, object]
 
 
 class MemberHost:
     """The actor: some members, their env and memory replicas, and the calls on them."""
 
-    def __init__(self, recipe: Mapping[str, Any], slots: int) -> None:
+    def __init__(self, recipe: HostRecipe, slots: int) -> None:
         import torch
 
         from agilerl.population.local import LocalPopulation
@@ -29,29 +65,32 @@ class MemberHost:
             torch.set_num_threads(int(threads))
         self.agent_class = recipe["agent_class"]
         self.device = recipe["device"]
-        self.env = recipe["env_factory"]()
+        self.env: MemberEnv = recipe["env_factory"]()
         # Arrays from the object store are read-only views of it: the replica owns copies.
         self.memory = copy.deepcopy(recipe["memory"])
         #: the generation rule on this actor's memory replica (several members share it)
-        self.shared = SharedReplay(self.memory) if recipe["shared"] else None
+        self.shared = (SharedReplay(self.memory)
+                       if recipe["shared"] and shareable(self.memory) else None)
         context = RunContext(env=self.env, memory=self.memory,
                              training_spec=recipe["training_spec"],
                              algorithm_spec=recipe["algorithm_spec"],
                              paradigm=recipe["paradigm"])
         # Seeding and calls as in one process; the memory rule is applied here, across
         # the whole population, not by this partial LocalPopulation (hence no memory).
-        placeholders: list[Any] = [None] * slots  # every slot is filled by set_state
+        # every slot is filled by ``load`` before a call uses it
+        placeholders = cast("list[Agent]", [None] * slots)
         self.members = LocalPopulation(
             placeholders, self.env, recipe["member_trainer_factory"](context),
             eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
 
-    def _result(self, member: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _result(self, member: int) -> tuple[HostInfo, dict[str, object]]:
         agent = self.members.agents[member]
-        info = {"steps": int(agent.steps[-1]), "hyperparameters": dict(agent.hyperparameters)}
+        info: HostInfo = {"steps": int(agent.steps[-1]),
+                          "hyperparameters": dict(agent.hyperparameters)}
         return info, dict(agent.get_state())
 
-    def load(self, member: int, state: Mapping[str, Any],
-             index: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def load(self, member: int, state: Mapping[str, object],
+             index: int | None = None) -> tuple[HostInfo, dict[str, object]]:
         own = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
         if index is not None:
             own["index"] = index
@@ -59,7 +98,7 @@ class MemberHost:
         return self._result(member)
 
     def train(self, member: int, steps: int, seed: int, deadline: Deadline | None = None
-              ) -> tuple[TrainReport, Any, dict[str, Any], dict[str, Any]]:
+              ) -> tuple[TrainReport, ExperienceDelta | None, HostInfo, dict[str, object]]:
         """Train one member; also returns what it added to the shared memory (or None)."""
         if self.shared is not None:
             self.shared.begin_member()
@@ -67,12 +106,12 @@ class MemberHost:
         delta = self.shared.end_member() if self.shared is not None else None
         return (report, delta, *self._result(member))
 
-    def evaluate(self, member: int, seed: int) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    def evaluate(self, member: int, seed: int) -> tuple[float, HostInfo, dict[str, object]]:
         fitness = self.members.evaluate(member, seed=seed)
         return (fitness, *self._result(member))
 
-    def mutate(self, member: int, operator: Any, pre_training: bool,
-               exempt: bool) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    def mutate(self, member: int, operator: MutationOperator, pre_training: bool,
+               exempt: bool) -> tuple[MutationOperator, HostInfo, dict[str, object]]:
         """Mutate one member with ``operator`` as ``operator.mutation(population)`` would at
         this slot: an ``exempt`` member (the elite in slot 0) still draws its kind."""
         agent = self.members.agents[member]
@@ -85,8 +124,8 @@ class MemberHost:
         self.members.agents[member] = mutated[0]
         return (operator, *self._result(member))
 
-    def set_hyperparameters(self, member: int, values: Mapping[str, Any]
-                            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def set_hyperparameters(self, member: int, values: Mapping[str, object]
+                            ) -> tuple[HostInfo, dict[str, object]]:
         self.members.set_hyperparameters(member, values)
         return self._result(member)
 
@@ -99,11 +138,12 @@ class MemberHost:
         if self.shared is not None:
             self.shared.end_phase(list(deltas))
 
-    def memory_state(self) -> dict[str, Any] | None:
+    def memory_state(self) -> dict[str, object] | None:
         """The replica's state (with one member, the only copy of the memory)."""
         return self.memory.state_dict() if self.memory is not None else None
 
-    def load_memory(self, state: Mapping[str, Any]) -> None:
+    def load_memory(self, state: Mapping[str, object]) -> None:
+        assert self.memory is not None, "only an actor with a replay memory loads one"
         self.memory.load_state_dict(copy.deepcopy(dict(state)))
         if self.shared is not None:
-            self.shared = SharedReplay(self.memory)
+            self.shared = SharedReplay(self.shared.memory)

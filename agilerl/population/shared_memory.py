@@ -16,9 +16,9 @@ deltas in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypedDict, TypeGuard, cast
 
 import numpy as np
 
@@ -26,6 +26,18 @@ from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuff
 
 PENDING_KEY = "pending_experience"
 """Key of the replay state (checkpoints) listing members' deltas not yet merged."""
+
+
+class ExperienceDeltaState(TypedDict):
+    """:class:`ExperienceDelta` as a dict (:meth:`ExperienceDelta.as_dict`), as checkpoints
+    keep it."""
+
+    rows: dict[str, np.ndarray]
+    added: int
+    leaves: np.ndarray | None
+    touched_slots: np.ndarray | None
+    touched_leaves: np.ndarray | None
+    max_priority: float | None
 
 
 @dataclass
@@ -44,15 +56,15 @@ class ExperienceDelta:
     """...and their final leaf values."""
     max_priority: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> ExperienceDeltaState:
+        return cast(ExperienceDeltaState, asdict(self))
 
     @classmethod
-    def from_dict(cls, state: Mapping[str, Any]) -> ExperienceDelta:
-        return cls(**dict(state))
+    def from_dict(cls, state: ExperienceDeltaState) -> ExperienceDelta:
+        return cls(**state)
 
 
-def shareable(memory: Any) -> bool:
+def shareable(memory: object) -> TypeGuard[ReplayBuffer]:
     """True when ``memory`` is a buffer :class:`SharedReplay` can run the rule on."""
     return isinstance(memory, ReplayBuffer)
 
@@ -69,7 +81,7 @@ class SharedReplay:
     """
 
     def __init__(self, memory: ReplayBuffer,
-                 pending: Sequence[ExperienceDelta | Mapping[str, Any]] = ()) -> None:
+                 pending: Sequence[ExperienceDelta | ExperienceDeltaState] = ()) -> None:
         if not shareable(memory):
             raise TypeError(f"{type(memory).__name__} is not a replay buffer")
         if memory.window is not None and memory.window.pending:
@@ -117,7 +129,7 @@ class SharedReplay:
             appended += _apply(self.memory, delta, start, appended)
         self.pending = []
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """The memory's state, plus the pending deltas of an unfinished phase."""
         state = self.memory.state_dict()
         if self.pending:

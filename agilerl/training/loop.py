@@ -333,7 +333,7 @@ def generation_metrics(
             metrics[f"train/agent_{i}/score"] = reports[i].score
             for name, value in reports[i].metrics.items():
                 metrics[f"train/agent_{i}/{name}"] = value
-        for name, value in backend.hyperparameters(i).items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                metrics[f"train/agent_{i}/{name}"] = value
+        for name, hp_value in backend.hyperparameters(i).items():
+            if isinstance(hp_value, int | float) and not isinstance(hp_value, bool):
+                metrics[f"train/agent_{i}/{name}"] = hp_value
     return metrics
