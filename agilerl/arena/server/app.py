@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,9 +23,6 @@ from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.jsondepth import check_json_depth
 from agilerl.arena.server.scheduler import Scheduler
 from agilerl.arena.server.store import Store
-
-if TYPE_CHECKING:
-    from agilerl.core.value_types import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +264,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     _install_error_handlers(app)
 
     @app.get("/health")
-    def health() -> JsonObject:
+    def health() -> dict[str, Any]:
         return {"ok": True, "data": {"status": "ok"}}
 
     app.include_router(routes_auth.public)
