@@ -19,8 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+    from agilerl.evaluation import Episode, Source, Summary
+    from agilerl.evaluation.video import VideoWriter
 
 NAME = "evaluate"
 HELP = ("play greedy episodes with a trained agent (a run folder, a checkpoint or an "
@@ -117,7 +123,9 @@ def _evaluate(args: argparse.Namespace, render: str | None, device: str) -> int:
         env.close()
 
 
-def _environment(args: argparse.Namespace) -> Any:
+def _environment(
+    args: argparse.Namespace,
+) -> Callable[[Source], tuple[Mapping[str, object] | None, Path | None]] | int:
     """``source -> (environment section, base folder)`` with the overrides applied, or an
     exit status for overrides or a manifest that cannot be used."""
     from agilerl.training.overrides import OverrideError, apply_overrides, parse_overrides
@@ -134,7 +142,7 @@ def _environment(args: argparse.Namespace) -> Any:
     if isinstance(given, int):
         return given
 
-    def resolve(source: Any) -> tuple[Any, Any]:
+    def resolve(source: Source) -> tuple[Mapping[str, object] | None, Path | None]:
         data = given if given is not None else (source.manifest or {})
         base = (args.manifest if given is not None else source.manifest_path)
         manifest = apply_overrides({"environment": data.get("environment") or {}}, overrides)
@@ -143,7 +151,7 @@ def _environment(args: argparse.Namespace) -> Any:
     return resolve
 
 
-def _manifest_file(path: Path) -> dict[str, Any] | int:
+def _manifest_file(path: Path) -> JsonObject | int:
     from agilerl.input_files import file_problem
     from agilerl.models import ManifestError
     from agilerl.models.loading import load_file
@@ -161,8 +169,8 @@ def _manifest_file(path: Path) -> dict[str, Any] | int:
     return data
 
 
-def _play(args: argparse.Namespace, source: Any, env: Any, kind: str, spec: Any,
-          video: Any) -> int:
+def _play(args: argparse.Namespace, source: Source, env: object, kind: str, spec: object,
+          video: VideoWriter | None) -> int:
     from agilerl.evaluation import play, summarise
 
     name = getattr(spec, "name", None) or getattr(spec, "entrypoint", None) or "the environment"
@@ -202,13 +210,13 @@ def _play(args: argparse.Namespace, source: Any, env: Any, kind: str, spec: Any,
     return EXIT_OK
 
 
-def _print_episode(number: int, episode: Any) -> None:
+def _print_episode(number: int, episode: Episode) -> None:
     agents = "".join(f", {a} {r:.2f}" for a, r in episode.agent_returns.items())
     print(f"episode {number}: return {episode.total:.2f}, length {episode.length}{agents}",
           flush=True)
 
 
-def _print_json(source: Any, env_name: str, episodes: list[Any], summary: Any,
+def _print_json(source: Source, env_name: str, episodes: list[Episode], summary: Summary,
                 record: Path | None) -> None:
     payload = {
         "source": source.description, "algorithm": source.agent.algo,

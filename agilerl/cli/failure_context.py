@@ -8,7 +8,7 @@ import shlex
 import sysconfig
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.training.trainer import LocalTrainer
@@ -48,7 +48,7 @@ _OPTION_DEFAULTS = {"device": "auto", "torch_threads": 1}
 
 
 def resume_command(args: argparse.Namespace, trainer: LocalTrainer | None,
-                   checkpoint: Any) -> str:
+                   checkpoint: object) -> str:
     """The command that continues this run: the same manifest, overrides, seed and options,
     the same run folder, from ``checkpoint``."""
     parts = ["agilerl", "train", str(args.manifest), *args.overrides]

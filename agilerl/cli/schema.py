@@ -8,7 +8,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 NAME = "schema"
 HELP = "print the JSON Schema of training manifests (or of one algorithm's settings)"
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(schema: dict[str, Any], path: Path) -> int:
+def _write(schema: JsonObject, path: Path) -> int:
     """Save ``schema`` at ``path`` and print the modeline a manifest uses to refer to it."""
     target = path / BUNDLE.name if path.is_dir() else path
     try:
@@ -57,13 +60,14 @@ def _write(schema: dict[str, Any], path: Path) -> int:
     return 0
 
 
-def _algorithm_schema(bundle: dict[str, Any], algorithm: str) -> dict[str, Any] | None:
+def _algorithm_schema(bundle: JsonObject, algorithm: str) -> JsonObject | None:
     """One algorithm's schema, or None after saying the name is unknown."""
     defs = bundle.get("$defs", {})
+    assert isinstance(defs, dict)  # the bundled schema, generated with its definitions
     key = f"{algorithm}Spec"
     names = sorted(n.removesuffix("Spec") for n, d in defs.items()
-                   if isinstance(d.get("properties", {}).get("name"), dict)
-                   and "const" in d["properties"]["name"])
+                   if isinstance(d, dict) and isinstance(props := d.get("properties", {}), dict)
+                   and isinstance(name := props.get("name"), dict) and "const" in name)
     if key not in defs or algorithm not in names:
         from agilerl.models.suggest import closest
 
@@ -75,9 +79,9 @@ def _algorithm_schema(bundle: dict[str, Any], algorithm: str) -> dict[str, Any] 
     return _with_refs(defs, key, bundle.get("$schema"))
 
 
-def _with_refs(defs: dict[str, Any], key: str, dialect: str | None) -> dict[str, Any]:
+def _with_refs(defs: JsonObject, key: str, dialect: JsonValue) -> JsonObject:
     """The definition ``key`` plus every definition it references (transitively)."""
-    needed: dict[str, Any] = {}
+    needed: JsonObject = {}
     stack = [key]
     while stack:
         name = stack.pop()
@@ -85,7 +89,9 @@ def _with_refs(defs: dict[str, Any], key: str, dialect: str | None) -> dict[str,
             continue
         needed[name] = defs[name]
         stack += [ref.rsplit("/", 1)[-1] for ref in _refs(defs[name])]
-    root = dict(needed.pop(key))
+    entry = needed.pop(key)
+    assert isinstance(entry, dict)  # a definition of the bundled schema is an object
+    root = dict(entry)
     if dialect:
         root = {"$schema": dialect, **root}
     if needed:
@@ -93,9 +99,10 @@ def _with_refs(defs: dict[str, Any], key: str, dialect: str | None) -> dict[str,
     return root
 
 
-def _refs(node: Any) -> list[str]:
+def _refs(node: JsonValue) -> list[str]:
     if isinstance(node, dict):
-        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        ref = node.get("$ref")
+        found = [ref] if isinstance(ref, str) else []
         return found + [r for value in node.values() for r in _refs(value)]
     if isinstance(node, list):
         return [r for value in node for r in _refs(value)]

@@ -40,13 +40,19 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agilerl.cli.failure_context import resume_command, user_code_frame
 
 if TYPE_CHECKING:  # pragma: no cover
+    from types import FrameType
+
+    from accelerate import Accelerator
+
+    from agilerl.models import TrainingManifest
+    from agilerl.training.overrides import Override
     from agilerl.training.trainer import LocalTrainer
 
 NAME = "train"
@@ -115,7 +121,7 @@ def intermixed(parser: argparse.ArgumentParser) -> None:
         parser.__class__ = _IntermixedParser
 
 
-def _count(minimum: int) -> Any:
+def _count(minimum: int) -> Callable[[str], int]:
     """An argparse type: a whole number of at least ``minimum`` (else a usage error)."""
     def parse(text: str) -> int:
         try:
@@ -192,7 +198,7 @@ class _VerboseAction(argparse.BooleanOptionalAction):
     the reference), and ``args.generation_tables`` records that ``--verbose`` was written."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+                 values: str | Sequence[object] | None, option_string: str | None = None) -> None:
         super().__call__(parser, namespace, values, option_string)
         namespace.generation_tables = bool(namespace.verbose)
 
@@ -219,7 +225,7 @@ def _sigterm_stops() -> Iterator[None]:
         return
     pid = os.getpid()
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if os.getpid() != pid:  # a forked worker: behave as if no handler were installed
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -245,8 +251,8 @@ def _warnings_as_lines() -> Iterator[None]:
 
     shown: list[str] = []
 
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
-             line: Any = None) -> None:
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
         text = str(message)
         if any(seen == text or seen.endswith(f": {text}") for seen in shown):
             return
@@ -301,7 +307,7 @@ def _say(args: argparse.Namespace, message: str) -> None:
         print(message, flush=True)
 
 
-def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
+def _run_checked(args: argparse.Namespace, overrides: Sequence[Override]) -> int:
     # The first line comes before any heavy import, so a job's log starts within a fraction
     # of a second of the process (validation itself imports neither torch nor gymnasium).
     _say(args, f"Validating {args.manifest} ...")
@@ -331,7 +337,7 @@ def _run_checked(args: argparse.Namespace, overrides: list[Any]) -> int:
     return built if isinstance(built, int) else _train(args, built)
 
 
-def _build(args: argparse.Namespace, manifest: Any) -> Any:
+def _build(args: argparse.Namespace, manifest: TrainingManifest) -> LocalTrainer | int:
     """The trainer for a validated manifest, or an exit status after reporting why not."""
     from agilerl.training.trainer import LocalTrainer
 
@@ -481,7 +487,7 @@ class _UsageError(Exception):
     pass
 
 
-def _accelerator() -> Any:
+def _accelerator() -> Accelerator:
     try:
         from accelerate import Accelerator
     except ImportError:

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from agilerl.dashboard.readers import (
@@ -77,7 +76,7 @@ class Response:
                 **SECURITY_HEADERS, **self.headers}
 
 
-def _json(data: Any, status: int = 200) -> Response:
+def _json(data: object, status: int = 200) -> Response:
     body = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
     return Response(status, "application/json; charset=utf-8", body)
 
@@ -156,7 +155,7 @@ class DashboardApp:
             return self._download(run, rest[2:])
         return _error(404, "no such page")
 
-    def _detail(self, run: RunFolder) -> dict[str, Any]:
+    def _detail(self, run: RunFolder) -> dict[str, object]:
         text, _ = read_manifest(run.path)
         files = [name for name in DOWNLOADABLE if (run.path / name).is_file()]
         return {"summary": summarize(run), "manifest": text,

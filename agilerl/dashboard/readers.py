@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 from agilerl.run_folder import (
     CHECKPOINTS_DIR,
@@ -25,6 +25,9 @@ from agilerl.run_folder import (
     MANIFEST_FILE,
     METRICS_FILE,
 )
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "CHECKPOINTS_DIR", "ELITE_FILE", "EVENTS_FILE", "MANIFEST_FILE", "METRICS_FILE",
@@ -37,7 +40,8 @@ CHECKPOINT_INDEX = "index.json"
 MAX_TEXT_BYTES = 1 << 20
 
 T = TypeVar("T")
-_cache: dict[tuple[str, str], tuple[tuple[int, int], Any]] = {}
+#: each kind of file is always parsed by the same function, so its entries hold its type.
+_cache: dict[tuple[str, str], tuple[tuple[int, int], object]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -69,7 +73,7 @@ def _cached(kind: str, path: Path, parse: Callable[[Path], T], empty: T) -> T:
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None and hit[0] == signature:
-        return hit[1]  # type: ignore[no-any-return]
+        return cast(T, hit[1])
     try:
         value = parse(path)
     except OSError:
@@ -131,7 +135,11 @@ def read_metrics(run: Path) -> Metrics:
     return _cached("metrics", run / METRICS_FILE, _parse_metrics, Metrics([], []))
 
 
-def _finite(value: Any) -> Any:
+@overload
+def _finite(value: JsonObject) -> JsonObject: ...
+@overload
+def _finite(value: JsonValue) -> JsonValue: ...
+def _finite(value: JsonValue) -> JsonValue:
     """``value`` with every non-finite float replaced by ``None`` (JSON has no NaN)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -142,9 +150,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def parse_events(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+def parse_events(lines: Iterable[bytes]) -> list[JsonObject]:
     """The events among ``events.jsonl``'s lines; a line that is not an event is skipped."""
-    events: list[dict[str, Any]] = []
+    events: list[JsonObject] = []
     for line in lines:
         try:
             event = json.loads(line)
@@ -155,17 +163,17 @@ def parse_events(lines: Iterable[bytes]) -> list[dict[str, Any]]:
     return events
 
 
-def _parse_events(path: Path) -> list[dict[str, Any]]:
+def _parse_events(path: Path) -> list[JsonObject]:
     with path.open("rb") as handle:
         return parse_events(handle)
 
 
-def read_events(run: Path) -> list[dict[str, Any]]:
+def read_events(run: Path) -> list[JsonObject]:
     """The run's events in file order (``[]`` when it records none)."""
     return _cached("events", run / EVENTS_FILE, _parse_events, [])
 
 
-def parse_manifest(raw: bytes) -> tuple[str, dict[str, Any]]:
+def parse_manifest(raw: bytes) -> tuple[str, JsonObject]:
     """The text (cut at :data:`MAX_TEXT_BYTES`; pass up to one byte more to have the cut
     noted) and parsed mapping of a manifest's bytes."""
     import yaml
@@ -180,18 +188,18 @@ def parse_manifest(raw: bytes) -> tuple[str, dict[str, Any]]:
     return text, data if isinstance(data, dict) else {}
 
 
-def _parse_manifest(path: Path) -> tuple[str, dict[str, Any]]:
+def _parse_manifest(path: Path) -> tuple[str, JsonObject]:
     with path.open("rb") as handle:
         return parse_manifest(handle.read(MAX_TEXT_BYTES + 1))
 
 
-def read_manifest(run: Path) -> tuple[str, dict[str, Any]]:
+def read_manifest(run: Path) -> tuple[str, JsonObject]:
     """The resolved manifest's text and its parsed mapping (``{}`` when it does not parse)."""
-    empty: tuple[str, dict[str, Any]] = ("", {})
+    empty: tuple[str, JsonObject] = ("", {})
     return _cached("manifest", run / MANIFEST_FILE, _parse_manifest, empty)
 
 
-def _checkpoint_summary(folder: Path) -> dict[str, Any] | None:
+def _checkpoint_summary(folder: Path) -> JsonObject | None:
     """What ``index.json`` says of a finished checkpoint; ``None`` for an unfinished one."""
     try:
         index = json.loads((folder / CHECKPOINT_INDEX).read_bytes())
@@ -201,7 +209,7 @@ def _checkpoint_summary(folder: Path) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) else {}
 
 
-def list_checkpoints(run: Path) -> list[dict[str, Any]]:
+def list_checkpoints(run: Path) -> list[JsonObject]:
     """Finished checkpoint folders under ``run/checkpoints`` (oldest first), with their
     files; a folder still being written (no ``index.json``) is left out."""
     root = run / CHECKPOINTS_DIR
@@ -209,14 +217,14 @@ def list_checkpoints(run: Path) -> list[dict[str, Any]]:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:
         return []
-    found = []
+    found: list[JsonObject] = []
     for entry in entries:
         if not entry.is_dir(follow_symlinks=False):
             continue
         summary = _checkpoint_summary(Path(entry.path))
         if summary is None:
             continue
-        files = [{"name": f.name, "bytes": f.stat().st_size}
+        files: list[JsonValue] = [{"name": f.name, "bytes": f.stat().st_size}
                  for f in sorted(os.scandir(entry.path), key=lambda f: f.name)
                  if f.is_file(follow_symlinks=False)]
         found.append({"name": entry.name, "path": f"{CHECKPOINTS_DIR}/{entry.name}",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from agilerl.dashboard.readers import (
     CHECKPOINTS_DIR,
@@ -28,6 +28,9 @@ from agilerl.dashboard.readers import (
     read_manifest,
     read_metrics,
 )
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["LIVE_SECONDS", "SEARCH_DEPTH", "RunFolder", "RunsIndex", "summarize"]
 
@@ -127,7 +130,7 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _iso_seconds(text: Any) -> float | None:
+def _iso_seconds(text: object) -> float | None:
     if not isinstance(text, str):
         return None
     try:
@@ -136,11 +139,11 @@ def _iso_seconds(text: Any) -> float | None:
         return None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _active_seconds(events: list[dict[str, Any]]) -> float | None:
+def _active_seconds(events: list[JsonObject]) -> float | None:
     """Seconds the run trained: each part (a start or resume, to its last event) summed, so
     the time a stopped run waited before it was resumed does not count."""
     total, start, last = 0.0, None, None
@@ -158,7 +161,20 @@ def _active_seconds(events: list[dict[str, Any]]) -> float | None:
     return total + last - start
 
 
-def _from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+class _Told(TypedDict, total=False):
+    """What the event log says of a run (:func:`_from_events`); a key is absent when no
+    event says it."""
+
+    algorithm: str | None
+    env: str | None
+    pop_size: JsonValue
+    started: float | None
+    active_seconds: float | None
+    status: str | None
+    best_fitness: JsonValue
+
+
+def _from_events(events: list[JsonObject]) -> _Told:
     """What the event log says of the run as a whole (it may hold several start ... end
     parts: one per start or resume)."""
     start = next((e for e in events if e.get("event") == "run_start"), None)
@@ -166,20 +182,22 @@ def _from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
                      default=-1)
     end = next((e for e in reversed(events[last_start + 1:]) if e.get("event") == "run_end"),
                None)  # an end before the last start was resumed from: the run goes on
-    found: dict[str, Any] = {}
+    found: _Told = {}
     if start is not None:
-        found.update(algorithm=_text(start.get("algorithm")), env=_text(start.get("env")),
-                     pop_size=start.get("pop_size"), started=_iso_seconds(start.get("time")),
-                     active_seconds=_active_seconds(events))
+        found.update({"algorithm": _text(start.get("algorithm")), "env": _text(start.get("env")),
+                      "pop_size": start.get("pop_size"),
+                      "started": _iso_seconds(start.get("time")),
+                      "active_seconds": _active_seconds(events)})
     if end is not None:
-        found.update(status=_text(end.get("status")), best_fitness=end.get("best_fitness"))
+        found.update({"status": _text(end.get("status")),
+                      "best_fitness": end.get("best_fitness")})
     return found
 
 
-_told: dict[Path, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
+_told: dict[Path, tuple[list[JsonObject], _Told]] = {}
 
 
-def _told_by_events(run: RunFolder) -> dict[str, Any]:
+def _told_by_events(run: RunFolder) -> _Told:
     """:func:`_from_events` of the run's events, worked out again only when they change
     (the reader returns the same list until the file does)."""
     events = read_events(run.path)
@@ -191,7 +209,7 @@ def _told_by_events(run: RunFolder) -> dict[str, Any]:
     return found
 
 
-def _section_name(manifest: dict[str, Any], section: str) -> str | None:
+def _section_name(manifest: JsonObject, section: str) -> str | None:
     part = manifest.get(section)
     return _text(part.get("name")) if isinstance(part, dict) else None
 
@@ -209,14 +227,14 @@ def _status(told: str | None, updated: float | None, started: float | None,
     return "finished" if elite else "stopped"
 
 
-def summarize(run: RunFolder, now: float | None = None) -> dict[str, Any]:
+def summarize(run: RunFolder, now: float | None = None) -> JsonObject:
     """The runs-list row of ``run``."""
     now = time.time() if now is None else now
     metrics = read_metrics(run.path)
     told = _told_by_events(run)
     _, manifest = read_manifest(run.path)
     section = manifest.get("training")
-    training: dict[str, Any] = section if isinstance(section, dict) else {}
+    training: JsonObject = section if isinstance(section, dict) else {}
     best_column = [v for v in metrics.column("eval/best_fitness") if v is not None]
     updated = max((t for t in (_mtime(run.path / name) for name in RUN_FILES) if t is not None),
                   default=None)

@@ -7,9 +7,8 @@ import ipaddress
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from agilerl.dashboard.api import DashboardApp, Response
 from agilerl.dashboard.runs import RunsIndex
@@ -86,7 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._write(payload)
 
-    def _write(self, payload: Any) -> None:
+    def _write(self, payload: bytes | Iterable[bytes]) -> None:
         try:
             if isinstance(payload, bytes):
                 self.wfile.write(payload)
@@ -98,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
             # (a checkpoint pruned while it was downloaded): end this connection only
             self.close_connection = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         if self.server.verbose:
             super().log_message(format, *args)
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import jwt
 
@@ -26,11 +26,29 @@ from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.store import Store
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 PAT_PREFIX = "arena_pat_"
 _PAT_RE = re.compile(r"^arena_pat_([0-9a-f-]{36})_([0-9a-f]{64})$")
 _ISSUER = "agilerl-arena-server"
 #: The ``sub`` this server signs: a user id in decimal ASCII that fits SQLite's integers.
 _SUBJECT_RE = re.compile(r"[1-9][0-9]{0,17}")
+
+
+class _Claims(TypedDict):
+    """A verified token's claims (as this server signs them), plus the user id its subject
+    names."""
+
+    iss: str
+    sub: str
+    typ: str
+    iat: int
+    exp: int
+    jti: str
+    user_id: int
+
+
 _USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"  # no vowels: codes never spell words
 
 
@@ -101,7 +119,7 @@ class Authenticator:
                   "exp": int(now + ttl), "jti": jti}
         return jwt.encode(claims, self._secret, algorithm="HS256"), jti, now + ttl
 
-    def _decode(self, token: str, typ: str) -> dict[str, Any]:
+    def _decode(self, token: str, typ: str) -> _Claims:
         claims = jwt.decode(token, self._secret, algorithms=["HS256"], issuer=_ISSUER,
                             options={"require": ["exp", "sub", "typ", "jti"]})
         if claims.get("typ") != typ:
@@ -111,9 +129,9 @@ class Authenticator:
         if not isinstance(claims["sub"], str) or not _SUBJECT_RE.fullmatch(claims["sub"]):
             raise jwt.InvalidTokenError("subject is not a user id")
         claims["user_id"] = int(claims["sub"])
-        return claims
+        return cast(_Claims, claims)
 
-    def issue_tokens(self, user_id: int) -> dict[str, Any]:
+    def issue_tokens(self, user_id: int) -> JsonObject:
         """A fresh access/refresh pair in the shape Keycloak's token endpoint returns."""
         access, _, _ = self._sign(user_id, "access", self.config.access_token_ttl_s)
         refresh, jti, exp = self._sign(user_id, "refresh", self.config.refresh_token_ttl_s)
@@ -127,7 +145,7 @@ class Authenticator:
             "scope": "openid profile email",
         }
 
-    def refresh(self, refresh_token: str) -> dict[str, Any]:
+    def refresh(self, refresh_token: str) -> JsonObject:
         """Rotate a refresh token; any problem is Keycloak's ``invalid_grant``."""
         try:
             claims = self._decode(refresh_token, "refresh")
@@ -166,7 +184,7 @@ class Authenticator:
 
     # ---- device authorization grant ---------------------------------------------------
 
-    def start_device(self, client_id: str, scope: str, base_url: str) -> dict[str, Any]:
+    def start_device(self, client_id: str, scope: str, base_url: str) -> JsonObject:
         device_code = secrets.token_urlsafe(32)
         user_code = "".join(secrets.choice(_USER_CODE_ALPHABET) for _ in range(8))
         user_code = f"{user_code[:4]}-{user_code[4:]}"
@@ -188,7 +206,7 @@ class Authenticator:
             "interval": interval,
         }
 
-    def poll_device(self, device_code: str) -> dict[str, Any]:
+    def poll_device(self, device_code: str) -> JsonObject:
         """Token endpoint for the device grant (errors use Keycloak's names, status 400)."""
         key = sha256_hex(device_code)
         row = self.store.device(key)

@@ -23,19 +23,28 @@ import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agilerl.arena.server.config import ServerConfig
 from agilerl.version import version_line
 
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
+    from agilerl.arena.server.store import Store
+
+#: what a numeric flag's argparse type returns (an int or a float).
+N = TypeVar("N", int, float)
+
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-def _number(cast: Callable[[str], Any], what: str, low: float,
-            high: float = float("inf")) -> Callable[[str], Any]:
+def _number(cast: Callable[[str], N], what: str, low: float,
+            high: float = float("inf")) -> Callable[[str], N]:
     """An argparse type: ``cast`` the text and keep it in ``[low, high]``."""
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> N:
         try:
             value = cast(text)
         except ValueError:
@@ -152,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: ``serve`` flag -> (ServerConfig field, scale from the flag's unit, argparse type).
-_CUSTOM_ENV_FLAGS: dict[str, tuple[str, int, Callable[[str], Any]]] = {
+_CUSTOM_ENV_FLAGS: dict[str, tuple[str, int, Callable[[str], float]]] = {
     "--env-install-timeout": ("env_install_timeout_s", 1, _seconds),
     "--env-max-venv-mb": ("env_max_venv_bytes", 1 << 20, _positive),
     "--env-max-source-mb": ("env_max_source_bytes", 1 << 20, _positive),
@@ -191,7 +200,7 @@ def _custom_env_config(args: argparse.Namespace) -> dict[str, Any]:
 
 #: ``serve`` flag -> (ServerConfig field, scale from the flag's unit, argparse type, help):
 #: what one job may hold and one user's disk quota (defaults are ServerConfig's).
-_LIMIT_FLAGS: dict[str, tuple[str, int, Callable[[str], Any], str]] = {
+_LIMIT_FLAGS: dict[str, tuple[str, int, Callable[[str], float], str]] = {
     "--max-checkpoints": ("max_checkpoints_per_job", 1, _positive,
                           "checkpoints one job may save"),
     "--max-epochs": ("max_epochs", 1, _positive,
@@ -273,7 +282,7 @@ def _stop(signum: int, frame: object) -> None:
     raise _Stop
 
 
-def _uvicorn_server(app: Any, log_level: str) -> Any:
+def _uvicorn_server(app: FastAPI, log_level: str) -> uvicorn.Server:
     """A uvicorn server for which SIGINT/SIGTERM mean "shut down cleanly and exit 0".
 
     uvicorn re-raises a captured stop signal once it has shut down, so the process would die
@@ -384,7 +393,7 @@ def _tokens_create(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _existing_store(data_dir: Path) -> Iterator[Any]:
+def _existing_store(data_dir: Path) -> Iterator[Store]:
     """The server database under ``data_dir``; :class:`_NoDatabase` when there is none."""
     from agilerl.arena.server.store import Store
 

@@ -13,7 +13,8 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TypedDict
 
 from agilerl.population.ray_cluster import NAMESPACE, PLACEMENT_GROUP_ENV, unreachable
 
@@ -39,6 +40,18 @@ class NodeShape:
         return f"ray-{gpu}{self.cpus}cpu"
 
 
+class Tier(TypedDict):
+    """One resource tier of :meth:`RayCluster.tiers` (spec: ``resources/list``)."""
+
+    name: str
+    num_gpus: int
+    gpu_type: str | None
+    num_cpus: int
+    ram_gb: float
+    price_per_node_hour: int
+    nodes: int
+
+
 def node_shape(resources: dict[str, float]) -> NodeShape:
     """The shape of a node from its Ray resources (``CPU``, ``GPU``, ``memory``,
     ``accelerator_type:<T>``)."""
@@ -54,7 +67,7 @@ class RayCluster:
     def __init__(self, address: str) -> None:
         self.address = address
         self._lock = threading.Lock()
-        self._ray: Any = None
+        self._ray: ModuleType | None = None  # the ray module, once connected
 
     def connect(self) -> None:
         """Join the cluster as a driver; raises :class:`ClusterUnavailable` with the reason."""
@@ -88,16 +101,17 @@ class RayCluster:
     def nodes(self) -> list[NodeShape]:
         """The shapes of the cluster's alive nodes, one entry per node."""
         self.connect()
+        assert self._ray is not None  # connect() set it, or raised
         return [node_shape(dict(n.get("Resources") or {}))
                 for n in self._ray.nodes() if n.get("Alive")]
 
-    def tiers(self) -> dict[str, dict[str, Any]]:
+    def tiers(self) -> dict[str, Tier]:
         """Resource tiers (spec: ``resources/list``), one per kind of node (CPUs, GPUs, GPU
         type), most GPUs then most CPUs first; ``ram_gb`` is the smallest of its nodes."""
         groups: dict[str, list[NodeShape]] = {}
         for shape in self.nodes():
             groups.setdefault(shape.tier_id, []).append(shape)
-        tiers: dict[str, dict[str, Any]] = {}
+        tiers: dict[str, Tier] = {}
         for key, shapes in sorted(groups.items(), key=lambda kv: (-kv[1][0].gpus,
                                                                    -kv[1][0].cpus)):
             shape, count = shapes[0], len(shapes)
@@ -140,6 +154,8 @@ class RayCluster:
         """The cluster's session folder on this machine (a job's driver writes its logs
         there), or None when the server reaches the cluster through the Ray client."""
         self.connect()
+        if self._ray is None:  # closed meanwhile
+            return None
         try:
             node = self._ray._private.worker.global_worker.node
         except AttributeError:

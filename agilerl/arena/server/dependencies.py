@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar, TypeVarTuple, Unpack
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -20,6 +20,7 @@ from agilerl.arena.server.scheduler import Scheduler
 from agilerl.arena.server.store import Store
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 @dataclass
@@ -43,11 +44,11 @@ class Context:
         self.device_limiter = RateLimiter(self.config.device_rate_per_minute,
                                           self.config.device_rate_burst)
 
-    async def submit_call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def submit_call(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.submitter, fn, *args)
 
 
-def ok(data: Any, status: int = 200) -> JSONResponse:
+def ok(data: object, status: int = 200) -> JSONResponse:
     """The success envelope of spec §9.1."""
     return JSONResponse({"ok": True, "data": data}, status_code=status)
 

@@ -158,7 +158,7 @@ def _legacy_binding(row: Row, data_dir: Path) -> Binding | None:
     fields = ("name", "version", "source", "venv")
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in fields):
         return None
-    binding = Binding(**{k: data[k] for k in fields})
+    binding = Binding(**{k: v for k in fields if isinstance(v := data[k], str)})
     if not (NAME.match(binding.name) and NAME.match(binding.version)):
         return None
     root = data_dir / "environments" / str(int(row["user_id"])) / binding.name / binding.version

@@ -31,7 +31,12 @@ import select
 import struct
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 #: largest frame either side accepts (an observation, an info dict, a space's bounds).
 MAX_FRAME_BYTES = 64 << 20
@@ -78,7 +83,7 @@ class UnsupportedSpace(Opaque):
     """A Gymnasium space the checker cannot rebuild (Text, Sequence, Graph, a custom one)."""
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     """The type name of ``value`` as the host saw it."""
     return value.type_name if isinstance(value, Opaque) else type(value).__name__
 
@@ -86,7 +91,7 @@ def type_name(value: Any) -> str:
 # ---- encoding (either side) ------------------------------------------------------------
 
 
-def _npy(array: Any) -> bytes:
+def _npy(array: np.ndarray) -> bytes:
     import numpy as np
 
     buf = io.BytesIO()
@@ -94,7 +99,7 @@ def _npy(array: Any) -> bytes:
     return buf.getvalue()
 
 
-def _opaque(value: Any) -> dict[str, Any]:
+def _opaque(value: object) -> JsonObject:
     try:
         text = repr(value)[:_REPR_CHARS]
     except Exception:  # noqa: BLE001 - a repr of upload code may raise anything
@@ -108,12 +113,13 @@ class Encoder:
     def __init__(self) -> None:
         self.blobs: list[bytes] = []
 
-    def _blob(self, tag: str, array: Any) -> dict[str, Any]:
+    def _blob(self, tag: str, array: np.ndarray) -> JsonObject:
         self.blobs.append(_npy(array))
         return {"$": tag, "blob": len(self.blobs) - 1}
 
-    def encode(self, value: Any, depth: int = 0) -> Any:
-        if value is None or type(value) in (bool, int, float, str):
+    def encode(self, value: object, depth: int = 0) -> JsonValue:
+        if value is None or (isinstance(value, bool | int | float | str)
+                             and type(value) in (bool, int, float, str)):
             return value
         import numpy as np
 
@@ -137,7 +143,7 @@ class Encoder:
         space = self._space(value, depth)
         return _opaque(value) if space is None else space
 
-    def _space(self, value: Any, depth: int) -> dict[str, Any] | None:
+    def _space(self, value: object, depth: int) -> JsonObject | None:
         """A Gymnasium space's description, or None when ``value`` is not a space."""
         import sys
 
@@ -145,7 +151,7 @@ class Encoder:
         if spaces is None or not isinstance(value, spaces.Space):
             return None
         # a subclass is described (and checked) as the Gymnasium space it derives from
-        fields: dict[str, Any]
+        fields: JsonObject
         if isinstance(value, spaces.Box):
             kind, fields = "Box", {"low": self.encode(value.low), "high": self.encode(value.high)}
         elif isinstance(value, spaces.Discrete):

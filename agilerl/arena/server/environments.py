@@ -36,7 +36,7 @@ def exists(name: str) -> bool:
     return name in gym_ids() or ("." in name and ":" not in name and _module_exists(name))
 
 
-def catalogue(name: str | None) -> dict[str, Any]:
+def catalogue(name: str | None) -> dict[str, dict[str, dict[str, bool]]]:
     """``{env: {version: {"validated", "profiled"}}}`` for the built-in ids."""
     return {
         env: {BUILTIN_VERSION: {"validated": True, "profiled": False}}

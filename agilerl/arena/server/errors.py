@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class ApiError(Exception):
     """An HTTP error with a stable machine code (spec arena-api §9.1)."""
 
-    def __init__(self, status: int, code: str, message: str, **extras: Any) -> None:
+    def __init__(self, status: int, code: str, message: str, **extras: object) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.extras = extras
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         return {"ok": False, "error": self.message, "error_code": self.code, **self.extras}
 
 

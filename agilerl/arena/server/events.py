@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 NDJSON = "application/x-ndjson"
 
 
 def event(kind: str, stage: str, status: str, message: str,
-          detail: dict[str, Any] | None = None, level: str | None = None) -> bytes:
+          detail: Mapping[str, object] | None = None, level: str | None = None) -> bytes:
     """``{"kind", "stage", "status", "message"[, "detail"][, "level"]}`` and a newline."""
-    line: dict[str, Any] = {"kind": kind, "stage": stage, "status": status, "message": message}
+    line: dict[str, object] = {"kind": kind, "stage": stage, "status": status, "message": message}
     if detail is not None:
         line["detail"] = detail
     if level is not None:

@@ -21,7 +21,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agilerl.arena.server import states
 from agilerl.arena.server.config import ServerConfig
@@ -29,7 +29,7 @@ from agilerl.arena.server.errors import ApiError
 
 if TYPE_CHECKING:
     from agilerl.arena.server.scheduler import Scheduler
-    from agilerl.arena.server.store import Store
+    from agilerl.arena.server.store import Row, Store
 
 log = logging.getLogger(__name__)
 _MB = 1 << 20
@@ -119,7 +119,7 @@ class QuotaWatch:
             return
         self._next = now + cfg.quota_check_interval_s
         rows = [scheduler.store.experiment(exp_id) for exp_id in scheduler.running()]
-        by_user: dict[int, list[dict[str, Any]]] = {}
+        by_user: dict[int, list[Row]] = {}
         for row in rows:
             if row is not None and row["state"] in (states.STARTING, states.RUNNING):
                 by_user.setdefault(int(row["user_id"]), []).append(row)
@@ -129,7 +129,7 @@ class QuotaWatch:
                 for row in running:
                     self._stop(scheduler, row, used)
 
-    def _stop(self, scheduler: Scheduler, row: dict[str, Any], used: int) -> None:
+    def _stop(self, scheduler: Scheduler, row: Row, used: int) -> None:
         message = over_quota(self.config, used, "Stopped").message
         log.warning("experiment %s: %s", row["id"], message)
         if scheduler.store.transition(int(row["id"]), states.STOPPING,

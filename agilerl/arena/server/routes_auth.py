@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -12,6 +12,9 @@ from pydantic import BaseModel, Field
 from agilerl.arena.server.auth import User
 from agilerl.arena.server.dependencies import context, current_user, ok
 from agilerl.arena.server.errors import ApiError
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 _OIDC = "/realms/{realm}/protocol/openid-connect"
@@ -179,7 +182,7 @@ def create_token(body: TokenRequest, request: Request,
     return ok({"token": context(request).auth.create_pat(target)}, status=201)
 
 
-def _profile(user: User) -> dict[str, Any]:
+def _profile(user: User) -> JsonObject:
     return {"id": user.id, "email": f"{user.name}@localhost", "first_name": user.name,
             "last_name": "", "username": user.name, "is_admin": user.is_admin}
 

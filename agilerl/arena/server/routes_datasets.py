@@ -14,7 +14,7 @@ import csv
 import io
 import json
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
@@ -26,6 +26,9 @@ from agilerl.arena.server.catalog import Catalog, Row, check_name
 from agilerl.arena.server.dependencies import context, current_user, ok
 from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import blank
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
 
 router = APIRouter()
 DATASETS = "/api/cli/v1/datasets"
@@ -102,7 +105,7 @@ def read_csv(data: bytes, mapping: dict[str, str]) -> tuple[list[str], int]:
     return header, rows
 
 
-def _public(row: Row) -> dict[str, Any]:
+def _public(row: Row) -> JsonObject:
     return {"id": row["id"], "name": row["name"], "category": row["category"],
             "datasetType": row["category"], "description": row["description"],
             "column_mapping": row["column_mapping"], "columns": row["columns"],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -73,7 +72,7 @@ def static_file(name: str) -> Response:
     return _static(name)
 
 
-def _json(data: Any) -> JSONResponse:
+def _json(data: object) -> JSONResponse:
     return JSONResponse(data, headers={"Cache-Control": "no-store"})
 
 

@@ -21,10 +21,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.server import nofollow
 from agilerl.arena.server.store import now_iso
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 _DIGITS = re.compile(r"(\d+)(?!.*\d)")
 READ_CHUNK = 1 << 20
@@ -56,14 +61,14 @@ class Checkpoint:
     #: the population slot holding the best member, when the trainer recorded it.
     elite_member: int | None = None
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> JsonObject:
         return {"name": self.name, "steps": self.steps, "total_steps": self.total_steps,
                 "size_mb": round(self.size_mb, 3), "training_score": self.training_score,
                 "evaluation_score": self.evaluation_score, "created_at": self.created_at,
                 "generation": self.generation, "elite_member": self.elite_member}
 
 
-def untrusted_json(text: bytes | str) -> Any:
+def untrusted_json(text: bytes | str) -> JsonValue:
     """JSON a job could have written, or None when it is not JSON (or nests too deep to
     parse: ``json`` raises RecursionError for that)."""
     try:
@@ -72,20 +77,21 @@ def untrusted_json(text: bytes | str) -> Any:
         return None
 
 
-def _number(data: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+def _number(data: Mapping[str, JsonValue], keys: tuple[str, ...]) -> float | None:
     for key in keys:
         value = data.get(key)
         if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
-            return float(max(value))
+            return float(max(cast("list[float]", value)))
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     return None
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     """A whole number >= 0 the job wrote, else None (the job's files are untrusted)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 class RunDir:
@@ -110,17 +116,17 @@ class RunDir:
         #: ``training.max_steps`` is per agent, so steps shown to users are divided by this.
         self.agents = agents if agents > 0 else 1
 
-    def create(self, manifest: dict[str, Any]) -> None:
+    def create(self, manifest: Mapping[str, JsonValue]) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.checkpoints.mkdir(exist_ok=True)
         self.write_manifest(manifest)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: Mapping[str, JsonValue]) -> None:
         """(Re)write the job's copy of the manifest (the server's own is in the database)."""
         text = json.dumps(manifest, indent=2, allow_nan=False) + "\n"
         nofollow.write_atomic(self.root, "manifest.json", text.encode())
 
-    def read_manifest(self) -> dict[str, Any]:
+    def read_manifest(self) -> JsonObject:
         """The job's copy of the manifest: only for importing experiments recorded before
         the database held its own copy (:meth:`.Scheduler.manifest_of`)."""
         data = untrusted_json(nofollow.read_bytes(self.root, "manifest.json"))
@@ -324,7 +330,7 @@ class RunDir:
         found = nofollow.entry(self.root, "logs.ndjson")
         return found.size if found is not None and found.kind == "file" else 0
 
-    def read_logs(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def read_logs(self, offset: int = 0) -> tuple[list[JsonObject], int]:
         """Complete log lines from byte ``offset`` (at most ~1 MiB); returns them and the
         next offset, so a long log is streamed in pieces rather than loaded whole."""
         try:
@@ -336,7 +342,7 @@ class RunDir:
         end = chunk.rfind(b"\n")
         if end < 0:
             return [], offset
-        entries = []
+        entries: list[JsonObject] = []
         for line in chunk[: end + 1].splitlines():
             entry = untrusted_json(line)
             if isinstance(entry, dict):
@@ -412,8 +418,11 @@ class LogWriter:
 def _last_seq(path: Path) -> int:
     for line in _tail_lines(path):
         entry = untrusted_json(line)
+        seq = entry.get("seq") if isinstance(entry, dict) else None
+        if not isinstance(seq, int | float | str):
+            continue  # no entry, no seq, or one int() refuses with a TypeError
         try:
-            return int(entry["seq"])
+            return int(seq)
         except (ValueError, KeyError, TypeError):
             continue
     return 0

@@ -32,7 +32,6 @@ import ctypes
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
@@ -190,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     return confine_and_exec("arena job sandbox", args.hide, args.write, args.read, command)
 
 
-def confine_and_exec(label: str, hide: Any, write: Any, read: Any, command: list[str],
+def confine_and_exec(label: str, hide: list[Path], write: list[Path],
+                     read: list[Path] | None, command: list[str],
                      *, landlock: bool = True) -> int:
     """Confine this process (unless ``landlock`` is False), then replace it with ``command``;
     returns only on failure: 126 when confinement fails, 127 when ``command`` cannot run."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
 
 from agilerl.arena.server.errors import ApiError
 
@@ -90,7 +89,7 @@ class _Stream:
         self._data = data
         self._pos = 0
         self._tail = b""
-        self._inflate: Any = zlib.decompressobj(wbits=31) if self._gzip else None
+        self._inflate: zlib._Decompress | None = zlib.decompressobj(wbits=31) if self._gzip else None
         self._buf = bytearray()
         self._members = 1
         self.consumed = 0
@@ -104,6 +103,7 @@ class _Stream:
     def _next_member(self) -> bool:
         """After one gzip member: start the next, as GzipFile does (zero padding between
         members is skipped). False at the end of the input."""
+        assert self._inflate is not None  # called only while a member is inflated
         self._tail = self._inflate.unused_data.lstrip(b"\0")
         while not self._tail and self._pos < len(self._data):
             self._tail = self._next_input().lstrip(b"\0")

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import yaml
 
@@ -33,6 +33,11 @@ from agilerl.dashboard.readers import (
     parse_metrics,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from agilerl.core.value_types import JsonObject, JsonValue
+
 T = TypeVar("T")
 #: files of the trainer's run folder (``run/``) a page may download.
 DOWNLOADABLE = ("metrics.csv", EVENTS_FILE, MANIFEST_FILE, ELITE_FILE)
@@ -46,7 +51,8 @@ CACHE_ENTRIES = 512
 LOG_TAIL_BYTES = 64 << 10
 CHUNK = 1 << 16
 
-_cache: OrderedDict[tuple[str, str], tuple[tuple[int, int, int], Any]] = OrderedDict()
+#: each file is always parsed by the same function, so its entry holds that function's type.
+_cache: OrderedDict[tuple[str, str], tuple[tuple[int, int, int], object]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -61,7 +67,7 @@ def _parsed(run: RunDir, rel: str, parse: Callable[[bytes], T], empty: T) -> T:
             with _lock:
                 hit = _cache.get(key)
             if hit is not None and hit[0] == signature:
-                return hit[1]  # type: ignore[no-any-return]
+                return cast(T, hit[1])
             if stat.st_size > MAX_PARSED_BYTES:
                 return empty
             data = handle.read(MAX_PARSED_BYTES)
@@ -84,7 +90,7 @@ def metrics_of(run: RunDir) -> Metrics:
                    Metrics([], []))
 
 
-def events_of(run: RunDir) -> list[dict[str, Any]]:
+def events_of(run: RunDir) -> list[JsonObject]:
     return _parsed(run, f"run/{EVENTS_FILE}", lambda data: parse_events(data.splitlines()), [])
 
 
@@ -101,7 +107,7 @@ def file_signature(run: RunDir, rel: str) -> str | None:
     return f"{stat.st_dev}:{stat.st_ino}"
 
 
-def _epoch(text: Any) -> float | None:
+def _epoch(text: object) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -110,7 +116,7 @@ def _epoch(text: Any) -> float | None:
         return None
 
 
-def _best(metrics: Metrics, events: list[dict[str, Any]]) -> float | None:
+def _best(metrics: Metrics, events: list[JsonObject]) -> float | None:
     column = [v for v in metrics.column("eval/best_fitness") if v is not None]
     if column:
         return max(column)
@@ -119,7 +125,7 @@ def _best(metrics: Metrics, events: list[dict[str, Any]]) -> float | None:
     return float(found[-1]) if found else None
 
 
-def summary(row: Row, run: RunDir, now: float) -> dict[str, Any]:
+def summary(row: Row, run: RunDir, now: float) -> JsonObject:
     """The runs-list row of one experiment (the dashboard's keys, plus the job's)."""
     metrics = metrics_of(run)
     events = events_of(run)
@@ -143,7 +149,7 @@ def summary(row: Row, run: RunDir, now: float) -> dict[str, Any]:
     }
 
 
-def manifest_text(run: RunDir, server_copy: dict[str, Any]) -> str:
+def manifest_text(run: RunDir, server_copy: Mapping[str, JsonValue]) -> str:
     """The trainer's resolved manifest when it wrote one, else the server's copy."""
     text = _parsed(run, f"run/{MANIFEST_FILE}",
                    lambda data: parse_manifest(data[:MAX_TEXT_BYTES + 1])[0], "")
@@ -153,7 +159,7 @@ def manifest_text(run: RunDir, server_copy: dict[str, Any]) -> str:
         + yaml.safe_dump(server_copy, sort_keys=False)
 
 
-def checkpoints(run: RunDir) -> list[dict[str, Any]]:
+def checkpoints(run: RunDir) -> list[JsonObject]:
     """The experiment's finished checkpoints in the dashboard's shape."""
     return [{"name": c.name, "path": f"checkpoints/{c.name}", "generation": c.generation,
              "env_steps": c.total_steps, "elite_member": c.elite_member,
@@ -189,13 +195,13 @@ def stream_file(run: RunDir, rel: str) -> tuple[int, Iterator[bytes]]:
     return size, chunks()
 
 
-def log_page(run: RunDir, offset: int) -> dict[str, Any]:
+def log_page(run: RunDir, offset: int) -> JsonObject:
     """Log lines from byte ``offset`` (``-1``: the last :data:`LOG_TAIL_BYTES`)."""
     size = run.log_size()
     start = max(0, size - LOG_TAIL_BYTES) if offset < 0 else min(offset, size)
     skipped = start > 0 and offset < 0
     # a line cut by the tail's start is not a JSON object: the reader drops it
     entries, after = run.read_logs(start)
-    lines = [{"seq": e.get("seq"), "ts": e.get("ts"), "stream": str(e.get("stream", "")),
+    lines: list[JsonValue] = [{"seq": e.get("seq"), "ts": e.get("ts"), "stream": str(e.get("stream", "")),
               "message": str(e.get("message", ""))} for e in entries]
     return {"lines": lines, "offset": after, "size": size, "skipped": skipped}
