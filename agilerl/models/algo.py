@@ -180,7 +180,9 @@ class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):
         return RegistryEntry(spec_cls=self[name])
 
     def add(self, name: str, spec_cls: type[AlgoSpec]) -> None:
-        """Register ``spec_cls`` under ``name`` (replacing an entry logs a warning)."""
+        """Register ``spec_cls`` under ``name``; registering a name again logs a warning."""
+        if self._classes.get(name) is spec_cls:
+            logger.warning("Algorithm %r is already registered as %s", name, spec_cls.__name__)
         register_algorithm(name, spec_cls)
 
 
