@@ -18,11 +18,17 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from agilerl.llm.model import load_causal_lm, load_tokenizer, resolve_lora_targets
+
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
+
+    from agilerl.llm.vllm_generation import VLLMGenerator
+    from agilerl.models import LLMAlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class BaseKey:
     gradient_checkpointing: bool = False
 
     @classmethod
-    def from_spec(cls, spec: Any, device: str) -> BaseKey:
+    def from_spec(cls, spec: LLMAlgorithmSpec, device: str) -> BaseKey:
         """The key of an LLM algorithm spec's base model on ``device``."""
         if not spec.pretrained_model_name_or_path:
             raise ValueError("network.pretrained_model_name_or_path is required")
@@ -79,9 +85,9 @@ class SharedBase:
 
     def __init__(self, key: BaseKey) -> None:
         self.key = key
-        quantization: Any = key.quantization
-        if quantization is not None and quantization.startswith("{"):
-            quantization = json.loads(quantization)  # bitsandbytes keyword arguments
+        quantization: str | Mapping[str, object] | None = key.quantization
+        if key.quantization is not None and key.quantization.startswith("{"):
+            quantization = json.loads(key.quantization)  # bitsandbytes keyword arguments
         self.tokenizer = load_tokenizer(key.source)
         self.model = load_causal_lm(
             key.source, device=key.device, dtype=key.dtype, quantization=quantization,
@@ -94,15 +100,15 @@ class SharedBase:
             else:
                 self.model.gradient_checkpointing_enable(
                     gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.peft: Any = None
+        self.peft: PeftModel | None = None
         self._names = itertools.count()
-        self.lora_configs: dict[str, Any] = {}
+        self.lora_configs: dict[str, LoraConfig] = {}
         #: The vLLM engine sampling for this base's members (``use_vllm``), once started.
-        self.vllm: Any = None
+        self.vllm: VLLMGenerator | None = None
         self._vllm_failed = False
 
-    def start_vllm(self, vllm_config: Any, *, max_model_len: int, lora_rank: int,
-                   seed: int) -> Any:
+    def start_vllm(self, vllm_config: Mapping[str, object] | None, *, max_model_len: int,
+                   lora_rank: int, seed: int) -> VLLMGenerator | None:
         """The vLLM engine over this base (:mod:`agilerl.llm.vllm_generation`), started on
         first use; None, after a one-line notice, when vLLM cannot start for this model
         (members then generate with transformers)."""
@@ -136,7 +142,7 @@ class SharedBase:
         return float(self.model.num_parameters(exclude_embeddings=True))
 
     # ------------------------------------------------------------------ adapters
-    def add_adapter(self, config: Any, prefix: str = "member", scope: str | None = None) -> str:
+    def add_adapter(self, config: LoraConfig, prefix: str = "member", scope: str | None = None) -> str:
         """Add a freshly initialised adapter with LoRA ``config`` (its targets resolved to
         this model's modules under ``scope``: :func:`resolve_lora_targets`); return its name.
         ``lora_configs[name]`` is the resolved config."""
@@ -167,6 +173,7 @@ class SharedBase:
     def parameters(self, name: str) -> list[torch.nn.Parameter]:
         """The parameters of adapter ``name``, in a fixed order."""
         marker = f".{name}."
+        assert self.peft is not None  # adapters were added
         return [p for n, p in self.peft.named_parameters() if marker in n]
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
@@ -187,8 +194,9 @@ class SharedBase:
                              f"{sorted(unexpected)[:3]}")
 
     @contextlib.contextmanager
-    def use(self, name: str) -> Iterator[Any]:
+    def use(self, name: str) -> Iterator[PeftModel]:
         """The peft model with adapter ``name`` active (other adapters are frozen)."""
+        assert self.peft is not None  # adapters were added
         if self.peft.active_adapter != name:
             self.peft.set_adapter(name)
         for param in self.parameters(name):
@@ -196,7 +204,8 @@ class SharedBase:
         yield self.peft
 
     @contextlib.contextmanager
-    def reference(self) -> Iterator[Any]:
+    def reference(self) -> Iterator[PeftModel]:
         """The base model alone (adapters switched off): the reference policy."""
+        assert self.peft is not None  # adapters were added
         with self.peft.disable_adapter():
             yield self.peft

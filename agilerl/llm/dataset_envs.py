@@ -20,14 +20,20 @@ single forward pass scores both. An SFT row is ``prompt`` and the ``response_col
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from agilerl.llm.datasets import DatasetSplit, load_llm_dataset
 from agilerl.llm.text_batches import TokenBatch, encode_prompt_responses
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agilerl.llm.members import DatasetLearner
+    from agilerl.models import LLMEnvSpec
 
 __all__ = ["EVAL_ROWS", "DatasetEnv", "PreferenceBatch", "PreferenceEnv", "SFTEnv",
            "make_dataset_env"]
@@ -35,6 +41,13 @@ __all__ = ["EVAL_ROWS", "DatasetEnv", "PreferenceBatch", "PreferenceEnv", "SFTEn
 EVAL_ROWS = 256
 """Held-out rows an evaluation scores at most (the same rows for every member): enough for
 a stable loss or accuracy, bounded so evaluating a population stays cheap."""
+
+#: The batch an environment serves (:class:`PreferenceBatch` or ``TokenBatch``).
+BatchT = TypeVar("BatchT", covariant=True)
+#: A dataset environment class, for constructors that return their own class.
+EnvT = TypeVar("EnvT", bound="DatasetEnv[object]")
+#: A column-major slice of text rows: column name -> its values.
+TextRows = Mapping[str, Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -54,14 +67,14 @@ class PreferenceBatch:
         return self.tokens.rows(self.pairs, 2 * self.pairs)
 
 
-class DatasetEnv:
+class DatasetEnv(Generic[BatchT]):
     """Training and held-out rows of one dataset, served as token batches."""
 
     env_type: ClassVar[str]
     needed_by: ClassVar[str]
 
-    def __init__(self, split: DatasetSplit, tokenizer: Any, *, max_context_length: int,
-                 seed: int = 0, evaluation_interval: int = 1) -> None:
+    def __init__(self, split: DatasetSplit, tokenizer: PreTrainedTokenizerBase, *,
+                 max_context_length: int, seed: int = 0, evaluation_interval: int = 1) -> None:
         self.train, self.test, self.source = split.train, split.test, split.source
         self.name = split.source
         self.tokenizer = tokenizer
@@ -71,7 +84,7 @@ class DatasetEnv:
         self._orders: dict[int, np.ndarray] = {}
 
     # ------------------------------------------------------------------ subclass hooks
-    def encode(self, rows: dict[str, list[Any]]) -> Any:
+    def encode(self, rows: TextRows) -> BatchT:
         """Token batch of a column-major slice of rows."""
         raise NotImplementedError
 
@@ -98,7 +111,7 @@ class DatasetEnv:
             self._orders = {epoch: order}  # members walk the passes in order: keep one
         return order
 
-    def train_batch(self, step: int, batch_size: int) -> Any:
+    def train_batch(self, step: int, batch_size: int) -> BatchT:
         """The training batch of a member's step ``step`` (0-based; module docstring)."""
         if step < 0 or batch_size < 1:
             raise ValueError(f"step must be >= 0 and batch_size >= 1, got {step}, {batch_size}")
@@ -107,13 +120,13 @@ class DatasetEnv:
         rows = self._order(epoch)[start:start + int(batch_size)]
         return self.encode(self.train[[int(i) for i in rows]])
 
-    def eval_batches(self, batch_size: int) -> Iterator[Any]:
+    def eval_batches(self, batch_size: int) -> Iterator[BatchT]:
         """The first :data:`EVAL_ROWS` held-out rows in order, ``batch_size`` at a time."""
         rows = min(len(self.test), EVAL_ROWS)
         for start in range(0, rows, int(batch_size)):
             yield self.encode(self.test[start:min(start + int(batch_size), rows)])
 
-    def evaluate(self, agent: Any, loop: int = 1) -> float:
+    def evaluate(self, agent: DatasetLearner, loop: int = 1) -> float:
         """``agent``'s fitness on the held-out rows (``agent.evaluate_dataset(self)``),
         recomputed when the member reaches a new ``evaluation_interval`` of steps; between
         those its last fitness stands. Deterministic, so ``loop`` passes would agree."""
@@ -125,9 +138,9 @@ class DatasetEnv:
         return fitness
 
     @classmethod
-    def from_spec(cls, spec: Any, tokenizer: Any, *, max_context_length: int, seed: int = 0,
-                  evaluation_interval: int = 1,
-                  base_dir: str | os.PathLike[str] | None = None) -> DatasetEnv:
+    def from_spec(cls: type[EnvT], spec: LLMEnvSpec, tokenizer: PreTrainedTokenizerBase, *,
+                  max_context_length: int, seed: int = 0, evaluation_interval: int = 1,
+                  base_dir: str | os.PathLike[str] | None = None) -> EnvT:
         """Load ``spec.dataset`` (an ``LLMEnvSpec``), check its columns and split it."""
         split = load_llm_dataset(spec, cls.columns_of(spec), cls.needed_by, base_dir=base_dir,
                                  seed=seed)
@@ -135,27 +148,27 @@ class DatasetEnv:
                    evaluation_interval=evaluation_interval, **cls.options_of(spec))
 
     @classmethod
-    def columns_of(cls, spec: Any) -> list[str]:
+    def columns_of(cls, spec: object) -> list[str]:
         """The dataset columns this environment reads (after ``environment.columns``)."""
         raise NotImplementedError
 
     @classmethod
-    def options_of(cls, spec: Any) -> dict[str, Any]:
+    def options_of(cls, spec: object) -> dict[str, str]:
         """Constructor keywords taken from the spec beyond the common ones."""
         return {}
 
 
-class PreferenceEnv(DatasetEnv):
+class PreferenceEnv(DatasetEnv[PreferenceBatch]):
     """``prompt`` / ``chosen`` / ``rejected`` rows as :class:`PreferenceBatch` es (DPO)."""
 
     env_type = "preference"
     needed_by = "a preference environment (DPO)"
 
     @classmethod
-    def columns_of(cls, spec: Any) -> list[str]:
+    def columns_of(cls, spec: object) -> list[str]:
         return ["prompt", "chosen", "rejected"]
 
-    def encode(self, rows: dict[str, list[Any]]) -> PreferenceBatch:
+    def encode(self, rows: TextRows) -> PreferenceBatch:
         prompts = list(rows["prompt"])
         tokens = encode_prompt_responses(self.tokenizer, prompts + prompts,
                                          list(rows["chosen"]) + list(rows["rejected"]),
@@ -163,40 +176,41 @@ class PreferenceEnv(DatasetEnv):
         return PreferenceBatch(tokens=tokens, pairs=len(prompts))
 
 
-class SFTEnv(DatasetEnv):
+class SFTEnv(DatasetEnv[TokenBatch]):
     """``prompt`` / response rows as :class:`~agilerl.llm.text_batches.TokenBatch` es (SFT);
     the response column is ``environment.response_column``."""
 
     env_type = "sft"
     needed_by = "an SFT environment"
 
-    def __init__(self, split: DatasetSplit, tokenizer: Any, *, max_context_length: int,
-                 seed: int = 0, evaluation_interval: int = 1,
+    def __init__(self, split: DatasetSplit, tokenizer: PreTrainedTokenizerBase, *,
+                 max_context_length: int, seed: int = 0, evaluation_interval: int = 1,
                  response_column: str = "response") -> None:
         self.response_column = response_column
         super().__init__(split, tokenizer, max_context_length=max_context_length, seed=seed,
                          evaluation_interval=evaluation_interval)
 
     @classmethod
-    def columns_of(cls, spec: Any) -> list[str]:
+    def columns_of(cls, spec: object) -> list[str]:
         return ["prompt", getattr(spec, "response_column", None) or "response"]
 
     @classmethod
-    def options_of(cls, spec: Any) -> dict[str, Any]:
+    def options_of(cls, spec: object) -> dict[str, str]:
         return {"response_column": cls.columns_of(spec)[1]}
 
-    def encode(self, rows: dict[str, list[Any]]) -> TokenBatch:
+    def encode(self, rows: TextRows) -> TokenBatch:
         return encode_prompt_responses(self.tokenizer, list(rows["prompt"]),
                                        list(rows[self.response_column]),
                                        self.max_context_length)
 
 
-DATASET_ENVS: dict[str, type[DatasetEnv]] = {"preference": PreferenceEnv, "sft": SFTEnv}
+DATASET_ENVS: dict[str, type[PreferenceEnv] | type[SFTEnv]] = {"preference": PreferenceEnv, "sft": SFTEnv}
 
 
-def make_dataset_env(spec: Any, tokenizer: Any, *, max_context_length: int, seed: int = 0,
-                     evaluation_interval: int = 1,
-                     base_dir: str | os.PathLike[str] | None = None) -> DatasetEnv:
+def make_dataset_env(spec: LLMEnvSpec, tokenizer: PreTrainedTokenizerBase, *,
+                     max_context_length: int, seed: int = 0, evaluation_interval: int = 1,
+                     base_dir: str | os.PathLike[str] | None = None
+                     ) -> PreferenceEnv | SFTEnv:
     """The preference or SFT environment of an ``LLMEnvSpec`` (by its ``env_type``)."""
     env_type = getattr(spec.env_type, "value", spec.env_type)
     if env_type not in DATASET_ENVS:

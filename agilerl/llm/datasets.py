@@ -24,11 +24,15 @@ import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from agilerl.core.environment_facts import LLM_DATASET_FORMATS
 from agilerl.core.errors import EnvironmentSetupError, MissingExtraError
+
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
 
 __all__ = [
     "FILE_FORMATS",
@@ -56,15 +60,15 @@ class DatasetSourceError(EnvironmentSetupError):
 class DatasetSplit:
     """The training and held-out rows of one dataset, and where they came from."""
 
-    train: Any
+    train: Dataset
     """``datasets.Dataset`` of training rows."""
-    test: Any
+    test: Dataset
     """``datasets.Dataset`` of held-out rows (evaluation)."""
     source: str
     """The file, folder or hub id the rows were read from (used in error messages)."""
 
 
-def _datasets() -> Any:
+def _datasets() -> ModuleType:
     try:
         import datasets
     except ImportError as exc:
@@ -130,7 +134,7 @@ def _find_local(value: str, base_dir: str | os.PathLike[str] | None) -> Path | N
     return None
 
 
-def _first_split(loaded: Any, source: str) -> Any:
+def _first_split(loaded: Dataset | DatasetDict, source: str) -> Dataset:
     """The ``train`` split of a ``DatasetDict`` (or its only split); a ``Dataset`` as is."""
     if not isinstance(loaded, Mapping):
         return loaded
@@ -144,7 +148,7 @@ def _first_split(loaded: Any, source: str) -> Any:
     )
 
 
-def _load_file(path: Path) -> Any:
+def _load_file(path: Path) -> Dataset:
     builder = FILE_FORMATS.get(path.suffix.lower())
     if builder is None:
         raise DatasetSourceError(
@@ -161,7 +165,7 @@ def _load_file(path: Path) -> Any:
         ) from exc
 
 
-def _load_folder(path: Path) -> Any:
+def _load_folder(path: Path) -> Dataset:
     datasets = _datasets()
     saved = any((path / name).is_file()
                 for name in ("dataset_dict.json", "state.json", "dataset_info.json"))
@@ -176,7 +180,7 @@ def _load_folder(path: Path) -> Any:
     return _first_split(loaded, str(path))
 
 
-def _load_hub(dataset_id: str, looked_in: Sequence[Path]) -> Any:
+def _load_hub(dataset_id: str, looked_in: Sequence[Path]) -> Dataset:
     datasets = _datasets()
     online = hub_reachable()
     try:
@@ -198,7 +202,8 @@ def _load_hub(dataset_id: str, looked_in: Sequence[Path]) -> Any:
     return _first_split(loaded, dataset_id)
 
 
-def load_dataset_source(value: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
+def load_dataset_source(value: str, base_dir: str | os.PathLike[str] | None = None
+                        ) -> Dataset:
     """The rows named by ``environment.dataset`` as a ``datasets.Dataset`` (see the module
     docstring for what ``value`` may be). Raises :class:`DatasetSourceError`."""
     local = _find_local(value, base_dir)
@@ -216,7 +221,8 @@ def load_dataset_source(value: str, base_dir: str | os.PathLike[str] | None = No
         return _load_hub(value, looked_in)
 
 
-def rename_columns(dataset: Any, columns: Mapping[str, str] | None, source: str) -> Any:
+def rename_columns(dataset: Dataset, columns: Mapping[str, str] | None, source: str
+                   ) -> Dataset:
     """``dataset`` with ``environment.columns`` renames (old name -> new name) applied."""
     if not columns:
         return dataset
@@ -230,7 +236,7 @@ def rename_columns(dataset: Any, columns: Mapping[str, str] | None, source: str)
     return dataset.rename_columns(renames) if renames else dataset
 
 
-def require_columns(dataset: Any, required: Sequence[str], source: str, needed_by: str) -> None:
+def require_columns(dataset: Dataset, required: Sequence[str], source: str, needed_by: str) -> None:
     """Raise :class:`DatasetSourceError` naming the first column of ``required`` that
     ``dataset`` (read from ``source``) lacks; ``needed_by`` says who needs it."""
     for column in required:
@@ -242,8 +248,8 @@ def require_columns(dataset: Any, required: Sequence[str], source: str, needed_b
             )
 
 
-def split_dataset(dataset: Any, train_fraction: float, seed: int | None,
-                  source: str = "dataset") -> tuple[Any, Any]:
+def split_dataset(dataset: Dataset, train_fraction: float, seed: int | None,
+                  source: str = "dataset") -> tuple[Dataset, Dataset]:
     """(train, held-out) rows: a shuffle seeded by ``seed`` (0 when None), then the first
     ``round(train_fraction * len)`` rows train. Both parts must hold at least one row."""
     rows = len(dataset)
@@ -258,7 +264,7 @@ def split_dataset(dataset: Any, train_fraction: float, seed: int | None,
     return shuffled.select(range(n_train)), shuffled.select(range(n_train, rows))
 
 
-def load_llm_dataset(spec: Any, required: Sequence[str], needed_by: str,
+def load_llm_dataset(spec: object, required: Sequence[str], needed_by: str,
                      base_dir: str | os.PathLike[str] | None = None,
                      seed: int | None = None) -> DatasetSplit:
     """Load ``spec.dataset`` (an ``LLMEnvSpec`` or anything with ``dataset``, ``columns``,

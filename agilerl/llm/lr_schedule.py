@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 __all__ = ["CosineSchedule"]
 
@@ -39,7 +39,7 @@ class CosineSchedule:
     MIN_LR: ClassVar[float] = 1e-8
 
     @classmethod
-    def from_setting(cls, value: Any) -> CosineSchedule | None:
+    def from_setting(cls, value: object) -> CosineSchedule | None:
         """The schedule of a manifest value (a mapping, or an object with the two fields;
         None: a constant rate). Raises ``ValueError`` naming the field when malformed."""
         if value is None:

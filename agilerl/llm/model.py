@@ -17,10 +17,21 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 from agilerl.llm.datasets import hub_reachable
 from agilerl.llm.errors import LLMSettingError, ModelUnavailableError
+
+if TYPE_CHECKING:
+    import torch
+    from peft import LoraConfig
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        BitsAndBytesConfig,
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+    )
 
 #: Quantisation presets the ``quantization`` field accepts (or bitsandbytes kwargs).
 QUANTIZATION_PRESETS = ("none", "int8", "nf4", "fp4")
@@ -40,7 +51,18 @@ def _looks_like_path(source: str) -> bool:
         or source.count("/") > 1
 
 
-def _load(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
+@overload
+def _load(loader: type[AutoTokenizer], source: str, what: str,
+          **kwargs: object) -> PreTrainedTokenizerBase: ...
+
+
+@overload
+def _load(loader: type[AutoModelForCausalLM], source: str, what: str,
+          **kwargs: object) -> PreTrainedModel: ...
+
+
+def _load(loader: type[AutoTokenizer] | type[AutoModelForCausalLM], source: str, what: str,
+          **kwargs: object) -> PreTrainedTokenizerBase | PreTrainedModel:
     """``loader.from_pretrained(source)`` for a folder, a cached hub id, or a reachable hub."""
     path = Path(source).expanduser()
     if path.is_dir():
@@ -69,7 +91,7 @@ def _load(loader: Any, source: str, what: str, **kwargs: Any) -> Any:
         raise ModelUnavailableError(f"{what} {source!r} could not be loaded: {exc}") from None
 
 
-def load_tokenizer(source: str) -> Any:
+def load_tokenizer(source: str) -> PreTrainedTokenizerBase:
     """The tokenizer of ``source``; padding on the left (generation), a pad token set."""
     from transformers import AutoTokenizer
 
@@ -80,7 +102,7 @@ def load_tokenizer(source: str) -> Any:
     return tokenizer
 
 
-def resolve_dtype(device: str, dtype: Any = None) -> Any:
+def resolve_dtype(device: str, dtype: str | torch.dtype | None = None) -> torch.dtype:
     """The weights' dtype: as given, else float32 on CPU and bfloat16 on a GPU that has it."""
     import torch
 
@@ -92,7 +114,8 @@ def resolve_dtype(device: str, dtype: Any = None) -> Any:
     return torch.float32
 
 
-def quantization_config(quantization: Any, device: str) -> Any:
+def quantization_config(quantization: str | Mapping[str, object] | None, device: str
+                        ) -> BitsAndBytesConfig | None:
     """A ``BitsAndBytesConfig`` for ``quantization`` (preset or kwargs), or None: on CPU and
     without bitsandbytes the model loads in full precision, with a notice."""
     if quantization is None or quantization == "none":
@@ -150,16 +173,16 @@ def load_causal_lm(
     source: str,
     *,
     device: str = "cpu",
-    dtype: Any = None,
-    quantization: Any = None,
+    dtype: str | torch.dtype | None = None,
+    quantization: str | Mapping[str, object] | None = None,
     attn_implementation: str | None = None,
-) -> Any:
+) -> PreTrainedModel:
     """The pretrained causal LM of ``source`` on ``device``, frozen, in eval mode."""
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    kwargs: dict[str, Any] = {"dtype": resolve_dtype(device, dtype)}
+    kwargs: dict[str, object] = {"dtype": resolve_dtype(device, dtype)}
     quant = quantization_config(quantization, device)
     if quant is not None:
         kwargs["quantization_config"] = quant
@@ -169,14 +192,15 @@ def load_causal_lm(
         kwargs["attn_implementation"] = attention
     model = _load(AutoModelForCausalLM, source, "model", **kwargs)
     if quant is None:
-        model.to(device)
+        module: torch.nn.Module = model  # (transformers types ``PreTrainedModel.to`` unbound)
+        module.to(device)
     model.eval()
     for param in model.parameters():
         param.requires_grad_(False)
     return model
 
 
-def lora_config(value: Any) -> Any:
+def lora_config(value: object) -> LoraConfig:
     """A peft ``LoraConfig`` from a manifest mapping (``lora_r`` or ``r``, ``lora_alpha``,
     ``target_modules``, ``lora_dropout``, ``task_type``) or a ``LoraConfig`` object (copied).
     Its targets are matched to a model by :func:`resolve_lora_targets`."""
@@ -201,7 +225,8 @@ def lora_config(value: Any) -> Any:
     return LoraConfig(**data)
 
 
-def resolve_lora_targets(model: Any, config: Any, scope: str | None = None) -> Any:
+def resolve_lora_targets(model: torch.nn.Module, config: LoraConfig, scope: str | None = None
+                         ) -> LoraConfig:
     """``config`` with its ``target_modules`` resolved to the module paths of ``model``.
 
     ``scope`` (``lora_target_scope``, e.g. ``language_model``) keeps the modules under that
@@ -246,7 +271,7 @@ def _module_paths(names: list[str], target: str) -> list[str]:
     return [n for n in names if n == target or n.endswith("." + target)]
 
 
-def _linear_leaves(model: Any) -> list[str]:
+def _linear_leaves(model: torch.nn.Module) -> list[str]:
     import torch
 
     return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()

@@ -20,19 +20,39 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, SupportsFloat
 
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.core.errors import EnvironmentSetupError, MissingExtraError
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agilerl.llm.members import Generator
+    from agilerl.models import LLMEnvSpec
+
 #: Turns per episode when neither the manifest nor the environment says.
 DEFAULT_MAX_TURNS = 8
 _TEST_SEEDS = 0x7E57
 
 
-def make_multiturn_env_factory(spec: Any, base_dir: str | None = None) -> Callable[[], Any]:
+class TextGame(Protocol):
+    """One game of a multi-turn environment (GEM's, or the user's entrypoint's): text in,
+    text out, with a Gymnasium-style ``reset``/``step``."""
+
+    def reset(self, seed: int | None = None) -> tuple[object, object]:
+        """``(observation, info)``: the opening message."""
+        ...
+
+    def step(self, text: str) -> tuple[object, SupportsFloat, bool, bool, object]:
+        """``(observation, reward, terminated, truncated, info)`` of one reply."""
+        ...
+
+
+def make_multiturn_env_factory(spec: LLMEnvSpec, base_dir: str | None = None
+                               ) -> Callable[[], TextGame]:
     """A function building one fresh game of ``spec`` (GEM ``env_name`` or ``entrypoint``)."""
     if spec.entrypoint:
         from agilerl.envs.entrypoint import resolve_entrypoint
@@ -76,7 +96,7 @@ class Episode:
 class MultiTurnEnv:
     """Episodes of a text game played by a member (see module docstring)."""
 
-    def __init__(self, spec: Any, tokenizer: Any, *, seed: int = 0,
+    def __init__(self, spec: LLMEnvSpec, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
                  max_context_length: int | None = None, evaluation_interval: int = 1,
                  base_dir: str | None = None) -> None:
         self.spec = spec
@@ -111,7 +131,7 @@ class MultiTurnEnv:
 
         return render_prompt(self.tokenizer, messages)
 
-    def play(self, agent: Any, seeds: list[int], groups: list[int], *,
+    def play(self, agent: Generator, seeds: list[int], groups: list[int], *,
              greedy: bool) -> list[Episode]:
         """Play one episode per seed, all turns of live episodes generated as one batch."""
         games = [self.factory() for _ in seeds]
@@ -139,11 +159,11 @@ class MultiTurnEnv:
             _close(game)
         return episodes
 
-    def _fits(self, prompt: list[int], agent: Any) -> bool:
+    def _fits(self, prompt: list[int], agent: Generator) -> bool:
         limit = min(self.max_context_length or agent.context_limit, agent.context_limit)
         return len(prompt) < int(limit) - 1
 
-    def _refuse_opening(self, length: int, agent: Any) -> None:
+    def _refuse_opening(self, length: int, agent: Generator) -> None:
         """An opening prompt that leaves no room for a reply would make an episode of no
         turns: nothing to learn from, and no sign of why (a run of empty steps)."""
         raise EnvironmentSetupError(
@@ -152,7 +172,7 @@ class MultiTurnEnv:
             f"{min(self.max_context_length or agent.context_limit, agent.context_limit)}; "
             "raise network.max_context_length (up to the model's own position limit)")
 
-    def _step(self, game: Any, episode: Episode, prompt: list[int], completion: list[int],
+    def _step(self, game: TextGame, episode: Episode, prompt: list[int], completion: list[int],
               text: str) -> None:
         observation, reward, terminated, truncated, info = game.step(text)
         episode.prompts.append(prompt)
@@ -170,7 +190,7 @@ class MultiTurnEnv:
             return math.nan
         return float(np.mean(returns >= float(self.max_reward) - 1e-9))
 
-    def evaluate(self, agent: Any, loop: int = 1) -> float:
+    def evaluate(self, agent: Generator, loop: int = 1) -> float:
         """Mean return of greedy episodes from fixed held-out seeds (``batch_size`` of them)."""
         count = int(getattr(agent, "batch_size", 8))
         seeds = [derive_seed(self.seed, _TEST_SEEDS, i) for i in range(count)]
@@ -179,7 +199,7 @@ class MultiTurnEnv:
         return float(np.mean(returns))
 
 
-def _text(observation: Any, info: Any) -> str:
+def _text(observation: object, info: object) -> str:
     text = str(observation)
     suffix = info.get("suffix") if isinstance(info, dict) else None
     if suffix and suffix not in text:
@@ -187,7 +207,7 @@ def _text(observation: Any, info: Any) -> str:
     return text
 
 
-def _close(game: Any) -> None:
+def _close(game: object) -> None:
     close = getattr(game, "close", None)
     if callable(close):
         close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -46,20 +46,26 @@ def distinct_prefixes(ids: torch.Tensor, attention: torch.Tensor,
 
 
 @functools.cache
-def _cache_name(model_type: Any) -> str:
+def _cache_name(model_type: type[torch.nn.Module]) -> str:
     params = inspect.signature(model_type.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 
-def cache_argument(model: Any) -> str:
+class KVCache(Protocol):
+    """A transformers key/value cache, as far as this module uses it."""
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None: ...
+
+
+def cache_argument(model: object) -> str:
     """The keyword under which ``model`` (a transformers model, or a peft model over one)
     takes a key/value cache: ``cache`` in recent transformers, ``past_key_values`` before."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    model_type: Any = type(base)
+    model_type: Any = type(base)  # a class is hashable, but mypy's ``Hashable`` disagrees
     return _cache_name(model_type)
 
 
-def _output_cache(out: Any) -> Any:
+def _output_cache(out: object) -> KVCache:
     for name in ("cache", "past_key_values"):
         cache = out.get(name) if hasattr(out, "get") else None
         if cache is not None:
@@ -67,9 +73,9 @@ def _output_cache(out: Any) -> Any:
     raise RuntimeError("the model returned no key/value cache for a shared prompt")
 
 
-def shared_prefix_cache(model: Any, ids: torch.Tensor, attention: torch.Tensor, length: int,
+def shared_prefix_cache(model: torch.nn.Module, ids: torch.Tensor, attention: torch.Tensor, length: int,
                         position_ids: torch.Tensor | None = None, *,
-                        macs_per_token: float = math.inf) -> Any | None:
+                        macs_per_token: float = math.inf) -> KVCache | None:
     """The key/value cache of the first ``length`` tokens of every row, computed once per
     distinct prefix (:func:`distinct_prefixes`) and expanded to all rows; None when no two
     rows share it, or when that saves fewer than :data:`MIN_SAVED_MACS` multiply-adds at
@@ -81,7 +87,7 @@ def shared_prefix_cache(model: Any, ids: torch.Tensor, attention: torch.Tensor, 
     first, inverse = groups
     if (ids.shape[0] - first.shape[0]) * length * macs_per_token < MIN_SAVED_MACS:
         return None
-    kwargs: dict[str, Any] = {"input_ids": ids[first, :length],
+    kwargs: dict[str, object] = {"input_ids": ids[first, :length],
                               "attention_mask": attention[first, :length], "use_cache": True,
                               "logits_to_keep": 1}
     if position_ids is not None:

@@ -18,9 +18,15 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agilerl.llm.members import Generator
+    from agilerl.models import LLMEnvSpec
 
 #: Columns a reasoning dataset needs (after ``environment.columns`` renames).
 REQUIRED_COLUMNS = ("question", "answer")
@@ -32,11 +38,12 @@ class PromptBatch:
 
     ids: list[list[int]]
     """Token ids of each rendered prompt."""
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, object]]
     """The dataset rows they came from."""
 
 
-def template_messages(template: Mapping[str, str], row: Mapping[str, Any]) -> list[dict[str, str]]:
+def template_messages(template: Mapping[str, object], row: Mapping[str, object]
+                      ) -> list[dict[str, str]]:
     """Chat messages of ``row`` through ``prompt_template`` (``system_0``, ``user_1``...)."""
     keyed = []
     for key, text in template.items():
@@ -50,7 +57,7 @@ def template_messages(template: Mapping[str, str], row: Mapping[str, Any]) -> li
     return [{"role": role, "content": content} for _, role, content in sorted(keyed)]
 
 
-def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+def render_prompt(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of ``messages`` through the tokenizer's chat template (a final assistant
     message is left open for the model to continue)."""
     continue_final = bool(messages) and messages[-1]["role"] == "assistant"
@@ -68,8 +75,8 @@ class ReasoningEnv:
 
     def __init__(
         self,
-        spec: Any,
-        tokenizer: Any,
+        spec: LLMEnvSpec,
+        tokenizer: PreTrainedTokenizerBase,
         *,
         seed: int = 0,
         max_context_length: int | None = None,
@@ -93,6 +100,8 @@ class ReasoningEnv:
             raise ValueError("environment.prompt_template is required for reasoning "
                              "environments")
         self.template = dict(spec.prompt_template)
+        # required of a reasoning environment by the manifest rules
+        assert spec.reward_file_path is not None
         self.reward = reward_caller(load_reward_function(spec.reward_file_path,
                                                          str(spec.reward_fn_name)))
         self.max_context_length = max_context_length
@@ -111,7 +120,7 @@ class ReasoningEnv:
     def batches_per_epoch(self, batch_size: int) -> int:
         return max(math.ceil(len(self.train_rows) / int(batch_size)), 1)
 
-    def _prompt(self, split: str, index: int, row: Mapping[str, Any]) -> list[int]:
+    def _prompt(self, split: str, index: int, row: Mapping[str, object]) -> list[int]:
         key = (split, index)
         ids = self._cache.get(key)
         if ids is None:
@@ -160,7 +169,7 @@ class ReasoningEnv:
                            [self.test_rows[i] for i in chosen])
 
     # ------------------------------------------------------------------ rewards
-    def rewards(self, texts: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    def rewards(self, texts: Sequence[str], rows: Sequence[Mapping[str, object]]) -> np.ndarray:
         """Reward of each completion (``rows[i]`` is the prompt row of ``texts[i]``)."""
         return np.array([self.reward(text, row.get("answer"), row.get("question"))
                          for text, row in zip(texts, rows, strict=True)], dtype=np.float64)
@@ -172,7 +181,7 @@ class ReasoningEnv:
         return float(np.mean(rewards >= float(self.max_reward) - 1e-9))
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, agent: Any, loop: int = 1) -> float:
+    def evaluate(self, agent: Generator, loop: int = 1) -> float:
         """Mean reward of greedy completions of the held-out prompts (one batch of the
         member's ``batch_size``; ``loop`` passes)."""
         batch = self.test_batch(int(getattr(agent, "batch_size", 8)))

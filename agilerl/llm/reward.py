@@ -58,7 +58,7 @@ def load_reward_function(path: str | Path, name: str) -> Callable[..., Any]:
     return fn
 
 
-def reward_caller(fn: Callable[..., Any]) -> Callable[[str, Any, Any], float]:
+def reward_caller(fn: Callable[..., Any]) -> Callable[[str, object, object], float]:
     """``(completion, answer, question) -> float`` calling ``fn`` with its own argument
     names; a non-numeric or non-finite result is a :class:`RewardFunctionError`."""
     try:
@@ -72,7 +72,7 @@ def reward_caller(fn: Callable[..., Any]) -> Callable[[str, Any, Any], float]:
                 by_name[param.name] = role
     named = len(by_name) == len(params) and params
 
-    def call(completion: str, answer: Any, question: Any) -> float:
+    def call(completion: str, answer: object, question: object) -> float:
         values = {"completion": completion, "answer": answer, "question": question}
         try:
             if named:

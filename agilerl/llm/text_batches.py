@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["TokenBatch", "encode_prompt_responses", "pad_token_id"]
 
@@ -44,7 +47,7 @@ class TokenBatch:
         return int(self.response_mask.sum())
 
 
-def pad_token_id(tokenizer: Any) -> int:
+def pad_token_id(tokenizer: object) -> int:
     """The tokenizer's pad token, else its EOS token, else 0."""
     for name in ("pad_token_id", "eos_token_id"):
         value = getattr(tokenizer, name, None)
@@ -53,7 +56,7 @@ def pad_token_id(tokenizer: Any) -> int:
     return 0
 
 
-def _ids(tokenizer: Any, text: str, special: bool) -> list[int]:
+def _ids(tokenizer: PreTrainedTokenizerBase, text: str, special: bool) -> list[int]:
     return list(tokenizer(text, add_special_tokens=special)["input_ids"])
 
 
@@ -68,7 +71,7 @@ def _fit(prompt: list[int], response: list[int], max_length: int) -> tuple[list[
     return prompt, response[: max_length - len(prompt)]
 
 
-def encode_prompt_responses(tokenizer: Any, prompts: Sequence[str], responses: Sequence[str],
+def encode_prompt_responses(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], responses: Sequence[str],
                             max_length: int) -> TokenBatch:
     """Tokenise ``prompts[i] + responses[i]`` (+ EOS) into one :class:`TokenBatch`.
 

@@ -15,9 +15,12 @@ import json
 import os
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 #: Special tokens of the tiny tokenizer (pad first so its id is 0).
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<bos>", "<eos>", "<|im_start|>", "<|im_end|>")
@@ -38,7 +41,8 @@ def char_vocabulary() -> dict[str, int]:
     return {token: i for i, token in enumerate(tokens)}
 
 
-def build_tokenizer(corpus: Sequence[str] = (), vocab_size: int = 384) -> Any:
+def build_tokenizer(corpus: Sequence[str] = (), vocab_size: int = 384
+                    ) -> PreTrainedTokenizerFast:
     """A ``PreTrainedTokenizerFast`` with pad/eos/bos and a chat template.
 
     Without ``corpus`` it is character-level (every printable ASCII character one token).
@@ -172,7 +176,8 @@ def combined_rewards(completion, solution, prompt):
 '''
 
 
-def write_records(path: str | os.PathLike[str], records: Sequence[dict[str, Any]]) -> Path:
+def write_records(path: str | os.PathLike[str], records: Sequence[Mapping[str, object]]
+                  ) -> Path:
     """Write ``records`` to ``path``: JSON lines for ``.jsonl`` (readable, byte-for-byte
     the same for the same records), else Parquet; creates the folder; returns the path."""
     target = Path(path)
@@ -196,11 +201,18 @@ def write_token_task(folder: str | os.PathLike[str], rows: int = 32, answer: str
     return path / "token_task.parquet"
 
 
-def countdown_rows(rows: int = 24, seed: int = 0) -> list[dict[str, Any]]:
+class CountdownRow(TypedDict):
+    """A row of :func:`countdown_rows`."""
+
+    nums: list[int]
+    target: int
+
+
+def countdown_rows(rows: int = 24, seed: int = 0) -> list[CountdownRow]:
     """Countdown rows (``nums``: three or four numbers from 1 to 20, ``target``: their sum,
     so every row has a solution using each number once)."""
     rng = random.Random(seed)
-    records: list[dict[str, Any]] = []
+    records: list[CountdownRow] = []
     for _ in range(rows):
         nums = [rng.randint(1, 20) for _ in range(rng.choice((3, 4)))]
         records.append({"nums": nums, "target": sum(nums)})

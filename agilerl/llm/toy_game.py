@@ -35,14 +35,14 @@ class GuessLetter:
         self.secret = self.alphabet[0]
         self.turn = 0
 
-    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, object]]:
         """A new secret drawn from ``seed``; the opening message."""
         self.secret = random.Random(seed).choice(self.alphabet)
         self.turn = 0
         choices = ", ".join(self.alphabet)
         return f"Guess my letter: one of {choices}. Reply with the letter.", {}
 
-    def step(self, text: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, text: str) -> tuple[str, float, bool, bool, dict[str, object]]:
         """Score one reply: ``(observation, reward, terminated, truncated, info)``."""
         self.turn += 1
         guess = next((ch for ch in text.lower() if ch in self.alphabet), None)

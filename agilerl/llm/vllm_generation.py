@@ -24,11 +24,16 @@ import itertools
 import shutil
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from vllm.lora.request import LoRARequest
+
+    from agilerl.llm.members import AdapterMember
 
 __all__ = ["VLLMGenerator", "adapter_fingerprint", "engine_settings", "sampling_settings",
            "vllm_unavailable"]
@@ -52,13 +57,13 @@ def vllm_unavailable(device: str) -> str | None:
     return None
 
 
-def engine_settings(vllm_config: Mapping[str, Any] | None, *, max_model_len: int,
-                    lora_rank: int, seed: int) -> tuple[dict[str, Any], list[str]]:
+def engine_settings(vllm_config: Mapping[str, object] | None, *, max_model_len: int,
+                    lora_rank: int, seed: int) -> tuple[dict[str, object], list[str]]:
     """``vllm.LLM`` keyword arguments for a base model (beyond ``model``), and the
     ``vllm_config`` keys this version does not pass to vLLM."""
     config = dict(vllm_config or {})
     rank = next((r for r in VLLM_LORA_RANKS if r >= int(lora_rank)), int(lora_rank))
-    kwargs: dict[str, Any] = {"enable_lora": True, "max_lora_rank": rank, "max_loras": 1,
+    kwargs: dict[str, object] = {"enable_lora": True, "max_lora_rank": rank, "max_loras": 1,
                               "max_model_len": int(max_model_len), "seed": int(seed),
                               "enable_sleep_mode": bool(config.get("sleep_mode", False))}
     kwargs.update({k: config[k] for k in ENGINE_KEYS if config.get(k) is not None})
@@ -68,10 +73,10 @@ def engine_settings(vllm_config: Mapping[str, Any] | None, *, max_model_len: int
 
 def sampling_settings(*, group_size: int, greedy: bool, temperature: float,
                       max_new_tokens: int, min_new_tokens: int | None,
-                      vllm_config: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
+                      vllm_config: Mapping[str, object] | None, seed: int) -> dict[str, object]:
     """``vllm.SamplingParams`` keyword arguments of one generation (the member's sampling,
     as the transformers path samples: the plain distribution at ``temperature``)."""
-    settings: dict[str, Any] = {
+    settings: dict[str, object] = {
         "n": int(group_size), "temperature": 0.0 if greedy else float(temperature or 1e-6),
         "top_p": 1.0, "max_tokens": int(max_new_tokens), "min_tokens": int(min_new_tokens or 0),
         "seed": int(seed),
@@ -79,7 +84,9 @@ def sampling_settings(*, group_size: int, greedy: bool, temperature: float,
     config = dict(vllm_config or {})
     for ours, theirs in SAMPLING_KEYS.items():
         if config.get(ours) is not None:
-            settings[theirs] = list(config[ours]) if ours == "stop_sequences" else config[ours]
+            value = config[ours]  # free-form: ``list`` refuses a non-sequence, as vLLM would
+            settings[theirs] = list(cast("Iterable[str]", value)) if ours == "stop_sequences" \
+                else value
     return settings
 
 
@@ -96,7 +103,7 @@ def adapter_fingerprint(state: Mapping[str, torch.Tensor]) -> str:
 class VLLMGenerator:
     """A vLLM engine over one base model, sampling with members' adapters (module docstring)."""
 
-    def __init__(self, source: str, vllm_config: Mapping[str, Any] | None, *,
+    def __init__(self, source: str, vllm_config: Mapping[str, object] | None, *,
                  max_model_len: int, lora_rank: int, seed: int) -> None:
         from vllm import LLM
 
@@ -110,11 +117,11 @@ class VLLMGenerator:
         self.llm = LLM(model=str(source), **kwargs)
         self.folder = Path(tempfile.mkdtemp(prefix="agilerl-vllm-"))
         self._ids = itertools.count(1)
-        self._served: dict[str, tuple[str, Any, Path]] = {}
+        self._served: dict[str, tuple[str, LoRARequest, Path]] = {}
         if self.sleeps:
             self.llm.sleep(level=1)
 
-    def _lora_request(self, agent: Any) -> Any:
+    def _lora_request(self, agent: AdapterMember) -> LoRARequest:
         from vllm.lora.request import LoRARequest
 
         fingerprint = adapter_fingerprint(agent.base.adapter_state(agent.adapter))
@@ -129,7 +136,7 @@ class VLLMGenerator:
         self._served[agent.adapter] = (fingerprint, request, folder)
         return request
 
-    def generate(self, agent: Any, prompts: list[list[int]], *, group_size: int, greedy: bool,
+    def generate(self, agent: AdapterMember, prompts: list[list[int]], *, group_size: int, greedy: bool,
                  max_new_tokens: int) -> list[list[int]]:
         """Completion token ids of ``group_size`` samples of each prompt under ``agent``'s
         adapter, prompt-major (the rows of :meth:`LLMAlgorithm.generate`)."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from agilerl.core.value_types import Options
     from agilerl.envs.pettingzoo_env import AsyncPettingZooVectorEnv, PettingZooVectorEnv
-    from agilerl.llm.dataset_envs import DatasetEnv
+    from agilerl.llm.dataset_envs import PreferenceEnv, SFTEnv
     from agilerl.llm.reasoning import ReasoningEnv
     from agilerl.models.algo import AlgoSpec
 
@@ -298,7 +298,7 @@ class LLMEnvSpec(EnvSpec, gen.LLMEnvSpec):
 
     def make_env(self, tokenizer: PreTrainedTokenizerBase | None = None,
                  accelerator: object = None,
-                 **kwargs: Unpack[LLMEnvOptions]) -> ReasoningEnv | DatasetEnv:
+                 **kwargs: Unpack[LLMEnvOptions]) -> ReasoningEnv | PreferenceEnv | SFTEnv:
         """The LLM environment on the model's ``tokenizer`` (reasoning, preference or SFT).
 
         ``kwargs`` go to the environment (``seed``, ``max_context_length``,

@@ -33,18 +33,47 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 import torch
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderConfig, EvolvableEncoder, MutationPlan, as_plan
 from agilerl.modules.mlp import IDEMPOTENT_ACTIVATIONS, make_activation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import Space
 
 #: Channel steps of ``add_nodes`` / ``remove_nodes``.
 CHANNEL_STEPS = (8, 16, 32)
 #: Layer lists of the architecture: one entry per convolution.
-LAYER_KEYS = ("channel_size", "kernel_size", "stride_size", "padding")
+LAYER_KEYS: tuple[Literal["channel_size", "kernel_size", "stride_size", "padding"], ...] = (
+    "channel_size", "kernel_size", "stride_size", "padding")
+
+
+class CNNArchitecture(TypedDict, total=False):
+    """What ``EvolvableCNN.architecture()`` returns."""
+
+    kind: str
+    in_channels: int
+    height: int
+    width: int
+    channels_last: bool
+    scale: float
+    channel_size: list[int]
+    kernel_size: list[int]
+    stride_size: list[int]
+    padding: list[int]
+    activation: str | None
+    layer_norm: bool
+    init_layers: bool
+    min_hidden_layers: int
+    max_hidden_layers: int
+    min_channel_size: int
+    max_channel_size: int
+    out_dim: int
 
 
 def channels_last(shape: tuple[int, ...]) -> bool:
@@ -53,7 +82,7 @@ def channels_last(shape: tuple[int, ...]) -> bool:
     return last < first and (last <= 4 or shape[0] == shape[1])
 
 
-def feature_sizes(arch: Mapping[str, Any]) -> list[tuple[int, int]]:
+def feature_sizes(arch: CNNArchitecture) -> list[tuple[int, int]]:
     """Spatial size ``(h, w)`` after each convolution (may be < 1: invalid)."""
     h, w = int(arch["height"]), int(arch["width"])
     sizes = []
@@ -64,7 +93,7 @@ def feature_sizes(arch: Mapping[str, Any]) -> list[tuple[int, int]]:
     return sizes
 
 
-def valid_architecture(arch: Mapping[str, Any]) -> bool:
+def valid_architecture(arch: CNNArchitecture) -> bool:
     """Every feature map at least one pixel; layer counts and channels within bounds."""
     layers = len(arch["channel_size"])
     if not arch["min_hidden_layers"] <= layers <= arch["max_hidden_layers"]:
@@ -80,9 +109,9 @@ class EvolvableCNN(EvolvableEncoder):
 
     kind = "cnn"
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
-        self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
+        self.arch: CNNArchitecture = cast(CNNArchitecture, copy.deepcopy(dict(arch)))
         a = self.arch
         inputs = [int(a["in_channels"]), *a["channel_size"][:-1]]
         self.convs = nn.ModuleList(
@@ -103,8 +132,10 @@ class EvolvableCNN(EvolvableEncoder):
 
     @classmethod
     def architecture_from_config(
-        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
-    ) -> dict[str, Any]:
+        cls, encoder_config: EncoderConfig, observation_space: Space | int, latent_dim: int
+    ) -> CNNArchitecture:
+        from gymnasium import spaces
+
         from agilerl.core.spaces import IncompatibleSpaceError, is_image_space
 
         if not is_image_space(observation_space):
@@ -112,6 +143,7 @@ class EvolvableCNN(EvolvableEncoder):
                 "the cnn encoder takes image observations (a 3-D Box, channels first or "
                 f"last), not {observation_space}"
             )
+        assert isinstance(observation_space, spaces.Box)  # an image space is a 3-D Box
         shape = tuple(int(d) for d in observation_space.shape)
         last = channels_last(shape)
         c, h, w = (shape[2], shape[0], shape[1]) if last else shape
@@ -124,7 +156,7 @@ class EvolvableCNN(EvolvableEncoder):
                 f"{len(cfg['stride_size'])})"
             )
         integer = observation_space.dtype is not None and observation_space.dtype.kind in "ui"
-        arch = {
+        arch: CNNArchitecture = {
             "kind": cls.kind,
             "in_channels": int(c), "height": int(h), "width": int(w), "channels_last": last,
             "scale": 1.0 / 255.0 if integer else 1.0,
@@ -181,20 +213,22 @@ class EvolvableCNN(EvolvableEncoder):
     def out_dim(self) -> int:
         return int(self.arch["out_dim"])
 
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> CNNArchitecture:
         return copy.deepcopy(self.arch)
 
     # ------------------------------------------------------------------ mutation
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
         seed = int(rng.integers(0, 2**31 - 1))
         layers = len(self.arch["channel_size"])
         if op in ("add_layer", "remove_layer"):
-            plan = {"op": op, "seed": seed}
+            plan: MutationPlan = {"op": op, "seed": seed}
             return plan if valid_architecture(_planned(self.arch, plan)) else None
         if op not in ("add_nodes", "remove_nodes"):
             return None
         sign = 1 if op == "add_nodes" else -1
-        candidates = []
+        candidates: list[MutationPlan] = []
         for layer in range(layers):
             step = int(rng.choice(CHANNEL_STEPS))
             candidates.append({"op": op, "layer": layer, "channels": sign * step, "seed": seed})
@@ -204,15 +238,16 @@ class EvolvableCNN(EvolvableEncoder):
             return None
         return candidates[int(rng.integers(len(candidates)))]
 
-    def mutated(self, plan: Mapping[str, Any]) -> EvolvableCNN:
-        arch = _planned(self.arch, plan)
-        gen = torch.Generator().manual_seed(int(plan.get("seed", 0)))
+    def mutated(self, plan: Mapping[str, object]) -> EvolvableCNN:
+        p = as_plan(plan)
+        arch = _planned(self.arch, p)
+        gen = torch.Generator().manual_seed(int(p.get("seed", 0)))
         new = EvolvableCNN(arch, gen).to(self.output.weight.device)
         with torch.no_grad():
-            _transfer(self, new, plan)
+            _transfer(self, new, p)
         return new
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """New channels (read with zero weights) and a new identity layer after an
         idempotent activation keep the function, without a norm; nothing else does."""
         if self.arch["layer_norm"]:
@@ -232,9 +267,9 @@ class EvolvableCNN(EvolvableEncoder):
 
 
 # ---------------------------------------------------------------------- plans
-def _planned(arch: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]:
+def _planned(arch: CNNArchitecture, plan: MutationPlan) -> CNNArchitecture:
     """The architecture after ``plan`` (not checked against the bounds)."""
-    new = copy.deepcopy(dict(arch))
+    new = cast(CNNArchitecture, copy.deepcopy(dict(arch)))
     op = plan["op"]
     if op == "add_layer":
         h, w = feature_sizes(new)[-1]
@@ -260,7 +295,7 @@ def _planned(arch: Mapping[str, Any], plan: Mapping[str, Any]) -> dict[str, Any]
     return new
 
 
-def _changes(arch: Mapping[str, Any], plan: Mapping[str, Any]) -> bool:
+def _changes(arch: CNNArchitecture, plan: MutationPlan) -> bool:
     """Whether ``plan`` changes ``arch`` into a valid architecture."""
     new = _planned(arch, plan)
     return new != arch and valid_architecture(new)
@@ -275,7 +310,7 @@ def _copy_overlap(dst: torch.Tensor, src: torch.Tensor) -> None:
     dst[index] = src[index]
 
 
-def _transfer(old: EvolvableCNN, new: EvolvableCNN, plan: Mapping[str, Any]) -> None:
+def _transfer(old: EvolvableCNN, new: EvolvableCNN, plan: MutationPlan) -> None:
     """Copy weights by layer position into the overlapping slices (module docstring)."""
     kept = min(len(old.convs), len(new.convs))
     for i in range(kept):

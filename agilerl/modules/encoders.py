@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderArchitecture, EvolvableEncoder
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
+    from agilerl.networks.config import NetworkConfig
 
 #: Manifest ``encoder_config.arch`` -> ``"module:Class"`` of its encoder.
 ENCODER_CLASSES: dict[str, str] = {
@@ -48,7 +52,7 @@ def encoder_class(kind: str) -> type[EvolvableEncoder]:
     return getattr(module, class_name)  # type: ignore[no-any-return]
 
 
-def encoder_kind(net_config: Mapping[str, Any]) -> str:
+def encoder_kind(net_config: NetworkConfig) -> str:
     """The encoder arch a normalised ``net_config`` asks for (``simba: true`` turns an
     ``mlp`` encoder into ``simba``)."""
     kind = str(net_config["encoder_config"].get("arch") or "mlp")
@@ -57,7 +61,9 @@ def encoder_kind(net_config: Mapping[str, Any]) -> str:
     return kind
 
 
-def encoder_architecture(net_config: Mapping[str, Any], observation_space: Any) -> dict[str, Any]:
+def encoder_architecture(
+    net_config: NetworkConfig, observation_space: Space | int
+) -> EncoderArchitecture:
     """Architecture dict of the encoder ``net_config`` describes over ``observation_space``
     (a Gymnasium space, or an int for a flat vector of that width), output width
     ``net_config["latent_dim"]``."""
@@ -68,7 +74,7 @@ def encoder_architecture(net_config: Mapping[str, Any], observation_space: Any) 
 
 
 def encoder_from_architecture(
-    arch: Mapping[str, Any], generator: torch.Generator | None = None
+    arch: Mapping[str, object], generator: torch.Generator | None = None
 ) -> EvolvableEncoder:
     """Build an encoder from its ``architecture()`` (no ``kind``: an MLP, as saved by
     versions before encoders were pluggable)."""

@@ -24,13 +24,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import torch
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderConfig, EvolvableEncoder, MutationPlan, as_plan
 from agilerl.modules.mlp import _init_linear, _one_thread, make_activation
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import Space
 
 #: Architecture fields of an LSTM encoder.
 ARCH_KEYS = (
@@ -52,6 +57,22 @@ NODE_STEPS = (8, 16, 32)
 LATENT_ACTIVATION = "Tanh"
 
 
+class LSTMArchitecture(TypedDict, total=False):
+    """What ``LSTMEncoder.architecture()`` returns (``ARCH_KEYS``)."""
+
+    kind: str
+    in_dim: int
+    out_dim: int
+    hidden_state_size: int
+    num_layers: int
+    dropout: float
+    output_activation: str | None
+    min_hidden_state_size: int
+    max_hidden_state_size: int
+    min_layers: int
+    max_layers: int
+
+
 class LSTMEncoder(EvolvableEncoder):
     """``nn.LSTM`` over the observation, then ``Linear(hidden, out_dim)`` + activation."""
 
@@ -59,9 +80,11 @@ class LSTMEncoder(EvolvableEncoder):
     #: The encoder carries a state across steps (only recurrent algorithms can use it).
     recurrent = True
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
-        self.arch: dict[str, Any] = {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS}
+        self.arch: LSTMArchitecture = cast(
+            LSTMArchitecture, {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS}
+        )
         self.arch["kind"] = self.kind
         a = self.arch
         self.lstm = nn.LSTM(
@@ -83,8 +106,8 @@ class LSTMEncoder(EvolvableEncoder):
 
     @classmethod
     def architecture_from_config(
-        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
-    ) -> dict[str, Any]:
+        cls, encoder_config: EncoderConfig, observation_space: Space | int, latent_dim: int
+    ) -> LSTMArchitecture:
         """Architecture for an ``LstmSpec``-shaped ``encoder_config`` over a flat vector
         observation (a Gymnasium space, or an int: the vector's width)."""
         from agilerl.core.spaces import vector_width
@@ -155,7 +178,7 @@ class LSTMEncoder(EvolvableEncoder):
         return self.out_act(self.out(hidden))
 
     # ------------------------------------------------------------------ mutation
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> LSTMArchitecture:
         return copy.deepcopy(self.arch)
 
     def can(self, op: str) -> bool:
@@ -171,25 +194,28 @@ class LSTMEncoder(EvolvableEncoder):
             return a["hidden_state_size"] > a["min_hidden_state_size"]
         return False
 
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
         """Random details of ``op`` (numpy Generator ``rng``); None if not possible."""
         if not self.can(op):
             return None
-        plan: dict[str, Any] = {"op": op, "seed": int(rng.integers(0, 2**31 - 1))}
+        plan: MutationPlan = {"op": op, "seed": int(rng.integers(0, 2**31 - 1))}
         if op in ("add_nodes", "remove_nodes"):
             plan["nodes"] = int(rng.choice(NODE_STEPS))
         return plan
 
-    def mutated(self, plan: Mapping[str, Any]) -> LSTMEncoder:
+    def mutated(self, plan: Mapping[str, object]) -> LSTMEncoder:
         """A new encoder with ``plan`` applied and the weights transferred."""
-        op = plan["op"]
+        p = as_plan(plan)
+        op = p["op"]
         arch = self.architecture()
         if op == "add_layer":
             arch["num_layers"] += 1
         elif op == "remove_layer":
             arch["num_layers"] -= 1
         elif op in ("add_nodes", "remove_nodes"):
-            delta = int(plan["nodes"]) if op == "add_nodes" else -int(plan["nodes"])
+            delta = int(p["nodes"]) if op == "add_nodes" else -int(p["nodes"])
             arch["hidden_state_size"] = max(
                 arch["min_hidden_state_size"],
                 min(arch["max_hidden_state_size"], arch["hidden_state_size"] + delta),
@@ -198,9 +224,9 @@ class LSTMEncoder(EvolvableEncoder):
             return copy.deepcopy(self)
         else:
             raise ValueError(f"unknown LSTM mutation {op!r}")
-        return self._rebuilt(arch, int(plan.get("seed", 0)))
+        return self._rebuilt(arch, int(p.get("seed", 0)))
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """New hidden units (zero weights, so they stay 0) keep the function, and so does
         an activation change (an LSTM has none); a new layer starts fresh."""
         return plan["op"] in ("add_nodes", "activation")
@@ -211,7 +237,7 @@ class LSTMEncoder(EvolvableEncoder):
         arch["out_dim"] = int(out_dim)
         return self._rebuilt(arch, seed)
 
-    def _rebuilt(self, arch: dict[str, Any], seed: int) -> LSTMEncoder:
+    def _rebuilt(self, arch: LSTMArchitecture, seed: int) -> LSTMEncoder:
         gen = torch.Generator().manual_seed(seed)
         new = LSTMEncoder(arch, gen).to(self.out.weight.device)
         with torch.no_grad():
@@ -250,8 +276,8 @@ def _transfer(old: LSTMEncoder, new: LSTMEncoder) -> None:
 
 
 def lstm_arch(
-    lstm_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any
-) -> dict[str, Any]:
+    lstm_spec: EncoderConfig, in_dim: int, out_dim: int, output_activation: str | None
+) -> LSTMArchitecture:
     """Architecture dict for ``LSTMEncoder`` from an ``LstmSpec``-shaped mapping."""
     return {
         "kind": LSTMEncoder.kind,

@@ -30,18 +30,23 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypedDict, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderConfig, EvolvableEncoder, MutationPlan, as_plan
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import Space
 
 #: Activation names accepted in manifests (``activation`` / ``output_activation``).
-ACTIVATIONS: dict[str, Any] = {
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "ReLU": nn.ReLU,
     "Tanh": nn.Tanh,
     "GELU": nn.GELU,
@@ -75,6 +80,36 @@ ARCH_KEYS = (
 )
 
 
+class MLPArchitecture(TypedDict, total=False):
+    """What ``EvolvableMLP.architecture()`` returns (``ARCH_KEYS``; ``kind`` for an
+    encoder, ``noise_std`` for a noisy MLP)."""
+
+    kind: str
+    in_dim: int
+    out_dim: int
+    hidden_size: list[int]
+    activation: str | None
+    output_activation: str | None
+    layer_norm: bool
+    init_layers: bool
+    output_vanish: bool
+    min_hidden_layers: int
+    max_hidden_layers: int
+    min_mlp_nodes: int
+    max_mlp_nodes: int
+    noise_std: float
+
+
+#: A layer's activation as the forward pass calls it (a torch function or the module).
+Activation: TypeAlias = Callable[[torch.Tensor], torch.Tensor]
+#: ``F.layer_norm``'s arguments after the input: shape, weight, bias, eps.
+NormArgs: TypeAlias = tuple[list[int], torch.Tensor, torch.Tensor, float]
+#: Per layer: weight, bias, layer-norm arguments or None, activation.
+LayerPlan: TypeAlias = tuple[torch.Tensor, torch.Tensor, "NormArgs | None", Activation]
+
+MLPT = TypeVar("MLPT", bound="EvolvableMLP")
+
+
 def make_activation(name: str | None) -> nn.Module:
     """Activation module from its manifest name (``None`` -> identity)."""
     if name is None:
@@ -90,9 +125,10 @@ def make_activation(name: str | None) -> nn.Module:
 class EvolvableMLP(nn.Module):
     """MLP built from an architecture dict (see ``ARCH_KEYS``)."""
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
-        self.arch: dict[str, Any] = {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS}
+        self.arch: MLPArchitecture = cast(
+            MLPArchitecture, {k: copy.deepcopy(arch[k]) for k in ARCH_KEYS})
         self.arch["hidden_size"] = [int(h) for h in self.arch["hidden_size"]]
         sizes = [self.arch["in_dim"], *self.arch["hidden_size"], self.arch["out_dim"]]
         self.linears = nn.ModuleList(
@@ -124,7 +160,7 @@ class EvolvableMLP(nn.Module):
         hidden layers). Neural bandits read the output's gradient from it."""
         return self._hidden(self.__dict__.get("_plan") or self._make_plan(), x)
 
-    def _hidden(self, plan: list[tuple[Any, Any, Any, Any]], x: torch.Tensor) -> torch.Tensor:
+    def _hidden(self, plan: list[LayerPlan], x: torch.Tensor) -> torch.Tensor:
         for layer, (weight, bias, norm, act) in enumerate(plan[:-1]):
             x = F.linear(x, weight, bias)
             if norm is not None:
@@ -158,19 +194,20 @@ class EvolvableMLP(nn.Module):
         layer when :attr:`measures_output`."""
         return len(self.linears) - (0 if self.measures_output else 1)
 
-    def _make_plan(self) -> list[tuple[Any, Any, Any, Any]]:
+    def _make_plan(self) -> list[LayerPlan]:
         """(weight, bias, layer-norm args or None, activation) per layer, cached.
 
         Parameters are updated in place by optimizers and ``load_state_dict``, and
         ``deepcopy`` maps the cached references to the copied parameters, so the cache
         stays valid; mutations build new modules (with their own cache).
         """
-        plan: list[tuple[Any, Any, Any, Any]] = []
-        for i, linear in enumerate(self.linears):
+        plan: list[LayerPlan] = []
+        for i in range(len(self.linears)):
+            linear = self.linear(i)
             if i < len(self.norms):
                 norm_mod = self.norms[i]
                 norm = (
-                    (norm_mod.normalized_shape, norm_mod.weight, norm_mod.bias, norm_mod.eps)
+                    (list(norm_mod.normalized_shape), norm_mod.weight, norm_mod.bias, norm_mod.eps)
                     if isinstance(norm_mod, nn.LayerNorm)
                     else None
                 )
@@ -200,7 +237,7 @@ class EvolvableMLP(nn.Module):
                     linear.bias.zero_()
 
     # ------------------------------------------------------------------ mutation
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> MLPArchitecture:
         return copy.deepcopy(self.arch)
 
     def can(self, op: str) -> bool:
@@ -216,14 +253,15 @@ class EvolvableMLP(nn.Module):
             return any(h > a["min_mlp_nodes"] for h in hidden)
         return op == "activation"
 
-    def mutated(self, plan: Mapping[str, Any]) -> Any:
+    def mutated(self: MLPT, plan: Mapping[str, object]) -> MLPT:
         """A new MLP with mutation ``plan`` applied and weights transferred.
 
         ``plan``: ``{"op": ..., "seed": int, ...}`` with ``layer``/``nodes`` for node
         changes and ``activation`` for activation changes (see ``draw_mlp_plan``).
         """
-        op = plan["op"]
-        gen = torch.Generator().manual_seed(int(plan["seed"]))
+        p = as_plan(plan)
+        op = p["op"]
+        gen = torch.Generator().manual_seed(int(p["seed"]))
         arch = self.architecture()
         hidden = arch["hidden_size"]
         if op == "add_layer":
@@ -231,13 +269,13 @@ class EvolvableMLP(nn.Module):
         elif op == "remove_layer":
             hidden.pop()
         elif op in ("add_nodes", "remove_nodes"):
-            layer = int(plan["layer"])
-            delta = int(plan["nodes"]) if op == "add_nodes" else -int(plan["nodes"])
+            layer = int(p["layer"])
+            delta = int(p["nodes"]) if op == "add_nodes" else -int(p["nodes"])
             hidden[layer] = _clip(
                 hidden[layer] + delta, arch["min_mlp_nodes"], arch["max_mlp_nodes"]
             )
         elif op == "activation":
-            arch["activation"] = plan["activation"]
+            arch["activation"] = p["activation"]
         else:
             raise ValueError(f"unknown MLP mutation {op!r}")
         new = type(self)(arch, gen).to(self.linear(0).weight.device)
@@ -245,12 +283,12 @@ class EvolvableMLP(nn.Module):
             if op == "add_layer":
                 _transfer_add_layer(self, new)
             elif op == "add_nodes":
-                _transfer_add_nodes(self, new, int(plan["layer"]), gen)
+                _transfer_add_nodes(self, new, int(p["layer"]), gen)
             else:
                 _transfer_overlap(self, new)
         return new
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """Whether ``self.mutated(plan)`` computes what this MLP computes (to rounding; with
         layer norm, to the norm's epsilon): new units do (their outgoing weights start at
         zero), and so does a new identity layer when neither a layer norm nor the
@@ -262,7 +300,7 @@ class EvolvableMLP(nn.Module):
                     and self.arch["activation"] in IDEMPOTENT_ACTIVATIONS)
         return False
 
-    def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
+    def parameter_sources(self, plan: Mapping[str, object]) -> dict[str, str | None]:
         """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the
         same name: new name -> old name (None: a new parameter).
 
@@ -284,8 +322,8 @@ class EvolvableMLP(nn.Module):
         return sources
 
     def resized(
-        self, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
-    ) -> Any:
+        self: MLPT, *, in_dim: int | None = None, out_dim: int | None = None, seed: int = 0
+    ) -> MLPT:
         """A new MLP with a different input or output width, weights transferred.
 
         New input columns are zero (the extra inputs are ignored at first); new output
@@ -313,11 +351,12 @@ class MLPEncoder(EvolvableMLP, EvolvableEncoder):
 
     kind = "mlp"
     measures_output = True
+    arch: MLPArchitecture
 
     @classmethod
     def architecture_from_config(
-        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
-    ) -> dict[str, Any]:
+        cls, encoder_config: EncoderConfig, observation_space: Space | int, latent_dim: int
+    ) -> MLPArchitecture:
         from agilerl.core.spaces import (
             IncompatibleSpaceError,
             composite_parts,
@@ -341,10 +380,12 @@ class MLPEncoder(EvolvableMLP, EvolvableEncoder):
     def out_dim(self) -> int:
         return int(self.arch["out_dim"])
 
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> MLPArchitecture:
         return {"kind": self.kind, **super().architecture()}
 
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
         return draw_mlp_plan(self, op, rng, activations)
 
     def resized(  # type: ignore[override]
@@ -354,13 +395,15 @@ class MLPEncoder(EvolvableMLP, EvolvableEncoder):
 
 
 def mlp_architecture(
-    mlp_spec: Mapping[str, Any], in_dim: int, out_dim: int, output_activation: Any = None
-) -> dict[str, Any]:
+    mlp_spec: EncoderConfig, in_dim: int, out_dim: int, output_activation: str | None = None
+) -> MLPArchitecture:
     """Architecture dict for ``EvolvableMLP`` from an ``MlpSpec``-shaped mapping."""
+    hidden = mlp_spec["hidden_size"]
+    assert not isinstance(hidden, int), "an MLP spec lists its hidden layer widths"
     return {
         "in_dim": int(in_dim),
         "out_dim": int(out_dim),
-        "hidden_size": [int(h) for h in mlp_spec["hidden_size"]],
+        "hidden_size": [int(h) for h in hidden],
         "activation": mlp_spec["activation"],
         "output_activation": output_activation,
         "layer_norm": bool(mlp_spec["layer_norm"]),
@@ -374,12 +417,12 @@ def mlp_architecture(
 
 
 def draw_mlp_plan(
-    mlp: EvolvableMLP, op: str, rng: Any, activations: list[str]
-) -> dict[str, Any] | None:
+    mlp: EvolvableMLP, op: str, rng: np.random.Generator, activations: list[str]
+) -> MutationPlan | None:
     """Draw the random details of an ``op`` on ``mlp`` (numpy Generator); None if impossible."""
     if not mlp.can(op):
         return None
-    plan: dict[str, Any] = {"op": op, "seed": int(rng.integers(0, 2**31 - 1))}
+    plan: MutationPlan = {"op": op, "seed": int(rng.integers(0, 2**31 - 1))}
     hidden, a = mlp.arch["hidden_size"], mlp.arch
     if op == "add_nodes":
         layers = [i for i, h in enumerate(hidden) if h < a["max_mlp_nodes"]]
@@ -402,7 +445,7 @@ def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-_PARAMETER_FREE = {
+_PARAMETER_FREE: dict[type[nn.Module], Activation] = {
     nn.ReLU: torch.relu,
     nn.Tanh: torch.tanh,
     nn.Sigmoid: torch.sigmoid,
@@ -410,7 +453,7 @@ _PARAMETER_FREE = {
 }
 
 
-def _functional(module: nn.Module) -> Any:
+def _functional(module: nn.Module) -> Activation:
     """A cheap callable equal to ``module`` (the module itself when it has state)."""
     return _PARAMETER_FREE.get(type(module), module)
 

@@ -21,14 +21,27 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
-from agilerl.modules.mlp import EvolvableMLP, draw_mlp_plan, mlp_architecture
+from agilerl.modules.encoder import (
+    EncoderArchitecture,
+    EncoderConfig,
+    EvolvableEncoder,
+    MutationPlan,
+    as_plan,
+)
+from agilerl.modules.mlp import EvolvableMLP, MLPArchitecture, draw_mlp_plan, mlp_architecture
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import Space
+    from agilerl.modules.cnn import EvolvableCNN
+    from agilerl.modules.mlp import MLPEncoder
 
 #: Steps of a part encoder's output-width change.
 PART_LATENT_STEPS = (8, 16, 32)
@@ -36,21 +49,40 @@ PART_LATENT_STEPS = (8, 16, 32)
 FIXED_PARTS = ("onehot", "flat")
 
 
-def _default_cnn_config() -> dict[str, Any]:
+class PartArchitecture(EncoderArchitecture, total=False):
+    """A part's encoder architecture: a CNN's or an MLP's, or a parameter-free part's
+    (``onehot``, ``flat``: its kind and width)."""
+
+    out_dim: int
+
+
+class MultiInputArchitecture(TypedDict, total=False):
+    """What ``MultiInputEncoder.architecture()`` returns."""
+
+    kind: str
+    parts: dict[str, PartArchitecture]
+    """Part name -> its encoder's architecture (``onehot``/``flat``: kind and width)."""
+    min_latent_dim: int
+    max_latent_dim: int
+    mlp: MLPArchitecture
+
+
+def _default_cnn_config() -> EncoderConfig:
     from agilerl.models.networks import DEFERRED_ENCODER_SEEDS, CnnSpec
 
-    return CnnSpec.model_validate(dict(DEFERRED_ENCODER_SEEDS["cnn"])).model_dump(mode="json")
+    return cast(EncoderConfig, CnnSpec.model_validate(
+        dict(DEFERRED_ENCODER_SEEDS["cnn"])).model_dump(mode="json"))
 
 
-def _mlp_config(config: Any) -> dict[str, Any]:
+def _mlp_config(config: Mapping[str, object]) -> EncoderConfig:
     from agilerl.models.networks import MlpSpec
 
-    return MlpSpec.model_validate(dict(config)).model_dump(mode="json")
+    return cast(EncoderConfig, MlpSpec.model_validate(dict(config)).model_dump(mode="json"))
 
 
 def _part_architecture(
-    space: Any, encoder_config: Mapping[str, Any], latent_dim: int
-) -> dict[str, Any]:
+    space: Space, encoder_config: EncoderConfig, latent_dim: int
+) -> PartArchitecture:
     from gymnasium import spaces
 
     from agilerl.core.spaces import flat_dim, is_image_space
@@ -58,13 +90,15 @@ def _part_architecture(
 
     if is_image_space(space):
         cnn = encoder_config.get("cnn_config") or _default_cnn_config()
-        return encoder_class("cnn").architecture_from_config(cnn, space, latent_dim)
+        cnn_class = cast("type[EvolvableCNN]", encoder_class("cnn"))
+        return cnn_class.architecture_from_config(cnn, space, latent_dim)
     if isinstance(space, spaces.Discrete):
         return {"kind": "onehot", "out_dim": int(space.n)}
     if encoder_config.get("vector_space_mlp"):
         mlp = _mlp_config(encoder_config["mlp_config"])
-        return {"kind": "mlp", **mlp_architecture(mlp, flat_dim(space), latent_dim,
-                                                   mlp.get("output_activation"))}
+        part: MLPArchitecture = {"kind": "mlp", **mlp_architecture(
+            mlp, flat_dim(space), latent_dim, mlp.get("output_activation"))}
+        return part
     return {"kind": "flat", "out_dim": flat_dim(space)}
 
 
@@ -73,11 +107,11 @@ class MultiInputEncoder(EvolvableEncoder):
 
     kind = "multiinput"
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
         from agilerl.modules.encoders import encoder_from_architecture
 
-        self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
+        self.arch: MultiInputArchitecture = cast(MultiInputArchitecture, copy.deepcopy(dict(arch)))
         self.part_encoders = nn.ModuleDict(
             {
                 name: encoder_from_architecture(part, generator)
@@ -89,8 +123,8 @@ class MultiInputEncoder(EvolvableEncoder):
 
     @classmethod
     def architecture_from_config(
-        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
-    ) -> dict[str, Any]:
+        cls, encoder_config: EncoderConfig, observation_space: Space | int, latent_dim: int
+    ) -> MultiInputArchitecture:
         from agilerl.core.spaces import IncompatibleSpaceError, composite_parts
 
         parts = composite_parts(observation_space)
@@ -138,19 +172,21 @@ class MultiInputEncoder(EvolvableEncoder):
     def activation(self) -> str | None:
         return cast(str, self.mlp.arch["activation"])
 
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> MultiInputArchitecture:
         arch = copy.deepcopy(self.arch)
         for name, encoder in self._encoders().items():
             arch["parts"][name] = encoder.architecture()
         arch["mlp"] = self.mlp.architecture()
         return arch
 
-    def _encoders(self) -> dict[str, EvolvableEncoder]:
-        return {n: cast(EvolvableEncoder, m) for n, m in self.part_encoders.items()}
+    def _encoders(self) -> dict[str, EvolvableCNN | MLPEncoder]:
+        return {n: cast("EvolvableCNN | MLPEncoder", m) for n, m in self.part_encoders.items()}
 
     # ------------------------------------------------------------------ mutation
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
-        candidates: list[dict[str, Any]] = []
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
+        candidates: list[MutationPlan] = []
         for name, encoder in self._encoders().items():
             plan = encoder.draw_plan(op, rng, activations)
             if plan is not None:
@@ -172,30 +208,31 @@ class MultiInputEncoder(EvolvableEncoder):
             return None
         return candidates[int(rng.integers(len(candidates)))]
 
-    def mutated(self, plan: Mapping[str, Any]) -> MultiInputEncoder:
+    def mutated(self, plan: Mapping[str, object]) -> MultiInputEncoder:
+        p = as_plan(plan)
         new = copy.deepcopy(self)
-        module = plan.get("module")
-        if plan["op"] == "activation" and module is None:
+        module = p.get("module")
+        if p["op"] == "activation" and module is None:
             for name, encoder in new._encoders().items():
-                new.part_encoders[name] = encoder.mutated(plan)
-            new.mlp = new.mlp.mutated(plan)
+                new.part_encoders[name] = encoder.mutated(p)
+            new.mlp = new.mlp.mutated(p)
         elif module == "mlp":
-            new.mlp = new.mlp.mutated(plan)
+            new.mlp = new.mlp.mutated(p)
         elif module is not None and module.startswith("part:"):
             name = module.split(":", 1)[1]
-            new.part_encoders[name] = new._encoders()[name].mutated(plan)
+            new.part_encoders[name] = new._encoders()[name].mutated(p)
         elif module is not None and module.startswith("latent:"):
-            new._resize_part(module.split(":", 1)[1], plan)
+            new._resize_part(module.split(":", 1)[1], p)
         else:
             raise ValueError(f"unknown multi-input mutation plan {dict(plan)!r}")
         new.arch = new.architecture()
         return new
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """A part's or the MLP's own answer for a change of that module; a part's wider
         latent is read with zero weights (kept), a narrower one is not; an activation
         change of every module at once is not."""
-        module = plan.get("module")
+        module = as_plan(plan).get("module")
         if module == "mlp":
             return self.mlp.preserves_function(plan)
         if module is not None and module.startswith("part:"):
@@ -204,7 +241,7 @@ class MultiInputEncoder(EvolvableEncoder):
             return plan["op"] == "add_nodes"
         return False
 
-    def _resize_part(self, name: str, plan: Mapping[str, Any]) -> None:
+    def _resize_part(self, name: str, plan: MutationPlan) -> None:
         encoder = self._encoders()[name]
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         low, high = self.arch["min_latent_dim"], self.arch["max_latent_dim"]
@@ -249,5 +286,5 @@ class MultiInputEncoder(EvolvableEncoder):
         return new
 
 
-def _width(part: Mapping[str, Any]) -> int:
+def _width(part: PartArchitecture) -> int:
     return int(part["out_dim"])

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agilerl.modules.mlp import EvolvableMLP
+from agilerl.modules.encoder import as_plan
+from agilerl.modules.mlp import EvolvableMLP, MLPArchitecture
 
 
 class NoisyLinear(nn.Linear):
@@ -73,7 +73,7 @@ class NoisyMLP(EvolvableMLP):
     current noise; ``noise=False`` uses the means (greedy evaluation).
     """
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: MLPArchitecture, generator: torch.Generator | None = None):
         super().__init__(arch, generator)
         self.noise_std = float(arch["noise_std"])
         self.arch["noise_std"] = self.noise_std
@@ -117,16 +117,17 @@ class NoisyMLP(EvolvableMLP):
             layer.reset_noise(generator)
 
     # ------------------------------------------------------------------ mutation
-    def mutated(self, plan: Mapping[str, Any]) -> NoisyMLP:
-        mean = self._means().mutated(plan)
-        new = self._noisy_from(mean, int(plan["seed"]))
-        op = plan["op"]
+    def mutated(self, plan: Mapping[str, object]) -> NoisyMLP:
+        p = as_plan(plan)
+        mean = self._means().mutated(p)
+        new = self._noisy_from(mean, int(p["seed"]))
+        op = p["op"]
         with torch.no_grad():
             if op == "add_layer":
                 new.noisy_layer(-2).weight_sigma.zero_()
                 new.noisy_layer(-2).bias_sigma.zero_()
             elif op == "add_nodes":
-                layer = int(plan["layer"])
+                layer = int(p["layer"])
                 n_old = self.linears[layer].out_features
                 new.noisy_layer(layer + 1).weight_sigma[:, n_old:] = 0.0
         return new

@@ -22,16 +22,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderConfig, EvolvableEncoder, MutationPlan, as_plan
 from agilerl.modules.mlp import make_activation
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agilerl.core.value_types import Space
+
 NODE_STEPS = (16, 32, 64)
+
+
+class SimbaArchitecture(TypedDict, total=False):
+    """What ``SimbaEncoder.architecture()`` returns."""
+
+    kind: str
+    in_dim: int
+    out_dim: int
+    hidden_size: int
+    num_blocks: int
+    scale_factor: int
+    output_activation: str | None
+    min_blocks: int
+    max_blocks: int
+    min_mlp_nodes: int
+    max_mlp_nodes: int
 
 
 class SimbaEncoder(EvolvableEncoder):
@@ -39,9 +60,10 @@ class SimbaEncoder(EvolvableEncoder):
 
     kind = "simba"
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
-        self.arch = {k: v for k, v in dict(arch).items() if k != "kind"}
+        self.arch: SimbaArchitecture = cast(
+            SimbaArchitecture, {k: v for k, v in dict(arch).items() if k != "kind"})
         a = self.arch
         width, inner = int(a["hidden_size"]), int(a["hidden_size"]) * int(a["scale_factor"])
         self.input = nn.Linear(int(a["in_dim"]), width)
@@ -57,8 +79,8 @@ class SimbaEncoder(EvolvableEncoder):
 
     @classmethod
     def architecture_from_config(
-        cls, encoder_config: Mapping[str, Any], observation_space: Any, latent_dim: int
-    ) -> dict[str, Any]:
+        cls, encoder_config: EncoderConfig, observation_space: Space | int, latent_dim: int
+    ) -> SimbaArchitecture:
         from agilerl.core.spaces import vector_width
 
         in_dim = vector_width(observation_space, "simba")
@@ -67,7 +89,7 @@ class SimbaEncoder(EvolvableEncoder):
         if isinstance(hidden, (list, tuple)):  # ``simba: true`` over an MLP-shaped config
             hidden = max(int(h) for h in hidden)
         num_blocks = int(c.get("num_blocks") or 2)
-        bounds = {
+        bounds: SimbaArchitecture = {
             "min_blocks": int(c.get("min_blocks") or 1),
             "max_blocks": int(c.get("max_blocks") or 4),
             "min_mlp_nodes": int(c.get("min_mlp_nodes") or 8),
@@ -97,10 +119,10 @@ class SimbaEncoder(EvolvableEncoder):
     def activation(self) -> str | None:
         return None
 
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> SimbaArchitecture:
         return {"kind": self.kind, **self.arch}
 
-    def forward(self, obs: Any) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = self.input(obs)
         for norm, inner, outer in zip(self.block_norms, self.block_in, self.block_out,
                                       strict=True):
@@ -108,7 +130,9 @@ class SimbaEncoder(EvolvableEncoder):
         return self.out_act(self.output(self.out_norm(x)))
 
     # ------------------------------------------------------------------ mutation
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
         a = self.arch
         seed = int(rng.integers(0, 2**31 - 1))
         if op == "add_layer" and a["num_blocks"] < a["max_blocks"]:
@@ -121,22 +145,23 @@ class SimbaEncoder(EvolvableEncoder):
             return {"op": op, "nodes": int(rng.choice(NODE_STEPS)), "seed": seed}
         return None
 
-    def mutated(self, plan: Mapping[str, Any]) -> SimbaEncoder:
-        op = plan["op"]
+    def mutated(self, plan: Mapping[str, object]) -> SimbaEncoder:
+        p = as_plan(plan)
+        op = p["op"]
         arch = self.architecture()
         if op == "add_layer":
             arch["num_blocks"] = min(arch["num_blocks"] + 1, arch["max_blocks"])
         elif op == "remove_layer":
             arch["num_blocks"] = max(arch["num_blocks"] - 1, arch["min_blocks"])
         elif op in ("add_nodes", "remove_nodes"):
-            delta = int(plan["nodes"]) if op == "add_nodes" else -int(plan["nodes"])
+            delta = int(p["nodes"]) if op == "add_nodes" else -int(p["nodes"])
             arch["hidden_size"] = max(arch["min_mlp_nodes"],
                                       min(arch["max_mlp_nodes"], arch["hidden_size"] + delta))
         elif op != "activation":  # no hidden activation: an activation change is a copy
             raise ValueError(f"unknown SimBa mutation {op!r}")
-        return self._rebuilt(arch, int(plan.get("seed", 0)), new_block=op == "add_layer")
+        return self._rebuilt(arch, int(p.get("seed", 0)), new_block=op == "add_layer")
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """A new block (zero output projection) keeps the function, and so does an
         activation change (SimBa has none); a width change moves the layer norms."""
         return plan["op"] in ("add_layer", "activation")
@@ -146,7 +171,7 @@ class SimbaEncoder(EvolvableEncoder):
         arch["out_dim"] = int(out_dim)
         return self._rebuilt(arch, seed)
 
-    def _rebuilt(self, arch: dict[str, Any], seed: int, new_block: bool = False) -> SimbaEncoder:
+    def _rebuilt(self, arch: SimbaArchitecture, seed: int, new_block: bool = False) -> SimbaEncoder:
         """A new encoder of ``arch`` with this one's weights copied where they overlap."""
         gen = torch.Generator().manual_seed(seed)
         new = SimbaEncoder(arch, gen).to(self.input.weight.device)

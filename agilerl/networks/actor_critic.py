@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import nn
 
+from agilerl.modules.encoder import EncoderInput
 from agilerl.modules.encoders import encoder_architecture
-from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.base import EvolvableNetwork, NetworkArchitecture
 from agilerl.networks.config import NetworkConfig, mlp_arch
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
 
 #: Lower bound on the initial standard deviation (``action_std_init`` may be 0).
 MIN_STD = 1e-6
@@ -52,7 +57,7 @@ def categorical_terms(logits: torch.Tensor, actions: torch.Tensor) -> Categorica
 class ActorCritic(EvolvableNetwork):
     """Policy head ``policy`` and value head ``value`` over one or two encoders (any arch)."""
 
-    def __init__(self, arch: dict[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__(arch, generator)
         extra = self.arch["extra"]
         self.continuous = bool(extra["continuous"])
@@ -63,7 +68,7 @@ class ActorCritic(EvolvableNetwork):
     @classmethod
     def build(
         cls,
-        observation_space: Any,
+        observation_space: Space | int,
         action_dim: int,
         *,
         continuous: bool,
@@ -76,7 +81,7 @@ class ActorCritic(EvolvableNetwork):
         head, latent = net_config["head_config"], net_config["latent_dim"]
         enc_arch = encoder_architecture(net_config, observation_space)
         names = ("encoder", "encoder") if share_encoders else ("actor", "critic")
-        arch: dict[str, Any] = {
+        arch: NetworkArchitecture = {
             "encoders": {name: copy.deepcopy(enc_arch) for name in dict.fromkeys(names)},
             "heads": {
                 "policy": mlp_arch(head, latent, action_dim),
@@ -93,7 +98,7 @@ class ActorCritic(EvolvableNetwork):
         }
         return cls(arch, generator)
 
-    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: EncoderInput) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (logits or Gaussian mean) and state value."""
         inputs = self.arch["head_inputs"]
         policy_latent = self.encoders[inputs["policy"]](obs)
@@ -103,7 +108,7 @@ class ActorCritic(EvolvableNetwork):
             value_latent = self.encoders[inputs["value"]](obs)
         return self.heads["policy"](policy_latent), self.heads["value"](value_latent).squeeze(-1)
 
-    def policy(self, obs: Any) -> torch.Tensor:
+    def policy(self, obs: EncoderInput) -> torch.Tensor:
         return self.heads["policy"](self.encoders[self.arch["head_inputs"]["policy"]](obs))
 
     def distribution(self, policy_out: torch.Tensor) -> torch.distributions.Distribution:

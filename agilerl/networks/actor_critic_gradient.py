@@ -16,21 +16,22 @@ MLP head with covered activations; the algorithm then uses autograd.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import torch
+from torch import nn
 
 from agilerl.modules.mlp import EvolvableMLP
 from agilerl.networks.continuous_q import ContinuousQNetwork
 from agilerl.networks.deterministic_actor import DeterministicActor
-from agilerl.networks.mlp_gradient import MLPChain, Tape, covered
+from agilerl.networks.mlp_gradient import GradientSlots, MLPChain, Tape, covered
 
 
 class CriticSlots(NamedTuple):
     """Where :meth:`CriticChain.backward` writes a critic's gradients, per chain."""
 
-    encoder: list[tuple[Any, ...]]
-    head: list[tuple[Any, ...]]
+    encoder: list[GradientSlots]
+    head: list[GradientSlots]
 
 
 class CriticChain:
@@ -43,7 +44,7 @@ class CriticChain:
         self.parameters = self.encoder.parameters + self.head.parameters
 
     @classmethod
-    def of(cls, network: Any) -> CriticChain | None:
+    def of(cls, network: nn.Module) -> CriticChain | None:
         """The chain of ``network``, or None when its gradient is not covered here."""
         if type(network) is not ContinuousQNetwork or not _mlp_parts(network, "q"):
             return None
@@ -88,7 +89,7 @@ class PolicyChain:
         self.chain, self.affine = chain, affine
 
     @classmethod
-    def of(cls, network: Any) -> PolicyChain | None:
+    def of(cls, network: nn.Module) -> PolicyChain | None:
         """The chain of ``network``, or None when its gradient is not covered here."""
         if type(network) is not DeterministicActor:
             return None
@@ -101,7 +102,7 @@ class PolicyChain:
         return out * 2.0 - 1.0 if self.affine else out
 
     def backward(self, tape: Tape, grad_action: torch.Tensor,
-                 into: list[tuple[Any, ...]] | None = None) -> None:
+                 into: list[GradientSlots] | None = None) -> None:
         """Set ``.grad`` of every parameter to the gradient of ``sum(grad_action * mu)``;
         with ``into`` (``MLPChain.gradient_slots``), write it there instead."""
         grad = grad_action * 2.0 if self.affine else grad_action
@@ -120,7 +121,7 @@ class ActorCriticChains(NamedTuple):
     critic_targets: list[CriticChain]
 
     @classmethod
-    def of(cls, networks: Mapping[str, Any], critic_names: Sequence[str]
+    def of(cls, networks: Mapping[str, nn.Module], critic_names: Sequence[str]
            ) -> ActorCriticChains | None:
         """The chains of ``networks`` (``actor``, each critic and their ``*_target``), or
         None when any is not covered, or two critics share a parameter (each critic's
@@ -141,7 +142,7 @@ class ActorCriticChains(NamedTuple):
         return cls(actor, actor_target, online, known)
 
 
-def _mlp_parts(network: Any, head: str) -> bool:
+def _mlp_parts(network: nn.Module, head: str) -> bool:
     """Whether ``network`` is one MLP encoder named ``encoder`` and one MLP head ``head``."""
     encoders, heads = getattr(network, "encoders", None), getattr(network, "heads", None)
     if encoders is None or heads is None or set(encoders) != {"encoder"} or set(heads) != {head}:
@@ -149,7 +150,7 @@ def _mlp_parts(network: Any, head: str) -> bool:
     return isinstance(encoders["encoder"], EvolvableMLP) and isinstance(heads[head], EvolvableMLP)
 
 
-def _covers(parameters: Sequence[torch.Tensor], network: Any, chains: Sequence[MLPChain]) -> bool:
+def _covers(parameters: Sequence[torch.Tensor], network: nn.Module, chains: Sequence[MLPChain]) -> bool:
     """Whether ``parameters`` are exactly ``network``'s and every activation is covered."""
     if {id(p) for p in network.parameters()} != {id(p) for p in parameters}:
         return False

@@ -19,17 +19,55 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar, cast, overload
 
 import torch
 from torch import nn
 
-from agilerl.modules.encoder import EvolvableEncoder
+from agilerl.modules.encoder import EncoderArchitecture, EvolvableEncoder, MutationPlan, as_plan
 from agilerl.modules.encoders import encoder_from_architecture
-from agilerl.modules.mlp import EvolvableMLP, draw_mlp_plan
+from agilerl.modules.mlp import EvolvableMLP, MLPArchitecture, draw_mlp_plan
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MLP_OPS = ("add_layer", "remove_layer", "add_nodes", "remove_nodes")
 LATENT_STEPS = (8, 16, 32)
+
+NetworkT = TypeVar("NetworkT", bound="EvolvableNetwork")
+
+
+class LatentBounds(TypedDict):
+    """Bounds of an encoder's latent width under mutation."""
+
+    min: int
+    max: int
+
+
+class NetworkExtra(TypedDict, total=False):
+    """Subclass data of a network architecture (each network sets its own fields)."""
+
+    continuous: bool
+    action_dim: int
+    action_std_init: float
+    squash_output: bool
+    affine: bool
+    agents: list[str]
+    action_dims: list[int]
+    num_actions: int
+    num_atoms: int
+    v_min: float
+    v_max: float
+
+
+class NetworkArchitecture(TypedDict, total=False):
+    """What ``EvolvableNetwork.architecture()`` returns (see the class docstring)."""
+
+    encoders: dict[str, EncoderArchitecture]
+    heads: dict[str, MLPArchitecture]
+    head_inputs: dict[str, str]
+    latent: LatentBounds
+    extra: NetworkExtra
 
 
 class EvolvableNetwork(nn.Module):
@@ -40,9 +78,9 @@ class EvolvableNetwork(nn.Module):
     (``min``/``max`` latent width), ``extra`` (subclass data).
     """
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
         super().__init__()
-        self.arch: dict[str, Any] = copy.deepcopy(dict(arch))
+        self.arch: NetworkArchitecture = cast(NetworkArchitecture, copy.deepcopy(dict(arch)))
         self.encoders = nn.ModuleDict(
             {n: encoder_from_architecture(a, generator) for n, a in self.arch["encoders"].items()}
         )
@@ -51,7 +89,9 @@ class EvolvableNetwork(nn.Module):
         )
 
     @classmethod
-    def from_architecture(cls, arch: Mapping[str, Any], device: str | torch.device = "cpu"):
+    def from_architecture(
+        cls: type[NetworkT], arch: Mapping[str, object], device: str | torch.device = "cpu"
+    ) -> NetworkT:
         return cls(arch).to(device)
 
     def encoder(self, name: str) -> EvolvableEncoder:
@@ -64,20 +104,29 @@ class EvolvableNetwork(nn.Module):
         """Name -> encoder."""
         return {name: cast(EvolvableEncoder, m) for name, m in self.encoders.items()}
 
-    def mlps(self, kind: str) -> dict[str, Any]:
+    @overload
+    def mlps(self, kind: Literal["encoder"]) -> dict[str, EvolvableEncoder]: ...
+    @overload
+    def mlps(self, kind: Literal["head"]) -> dict[str, EvolvableMLP]: ...
+    @overload
+    def mlps(self, kind: str) -> dict[str, EvolvableEncoder] | dict[str, EvolvableMLP]: ...
+
+    def mlps(self, kind: str) -> dict[str, EvolvableEncoder] | dict[str, EvolvableMLP]:
         """``kind`` = ``"encoder"`` (name -> encoder) or ``"head"`` (name -> MLP)."""
         if kind == "encoder":
             return dict(self.encoder_modules())
         return {name: cast(EvolvableMLP, m) for name, m in self.heads.items()}
 
-    def architecture(self) -> dict[str, Any]:
+    def architecture(self) -> NetworkArchitecture:
         arch = copy.deepcopy(self.arch)
         arch["encoders"] = {n: m.architecture() for n, m in self.encoder_modules().items()}
         arch["heads"] = {n: m.architecture() for n, m in self.mlps("head").items()}
         return arch
 
     # ------------------------------------------------------------------ mutation
-    def draw_plan(self, op: str, rng: Any, activations: list[str]) -> dict[str, Any] | None:
+    def draw_plan(
+        self, op: str, rng: np.random.Generator, activations: list[str]
+    ) -> MutationPlan | None:
         """Random details of mutation ``op`` (numpy Generator ``rng``); None if impossible."""
         if op == "activation":
             current = self._current_activation()
@@ -90,7 +139,7 @@ class EvolvableNetwork(nn.Module):
                 "activation": str(rng.choice(choices)),
                 "seed": 0,
             }
-        candidates: list[tuple[str, dict[str, Any]]] = []
+        candidates: list[tuple[str, MutationPlan]] = []
         for name, encoder in self.encoder_modules().items():
             plan = encoder.draw_plan(op, rng, activations)
             if plan is not None:
@@ -123,29 +172,30 @@ class EvolvableNetwork(nn.Module):
         bounds = self.arch["latent"]
         return width < bounds["max"] if op == "add_nodes" else width > bounds["min"]
 
-    def mutated(self, plan: Mapping[str, Any]) -> EvolvableNetwork:
+    def mutated(self, plan: Mapping[str, object]) -> EvolvableNetwork:
         """A new network with ``plan`` applied (weights and extra parameters carried)."""
+        p = as_plan(plan)
         new = copy.deepcopy(self)
-        target = plan["target"]
+        target = p["target"]
         if target == "all":
             for kind in ("encoder", "head"):
                 modules = new.encoders if kind == "encoder" else new.heads
                 for name, mlp in new.mlps(kind).items():
-                    modules[name] = mlp.mutated(plan)
+                    modules[name] = mlp.mutated(p)
         elif target.startswith("latent:"):
-            new._resize_latent(target.split(":", 1)[1], plan)
+            new._resize_latent(target.split(":", 1)[1], p)
         else:
             kind, name = target.split(":", 1)
             modules = new.encoders if kind == "encoder" else new.heads
-            modules[name] = new.mlps(kind)[name].mutated(plan)
+            modules[name] = new.mlps(kind)[name].mutated(p)
         new.arch = new.architecture()
         return new
 
-    def preserves_function(self, plan: Mapping[str, Any]) -> bool:
+    def preserves_function(self, plan: Mapping[str, object]) -> bool:
         """Whether ``self.mutated(plan)`` computes what this network computes (to
         rounding): the changed module's answer; a wider latent is read by the heads with
         zero weights (kept), a narrower one is not; an activation change is not."""
-        target = plan["target"]
+        target = as_plan(plan)["target"]
         if target == "all":
             return False
         if target.startswith("latent:"):
@@ -153,11 +203,11 @@ class EvolvableNetwork(nn.Module):
         kind, name = target.split(":", 1)
         return bool(self.mlps(kind)[name].preserves_function(plan))
 
-    def parameter_sources(self, plan: Mapping[str, Any]) -> dict[str, str | None]:
+    def parameter_sources(self, plan: Mapping[str, object]) -> dict[str, str | None]:
         """Parameters of ``self.mutated(plan)`` that do not continue the parameter of the
         same name (``named_parameters``): new name -> old name, None for a new one. Every
         other parameter continues its namesake (resized ones in their overlapping slice)."""
-        target = plan["target"]
+        target = as_plan(plan)["target"]
         if target == "all" or target.startswith("latent:"):
             return {}
         kind, name = target.split(":", 1)
@@ -169,7 +219,7 @@ class EvolvableNetwork(nn.Module):
         return {f"{prefix}.{new}": None if old is None else f"{prefix}.{old}"
                 for new, old in sources(plan).items()}
 
-    def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
+    def _resize_latent(self, encoder: str, plan: MutationPlan) -> None:
         width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         bounds = self.arch["latent"]

@@ -15,16 +15,23 @@ A latent-width mutation of agent ``k``'s encoder changes only the head's input c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
+from agilerl.modules.encoder import EncoderArchitecture, EncoderInput, MutationPlan
 from agilerl.modules.encoders import encoder_architecture
-from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.base import EvolvableNetwork, NetworkArchitecture
 from agilerl.networks.config import NetworkConfig, mlp_arch
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
+    from agilerl.modules.mlp import MLPArchitecture
 
-def observation_encoder_architecture(net_config: NetworkConfig, space: Any) -> dict[str, Any]:
+
+def observation_encoder_architecture(
+    net_config: NetworkConfig, space: Space | int
+) -> EncoderArchitecture:
     """A critic's encoder of one agent's observation: the agent's configured encoder,
     except that an MLP encoder (a flat vector observation) is a single dense layer to the
     latent (no hidden layers, and none added by mutation), as in the reference's
@@ -34,7 +41,9 @@ def observation_encoder_architecture(net_config: NetworkConfig, space: Any) -> d
     """
     arch = encoder_architecture(net_config, space)
     if arch.get("kind") == "mlp":
-        arch.update(hidden_size=[], min_hidden_layers=0, max_hidden_layers=0)
+        cast("MLPArchitecture", arch).update(
+            {"hidden_size": [], "min_hidden_layers": 0, "max_hidden_layers": 0}
+        )
     return arch
 
 
@@ -45,7 +54,7 @@ class CentralisedQNetwork(EvolvableNetwork):
     def build(
         cls,
         agents: Sequence[str],
-        observation_spaces: Mapping[str, Any],
+        observation_spaces: Mapping[str, Space | int],
         action_dims: Mapping[str, int],
         net_configs: Mapping[str, NetworkConfig],
         head_config: NetworkConfig,
@@ -61,7 +70,7 @@ class CentralisedQNetwork(EvolvableNetwork):
         }
         width = sum(int(action_dims[a]) + int(net_configs[a]["latent_dim"]) for a in agents)
         # A value is unbounded: the head's output activation (meant for actors) is not used.
-        arch: dict[str, Any] = {
+        arch: NetworkArchitecture = {
             "encoders": encoders,
             "heads": {"q": mlp_arch(head_config["head_config"], width, 1, None)},
             "head_inputs": {"q": agents[0]},
@@ -74,7 +83,9 @@ class CentralisedQNetwork(EvolvableNetwork):
     def agents(self) -> list[str]:
         return list(self.arch["extra"]["agents"])
 
-    def forward(self, obs: Mapping[str, Any], actions: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, obs: Mapping[str, EncoderInput], actions: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
         """Values ``(batch,)`` of the joint observations and critic-side actions (dicts
         agent -> batch)."""
         agents = self.arch["extra"]["agents"]
@@ -82,7 +93,7 @@ class CentralisedQNetwork(EvolvableNetwork):
         parts += [self.encoder(a).forward(obs[a]) for a in agents]
         return self.head("q").forward(torch.cat(parts, dim=-1)).squeeze(-1)
 
-    def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
+    def _resize_latent(self, encoder: str, plan: MutationPlan) -> None:
         agents = self.arch["extra"]["agents"]
         old_width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])

@@ -7,14 +7,17 @@ units the encoder gains or loses). Actions are the policy's normalised actions i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from agilerl.modules.encoder import MutationPlan
 from agilerl.modules.encoders import encoder_architecture
-from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.base import EvolvableNetwork, NetworkArchitecture
 from agilerl.networks.config import NetworkConfig, mlp_arch
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
 
 
 class ContinuousQNetwork(EvolvableNetwork):
@@ -23,7 +26,7 @@ class ContinuousQNetwork(EvolvableNetwork):
     @classmethod
     def build(
         cls,
-        observation_space: Any,
+        observation_space: Space | int,
         action_dim: int,
         net_config: NetworkConfig,
         generator: torch.Generator,
@@ -31,7 +34,7 @@ class ContinuousQNetwork(EvolvableNetwork):
         """``observation_space``: a Gymnasium space (or an int: a flat vector's width)."""
         head, latent = net_config["head_config"], net_config["latent_dim"]
         # A value is unbounded: the head's output activation (meant for the actor) is not used.
-        arch: dict[str, Any] = {
+        arch: NetworkArchitecture = {
             "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"q": mlp_arch(head, action_dim + latent, 1, None)},
             "head_inputs": {"q": "encoder"},
@@ -44,7 +47,7 @@ class ContinuousQNetwork(EvolvableNetwork):
         latent = self.encoder("encoder").forward(obs)
         return self.head("q").forward(torch.cat([action, latent], dim=-1)).squeeze(-1)
 
-    def _resize_latent(self, encoder: str, plan: Mapping[str, Any]) -> None:
+    def _resize_latent(self, encoder: str, plan: MutationPlan) -> None:
         width = self.encoder(encoder).out_dim
         delta = int(plan["nodes"]) if plan["op"] == "add_nodes" else -int(plan["nodes"])
         bounds = self.arch["latent"]

@@ -10,13 +10,17 @@ discrete action spaces).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
+from agilerl.modules.encoder import EncoderInput
 from agilerl.modules.encoders import encoder_architecture
-from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.base import EvolvableNetwork, NetworkArchitecture
 from agilerl.networks.config import NetworkConfig, mlp_arch
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
 
 #: Head output activations that bound the action, and whether they need ``2x - 1``.
 BOUNDED_OUTPUTS = {"Tanh": False, "Sigmoid": True}
@@ -28,7 +32,7 @@ class DeterministicActor(EvolvableNetwork):
     @classmethod
     def build(
         cls,
-        observation_space: Any,
+        observation_space: Space | int,
         action_dim: int,
         net_config: NetworkConfig,
         generator: torch.Generator,
@@ -45,7 +49,7 @@ class DeterministicActor(EvolvableNetwork):
                 f"deterministic policy's action; use one of {sorted(BOUNDED_OUTPUTS)} (or "
                 "leave it out for Tanh)"
             )
-        arch: dict[str, Any] = {
+        arch: NetworkArchitecture = {
             "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"policy": mlp_arch(head, latent, action_dim, output)},
             "head_inputs": {"policy": "encoder"},
@@ -54,6 +58,6 @@ class DeterministicActor(EvolvableNetwork):
         }
         return cls(arch, generator)
 
-    def forward(self, obs: Any) -> torch.Tensor:
+    def forward(self, obs: EncoderInput) -> torch.Tensor:
         out = self.head("policy").forward(self.encoder("encoder").forward(obs))
         return out * 2.0 - 1.0 if self.arch["extra"]["affine"] else out

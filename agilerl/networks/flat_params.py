@@ -20,11 +20,18 @@ a load) and it must be built again.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 
 from agilerl.networks.optim import Adam
+
+
+class Parametrised(Protocol):
+    """What the buffers are built over: a module, or several seen as one."""
+
+    def parameters(self) -> Iterator[torch.Tensor]: ...
 
 
 class FlatTraining:
@@ -34,7 +41,7 @@ class FlatTraining:
     The buffers carry no autograd history, so the updates below need no ``no_grad``
     context."""
 
-    def __init__(self, online: Any, target: Any | None, optimizer: Adam,
+    def __init__(self, online: Parametrised, target: Parametrised | None, optimizer: Adam,
                  params: list[torch.Tensor], target_params: list[torch.Tensor]) -> None:
         self.online, self.target, self.optimizer = online, target, optimizer
         self.params, self.target_params = params, target_params
@@ -54,7 +61,8 @@ class FlatTraining:
         self.attach_grads()
 
     @classmethod
-    def build(cls, online: Any, target: Any | None, optimizer: Any) -> FlatTraining | None:
+    def build(cls, online: Parametrised, target: Parametrised | None, optimizer: object
+              ) -> FlatTraining | None:
         """The flat buffers of ``online`` (stepped by ``optimizer``, one Adam group over
         exactly its parameters, in order) and ``target`` (the same shapes, or None); None
         when they do not fit that pattern, or Adam's state is not uniform (some parameters
@@ -74,8 +82,8 @@ class FlatTraining:
         return cls(online, target, optimizer, params, target_params)
 
     @classmethod
-    def current(cls, flat: FlatTraining | None, online: Any, target: Any | None,
-                optimizer: Any) -> FlatTraining | None:
+    def current(cls, flat: FlatTraining | None, online: Parametrised, target: Parametrised | None,
+                optimizer: Adam) -> FlatTraining | None:
         """``flat`` while it is still bound to ``online``, ``target`` and ``optimizer``;
         otherwise buffers built afresh for them (:meth:`build`, None where they do not
         fit)."""
@@ -83,7 +91,7 @@ class FlatTraining:
             return flat
         return cls.build(online, target, optimizer)
 
-    def bound_to(self, online: Any, target: Any | None, optimizer: Any) -> bool:
+    def bound_to(self, online: Parametrised, target: Parametrised | None, optimizer: Adam) -> bool:
         """Whether these buffers are still those of ``online``, ``target`` and
         ``optimizer`` (none replaced, no parameter moved off its view)."""
         return (online is self.online and target is self.target

@@ -19,12 +19,19 @@ autograd.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar, overload
+from typing import NamedTuple, TypeAlias, TypeVar, overload
 
 import torch
 from torch import nn
 
-from agilerl.modules.mlp import EvolvableMLP, _identity, measured_slots
+from agilerl.modules.mlp import (
+    Activation,
+    EvolvableMLP,
+    LayerPlan,
+    NormArgs,
+    _identity,
+    measured_slots,
+)
 
 #: A closed-form chain kind (:class:`MLPChain`, or another module's built on it).
 ChainT = TypeVar("ChainT")
@@ -33,8 +40,16 @@ ChainT = TypeVar("ChainT")
 LAYER_NORM_BACKWARD = torch.ops.aten.native_layer_norm_backward.default
 _ATEN = torch.ops.aten
 
+#: An activation's backward: (gradient at its output, the tensor the tape saved for it)
+#: -> gradient at its input.
+Backward: TypeAlias = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: Per layer: the gradient tensors of its weight, bias, norm weight and norm bias (the
+#: last two None without a layer norm).
+GradientSlots: TypeAlias = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                                 torch.Tensor | None]
+
 #: Activation (as the MLP's plan holds it) -> gradient through it from its output.
-ACTIVATION_BACKWARD: dict[Any, Any] = {
+ACTIVATION_BACKWARD: dict[Activation, Backward] = {
     torch.relu: lambda grad, out: _ATEN.threshold_backward.default(grad, out, 0),
     torch.tanh: _ATEN.tanh_backward.default,
     torch.sigmoid: _ATEN.sigmoid_backward.default,
@@ -44,11 +59,11 @@ ACTIVATION_BACKWARD: dict[Any, Any] = {
 class ActivationGradient(NamedTuple):
     """How the closed form differentiates an activation."""
 
-    backward: Any  # grad, the saved tensor -> gradient at the activation's input
+    backward: Backward  # grad, the saved tensor -> gradient at the activation's input
     reads_input: bool  # the saved tensor is the activation's input (else its output)
 
 
-def _from_input(act: Any) -> Any:
+def _from_input(act: Activation) -> Backward | None:
     """The backward, from its input, of the activation modules an MLP keeps as modules
     (ELU and GELU, which an activation mutation draws; LeakyReLU, Softplus), with the
     kernels autograd calls for them; None for any other."""
@@ -65,7 +80,7 @@ def _from_input(act: Any) -> Any:
     return None
 
 
-def activation_gradient(act: Any) -> ActivationGradient | None:
+def activation_gradient(act: Activation) -> ActivationGradient | None:
     """The closed form's backward of the activation ``act`` (as an MLP plan holds it);
     None for the identity and for activations it does not cover."""
     from_output = ACTIVATION_BACKWARD.get(act)
@@ -75,7 +90,7 @@ def activation_gradient(act: Any) -> ActivationGradient | None:
     return None if from_input is None else ActivationGradient(from_input, True)
 
 
-def covered(act: Any) -> bool:
+def covered(act: Activation) -> bool:
     """Whether the closed form has a backward for the activation ``act``."""
     return act is _identity or activation_gradient(act) is not None
 
@@ -84,12 +99,13 @@ _ALL_THREE = [True, True, True]
 _INPUT_ONLY = [True, False, False]
 
 #: Activation -> the same activation applied in place (identity: None).
-_IN_PLACE: dict[Any, Any] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
+_IN_PLACE: dict[Activation, Activation] = {torch.relu: torch.relu_, torch.tanh: torch.tanh_,
                              torch.sigmoid: torch.sigmoid_}
 
 #: Per layer: (input, pre-norm value, norm mean, norm rstd, what the activation's
 #: backward reads: its output, or its input for the activations kept as modules).
-Tape = list[tuple[torch.Tensor, Any, Any, Any, Any]]
+Tape = list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None,
+                  torch.Tensor]]
 
 
 class _Layer(NamedTuple):
@@ -97,18 +113,18 @@ class _Layer(NamedTuple):
 
     weight_t: torch.Tensor
     bias: torch.Tensor
-    norm: Any  # layer-norm args, or None
-    act: Any  # applied out of place (None: in place by ``in_place``, or the identity)
-    in_place: Any  # the activation applied in place, or None
+    norm: NormArgs | None  # layer-norm args, or None
+    act: Activation | None  # applied out of place (None: in place by ``in_place``, or the identity)
+    in_place: Activation | None  # the activation applied in place, or None
     weight: torch.Tensor
-    act_backward: Any  # grad, what the tape keeps -> grad (None: the identity)
+    act_backward: Backward | None  # grad, what the tape keeps -> grad (None: the identity)
 
 
 class MLPChain:
     """The layers of ``mlps`` applied in order, with a recorded forward and its backward."""
 
     def __init__(self, mlps: list[EvolvableMLP],
-                 plan: list[tuple[Any, Any, Any, Any]] | None = None,
+                 plan: list[LayerPlan] | None = None,
                  measured: list[tuple[EvolvableMLP, int] | None] | None = None) -> None:
         """The chain of ``mlps`` run one after another. ``plan`` replaces their layers'
         (weight, bias, norm, activation) -- a noisy layer's effective weight, say, held in
@@ -122,7 +138,7 @@ class MLPChain:
         self.measured = measured if measured is not None else measured_slots(mlps)
 
     @classmethod
-    def of(cls, network: Any) -> MLPChain | None:
+    def of(cls, network: nn.Module) -> MLPChain | None:
         """The chain of ``network`` (one MLP encoder feeding one MLP head, and nothing
         else), or None when its gradient is not covered here."""
         encoders = getattr(network, "encoders", None)
@@ -176,7 +192,8 @@ class MLPChain:
         return self._layers_cache
 
     @staticmethod
-    def _layer(weight: torch.Tensor, bias: torch.Tensor, norm: Any, act: Any) -> _Layer:
+    def _layer(weight: torch.Tensor, bias: torch.Tensor, norm: NormArgs | None,
+               act: Activation) -> _Layer:
         if norm is not None:
             norm = (norm[0], norm[1].detach(), norm[2].detach(), norm[3])
         # An activation whose backward reads its output runs in place (the tape keeps
@@ -189,7 +206,7 @@ class MLPChain:
 
     @torch.no_grad()
     def backward(self, tape: Tape, grad: torch.Tensor,
-                 into: list[tuple[Any, ...]] | None = None) -> None:
+                 into: list[GradientSlots] | None = None) -> None:
         """Set ``.grad`` of every parameter to the gradient of ``sum(grad * output)``,
         the output being the one :meth:`forward` recorded in ``tape``.
 
@@ -199,14 +216,14 @@ class MLPChain:
         """
         self._chain_rule(tape, grad, True, into, to_input=False)
 
-    def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[tuple[Any, ...]]
+    def backward_into(self, tape: Tape, grad: torch.Tensor, into: list[GradientSlots]
                       ) -> None:
         """:meth:`backward` writing into the tensors ``into``, without a ``no_grad``
         wrapper (no parameter is read attached); ``grad`` must carry no graph."""
         self._chain_rule(tape, grad, True, into, to_input=False)
 
     def backward_to_input(self, tape: Tape, grad: torch.Tensor, parameters: bool = True,
-                          into: list[tuple[Any, ...]] | None = None) -> torch.Tensor:
+                          into: list[GradientSlots] | None = None) -> torch.Tensor:
         """The gradient of ``sum(grad * output)`` with respect to the chain's input (the
         output being the one :meth:`forward` recorded in ``tape``); ``grad`` must carry no
         graph (no parameter is read attached, so no ``no_grad`` context is needed).
@@ -220,7 +237,7 @@ class MLPChain:
         return grad_in
 
     def _chain_rule(self, tape: Tape, grad: torch.Tensor, parameters: bool,
-                    into: list[tuple[Any, ...]] | None, to_input: bool) -> torch.Tensor | None:
+                    into: list[GradientSlots] | None, to_input: bool) -> torch.Tensor | None:
         """The one backward loop behind :meth:`backward`, :meth:`backward_into` and
         :meth:`backward_to_input` (``to_input``: also the first layer's input gradient)."""
         self._layers()
@@ -232,12 +249,15 @@ class MLPChain:
                 measured[0].keep_gradient(measured[1], grad)
             weight, bias, norm, _ = self.plan[i]
             if norm is not None:
+                assert layer.norm is not None  # its detached copy
                 grad, norm_weight_grad, norm_bias_grad = LAYER_NORM_BACKWARD(
                     grad, pre, norm[0], mean, rstd, layer.norm[1], layer.norm[2],
                     _ALL_THREE if parameters else _INPUT_ONLY)
                 if into is not None:
-                    into[i][2].copy_(norm_weight_grad)
-                    into[i][3].copy_(norm_bias_grad)
+                    norm_weight_slot, norm_bias_slot = into[i][2], into[i][3]
+                    assert norm_weight_slot is not None and norm_bias_slot is not None  # a norm's
+                    norm_weight_slot.copy_(norm_weight_grad)
+                    norm_bias_slot.copy_(norm_bias_grad)
                 elif parameters:
                     norm[1].grad, norm[2].grad = norm_weight_grad, norm_bias_grad
             if into is not None:
@@ -250,7 +270,7 @@ class MLPChain:
                 grad = torch.mm(grad, layer.weight)
         return grad if to_input else None
 
-    def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[tuple[Any, ...]]:
+    def gradient_slots(self, grads: dict[int, torch.Tensor]) -> list[GradientSlots]:
         """``into`` for :meth:`backward` from ``grads`` (``id(parameter)`` -> its gradient
         tensor), kept while the same map is passed (a flat buffer's gradient views, see
         ``FlatTraining.grad_views``, are one map for the buffer's life)."""
@@ -274,16 +294,16 @@ def first_rows(tape: Tape, rows: int) -> Tape:
 
 
 @overload
-def cached_chain(owner: Any, network: Any, key: str = ...) -> MLPChain | None: ...
+def cached_chain(owner: object, network: nn.Module, key: str = ...) -> MLPChain | None: ...
 
 
 @overload
-def cached_chain(owner: Any, network: Any, key: str,
-                 of: Callable[[Any], ChainT | None]) -> ChainT | None: ...
+def cached_chain(owner: object, network: nn.Module, key: str,
+                 of: Callable[[nn.Module], ChainT | None]) -> ChainT | None: ...
 
 
-def cached_chain(owner: Any, network: Any, key: str = "_mlp_chain",
-                 of: Callable[[Any], Any] = MLPChain.of) -> Any:
+def cached_chain(owner: object, network: nn.Module, key: str = "_mlp_chain",
+                 of: Callable[[nn.Module], object] = MLPChain.of) -> object:
     """``of(network)`` (default ``MLPChain.of``: a network's closed-form chain, or None),
     cached on ``owner`` (under ``key``, one per network the owner keeps) until ``network``
     is replaced (a mutation or a load builds new modules)."""

@@ -19,13 +19,30 @@ the network unchanged instead of restarting Adam's bias correction for everythin
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import torch
 from torch import nn
 
 #: Per-parameter state keys of ``Adam`` (``step`` is a float32 scalar tensor).
 STATE_KEYS = ("step", "exp_avg", "exp_avg_sq")
+
+
+class SavedParamGroup(TypedDict, total=False):
+    """A parameter group of a ``state_dict``: parameters by index (``torch.optim.Adam``'s
+    has more settings, which are not read)."""
+
+    params: list[int]
+    lr: float
+    betas: tuple[float, ...]
+    eps: float
+
+
+class AdamStateDict(TypedDict):
+    """``Adam.state_dict()``, in ``torch.optim``'s layout."""
+
+    state: dict[int, dict[str, torch.Tensor]]
+    param_groups: list[SavedParamGroup]
 
 
 class Adam:
@@ -53,6 +70,8 @@ class Adam:
             raise ValueError("Adam got an empty parameter list")
         if lr < 0.0 or eps < 0.0 or not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}")
+        # As ``torch.optim.Optimizer.param_groups`` (callers handle both): ``params``, ``lr``,
+        # ``betas``, ``eps``, and whatever a caller adds (a scheduler's ``initial_lr``).
         self.param_groups: list[dict[str, Any]] = [
             {"params": params, "lr": float(lr), "betas": tuple(betas), "eps": float(eps)}
         ]
@@ -172,23 +191,26 @@ class Adam:
     def _params(self) -> list[torch.Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> AdamStateDict:
         """``{"state": {index: {...}}, "param_groups": [...]}`` (``torch.optim`` layout).
 
         Tensors are the optimizer's own (not copies), as in ``torch.optim``.
         """
         index = {id(p): i for i, p in enumerate(self._params())}
         groups = [
-            {
-                **{k: v for k, v in g.items() if k != "params"},
-                "params": [index[id(p)] for p in g["params"]],
-            }
+            cast(
+                SavedParamGroup,
+                {
+                    **{k: v for k, v in g.items() if k != "params"},
+                    "params": [index[id(p)] for p in g["params"]],
+                },
+            )
             for g in self.param_groups
         ]
         state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state_dict: AdamStateDict) -> None:
         """Load a ``state_dict`` (ours or ``torch.optim.Adam``'s); tensors are copied, so
         the optimizer never shares memory with ``state_dict``."""
         groups = state_dict["param_groups"]
@@ -211,7 +233,9 @@ class Adam:
         self.share_step_counters()
 
 
-def _copy_param_state(entry: Mapping[str, Any], param: torch.Tensor) -> dict[str, torch.Tensor]:
+def _copy_param_state(
+    entry: Mapping[str, torch.Tensor], param: torch.Tensor
+) -> dict[str, torch.Tensor]:
     missing = [k for k in STATE_KEYS if k not in entry]
     if missing:
         raise ValueError(f"optimizer state lacks {', '.join(missing)}")
@@ -240,7 +264,7 @@ def make_optimizer(nets: Sequence[nn.Module], lr: float) -> Adam:
     return Adam(params, lr=lr)
 
 
-def state_by_name(opt: Adam, nets: Sequence[nn.Module]) -> dict[str, dict[str, Any]]:
+def state_by_name(opt: Adam, nets: Sequence[nn.Module]) -> dict[str, dict[str, torch.Tensor]]:
     """Per-parameter optimizer state keyed by parameter name (call before mutating)."""
     return {name: dict(opt.state[p]) for name, p in named_parameters(nets) if p in opt.state}
 
@@ -255,7 +279,7 @@ def carry_learning_rates(opt: Adam, old: Adam) -> None:
 def carry_state(
     opt: Adam,
     nets: Sequence[nn.Module],
-    old: dict[str, dict[str, Any]],
+    old: Mapping[str, Mapping[str, torch.Tensor]],
     sources: Mapping[str, str | None] | None = None,
 ) -> None:
     """Load ``old`` (from ``state_by_name``) into a freshly built optimizer ``opt``.
@@ -268,7 +292,7 @@ def carry_state(
         prev = old.get(source) if source is not None else None
         if not prev:
             continue
-        state: dict[str, Any] = {}
+        state: dict[str, torch.Tensor] = {}
         for key, value in prev.items():
             if isinstance(value, torch.Tensor) and value.shape == param.shape:
                 state[key] = value.clone()
@@ -299,7 +323,7 @@ def optimizer_sources(
 
 
 def network_parameter_sources(
-    networks: Mapping[str, Any], names: Sequence[str], plan: Mapping[str, Any]
+    networks: Mapping[str, nn.Module], names: Sequence[str], plan: Mapping[str, object]
 ) -> dict[str, dict[str, str | None]]:
     """``parameter_sources(plan)`` of each of ``networks[names]`` that has one (call
     before mutating): network name -> {new parameter name: old name or None}."""

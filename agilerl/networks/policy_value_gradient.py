@@ -18,9 +18,10 @@ activations the closed form does not cover; PPO then uses autograd.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import torch
+from torch import nn
 
 from agilerl.modules.mlp import EvolvableMLP
 from agilerl.networks.actor_critic import ActorCritic, categorical_terms
@@ -68,7 +69,7 @@ class PolicyValueChain:
             self.parameters.append(self.log_std)
 
     @classmethod
-    def of(cls, network: Any) -> PolicyValueChain | None:
+    def of(cls, network: nn.Module) -> PolicyValueChain | None:
         """The chain of ``network``, or None when its gradient is not covered here."""
         if type(network) is not ActorCritic:
             return None

@@ -20,16 +20,24 @@ None for anything else, and the agent falls back to autograd.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import torch
+from torch import nn
 
 from agilerl.modules.mlp import EvolvableMLP
 from agilerl.modules.noisy_mlp import NoisyMLP
-from agilerl.networks.mlp_gradient import MLPChain, Tape, covered, first_rows
+from agilerl.networks.mlp_gradient import GradientSlots, MLPChain, Tape, covered, first_rows
+
+if TYPE_CHECKING:
+    from agilerl.networks.rainbow_q_network import RainbowQNetwork
 
 #: Parameter id -> its gradient tensor (in a flat gradient buffer).
 GradientViews = dict[int, torch.Tensor]
+#: A noisy head's ``into``, its ``mu`` gradient views and its ``sigma`` ones.
+NoisySlots: TypeAlias = tuple[list[GradientSlots], list[torch.Tensor], list[torch.Tensor]]
+#: The encoder's ``into`` and each noisy head's slots.
+ChainSlots: TypeAlias = tuple[list[GradientSlots], NoisySlots, NoisySlots]
 
 
 class NoisyMLPChain:
@@ -74,8 +82,7 @@ class NoisyMLPChain:
                                              strict=True):
             torch.addcmul(mean, sigma, noise, out=noisy)
 
-    def slots(self, grads: GradientViews) -> tuple[list[tuple[Any, ...]], list[torch.Tensor],
-                                                   list[torch.Tensor]]:
+    def slots(self, grads: GradientViews) -> NoisySlots:
         """``into`` for :meth:`MLPChain.backward_to_input` (each layer's ``mu`` gradient and
         its layer norm's), and the gradient views of ``mu`` and of ``sigma`` in the order
         of :meth:`sigma_gradients`."""
@@ -102,15 +109,15 @@ class RainbowChain:
     """A :class:`~agilerl.networks.rainbow_q_network.RainbowQNetwork`'s atom logits and
     their backward pass, without autograd."""
 
-    def __init__(self, network: Any, encoder: EvolvableMLP) -> None:
+    def __init__(self, network: RainbowQNetwork, encoder: EvolvableMLP) -> None:
         self.encoder = MLPChain([encoder])
         self.value = NoisyMLPChain(network.noisy_head("value"))
         self.advantage = NoisyMLPChain(network.noisy_head("advantage"))
         self.num_actions, self.num_atoms = network.num_actions, network.num_atoms
-        self._slots: tuple[Any, Any] | None = None
+        self._slots: tuple[GradientViews, ChainSlots] | None = None
 
     @classmethod
-    def of(cls, network: Any) -> RainbowChain | None:
+    def of(cls, network: nn.Module) -> RainbowChain | None:
         """The chain of ``network`` (an MLP encoder feeding noisy ``value`` and
         ``advantage`` heads), or None when its gradient is not covered here."""
         encoders = getattr(network, "encoders", None)
@@ -129,7 +136,8 @@ class RainbowChain:
         own = {id(p) for mlp in mlps for p in mlp.parameters()}
         if {id(p) for p in network.parameters()} != own:
             return None
-        return cls(network, encoder)
+        # a Rainbow network: an encoder and the noisy ``value`` and ``advantage`` heads
+        return cls(cast("RainbowQNetwork", network), encoder)
 
     def apply_noise(self) -> None:
         """Bring the noisy weights up to date (call before each pass)."""
@@ -169,7 +177,7 @@ class RainbowChain:
         self.value.sigma_gradients(value_slots[1], value_slots[2])
         self.advantage.sigma_gradients(advantage_slots[1], advantage_slots[2])
 
-    def _gradient_slots(self, grads: GradientViews) -> Any:
+    def _gradient_slots(self, grads: GradientViews) -> ChainSlots:
         if self._slots is None or self._slots[0] is not grads:
             self._slots = (grads, (self.encoder.gradient_slots(grads),
                                    self.value.slots(grads), self.advantage.slots(grads)))

@@ -13,16 +13,21 @@ change.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
 
+from agilerl.modules.encoder import EncoderInput
 from agilerl.modules.encoders import encoder_architecture
 from agilerl.modules.noisy_mlp import NoisyMLP, scaled_noise
-from agilerl.networks.base import EvolvableNetwork
+from agilerl.networks.base import EvolvableNetwork, NetworkArchitecture
 from agilerl.networks.config import NetworkConfig, mlp_arch
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import Space
+    from agilerl.modules.mlp import MLPArchitecture
 
 
 class RainbowQNetwork(EvolvableNetwork):
@@ -30,10 +35,10 @@ class RainbowQNetwork(EvolvableNetwork):
 
     support: torch.Tensor
 
-    def __init__(self, arch: Mapping[str, Any], generator: torch.Generator | None = None):
-        heads = dict(arch["heads"])
+    def __init__(self, arch: Mapping[str, object], generator: torch.Generator | None = None):
+        heads = dict(cast(NetworkArchitecture, arch)["heads"])
         super().__init__({**arch, "heads": {}}, generator)
-        self.arch = copy.deepcopy(dict(arch))
+        self.arch = cast(NetworkArchitecture, copy.deepcopy(dict(arch)))
         self.heads = nn.ModuleDict({n: NoisyMLP(a, generator) for n, a in heads.items()})
         extra = self.arch["extra"]
         self.num_actions = int(extra["num_actions"])
@@ -45,7 +50,7 @@ class RainbowQNetwork(EvolvableNetwork):
 
     @classmethod
     def build(
-        cls, observation_space: Any, num_actions: int, net_config: NetworkConfig,
+        cls, observation_space: Space | int, num_actions: int, net_config: NetworkConfig,
         generator: torch.Generator, *, num_atoms: int, v_min: float, v_max: float,
         noise_std: float,
     ) -> RainbowQNetwork:
@@ -53,10 +58,10 @@ class RainbowQNetwork(EvolvableNetwork):
         head, latent = net_config["head_config"], net_config["latent_dim"]
         out_act = head.get("output_activation")
 
-        def noisy_head(out_dim: int) -> dict[str, Any]:
+        def noisy_head(out_dim: int) -> MLPArchitecture:
             return {**mlp_arch(head, latent, out_dim, out_act), "noise_std": float(noise_std)}
 
-        arch: dict[str, Any] = {
+        arch: NetworkArchitecture = {
             "encoders": {"encoder": encoder_architecture(net_config, observation_space)},
             "heads": {"value": noisy_head(num_atoms), "advantage": noisy_head(num_actions * num_atoms)},
             "head_inputs": {"value": "encoder", "advantage": "encoder"},
@@ -69,7 +74,7 @@ class RainbowQNetwork(EvolvableNetwork):
     def noisy_head(self, name: str) -> NoisyMLP:
         return cast(NoisyMLP, self.heads[name])
 
-    def logits(self, obs: Any, noise: bool = True) -> torch.Tensor:
+    def logits(self, obs: EncoderInput, noise: bool = True) -> torch.Tensor:
         """Per-action atom logits, shape ``(batch, num_actions, num_atoms)``."""
         latent = self.encoder("encoder").forward(obs)
         value = self.noisy_head("value").forward(latent, noise).unsqueeze(1)
@@ -77,19 +82,21 @@ class RainbowQNetwork(EvolvableNetwork):
         advantage = advantage.view(-1, self.num_actions, self.num_atoms)
         return value + advantage - advantage.mean(dim=1, keepdim=True)
 
-    def log_dist(self, obs: Any, noise: bool = True) -> torch.Tensor:
+    def log_dist(self, obs: EncoderInput, noise: bool = True) -> torch.Tensor:
         """Log-probabilities of the atoms per action."""
         return torch.log_softmax(self.logits(obs, noise), dim=-1)
 
-    def dist(self, obs: Any, noise: bool = True) -> torch.Tensor:
+    def dist(self, obs: EncoderInput, noise: bool = True) -> torch.Tensor:
         """Probabilities of the atoms per action, ``(batch, num_actions, num_atoms)``."""
         return torch.softmax(self.logits(obs, noise), dim=-1)
 
-    def forward(self, obs: Any, noise: bool = True) -> torch.Tensor:
+    def forward(self, obs: EncoderInput, noise: bool = True) -> torch.Tensor:
         """Q-values ``(batch, num_actions)``: the expected return of each distribution."""
         return (self.dist(obs, noise) * self.support).sum(dim=-1)
 
-    def _apply(self, fn: Any, recurse: bool = True) -> Any:  # noqa: FBT001, FBT002
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> RainbowQNetwork:  # noqa: FBT001, FBT002
         # Moving or casting the module replaces its buffers: the cached list is stale.
         self.__dict__.pop("_noise_buffers", None)
         return super()._apply(fn, recurse)

@@ -12,10 +12,11 @@ recurrent state. The state of a batch is a dict: encoder name -> tensor ``(batch
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import torch
 
+from agilerl.modules.encoder import EncoderInput
 from agilerl.modules.lstm import LSTMEncoder
 from agilerl.networks.actor_critic import ActorCritic
 
@@ -65,14 +66,18 @@ class RecurrentActorCritic(ActorCritic):
         value = self.heads["value"](latents[inputs["value"]]).squeeze(-1)
         return policy_out, value
 
-    def forward(self, obs: Any, hidden: Hidden | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, obs: EncoderInput, hidden: Hidden | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output and value of one step from ``hidden`` (zero state if None)."""
+        assert isinstance(obs, torch.Tensor)  # an LSTM encoder reads flat vectors
         if hidden is None:
             hidden = self.initial_hidden(obs.shape[0], obs.device)
         policy_out, value, _ = self.step(obs, hidden)
         return policy_out, value
 
-    def policy(self, obs: Any, hidden: Hidden | None = None) -> torch.Tensor:
+    def policy(self, obs: EncoderInput, hidden: Hidden | None = None) -> torch.Tensor:
+        assert isinstance(obs, torch.Tensor)  # an LSTM encoder reads flat vectors
         if hidden is None:
             hidden = self.initial_hidden(obs.shape[0], obs.device)
         return self.policy_step(obs, hidden)[0]

@@ -16,22 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from agilerl.modules.mlp import EvolvableMLP, measured_slots
+from agilerl.modules.mlp import Activation, EvolvableMLP, LayerPlan, measured_slots
 
 
 class StackedLayer(NamedTuple):
     """What a linear layer does besides its matrix product."""
 
     norm: tuple[tuple[int, ...], float] | None  # layer norm after it: (shape, eps)
-    act: Any  # the activation (a function)
+    act: Activation  # the activation (a function)
 
 
-def _plan(mlp: EvolvableMLP) -> list[tuple[Any, Any, Any, Any]]:
+def _plan(mlp: EvolvableMLP) -> list[LayerPlan]:
     """(weight, bias, layer-norm args or None, activation) per layer of ``mlp``."""
     return mlp.__dict__.get("_plan") or mlp._make_plan()
 

@@ -20,10 +20,11 @@ own weight and bias.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 
+from agilerl.modules.mlp import Activation
 from agilerl.networks.mlp_gradient import (
     LAYER_NORM_BACKWARD,
     ActivationGradient,
@@ -35,7 +36,9 @@ from agilerl.networks.stacked_mlp import GradientKeeper
 
 #: Per layer: (input, pre-norm value, normalised value, norm mean, norm rstd, activation
 #: input, output).
-StackedTape = list[tuple[torch.Tensor, Any, Any, Any, Any, Any, torch.Tensor]]
+StackedTape = list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None,
+                         torch.Tensor | None, torch.Tensor | None, torch.Tensor | None,
+                         torch.Tensor]]
 
 class _Norm(NamedTuple):
     """A layer norm's shape and eps, with unit scale and zero shift: the kernel is about
@@ -49,7 +52,7 @@ class _Norm(NamedTuple):
 
 class _Layer(NamedTuple):
     norm: _Norm | None  # a layer norm after the linear layer
-    act: Any
+    act: Activation
     gradient: ActivationGradient | None  # None: the identity
 
 
@@ -117,17 +120,20 @@ class StackedMLPChain:
         """The gradients (stacked, in ``params`` order) of ``sum(grad * output)``, the
         output being the one :meth:`forward` recorded in ``tape`` with ``params``;
         ``keep`` receives each layer's gradient w.r.t. its pre-activation."""
-        grads: list[Any] = [None] * len(params)
+        grads: list[torch.Tensor | None] = [None] * len(params)
         i = len(params)
         for index in range(len(self.layers) - 1, -1, -1):
             layer = self.layers[index]
             x, pre, normed, mean, rstd, act_in, out = tape[index]
             if (gradient := layer.gradient) is not None:
-                grad = gradient.backward(grad, act_in if gradient.reads_input else out)
+                saved = act_in if gradient.reads_input else out
+                assert saved is not None  # the forward kept what this backward reads
+                grad = gradient.backward(grad, saved)
             if keep is not None:
                 keep(index, grad)
             if layer.norm is not None:
                 i -= 2
+                assert normed is not None  # kept for every layer with a norm
                 grads[i] = (grad * normed).sum(1)
                 grads[i + 1] = grad.sum(1)
                 grad = LAYER_NORM_BACKWARD(grad * params[i].unsqueeze(1), pre, layer.norm.shape,
@@ -137,4 +143,4 @@ class StackedMLPChain:
             grads[i + 1] = grad.sum(1)
             if index:
                 grad = torch.bmm(grad, params[i])
-        return grads
+        return cast("list[torch.Tensor]", grads)  # every slot was set above

@@ -45,6 +45,8 @@ from agilerl.training.arguments import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedTokenizerBase
+
     from agilerl.arena.trainer import ArenaTrainer
 
 __all__ = [
@@ -275,7 +277,7 @@ class LocalTrainer(Trainer):
         # run maps back those it uses; see agilerl.population.resident_pages).
         release_library_pages()
         self.accelerator = accelerator
-        self.tokenizer = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None  # an LLM run's
         self.seed = build.resolve_seed(seed)
         self.env: Any = None
         check_env_kind(self.algorithm_spec, self.env_spec)

@@ -301,7 +301,8 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
             self.net_configs = {g: single for g in self.groups}
             return single
         self.net_configs = {g: normalise_net_config(c, spec_name) for g, c in per_group.items()}
-        return dict(self.net_configs)
+        # group -> section, kept where the base class keeps its one section
+        return cast(NetworkConfig, dict(self.net_configs))
 
     # ------------------------------------------------------------------ learning rates
     def _lr_for_optimizer(self, opt_name: str) -> float:
