@@ -23,7 +23,7 @@ import time
 import webbrowser
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
@@ -34,7 +34,9 @@ from agilerl.arena.config import (
     write_private_json,
 )
 from agilerl.arena.errors import ArenaAuthError, ArenaTimeoutError, redact
-from agilerl.core.value_types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["Authenticator", "jwt_expiry", "token_is_fresh"]
 
@@ -329,9 +331,7 @@ class _DeviceFlow:
             raise ArenaAuthError(f"Failed to initiate device authorization: {redact(str(reason))}")
         return grant
 
-    def _poll(
-        self, device_code: str, interval: float, limit: float, timeout: float
-    ) -> JsonObject:
+    def _poll(self, device_code: str, interval: float, limit: float, timeout: float) -> JsonObject:
         settings = self._auth._settings
         form = {
             "grant_type": DEVICE_GRANT,

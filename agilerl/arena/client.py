@@ -41,10 +41,11 @@ from agilerl.arena.stream import (
 from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import IDEMPOTENCY_HEADER, RequestOptions, Transport
 from agilerl.arena.upload import file_part
-from agilerl.core.value_types import JsonObject, JsonScalar, JsonValue
 
 if TYPE_CHECKING:
     from typing import Unpack
+
+    from agilerl.core.value_types import JsonObject, JsonScalar, JsonValue
 
 __all__ = ["TERMINAL_STATES", "ArenaClient"]
 
@@ -192,7 +193,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
     # -- user, resources, projects -----------------------------------------------------
     def get_user_profile(self) -> JsonObject:
         """The signed-in user (``first_name``, ``last_name``, ``email``, ...)."""
-        return dict(cast(JsonObject, self._transport.request("GET", "/api/users/current")))
+        return dict(cast("JsonObject", self._transport.request("GET", "/api/users/current")))
 
     def get_credits(self) -> JsonValue:
         """The user's remaining credits."""
@@ -200,11 +201,11 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
 
     def list_resources(self) -> JsonObject:
         """Compute tiers usable as ``resource_id`` when submitting."""
-        return dict(cast(JsonObject, self._transport.request("GET", f"{_API}/resources/list")))
+        return dict(cast("JsonObject", self._transport.request("GET", f"{_API}/resources/list")))
 
     def list_projects(self) -> list[JsonObject]:
         """The user's projects (``name``, ``type``, ``description``, ...)."""
-        return list(cast(list[JsonObject], self._transport.request("GET", f"{_API}/projects")))
+        return list(cast("list[JsonObject]", self._transport.request("GET", f"{_API}/projects")))
 
     def create_project(
         self, name: str, description: str | None = None, llm_based: bool = False
@@ -314,18 +315,16 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         answer = self._transport.request(
             "GET", f"{_API}/experiments/list", params={"project": resolved}
         )
-        return list(cast(list[JsonObject], answer))  # the server's JSON list of rows
+        return list(cast("list[JsonObject]", answer))  # the server's JSON list of rows
 
-    def get_experiment_status(
-        self, experiment_name: str, project: str | None = None
-    ) -> JsonObject:
+    def get_experiment_status(self, experiment_name: str, project: str | None = None) -> JsonObject:
         """One experiment's row: ``state``, ``steps``, ``error``, ``latest_checkpoint``, ..."""
         params = {"experiment_name": experiment_name}
         resolved = self._resolve_project(project)
         if resolved:
             params["project"] = resolved
         answer = self._transport.request("GET", f"{_API}/experiments/jobs/status", params=params)
-        return dict(cast(JsonObject, answer))  # the server's JSON object
+        return dict(cast("JsonObject", answer))  # the server's JSON object
 
     def stream_experiment_logs(
         self, experiment_name: str, follow: bool = False, since: int | None = None
@@ -395,7 +394,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         answer = self._transport.request(
             "GET", f"{_API}/experiments/jobs/checkpoints", params=params
         )
-        return list(cast(list[JsonObject], answer))  # the server's JSON list of rows
+        return list(cast("list[JsonObject]", answer))  # the server's JSON list of rows
 
     def download_checkpoint(
         self,

@@ -18,11 +18,11 @@ from agilerl.arena import config
 from agilerl.arena.errors import ArenaFileNotFoundError
 from agilerl.arena.output import csv_table, emit, experiment_summary, table
 from agilerl.arena.stream import CheckEvent, ErrorEvent, Event, LogEvent, StatusEvent
-from agilerl.core.value_types import JsonScalar
 
 if TYPE_CHECKING:
     from agilerl.arena.client import ArenaClient
     from agilerl.arena.download import ArchiveSummary
+    from agilerl.core.value_types import JsonScalar
 
 # The hosted service's own defaults for `experiments submit`; a self-hosted server
 # picks its own (its tiers have other names).
@@ -132,7 +132,7 @@ def user_credits(args: argparse.Namespace) -> int:
 
 def resources_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        tiers = cast(dict[str, dict[str, JsonScalar]], client.list_resources().get("tiers", {}))
+        tiers = cast("dict[str, dict[str, JsonScalar]]", client.list_resources().get("tiers", {}))
     if args.json_out:
         emit(tiers, True)
         return 0

@@ -18,9 +18,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agilerl.arena.errors import ArenaConfigError
-from agilerl.core.value_types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "DEFAULT_BASE_URL",

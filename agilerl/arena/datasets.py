@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.environments import close_parts
 from agilerl.arena.errors import ArenaConfigError
 from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import Transport
 from agilerl.arena.upload import file_part
-from agilerl.core.value_types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["DATASET_CATEGORIES", "DatasetRequests", "load_column_mapping"]
 
@@ -56,7 +58,7 @@ class DatasetRequests:
         """The user's datasets (``search``: a Hugging Face search, where the server has one)."""
         params = {k: v for k, v in (("name", name), ("search", search)) if v}
         answer = self._transport.request("GET", f"{_API}/datasets", params=params)
-        return list(cast(list[JsonValue], answer))  # the server's JSON list
+        return list(cast("list[JsonValue]", answer))  # the server's JSON list
 
     def dataset_exists(self, name: str) -> JsonObject:
         """``{"exists": bool, "id"?, "datasetType"?}``."""

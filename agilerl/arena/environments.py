@@ -11,10 +11,11 @@ from agilerl.arena.stream import Event
 from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import RequestOptions, Transport
 from agilerl.arena.upload import FilePart, discover_sidecars, file_part, pack_source
-from agilerl.core.value_types import JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from typing import Unpack
+
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["EnvironmentRequests"]
 
@@ -22,9 +23,7 @@ __all__ = ["EnvironmentRequests"]
 class _StreamResult(Protocol):
     """``ArenaClient._stream_result``: send, read the event stream, return its result."""
 
-    def __call__(
-        self, method: str, path: str, **kwargs: Unpack[RequestOptions]
-    ) -> JsonObject: ...
+    def __call__(self, method: str, path: str, **kwargs: Unpack[RequestOptions]) -> JsonObject: ...
 
 
 class EnvironmentRequests:
@@ -34,13 +33,11 @@ class EnvironmentRequests:
     _stream_result: _StreamResult
     _handler: Callable[[Event], None] | None
 
-    def list_environments(
-        self, name: str | None = None, include_arena: bool = False
-    ) -> JsonObject:
+    def list_environments(self, name: str | None = None, include_arena: bool = False) -> JsonObject:
         """Registered environments: ``{name: {version: {"validated", "profiled"}}}``."""
         params = {"name": name, "include_arena": include_arena}
         answer = self._transport.request("GET", f"{_API}/environments", params=params)
-        return dict(cast(JsonObject, answer))  # the server's JSON object
+        return dict(cast("JsonObject", answer))  # the server's JSON object
 
     def environment_exists(self, name: str, version: str | None = None) -> bool:
         """True when the environment (version; default latest) is registered."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from agilerl.core.value_types import JsonObject, JsonValue
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
+
 
 __all__ = [
     "ArenaAPIError",

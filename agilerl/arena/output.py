@@ -7,9 +7,11 @@ import io
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
-from agilerl.core.value_types import JsonObject, JsonValue
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
+
 
 __all__ = ["csv_table", "emit", "experiment_summary", "table", "to_text"]
 
@@ -71,7 +73,7 @@ def csv_table(text: str) -> str:
 
 def experiment_summary(row: Mapping[str, JsonValue]) -> str:
     """``arena experiments status`` for people: one ``Label  value`` line per fact."""
-    latest = cast(JsonObject, row.get("latest_checkpoint") or {})  # the server's object
+    latest = cast("JsonObject", row.get("latest_checkpoint") or {})  # the server's object
     steps = f"{_count(row.get('steps'))} / {_count(row.get('max_steps'))} per agent"
     lines = [
         ("Experiment", f"{row.get('name')} (project {row.get('project') or '-'})"),

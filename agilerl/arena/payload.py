@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agilerl.core.value_types import JsonObject
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 
 __all__ = ["manifest_payload"]
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agilerl.arena.errors import ArenaAPIError, error_class_for_path, sanitise_message
-from agilerl.core.value_types import JsonObject, JsonValue
 
 if TYPE_CHECKING:
     import httpx
+
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "CheckEvent",

@@ -16,12 +16,14 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.client import ArenaClient
 from agilerl.arena.payload import manifest_payload
-from agilerl.core.value_types import JsonObject, JsonValue
 from agilerl.training.trainer import Trainer
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["ArenaTrainer", "check_environment"]
 
@@ -275,7 +277,7 @@ class ArenaTrainer(Trainer):
         :param timeout: Give up waiting after this many seconds.
         """
         manifest = self.to_manifest()
-        check_environment(self._client, cast(JsonObject, manifest.get("environment") or {}))
+        check_environment(self._client, cast("JsonObject", manifest.get("environment") or {}))
         ack = self._client.submit_experiment(
             manifest,
             resource_id=resource_id,

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,12 +23,13 @@ from agilerl.arena.errors import ArenaAPIError, ArenaAuthError, error_class_for_
 from agilerl.arena.retry import IDEMPOTENT_METHODS, RetryPolicy
 from agilerl.arena.stream import Event, NDJsonStream
 from agilerl.arena.upload import FilePart
-from agilerl.core.value_types import JsonScalar, JsonValue
 
 if TYPE_CHECKING:
     from typing import Unpack
 
-__all__ = ["API_PREFIX", "IDEMPOTENCY_HEADER", "QueryParams", "RequestOptions", "Transport"]
+    from agilerl.core.value_types import JsonScalar, JsonValue
+
+__all__ = ["API_PREFIX", "IDEMPOTENCY_HEADER", "RequestOptions", "Transport"]
 
 logger = logging.getLogger("agilerl.arena.client")
 
@@ -37,8 +38,11 @@ API_PREFIX = "/api/cli/v1"
 """Every CLI endpoint lives under this path."""
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
-QueryParams: TypeAlias = Mapping[str, JsonScalar] | list[tuple[str, JsonScalar]]
-"""A request's query: names to values, or (name, value) pairs (a name may repeat)."""
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    #: A request's query: names to values, or (name, value) pairs (a name may repeat).
+    QueryParams: TypeAlias = Mapping[str, JsonScalar] | list[tuple[str, JsonScalar]]
 
 
 class RequestOptions(TypedDict, total=False):

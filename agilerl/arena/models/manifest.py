@@ -15,7 +15,7 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Literal, TypedDict, TypeVar, overload
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar, overload
 
 from pydantic import (
     AliasChoices,
@@ -37,7 +37,6 @@ from agilerl.core.manifest_errors import (
     ManifestReport,
     UnknownAlgorithmError,
 )
-from agilerl.core.value_types import JsonObject
 from agilerl.models.loading import (
     LocatedDocument,
     Location,
@@ -49,6 +48,9 @@ from agilerl.models.loading import (
 from agilerl.models.pydantic_issues import issues_from_validation_error, unknown_keys
 from agilerl.models.rules import Violation, algorithm_rules, llm_model_rule, training_rules
 from agilerl.models.suggest import closest
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
 
 logger = logging.getLogger(__name__)
 
