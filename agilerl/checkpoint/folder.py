@@ -275,7 +275,8 @@ class Checkpoint:
     def has_replay_buffer(self) -> bool:
         return BUFFER_FILE in self.index["files"]
 
-    def _load(self, name: str) -> Any:
+    def _load(self, name: str) -> dict[str, object]:
+        # A file whose digest is the index's: written by write_checkpoint from a mapping.
         self._verify(name)
         if _digest(self.path / name) != self.index["files"][name]["sha256"]:
             raise CheckpointError(
@@ -303,9 +304,12 @@ class Checkpoint:
         return [self.member_state(i) for i in range(self.pop_size)]
 
     def trainer_state(self) -> dict[str, Any]:
+        # The loop's record: its values are the training package's own state dicts (loop,
+        # evolution, RNG), which resume reads without narrowing.
         return dict(self._load(TRAINER_FILE))
 
     def replay_buffer(self) -> dict[str, Any] | None:
+        # ReplayBuffer.state_dict()'s record, handed back to ReplayBuffer.load_state_dict.
         return self._load(BUFFER_FILE) if self.has_replay_buffer else None
 
     def manifest(self) -> JsonObject | None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NotRequired, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from agilerl.run_folder import CHECKPOINTS_DIR
+
+if TYPE_CHECKING:
+    from typing import NotRequired
 
 FORMAT = "agilerl-checkpoint"
 VERSION = 2

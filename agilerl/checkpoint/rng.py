@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from typing import NotRequired
 
 
 class RngState(TypedDict):

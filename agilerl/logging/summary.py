@@ -6,13 +6,16 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NotRequired, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
 from agilerl.logging.progress import format_duration
+
+if TYPE_CHECKING:
+    from typing import NotRequired, Unpack
 
 __all__ = ["render_summary", "summary_rows"]
 
