@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, cast
 from agilerl.checkpoint import Checkpoint, CheckpointError, find_checkpoint
 from agilerl.checkpoint.archive import is_archive, unpacked_checkpoint
 from agilerl.checkpoint.layout import INDEX_NAME, RUN_CHECKPOINTS
-from agilerl.run_folder import ELITE_FILE
 from agilerl.core.value_types import JsonObject
+from agilerl.run_folder import ELITE_FILE
 from agilerl.run_folder import MANIFEST_FILE as RUN_MANIFEST
 
 if TYPE_CHECKING:
