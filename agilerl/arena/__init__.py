@@ -8,7 +8,7 @@ machines that do not train.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __all__ = [
     "ArenaAPIError",
@@ -31,7 +31,7 @@ _HOMES["ArenaClient"] = "agilerl.arena.client"
 _HOMES["ArenaTrainer"] = "agilerl.arena.trainer"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[object]:
     module = _HOMES.get(name)
     if module is None:
         raise AttributeError(f"module 'agilerl.arena' has no attribute {name!r}")

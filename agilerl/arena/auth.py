@@ -21,9 +21,9 @@ import sys
 import threading
 import time
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
@@ -34,6 +34,9 @@ from agilerl.arena.config import (
     write_private_json,
 )
 from agilerl.arena.errors import ArenaAuthError, ArenaTimeoutError, redact
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["Authenticator", "jwt_expiry", "token_is_fresh"]
 
@@ -94,7 +97,7 @@ class Authenticator:
         self._store_path = store_path or credentials_path()
         self._transport = transport
         self._timeout = timeout
-        self._tokens: dict[str, Any] = {}
+        self._tokens: JsonObject = {}
         self._api_key: str | None = None
         self._refresh_lock = threading.Lock()  # threads sharing a client refresh once
         self.source = "none"
@@ -165,11 +168,12 @@ class Authenticator:
         if stored.get("access_token"):
             self._tokens = dict(stored)
         if not self._api_key and isinstance(stored.get("api_key"), str):
+            assert isinstance(stored["api_key"], str)  # checked just above
             self._api_key, self.source = stored["api_key"], "stored"
         elif not self._api_key and self._tokens:
             self.source = "stored"
 
-    def _save(self, payload: dict[str, Any]) -> None:
+    def _save(self, payload: Mapping[str, JsonValue]) -> None:
         record = dict(payload)
         record["auth_server"] = self._issuer()
         record["base_url"] = self._settings.base_url
@@ -186,7 +190,7 @@ class Authenticator:
         with httpx.Client(transport=self._transport, timeout=self._timeout) as http:
             return http.post(self._oidc(endpoint), data=form)
 
-    def _accept_tokens(self, answer: dict[str, Any]) -> None:
+    def _accept_tokens(self, answer: JsonObject) -> None:
         merged = {**self._tokens, **answer}
         merged.pop("api_key", None)
         self._tokens = merged
@@ -298,19 +302,19 @@ class _DeviceFlow:
         timeout: float,
         open_browser: bool,
         prompt: Callable[[str, str | None], None],
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         grant = self._start()
         url = str(grant.get("verification_uri_complete") or grant.get("verification_uri") or "")
-        prompt(url, grant.get("user_code"))
+        prompt(url, cast("str | None", grant.get("user_code")))  # RFC 8628: a string
         if open_browser and url and not _open(url):
             logger.warning("Could not open a browser; open the address above yourself.")
         given = grant.get("interval")
         # RFC 8628: 5 s when the server names none; never a busy loop.
-        interval = max(MIN_INTERVAL_S, float(given)) if given is not None else 5.0
-        limit = min(timeout, float(grant.get("expires_in") or timeout))
+        interval = max(MIN_INTERVAL_S, float(cast(float, given))) if given is not None else 5.0
+        limit = min(timeout, float(cast(float, grant.get("expires_in") or timeout)))
         return self._poll(str(grant["device_code"]), interval, limit, timeout)
 
-    def _start(self) -> dict[str, Any]:
+    def _start(self) -> JsonObject:
         settings = self._auth._settings
         form = {"client_id": settings.client_id, "scope": "openid profile email"}
         try:
@@ -327,9 +331,7 @@ class _DeviceFlow:
             raise ArenaAuthError(f"Failed to initiate device authorization: {redact(str(reason))}")
         return grant
 
-    def _poll(
-        self, device_code: str, interval: float, limit: float, timeout: float
-    ) -> dict[str, Any]:
+    def _poll(self, device_code: str, interval: float, limit: float, timeout: float) -> JsonObject:
         settings = self._auth._settings
         form = {
             "grant_type": DEVICE_GRANT,
@@ -372,7 +374,7 @@ def _open(url: str) -> bool:
         return False
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any]:
+def _json_object(response: httpx.Response) -> JsonObject:
     try:
         value = response.json()
     except ValueError:

@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from agilerl.version import version_line
 
@@ -307,7 +306,7 @@ def _report(exc: Exception, as_json: bool) -> int:
     return 1
 
 
-def _known_failure(exc: Exception) -> tuple[str, dict[str, Any]] | None:
+def _known_failure(exc: Exception) -> tuple[str, dict[str, object]] | None:
     from agilerl.arena.errors import ArenaAPIError, ArenaError
 
     if isinstance(exc, ArenaAPIError):

@@ -17,9 +17,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
@@ -39,8 +39,13 @@ from agilerl.arena.stream import (
     StreamInterrupted,
 )
 from agilerl.arena.transport import API_PREFIX as _API
-from agilerl.arena.transport import IDEMPOTENCY_HEADER, Transport
+from agilerl.arena.transport import IDEMPOTENCY_HEADER, RequestOptions, Transport
 from agilerl.arena.upload import file_part
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from agilerl.core.value_types import JsonObject, JsonScalar, JsonValue
 
 __all__ = ["TERMINAL_STATES", "ArenaClient"]
 
@@ -162,7 +167,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         """Sign in with the device flow (reuses or refreshes a stored login first)."""
         self._auth.login(timeout, force=force, open_browser=open_browser, prompt=prompt)
 
-    def store_api_key(self, api_key: str) -> dict[str, Any]:
+    def store_api_key(self, api_key: str) -> JsonObject:
         """Check *api_key* with the server, then save it as this machine's credential."""
         probe = Authenticator(self.settings, api_key)
         checker = Transport(
@@ -186,30 +191,30 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         self._auth.logout()
 
     # -- user, resources, projects -----------------------------------------------------
-    def get_user_profile(self) -> dict[str, Any]:
+    def get_user_profile(self) -> JsonObject:
         """The signed-in user (``first_name``, ``last_name``, ``email``, ...)."""
-        return dict(self._transport.request("GET", "/api/users/current"))
+        return dict(cast("JsonObject", self._transport.request("GET", "/api/users/current")))
 
-    def get_credits(self) -> Any:
+    def get_credits(self) -> JsonValue:
         """The user's remaining credits."""
         return self._transport.request("GET", "/api/users/credits")
 
-    def list_resources(self) -> dict[str, Any]:
+    def list_resources(self) -> JsonObject:
         """Compute tiers usable as ``resource_id`` when submitting."""
-        return dict(self._transport.request("GET", f"{_API}/resources/list"))
+        return dict(cast("JsonObject", self._transport.request("GET", f"{_API}/resources/list")))
 
-    def list_projects(self) -> list[dict[str, Any]]:
+    def list_projects(self) -> list[JsonObject]:
         """The user's projects (``name``, ``type``, ``description``, ...)."""
-        return list(self._transport.request("GET", f"{_API}/projects"))
+        return list(cast("list[JsonObject]", self._transport.request("GET", f"{_API}/projects")))
 
     def create_project(
         self, name: str, description: str | None = None, llm_based: bool = False
-    ) -> Any:
+    ) -> JsonValue:
         """Create a project."""
         body = {"name": name, "description": description, "llm_based": llm_based}
         return self._transport.request("POST", f"{_API}/projects/create", json=body)
 
-    def delete_project(self, name: str) -> Any:
+    def delete_project(self, name: str) -> JsonValue:
         """Delete a project."""
         return self._transport.request("DELETE", f"{_API}/projects/delete", json={"name": name})
 
@@ -234,7 +239,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
     # -- experiments --------------------------------------------------------------------
     def submit_experiment(
         self,
-        manifest: str | os.PathLike[str] | dict[str, Any],
+        manifest: str | os.PathLike[str] | Mapping[str, object],
         *,
         resource_id: str | int | None = None,
         num_nodes: int | None = None,
@@ -243,7 +248,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         reward_file: str | os.PathLike[str] | bytes | None = None,
         completion: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Validate *manifest* locally, submit it, and return the server's acknowledgement.
 
         The request carries an ``Idempotency-Key`` (a fresh UUID unless given), so
@@ -258,7 +263,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         file_name = Path(manifest).name if isinstance(manifest, (str, os.PathLike)) else None
         resolved_project = self._resolve_project(project)
         headers = {IDEMPOTENCY_HEADER: idempotency_key or str(uuid.uuid4())}
-        kwargs: dict[str, Any] = {"headers": headers, "timeout": self._transport.upload_timeout}
+        kwargs: RequestOptions = {"headers": headers, "timeout": self._transport.upload_timeout}
         if reward_file is None:
             kwargs["json"] = {
                 "manifest": payload,
@@ -285,7 +290,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         finally:
             close_parts(kwargs.get("files"))
 
-    def _submit_with_retries(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _submit_with_retries(self, kwargs: RequestOptions) -> JsonObject:
         # The transport retries failures before the answer starts; a connection lost
         # while the answer streams is retried here (same key, so still one experiment).
         policy = self._transport.retry
@@ -298,7 +303,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
                 self._sleep(policy.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def list_experiments(self, project: str | None = None) -> list[dict[str, Any]]:
+    def list_experiments(self, project: str | None = None) -> list[JsonObject]:
         """The experiments of *project* (default: the default project)."""
         resolved = self._resolve_project(project)
         if not resolved:
@@ -307,21 +312,19 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
                 sdk_hint="Pass project= or call ArenaClient().set_default_project(name).",
                 cli_hint="Use --project or set a default with 'arena projects set-default NAME'.",
             )
-        return list(
-            self._transport.request("GET", f"{_API}/experiments/list", params={"project": resolved})
+        answer = self._transport.request(
+            "GET", f"{_API}/experiments/list", params={"project": resolved}
         )
+        return list(cast("list[JsonObject]", answer))  # the server's JSON list of rows
 
-    def get_experiment_status(
-        self, experiment_name: str, project: str | None = None
-    ) -> dict[str, Any]:
+    def get_experiment_status(self, experiment_name: str, project: str | None = None) -> JsonObject:
         """One experiment's row: ``state``, ``steps``, ``error``, ``latest_checkpoint``, ..."""
         params = {"experiment_name": experiment_name}
         resolved = self._resolve_project(project)
         if resolved:
             params["project"] = resolved
-        return dict(
-            self._transport.request("GET", f"{_API}/experiments/jobs/status", params=params)
-        )
+        answer = self._transport.request("GET", f"{_API}/experiments/jobs/status", params=params)
+        return dict(cast("JsonObject", answer))  # the server's JSON object
 
     def stream_experiment_logs(
         self, experiment_name: str, follow: bool = False, since: int | None = None
@@ -331,7 +334,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         With ``follow=True`` the stream stays open until the job ends; its last event
         carries the final ``state`` in ``detail``.
         """
-        params: dict[str, Any] = {"experiment_name": experiment_name}
+        params: dict[str, JsonScalar] = {"experiment_name": experiment_name}
         if follow:
             params["follow"] = True
         if since is not None:
@@ -356,7 +359,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         poll_interval: float = 2.0,
         timeout: float | None = None,
         project: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Poll the status until the job is COMPLETED, FAILED or STOPPED; return the row.
 
         :raises ArenaError: when *timeout* seconds pass first.
@@ -375,22 +378,23 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
             self._sleep(interval)
             interval = min(poll_interval, interval * 2)
 
-    def stop_experiment(self, experiment_name: str) -> Any:
+    def stop_experiment(self, experiment_name: str) -> JsonValue:
         """Stop a queued or running experiment (it keeps its checkpoints)."""
         body = {"experiment_name": experiment_name.strip()}
         return self._transport.request("POST", f"{_API}/experiments/jobs/stop", json=body)
 
-    def resume_experiment(self, experiment_name: str, max_steps: int) -> Any:
+    def resume_experiment(self, experiment_name: str, max_steps: int) -> JsonValue:
         """Continue a finished or stopped experiment from its latest checkpoint."""
         body = {"experiment_name": experiment_name, "max_steps": int(max_steps)}
         return self._transport.request("POST", f"{_API}/experiments/jobs/resume", json=body)
 
-    def list_checkpoints(self, experiment_name: str) -> list[dict[str, Any]]:
+    def list_checkpoints(self, experiment_name: str) -> list[JsonObject]:
         """The experiment's checkpoints (``name``, ``steps``, ``size_mb``, scores)."""
         params = {"experiment_name": experiment_name}
-        return list(
-            self._transport.request("GET", f"{_API}/experiments/jobs/checkpoints", params=params)
+        answer = self._transport.request(
+            "GET", f"{_API}/experiments/jobs/checkpoints", params=params
         )
+        return list(cast("list[JsonObject]", answer))  # the server's JSON list of rows
 
     def download_checkpoint(
         self,
@@ -421,9 +425,9 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
 
     def list_experiment_metric_names(
         self, experiment_name: str, *, project: str | None = None, details: bool = False
-    ) -> Any:
+    ) -> JsonValue:
         """Metric column names recorded for the experiment."""
-        params: dict[str, Any] = {"experiment_name": experiment_name}
+        params: dict[str, JsonScalar] = {"experiment_name": experiment_name}
         resolved = self._resolve_project(project)
         if resolved:
             params["project"] = resolved
@@ -440,7 +444,7 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         project: str | None = None,
     ) -> tuple[bytes, str, str | None]:
         """Up to *preview_rows* rows of the metrics CSV: ``(body, content type, disposition)``."""
-        params: list[tuple[str, Any]] = [
+        params: list[tuple[str, JsonScalar]] = [
             ("experiment_name", experiment_name),
             ("preview_rows", preview_rows),
         ]
@@ -470,6 +474,8 @@ class ArenaClient(EnvironmentRequests, DatasetRequests):
         return target
 
     # -- helpers ------------------------------------------------------------------------
-    def _stream_result(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    def _stream_result(
+        self, method: str, path: str, **kwargs: Unpack[RequestOptions]
+    ) -> JsonObject:
         with self._transport.open_stream(method, path, self._handler, **kwargs) as stream:
             return stream.collect()

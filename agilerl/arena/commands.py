@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena import config
 from agilerl.arena.errors import ArenaFileNotFoundError
@@ -20,6 +21,8 @@ from agilerl.arena.stream import CheckEvent, ErrorEvent, Event, LogEvent, Status
 
 if TYPE_CHECKING:
     from agilerl.arena.client import ArenaClient
+    from agilerl.arena.download import ArchiveSummary
+    from agilerl.core.value_types import JsonScalar
 
 # The hosted service's own defaults for `experiments submit`; a self-hosted server
 # picks its own (its tiers have other names).
@@ -60,7 +63,7 @@ def _client(args: argparse.Namespace) -> ArenaClient:
     return client
 
 
-def _say(args: argparse.Namespace, message: str, value: Any = None) -> int:
+def _say(args: argparse.Namespace, message: str, value: object = None) -> int:
     if args.json_out:
         emit({"ok": True, "message": message, "data": value}, True)
     else:
@@ -129,7 +132,7 @@ def user_credits(args: argparse.Namespace) -> int:
 
 def resources_list(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        tiers = client.list_resources().get("tiers", {})
+        tiers = cast("dict[str, dict[str, JsonScalar]]", client.list_resources().get("tiers", {}))
     if args.json_out:
         emit(tiers, True)
         return 0
@@ -319,7 +322,8 @@ def exp_submit(args: argparse.Namespace) -> int:
         name = str(ack.get("experiment_name") or args.experiment_name or "")
         if args.follow:
             _follow(client, name, args.json_out)
-        final = client.wait_for_experiment(name, project=ack.get("project") or args.project)
+        project = cast("str | None", ack.get("project"))  # the server's answer
+        final = client.wait_for_experiment(name, project=project or args.project)
     if not args.json_out:
         print(f"Experiment '{name}' ended: {final.get('state')}", file=sys.stderr)
     else:
@@ -396,7 +400,7 @@ def exp_checkpoints(args: argparse.Namespace) -> int:
     if args.json_out:
         emit(rows, True)
         return 0
-    rows = sorted(rows, key=lambda r: r.get("steps") or 0)
+    rows = sorted(rows, key=lambda r: cast(float, r.get("steps") or 0))  # server JSON
     shaped = []
     for row in rows:
         first = {"steps": row.get("steps")}
@@ -445,7 +449,7 @@ def exp_download(args: argparse.Namespace) -> int:
                  "pop_size": info.get("pop_size"), "elite_member": info.get("elite_member")})
 
 
-def download_message(path: Any, info: dict[str, Any]) -> str:
+def download_message(path: str | os.PathLike[str], info: ArchiveSummary) -> str:
     """What ``experiments download`` says: where the checkpoint went, which member is the
     elite (the archive holds the whole population), and how to evaluate it."""
     if not info:  # not an agilerl checkpoint archive: nothing more is known about it

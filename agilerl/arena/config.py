@@ -15,11 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agilerl.arena.errors import ArenaConfigError
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -124,7 +128,7 @@ def _ensure_private_dir(folder: Path) -> None:
     os.chmod(folder, 0o700)
 
 
-def write_private_json(path: Path, payload: dict[str, Any]) -> None:
+def write_private_json(path: Path, payload: Mapping[str, JsonValue]) -> None:
     """Write *payload* to *path* readable by the owner only, replacing it atomically.
 
     The temporary file is created with ``O_CREAT | O_EXCL`` and mode 0600 and then
@@ -148,7 +152,7 @@ def write_private_json(path: Path, payload: dict[str, Any]) -> None:
         raise
 
 
-def read_json_object(path: Path) -> dict[str, Any] | None:
+def read_json_object(path: Path) -> JsonObject | None:
     """Read a JSON object from *path*; ``None`` when missing, unreadable or not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))

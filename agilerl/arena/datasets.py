@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.environments import close_parts
 from agilerl.arena.errors import ArenaConfigError
 from agilerl.arena.transport import API_PREFIX as _API
 from agilerl.arena.transport import Transport
 from agilerl.arena.upload import file_part
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["DATASET_CATEGORIES", "DatasetRequests", "load_column_mapping"]
 
@@ -51,12 +54,13 @@ class DatasetRequests:
 
     _transport: Transport
 
-    def list_datasets(self, name: str | None = None, search: str | None = None) -> list[Any]:
+    def list_datasets(self, name: str | None = None, search: str | None = None) -> list[JsonValue]:
         """The user's datasets (``search``: a Hugging Face search, where the server has one)."""
         params = {k: v for k, v in (("name", name), ("search", search)) if v}
-        return list(self._transport.request("GET", f"{_API}/datasets", params=params))
+        answer = self._transport.request("GET", f"{_API}/datasets", params=params)
+        return list(cast("list[JsonValue]", answer))  # the server's JSON list
 
-    def dataset_exists(self, name: str) -> dict[str, Any]:
+    def dataset_exists(self, name: str) -> JsonObject:
         """``{"exists": bool, "id"?, "datasetType"?}``."""
         answer = self._transport.request("GET", f"{_API}/datasets/exists", params={"name": name})
         return dict(answer) if isinstance(answer, dict) else {"exists": False}
@@ -72,7 +76,7 @@ class DatasetRequests:
         hf_dataset_name: str | None = None,
         hf_config: str | None = None,
         hf_split: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Create a dataset from a CSV file (or, on the hosted service, a Hub dataset).
 
         :raises ArenaConfigError: for an unknown category (nothing is sent).
@@ -98,6 +102,6 @@ class DatasetRequests:
             close_parts(files)
         return dict(answer) if isinstance(answer, dict) else {"result": answer}
 
-    def delete_dataset(self, name: str) -> Any:
+    def delete_dataset(self, name: str) -> JsonValue:
         """Delete a dataset."""
         return self._transport.request("DELETE", f"{_API}/datasets/delete", json={"name": name})

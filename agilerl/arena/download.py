@@ -14,13 +14,22 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
 from agilerl.arena.errors import ArenaAPIError
 
-__all__ = ["archive_summary", "check_new_file", "target_path", "write_new_file"]
+__all__ = ["ArchiveSummary", "archive_summary", "check_new_file", "target_path", "write_new_file"]
+
+
+class ArchiveSummary(TypedDict, total=False):
+    """What :func:`archive_summary` tells of a downloaded checkpoint archive (it gives every
+    key; an empty one stands for an archive nothing is known of)."""
+
+    checkpoint: str | None
+    pop_size: int | None
+    elite_member: int | None
 
 #: A checkpoint folder's index (``agilerl.checkpoint.layout.INDEX_NAME``; that package
 #: imports torch, which the Arena client does not need).
@@ -84,7 +93,7 @@ def _link_new(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
 
 
-def archive_summary(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def archive_summary(path: str | os.PathLike[str]) -> ArchiveSummary | None:
     """``{"checkpoint", "pop_size", "elite_member"}`` of the checkpoint packed in ``path``
     (``elite_member`` None when the trainer had not chosen one yet); None when ``path``
     holds no readable agilerl checkpoint index."""
@@ -102,7 +111,7 @@ def archive_summary(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return None
 
 
-def _summary(folder: str, index: Any) -> dict[str, Any] | None:
+def _summary(folder: str, index: object) -> ArchiveSummary | None:
     if not isinstance(index, dict) or not isinstance(index.get("summary", {}), dict):
         return None
     elite = index.get("summary", {}).get("elite_member")

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
+
 
 __all__ = [
     "ArenaAPIError",
@@ -135,7 +140,7 @@ class ArenaAPIError(ArenaError):
         self,
         detail: str,
         status_code: int = 0,
-        extras: dict[str, Any] | None = None,
+        extras: Mapping[str, JsonValue] | None = None,
         sdk_hint: str | None = None,
         cli_hint: str | None = None,
         error_code: str | None = None,
@@ -168,7 +173,7 @@ class ArenaAPIError(ArenaError):
         return cls.from_payload(parsed, status_code)
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], status_code: int = 0) -> ArenaAPIError:
+    def from_payload(cls, payload: Mapping[str, JsonValue], status_code: int = 0) -> ArenaAPIError:
         """Build the error from an already parsed error object."""
         message, key = _primary_message(payload)
         extras = {
@@ -229,7 +234,7 @@ def error_class_for_path(path: str) -> type[ArenaAPIError]:
     return _PATH_ERRORS.get(path, ArenaAPIError)
 
 
-def parse_error_body(text: str) -> dict[str, Any] | None:
+def parse_error_body(text: str) -> JsonObject | None:
     """Parse an error body tolerantly; ``None`` when no JSON object can be found.
 
     Accepts a JSON object, JSON whose strings contain raw newlines, or NDJSON (the
@@ -251,7 +256,7 @@ def parse_error_body(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _unnest(payload: dict[str, Any]) -> dict[str, Any]:
+def _unnest(payload: JsonObject) -> JsonObject:
     """Open one level of a JSON document encoded as a string inside a message key."""
     for key in _MESSAGE_KEYS:
         value = payload.get(key)
@@ -267,7 +272,7 @@ def _unnest(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def _primary_message(payload: dict[str, Any]) -> tuple[str, str | None]:
+def _primary_message(payload: Mapping[str, JsonValue]) -> tuple[str, str | None]:
     for key in _MESSAGE_KEYS:
         value = payload.get(key)
         if isinstance(value, str) and value.strip():
@@ -281,11 +286,12 @@ def _names_missing_environment(message: str) -> bool:
 
 
 def _known_hints(
-    message: str, error_code: Any, extras: dict[str, Any]
+    message: str, error_code: JsonValue, extras: Mapping[str, JsonValue]
 ) -> tuple[str | None, str | None]:
     if error_code == "AMBIGUOUS_ENTRYPOINT" and isinstance(
         extras.get("available_entrypoints"), list
     ):
+        assert isinstance(extras["available_entrypoints"], list)  # checked just above
         choices = ", ".join(str(e) for e in extras["available_entrypoints"])
         return (
             f"Pass entrypoint= with one of: {choices}",
@@ -305,7 +311,7 @@ def _humanise(key: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def _render_value(value: Any) -> str:
+def _render_value(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     if isinstance(value, dict):

@@ -6,13 +6,17 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TextIO, cast
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
+
 
 __all__ = ["csv_table", "emit", "experiment_summary", "table", "to_text"]
 
 
-def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
+def emit(value: object, as_json: bool, out: TextIO | None = None) -> None:
     """Print *value* as JSON (``--json``) or as a table / text."""
     stream = out or sys.stdout
     if as_json:
@@ -24,7 +28,7 @@ def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
     stream.flush()
 
 
-def to_text(value: Any) -> str:
+def to_text(value: object) -> str:
     """A human rendering: dict -> Field/Value table, list of dicts -> one table."""
     if isinstance(value, dict):
         if value and all(_is_env_versions(v) for v in value.values()):
@@ -42,7 +46,7 @@ def to_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A plain aligned text table."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
@@ -67,9 +71,9 @@ def csv_table(text: str) -> str:
     return table(header, body)
 
 
-def experiment_summary(row: dict[str, Any]) -> str:
+def experiment_summary(row: Mapping[str, JsonValue]) -> str:
     """``arena experiments status`` for people: one ``Label  value`` line per fact."""
-    latest = row.get("latest_checkpoint") or {}
+    latest = cast("JsonObject", row.get("latest_checkpoint") or {})  # the server's object
     steps = f"{_count(row.get('steps'))} / {_count(row.get('max_steps'))} per agent"
     lines = [
         ("Experiment", f"{row.get('name')} (project {row.get('project') or '-'})"),
@@ -90,17 +94,17 @@ def experiment_summary(row: dict[str, Any]) -> str:
     return "\n".join(f"{label.ljust(width)}  {value}" for label, value in lines)
 
 
-def _count(value: Any) -> str:
+def _count(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
 
 
-def _is_env_versions(value: Any) -> bool:
+def _is_env_versions(value: object) -> bool:
     return isinstance(value, dict) and all(
         isinstance(v, dict) and {"validated", "profiled"} <= set(v) for v in value.values()
     )
 
 
-def _environments(catalogue: dict[str, Any]) -> str:
+def _environments(catalogue: Mapping[str, Mapping[str, Mapping[str, object]]]) -> str:
     rows = [
         [name, version, _tick(flags.get("validated")), _tick(flags.get("profiled"))]
         for name, versions in catalogue.items()
@@ -109,11 +113,11 @@ def _environments(catalogue: dict[str, Any]) -> str:
     return table(["Environment", "Version", "Validated", "Profiled"], rows)
 
 
-def _tick(flag: Any) -> str:
+def _tick(flag: object) -> str:
     return "yes" if flag else "no"
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):

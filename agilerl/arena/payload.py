@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 
 __all__ = ["manifest_payload"]
 
 
-def manifest_payload(manifest: str | os.PathLike[str] | Any) -> dict[str, Any]:
+def manifest_payload(manifest: object) -> JsonObject:
     """Validate *manifest* with the Arena ``TrainingManifest`` and return its JSON payload.
 
     :param manifest: A YAML/JSON file path, a plain mapping, an Arena manifest, or a local

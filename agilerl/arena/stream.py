@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agilerl.arena.errors import ArenaAPIError, error_class_for_path, sanitise_message
 
 if TYPE_CHECKING:
     import httpx
+
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "CheckEvent",
@@ -38,7 +40,7 @@ class LogEvent:
     """A line of text (a job's log line, or anything that is not an envelope)."""
 
     text: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class StatusEvent:
     stage: str
     status: str
     message: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: JsonObject = field(default_factory=dict)
     level: str = "info"
     kind: str = "status"
 
@@ -59,7 +61,7 @@ class CheckEvent:
 
     name: str
     success: bool | None
-    warnings: list[Any] = field(default_factory=list)
+    warnings: list[JsonValue] = field(default_factory=list)
     error: str | None = None
 
 
@@ -68,7 +70,7 @@ class ErrorEvent:
     """A failed stage; ends the request in failure."""
 
     message: str
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: JsonObject = field(default_factory=dict)
     error_code: str | None = None
     stage: str = ""
 
@@ -94,14 +96,14 @@ def classify_line(line: str) -> Event | None:
     return _classify_object(value)
 
 
-def _classify_object(value: dict[str, Any]) -> Event:
+def _classify_object(value: JsonObject) -> Event:
     kind = value.get("kind")
     raw_detail = value.get("detail")
-    detail: dict[str, Any] = raw_detail if isinstance(raw_detail, dict) else {}
+    detail: JsonObject = raw_detail if isinstance(raw_detail, dict) else {}
     if kind in ("status", "warning"):
         if value.get("status") == "failed":
             code = detail.get("error_code")
-            extras = {
+            extras: JsonObject = {
                 k: v for k, v in detail.items() if k != "error_code" and v not in (None, "", [], {})
             }
             return ErrorEvent(
@@ -120,6 +122,7 @@ def _classify_object(value: dict[str, Any]) -> Event:
         )
     if kind == "check" and isinstance(detail.get("result"), dict):
         result = detail["result"]
+        assert isinstance(result, dict)  # checked just above
         success = result.get("success")
         warnings = result.get("warnings")
         error = result.get("error msg") or result.get("error")
@@ -162,7 +165,7 @@ class NDJsonStream:
         self._consumed = False
         self._raw: list[str] = []
         self._raw_size = 0
-        self.result: dict[str, Any] | None = None
+        self.result: JsonObject | None = None
         self.error: ErrorEvent | None = None
 
     def __enter__(self) -> NDJsonStream:
@@ -220,12 +223,12 @@ class NDJsonStream:
         elif isinstance(event, StatusEvent) and event.status == "completed" and event.detail:
             self.result = event.detail
 
-    def collect(self) -> dict[str, Any]:
+    def collect(self) -> JsonObject:
         """Drain the stream and return its result; raise the path's error on a failure."""
         for _ in self:
             pass
         if self.error is not None:
-            payload: dict[str, Any] = {"message": self.error.message, **self.error.extras}
+            payload: JsonObject = {"message": self.error.message, **self.error.extras}
             if self.error.error_code:
                 payload["error_code"] = self.error.error_code
             raise error_class_for_path(self._path).from_payload(payload, 0)
@@ -234,7 +237,7 @@ class NDJsonStream:
         return _single_document("".join(self._raw))
 
 
-def _single_document(text: str) -> dict[str, Any]:
+def _single_document(text: str) -> JsonObject:
     try:
         value = json.loads(text)
     except ValueError:

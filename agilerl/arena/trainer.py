@@ -16,18 +16,21 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.client import ArenaClient
 from agilerl.arena.payload import manifest_payload
 from agilerl.training.trainer import Trainer
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = ["ArenaTrainer", "check_environment"]
 
 _SECTIONS = ("training", "mutation", "replay_buffer")
 
 
-def _as_dict(value: Any, what: str) -> dict[str, Any] | None:
+def _as_dict(value: object, what: str) -> dict[str, object] | None:
     """A section given as a spec model or a mapping, as a plain dict.
 
     A spec object contributes the fields that were set on it: Arena fills in its own
@@ -46,7 +49,7 @@ def _as_dict(value: Any, what: str) -> dict[str, Any] | None:
     raise TypeError(f"{what} must be a spec object or a mapping, not {type(value).__name__}")
 
 
-def _algorithm_section(algorithm: Any) -> dict[str, Any]:
+def _algorithm_section(algorithm: object) -> dict[str, object]:
     """``{"name": ..., **fields}`` for a spec object or a mapping."""
     section = _as_dict(algorithm, "algorithm") or {}
     if "name" not in section and not isinstance(algorithm, Mapping):
@@ -63,7 +66,7 @@ def _check_registered(name: str) -> None:
         raise KeyError(f"Unknown algorithm '{name}' for Arena; choose one of: {known}")
 
 
-def check_environment(client: ArenaClient, environment: Mapping[str, Any]) -> None:
+def check_environment(client: ArenaClient, environment: Mapping[str, object]) -> None:
     """Refuse to submit when the server cannot run the environment the manifest names.
 
     It must be registered there (a built-in id, or one of the user's uploads); an upload
@@ -75,7 +78,8 @@ def check_environment(client: ArenaClient, environment: Mapping[str, Any]) -> No
     """
     from agilerl.arena.errors import ArenaEnvironmentNotFoundError, ArenaValidationError
 
-    name, version = environment.get("name"), environment.get("version")
+    name = environment.get("name")
+    version = cast("str | None", environment.get("version"))  # EnvSpec.version
     if not isinstance(name, str) or not name or environment.get("entrypoint"):
         return
     shown = f"'{name}'" + (f" version '{version}'" if version else "")
@@ -103,7 +107,7 @@ def check_environment(client: ArenaClient, environment: Mapping[str, Any]) -> No
         )
 
 
-def _is_multi_frequency(selection: Any) -> bool:
+def _is_multi_frequency(selection: object) -> bool:
     strategy = selection.get("strategy") if isinstance(selection, Mapping) else \
         getattr(selection, "strategy", None)
     return "MultiFrequency" in type(selection).__name__ or strategy not in (None, "tournament")
@@ -132,16 +136,16 @@ class ArenaTrainer(Trainer):
 
     def __init__(
         self,
-        algorithm: Any,
-        environment: Any,
-        training: Any = None,
+        algorithm: object,
+        environment: object,
+        training: object = None,
         *,
         client: ArenaClient | None = None,
         api_key: str | None = None,
-        mutation: Any = None,
-        selection_strategy: Any = None,
-        replay_buffer: Any = None,
-        **kwargs: Any,
+        mutation: object = None,
+        selection_strategy: object = None,
+        replay_buffer: object = None,
+        **kwargs: object,
     ) -> None:
         legacy = kwargs.pop("tournament_selection", None)
         network = kwargs.pop("network", None)
@@ -170,7 +174,7 @@ class ArenaTrainer(Trainer):
         self.network = _as_dict(network, "network")
         self._client = client if client is not None else ArenaClient(api_key=api_key)
 
-    def _resolve_env_spec(self, environment: Any) -> Any:
+    def _resolve_env_spec(self, environment: object) -> object:
         """A name becomes an Arena ``EnvSpec``; specs and mappings are kept as given."""
         if isinstance(environment, str):
             from agilerl.arena.models import EnvSpec
@@ -192,7 +196,7 @@ class ArenaTrainer(Trainer):
     @classmethod
     def from_manifest(  # type: ignore[override]
         cls,
-        manifest: str | os.PathLike[str] | Mapping[str, Any],
+        manifest: str | os.PathLike[str] | Mapping[str, object],
         client: ArenaClient | None = None,
         api_key: str | None = None,
     ) -> ArenaTrainer:
@@ -225,14 +229,14 @@ class ArenaTrainer(Trainer):
             network=validated.network or None,
         )
 
-    def to_manifest(self) -> dict[str, Any]:
+    def to_manifest(self) -> JsonObject:
         """The validated Arena payload (selection under ``tournament_selection``)."""
         algorithm = _algorithm_section(self.algorithm_spec)
         net_config = algorithm.pop("net_config", None)
         if net_config is None and not isinstance(self.algorithm_spec, Mapping):
             # spec objects leave net_config out of their dumps: send it as `network`
             net_config = _as_dict(getattr(self.algorithm_spec, "net_config", None), "net_config")
-        raw: dict[str, Any] = {"algorithm": algorithm,
+        raw: dict[str, object] = {"algorithm": algorithm,
                                "environment": _as_dict(self.env_spec, "environment") or {}}
         for name in _SECTIONS:
             section = _as_dict(getattr(self, f"{name}_spec"), name)
@@ -261,7 +265,7 @@ class ArenaTrainer(Trainer):
         wait: bool = False,
         poll_interval: float = 5.0,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Submit the job; return the acknowledgement, or with ``wait=True`` its final status.
 
         The environment is checked first (:func:`check_environment`): it must be a
@@ -273,7 +277,7 @@ class ArenaTrainer(Trainer):
         :param timeout: Give up waiting after this many seconds.
         """
         manifest = self.to_manifest()
-        check_environment(self._client, manifest.get("environment") or {})
+        check_environment(self._client, cast("JsonObject", manifest.get("environment") or {}))
         ack = self._client.submit_experiment(
             manifest,
             resource_id=resource_id,
@@ -292,17 +296,17 @@ class ArenaTrainer(Trainer):
             name,
             poll_interval=poll_interval,
             timeout=timeout,
-            project=ack.get("project") or project,
+            project=cast("str | None", ack.get("project")) or project,  # the server's answer
         )
 
-    def resume_from_checkpoint(self, job_id: str, max_steps: int) -> Any:
+    def resume_from_checkpoint(self, job_id: str, max_steps: int) -> JsonValue:
         """Continue experiment *job_id* from its latest checkpoint up to *max_steps*."""
         return self._client.resume_experiment(job_id, max_steps)
 
-    def list_experiments(self, project: str | None = None) -> list[dict[str, Any]]:
+    def list_experiments(self, project: str | None = None) -> list[JsonObject]:
         """The experiments of *project* (default: the default project)."""
         return self._client.list_experiments(project)
 
-    def list_checkpoints(self, job_id: str) -> list[dict[str, Any]]:
+    def list_checkpoints(self, job_id: str) -> list[JsonObject]:
         """The checkpoints of experiment *job_id*."""
         return self._client.list_checkpoints(job_id)

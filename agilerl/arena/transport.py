@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -22,8 +22,14 @@ from agilerl.arena.auth import Authenticator
 from agilerl.arena.errors import ArenaAPIError, ArenaAuthError, error_class_for_path
 from agilerl.arena.retry import IDEMPOTENT_METHODS, RetryPolicy
 from agilerl.arena.stream import Event, NDJsonStream
+from agilerl.arena.upload import FilePart
 
-__all__ = ["API_PREFIX", "IDEMPOTENCY_HEADER", "Transport"]
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from agilerl.core.value_types import JsonScalar, JsonValue
+
+__all__ = ["API_PREFIX", "IDEMPOTENCY_HEADER", "RequestOptions", "Transport"]
 
 logger = logging.getLogger("agilerl.arena.client")
 
@@ -31,6 +37,30 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 API_PREFIX = "/api/cli/v1"
 """Every CLI endpoint lives under this path."""
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    #: A request's query: names to values, or (name, value) pairs (a name may repeat).
+    QueryParams: TypeAlias = Mapping[str, JsonScalar] | list[tuple[str, JsonScalar]]
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request carries besides its method and path (see :meth:`Transport.send`)."""
+
+    params: QueryParams | None
+    json: Mapping[str, object] | None
+    data: Mapping[str, str] | None
+    files: Mapping[str, FilePart] | None
+    timeout: float | None
+    headers: Mapping[str, str] | None
+
+
+class _Content(TypedDict):
+    params: QueryParams | None
+    json: Mapping[str, object] | None
+    data: Mapping[str, str] | None
+    files: Mapping[str, FilePart] | None
 
 
 class Transport:
@@ -75,10 +105,10 @@ class Transport:
         method: str,
         path: str,
         *,
-        params: Any = None,
-        json: Any = None,
+        params: QueryParams | None = None,
+        json: Mapping[str, object] | None = None,
         data: Mapping[str, str] | None = None,
-        files: Mapping[str, Any] | None = None,
+        files: Mapping[str, FilePart] | None = None,
         timeout: float | None = None,
         stream: bool = False,
         headers: Mapping[str, str] | None = None,
@@ -86,7 +116,7 @@ class Transport:
         """Send a request and return its (2xx) response; raise a mapped error otherwise."""
         extra = dict(headers or {})
         repeatable = method.upper() in IDEMPOTENT_METHODS or IDEMPOTENCY_HEADER in extra
-        content = {"params": params, "json": json, "data": data, "files": files}
+        content: _Content = {"params": params, "json": json, "data": data, "files": files}
         http_timeout = _timeout(timeout or self.request_timeout, stream)
         attempt, auth_retried = 0, False
         self.auth.ensure_fresh()  # long sessions: refresh shortly before the token lapses
@@ -179,7 +209,7 @@ class Transport:
         )
 
     # -- shapes --------------------------------------------------------------------
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, **kwargs: Unpack[RequestOptions]) -> JsonValue:
         """Send and decode: JSON (``{"ok": true, "data": x}`` unwrapped to ``x``) or text."""
         response = self.send(method, path, **kwargs)
         if response.headers.get("content-type", "").startswith("application/json"):
@@ -192,7 +222,9 @@ class Transport:
             return value
         return response.text
 
-    def request_raw(self, method: str, path: str, **kwargs: Any) -> tuple[bytes, str, str | None]:
+    def request_raw(
+        self, method: str, path: str, **kwargs: Unpack[RequestOptions]
+    ) -> tuple[bytes, str, str | None]:
         """Send and return ``(body, content type, content disposition)``."""
         response = self.send(method, path, **kwargs)
         return (
@@ -206,7 +238,7 @@ class Transport:
         method: str,
         path: str,
         handler: Callable[[Event], None] | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[RequestOptions],
     ) -> NDJsonStream:
         """Send with a streamed body and return the NDJSON event reader."""
         response = self.send(method, path, stream=True, **kwargs)
@@ -221,7 +253,7 @@ def _timeout(seconds: float, stream: bool) -> httpx.Timeout:
     return httpx.Timeout(seconds)
 
 
-def _rewind(files: Mapping[str, Any] | None) -> None:
+def _rewind(files: Mapping[str, FilePart] | None) -> None:
     for part in (files or {}).values():
         handle = part[1] if isinstance(part, tuple) and len(part) > 1 else None
         if handle is not None and hasattr(handle, "seek"):

@@ -6,13 +6,13 @@ import os
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TypeAlias
 
 from agilerl.arena.errors import ArenaFileNotFoundError
 
 __all__ = ["FilePart", "discover_sidecars", "file_part", "pack_source"]
 
-FilePart = tuple[str, Any, str]
+FilePart: TypeAlias = tuple[str, bytes | IO[bytes], str]
 """A multipart file part: (filename, bytes or binary handle, content type)."""
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")

@@ -29,10 +29,10 @@ import re
 import shutil
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 
@@ -45,6 +45,9 @@ from agilerl.checkpoint.layout import (
     TEMP_MARK,
     TRAINER_FILE,
     VERSION,
+    CheckpointIndex,
+    CheckpointSummary,
+    FileEntry,
     index_problem,
     is_checkpoint_file,
     is_count,
@@ -53,6 +56,7 @@ from agilerl.checkpoint.layout import (
 )
 from agilerl.checkpoint.plain import from_plain, numpy_safe_globals, to_plain
 from agilerl.core.errors import storage_exhausted
+from agilerl.core.value_types import JsonObject, JsonValue
 
 __all__ = [
     "BUFFER_FILE", "FORMAT", "INDEX_NAME", "MANIFEST_FILE", "RUN_CHECKPOINTS", "TRAINER_FILE",
@@ -93,7 +97,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> FileEntry:
     """Write through ``write(file_object)`` to a temp name, fsync, rename; return size/digest.
 
     A failed write (disk full, an object that cannot be pickled) removes its temp file; a
@@ -116,7 +120,7 @@ def _atomic_write(path: Path, write: Any) -> dict[str, Any]:
     return {"size": path.stat().st_size, "sha256": _digest(path)}
 
 
-def save_torch_atomically(obj: Any, path: str | os.PathLike[str]) -> None:
+def save_torch_atomically(obj: object, path: str | os.PathLike[str]) -> None:
     """``torch.save(obj)`` to ``path`` through a temp file and a rename (folders made as
     needed): a crash leaves the old file or the new one, never half of one."""
     path = Path(path)
@@ -132,13 +136,16 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _torch_writer(obj: Any) -> Any:
+def _torch_writer(obj: object) -> Callable[[IO[bytes]], None]:
     plain = to_plain(obj)  # before the file is opened: a state that cannot be saved writes none
     return lambda fh: torch.save(plain, fh)
 
 
 def load_state_file(path: str | os.PathLike[str], what: str | None = None) -> Any:
     """A state written by :func:`save_torch_atomically` or :func:`write_checkpoint`.
+
+    Whatever plain data the file holds: nothing about its shape is known until its user
+    reads it, and each user turns a wrong shape into its own error.
 
     Only plain data is rebuilt (``weights_only=True``); a file holding anything else (a
     crafted pickle, or an older file that pickled Python objects) is refused with a
@@ -147,7 +154,7 @@ def load_state_file(path: str | os.PathLike[str], what: str | None = None) -> An
     """
     what = what or str(path)
     try:
-        with torch.serialization.safe_globals(numpy_safe_globals()):
+        with torch.serialization.safe_globals([*numpy_safe_globals()]):
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a foreign file can fail in any way; none of it ran
         names = _unsafe_globals(path)
@@ -186,18 +193,18 @@ def _load_problem(exc: Exception) -> str:
     return f"{type(exc).__name__}: {detail}"
 
 
-def _json_writer(obj: Any) -> Any:
+def _json_writer(obj: object) -> Callable[[IO[bytes]], int]:
     return lambda fh: fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
 
 def write_checkpoint(
     path: str | os.PathLike[str],
     *,
-    members: Sequence[Any],
-    trainer_state: dict[str, Any],
-    summary: dict[str, Any],
-    replay_buffer: Any | None = None,
-    manifest: dict[str, Any] | None = None,
+    members: Sequence[Mapping[str, object]],
+    trainer_state: Mapping[str, object],
+    summary: CheckpointSummary,
+    replay_buffer: Mapping[str, object] | None = None,
+    manifest: Mapping[str, object] | None = None,
 ) -> Path:
     """Write one checkpoint folder atomically and return its path.
 
@@ -216,9 +223,10 @@ def write_checkpoint(
         raise
 
 
-def _write_files(folder: Path, members: Sequence[Any], trainer_state: dict[str, Any],
-                 summary: dict[str, Any], replay_buffer: Any | None,
-                 manifest: dict[str, Any] | None) -> Path:
+def _write_files(folder: Path, members: Sequence[Mapping[str, object]],
+                 trainer_state: Mapping[str, object], summary: CheckpointSummary,
+                 replay_buffer: Mapping[str, object] | None,
+                 manifest: Mapping[str, object] | None) -> Path:
     for stale in folder.iterdir():  # left by a write that was killed half-way
         if is_temp_file(stale) and stale.is_file():
             stale.unlink(missing_ok=True)
@@ -226,7 +234,7 @@ def _write_files(folder: Path, members: Sequence[Any], trainer_state: dict[str, 
     if index_path.exists():
         index_path.unlink()
         _fsync_dir(folder)
-    files: dict[str, dict[str, Any]] = {}
+    files: dict[str, FileEntry] = {}
     for i, state in enumerate(members):
         files[member_file(i)] = _atomic_write(folder / member_file(i), _torch_writer(state))
     files[TRAINER_FILE] = _atomic_write(folder / TRAINER_FILE, _torch_writer(trainer_state))
@@ -235,7 +243,7 @@ def _write_files(folder: Path, members: Sequence[Any], trainer_state: dict[str, 
     if manifest is not None:
         files[MANIFEST_FILE] = _atomic_write(folder / MANIFEST_FILE, _json_writer(manifest))
     _fsync_dir(folder)
-    index = {
+    index: CheckpointIndex = {
         "format": FORMAT,
         "version": VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -253,21 +261,22 @@ class Checkpoint:
     """A validated checkpoint folder; file contents are loaded on demand."""
 
     path: Path
-    index: dict[str, Any]
+    index: CheckpointIndex
 
     @property
     def pop_size(self) -> int:
         return int(self.index["pop_size"])
 
     @property
-    def summary(self) -> dict[str, Any]:
-        return dict(self.index.get("summary", {}))
+    def summary(self) -> CheckpointSummary:
+        return self.index.get("summary", {}).copy()
 
     @property
     def has_replay_buffer(self) -> bool:
         return BUFFER_FILE in self.index["files"]
 
-    def _load(self, name: str) -> Any:
+    def _load(self, name: str) -> dict[str, object]:
+        # A file whose digest is the index's: written by write_checkpoint from a mapping.
         self._verify(name)
         if _digest(self.path / name) != self.index["files"][name]["sha256"]:
             raise CheckpointError(
@@ -287,20 +296,23 @@ class Checkpoint:
                 f"index.json says {meta['size']} (the file was modified or truncated)"
             )
 
-    def member_state(self, i: int) -> Any:
+    def member_state(self, i: int) -> dict[str, object]:
         """The saved state of member ``i``."""
         return self._load(member_file(i))
 
-    def member_states(self) -> list[Any]:
+    def member_states(self) -> list[dict[str, object]]:
         return [self.member_state(i) for i in range(self.pop_size)]
 
     def trainer_state(self) -> dict[str, Any]:
+        # The loop's record: its values are the training package's own state dicts (loop,
+        # evolution, RNG), which resume reads without narrowing.
         return dict(self._load(TRAINER_FILE))
 
-    def replay_buffer(self) -> Any | None:
+    def replay_buffer(self) -> dict[str, Any] | None:
+        # ReplayBuffer.state_dict()'s record, handed back to ReplayBuffer.load_state_dict.
         return self._load(BUFFER_FILE) if self.has_replay_buffer else None
 
-    def manifest(self) -> dict[str, Any] | None:
+    def manifest(self) -> JsonObject | None:
         """The manifest the run was started from (None when the checkpoint has none)."""
         if MANIFEST_FILE not in self.index["files"]:
             return None
@@ -318,7 +330,7 @@ class Checkpoint:
 _MAX_INDEX_BYTES = 16 << 20
 
 
-def _read_index(folder: Path) -> Any:
+def _read_index(folder: Path) -> JsonValue:
     index_path = folder / INDEX_NAME
     try:
         if index_path.stat().st_size > _MAX_INDEX_BYTES:
@@ -354,8 +366,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if problem is not None:
         raise CheckpointError(f"checkpoint {folder}: {INDEX_NAME} {problem}; the checkpoint "
                               "is damaged or was not written by agilerl")
-    checkpoint = Checkpoint(folder, index)
-    for name in index["files"]:
+    checkpoint = Checkpoint(folder, cast(CheckpointIndex, index))  # index_problem checked it
+    for name in checkpoint.index["files"]:
         checkpoint._verify(name)
     return checkpoint
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from agilerl.run_folder import CHECKPOINTS_DIR
+
+if TYPE_CHECKING:
+    from typing import NotRequired
 
 FORMAT = "agilerl-checkpoint"
 VERSION = 2
@@ -26,6 +29,41 @@ RUN_CHECKPOINTS = CHECKPOINTS_DIR
 """The checkpoint folder inside a run folder (``agilerl train --run-dir``)."""
 TEMP_MARK = ".tmp-"
 """Temporary files are ``.{name}.tmp-{pid}`` until renamed into place."""
+
+
+
+class FileEntry(TypedDict):
+    """A file of a checkpoint as ``index.json`` lists it."""
+
+    size: int
+    sha256: str
+
+
+class CheckpointSummary(TypedDict, total=False):
+    """``index.json``'s summary of the run at the checkpoint (what the trainer wrote; an
+    index from elsewhere may hold other keys or none)."""
+
+    global_step: int
+    generation: int
+    agent_steps: list[int]
+    members_done: int
+    reason: str
+    algorithm: str
+    env: str
+    best_fitness: float | None
+    elite_member: int | None
+
+
+class CheckpointIndex(TypedDict):
+    """A well-formed ``index.json`` (see :func:`index_problem`)."""
+
+    format: str
+    version: int
+    created: str
+    pop_size: int
+    files: dict[str, FileEntry]
+    summary: NotRequired[CheckpointSummary]
+
 
 _MEMBER = re.compile(r"member_(\d+)\.pt")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -54,12 +92,12 @@ def is_checkpoint_file(path: Path) -> bool:
     return _is_final_name(path.name) or is_temp_file(path)
 
 
-def is_count(value: Any) -> TypeGuard[int]:
+def is_count(value: object) -> TypeGuard[int]:
     """A JSON whole number >= 0 (``true`` is not one)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def index_problem(index: Any) -> str | None:
+def index_problem(index: object) -> str | None:
     """What is wrong with a parsed ``index.json`` (its structure, not the files), or None."""
     if not isinstance(index, dict):
         return f"is a JSON {type(index).__name__}, not an object"
@@ -94,7 +132,7 @@ def index_problem(index: Any) -> str | None:
     return None
 
 
-def _file_entry_problem(name: str, meta: Any, pop_size: int) -> str | None:
+def _file_entry_problem(name: str, meta: object, pop_size: int) -> str | None:
     member = _MEMBER.fullmatch(name)
     if name != Path(name).name or not is_checkpoint_file(Path(name)) or is_temp_file(
             Path(name)):

@@ -20,7 +20,7 @@ Anything else that is not plain data is refused when written (:func:`to_plain` r
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -31,7 +31,7 @@ _SPACE_TAG = "__gymnasium_space__"
 _GENERATOR_TAG = "__numpy_generator__"
 
 #: Bit generators a saved numpy ``Generator`` may name (numpy's own, no others).
-_BIT_GENERATORS = {cls.__name__: cls for cls in (
+_BIT_GENERATORS: dict[str, type[np.random.BitGenerator]] = {cls.__name__: cls for cls in (
     np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox,
     np.random.SFC64)}
 
@@ -45,7 +45,7 @@ _LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torc
            torch.device, torch.Size)
 
 
-def numpy_safe_globals() -> list[Any]:
+def numpy_safe_globals() -> list[Callable[..., object]]:
     """What ``weights_only`` loading must allow to rebuild plain numpy arrays and scalars."""
     from numpy._core.multiarray import _reconstruct, scalar
 
@@ -53,7 +53,7 @@ def numpy_safe_globals() -> list[Any]:
     return [_reconstruct, scalar, np.ndarray, np.dtype, *sorted(dtype_classes, key=str)]
 
 
-def to_plain(obj: Any, where: str = "state") -> Any:
+def to_plain(obj: object, where: str = "state") -> object:
     """``obj`` with spaces and generators replaced by tagged dicts; ``TypeError`` (naming
     ``where`` inside ``obj``) for anything else that is not plain data."""
     if isinstance(obj, spaces.Space):
@@ -67,6 +67,7 @@ def to_plain(obj: Any, where: str = "state") -> Any:
         items = {key: to_plain(value, f"{where}[{key!r}]") for key, value in obj.items()}
         return OrderedDict(items) if isinstance(obj, OrderedDict) else items
     if type(obj) in (list, tuple, set):
+        assert isinstance(obj, list | tuple | set)
         return type(obj)(to_plain(value, f"{where}[{i}]") for i, value in enumerate(obj))
     if isinstance(obj, np.ndarray | np.generic | np.dtype):
         dtype = obj if isinstance(obj, np.dtype) else obj.dtype
@@ -86,7 +87,7 @@ def _plain_dtype(dtype: np.dtype) -> bool:
     return dtype.kind in _PLAIN_DTYPE_KINDS
 
 
-def from_plain(obj: Any) -> Any:
+def from_plain(obj: object) -> object:
     """Undo :func:`to_plain`: rebuild the tagged spaces and generators inside ``obj``."""
     if isinstance(obj, dict):
         if len(obj) == 1 and _SPACE_TAG in obj:
@@ -95,23 +96,24 @@ def from_plain(obj: Any) -> Any:
             return generator_from_state(obj[_GENERATOR_TAG])
         return type(obj)((key, from_plain(value)) for key, value in obj.items())
     if type(obj) in (list, tuple):
+        assert isinstance(obj, list | tuple)
         return type(obj)(from_plain(value) for value in obj)
     return obj
 
 
-def generator_from_state(state: Mapping[str, Any]) -> np.random.Generator:
+def generator_from_state(state: Mapping[str, object]) -> np.random.Generator:
     """A numpy ``Generator`` in the saved ``bit_generator.state``."""
     name = state.get("bit_generator")
-    if name not in _BIT_GENERATORS:
+    if not isinstance(name, str) or name not in _BIT_GENERATORS:
         raise ValueError(f"unknown numpy bit generator {name!r}")
     bit_generator = _BIT_GENERATORS[name]()
-    bit_generator.state = cast(Any, dict(state))  # numpy checks the keys it needs
+    bit_generator.state = dict(state)  # numpy checks the keys it needs
     return np.random.Generator(bit_generator)
 
 
-def _space_args(space: spaces.Space, where: str) -> dict[str, Any]:
+def _space_args(space: spaces.Space, where: str) -> dict[str, object]:
     """The arguments that rebuild ``space`` (the sampling generator's state included)."""
-    args: dict[str, Any]
+    args: dict[str, object]
     if isinstance(space, spaces.Box):
         args = {"low": space.low, "high": space.high, "dtype": space.dtype.str}
     elif isinstance(space, spaces.Discrete):
@@ -134,6 +136,8 @@ def _space_args(space: spaces.Space, where: str) -> dict[str, Any]:
 
 
 def _space(args: Mapping[str, Any]) -> spaces.Space:
+    # A tagged record written by _space_args: which keys it holds, and their types,
+    # depend on its "type".
     kind = args.get("type")
     space: spaces.Space
     if kind == "Box":
@@ -146,9 +150,9 @@ def _space(args: Mapping[str, Any]) -> spaces.Space:
     elif kind == "MultiBinary":
         space = spaces.MultiBinary(args["n"])
     elif kind == "Dict":
-        space = spaces.Dict({k: from_plain(v) for k, v in args["spaces"].items()})
+        space = spaces.Dict({k: cast(spaces.Space, from_plain(v)) for k, v in args["spaces"].items()})
     elif kind == "Tuple":
-        space = spaces.Tuple([from_plain(v) for v in args["spaces"]])
+        space = spaces.Tuple([cast(spaces.Space, from_plain(v)) for v in args["spaces"]])
     else:
         raise ValueError(f"unknown saved space type {kind!r}")
     if args.get("rng") is not None:

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from typing import NotRequired
 
 
-def capture_rng_state() -> dict[str, Any]:
+class RngState(TypedDict):
+    """The global generators' states, as :func:`capture_rng_state` returns them."""
+
+    python: tuple[object, ...]
+    numpy: dict[str, object] | tuple[str, NDArray[np.uint32], int, int, float]
+    torch: torch.Tensor
+    torch_cuda: NotRequired[list[torch.Tensor]]
+
+
+def capture_rng_state() -> RngState:
     """Return the state of python's, numpy's and torch's global generators."""
-    state: dict[str, Any] = {
+    state: RngState = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
@@ -21,7 +34,7 @@ def capture_rng_state() -> dict[str, Any]:
     return state
 
 
-def restore_rng_state(state: dict[str, Any]) -> None:
+def restore_rng_state(state: RngState) -> None:
     """Restore generator states captured by :func:`capture_rng_state`."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])

@@ -9,20 +9,57 @@ the actions the agent was trained on.
 
 from __future__ import annotations
 
+import os
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+from agilerl.core.value_types import Space
 from agilerl.evaluation.source import SourceError
 
+if TYPE_CHECKING:
+    from agilerl.algorithms.core.base import RLAlgorithm
+    from agilerl.models.env import BanditEnvSpec, GymEnvSpec, PzEnvSpec
+
 KINDS = ("gym", "pettingzoo", "bandit")
+
+
+T = TypeVar("T")
 
 
 class EvalEnvError(SourceError):
     """The environment cannot be built as asked, or does not fit the agent."""
 
 
-def env_spec(agent: Any, environment: Mapping[str, Any] | None, base_dir: Any = None) -> Any:
+class PlainEnv(Protocol):
+    """What every kind of env :func:`make_env` builds offers; playing it needs more, which
+    depends on its kind (:mod:`agilerl.evaluation.episodes`)."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class _EnvSpaces(Protocol):
+    """A Gymnasium (or bandit) env's spaces."""
+
+    observation_space: Space
+    action_space: Space
+
+
+@runtime_checkable
+class _AgentSpaces(Protocol):
+    """A PettingZoo env's agents and their spaces."""
+
+    possible_agents: list[str]
+
+    def observation_space(self, agent: str) -> Space: ...
+
+    def action_space(self, agent: str) -> Space: ...
+
+
+def env_spec(agent: RLAlgorithm, environment: Mapping[str, object] | None,
+             base_dir: str | os.PathLike[str] | None = None
+             ) -> GymEnvSpec | PzEnvSpec | BanditEnvSpec:
     """The environment spec of ``environment`` (a manifest section) for ``agent``'s algorithm."""
     import pydantic
 
@@ -42,7 +79,7 @@ def env_spec(agent: Any, environment: Mapping[str, Any] | None, base_dir: Any = 
         raise EvalEnvError(f"invalid environment section: {exc}") from None
 
 
-def kind_of(spec: Any) -> str:
+def kind_of(spec: object) -> str:
     """``gym``, ``pettingzoo`` or ``bandit``."""
     from agilerl.models.env import BanditEnvSpec, PzEnvSpec
 
@@ -51,7 +88,8 @@ def kind_of(spec: Any) -> str:
     return "bandit" if isinstance(spec, BanditEnvSpec) else "gym"
 
 
-def make_env(spec: Any, render_mode: str | None = None, seed: int | None = None) -> Any:
+def make_env(spec: GymEnvSpec | PzEnvSpec | BanditEnvSpec, render_mode: str | None = None,
+             seed: int | None = None) -> PlainEnv:
     """One plain env of ``spec``, rendering in ``render_mode`` (None: not rendering)."""
     kind = kind_of(spec)
     if kind == "bandit":
@@ -59,6 +97,9 @@ def make_env(spec: Any, render_mode: str | None = None, seed: int | None = None)
             raise EvalEnvError("a bandit environment does not render (drop --render "
                                     "and --record)")
         return _built(lambda: spec.make_env(), spec)
+    from agilerl.models.env import BanditEnvSpec
+
+    assert not isinstance(spec, BanditEnvSpec)  # kind_of said "bandit" for those
     if render_mode is not None:
         config = {**dict(spec.config or {}), "render_mode": render_mode}
         spec = spec.model_copy(update={"config": config})
@@ -71,7 +112,7 @@ def make_env(spec: Any, render_mode: str | None = None, seed: int | None = None)
     return env
 
 
-def _built(build: Any, spec: Any) -> Any:
+def _built(build: Callable[[], T], spec: GymEnvSpec | PzEnvSpec | BanditEnvSpec) -> T:
     from agilerl.core.errors import missing_extra
 
     label = spec.name or getattr(spec, "entrypoint", None) or "the environment"
@@ -94,7 +135,8 @@ def _built(build: Any, spec: Any) -> Any:
                                 f"{type(exc).__name__}: {exc}") from None
 
 
-def _check_render_mode(env: Any, mode: str, spec: Any) -> None:
+def _check_render_mode(env: PlainEnv, mode: str,
+                       spec: GymEnvSpec | PzEnvSpec | BanditEnvSpec) -> None:
     supported = list((getattr(env, "metadata", None) or {}).get("render_modes") or [])
     if mode not in supported:
         env.close()
@@ -103,9 +145,14 @@ def _check_render_mode(env: Any, mode: str, spec: Any) -> None:
                                 f"render mode {mode!r} (it supports: {listed})")
 
 
-def check_fits(agent: Any, env: Any, kind: str) -> None:
+def check_fits(agent: RLAlgorithm, env: object, kind: str) -> None:
     """Refuse an env whose agents or space shapes differ from those the agent learnt on."""
     if kind == "pettingzoo":
+        from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+
+        # kind_of gives "pettingzoo" for the env spec of a multi-agent algorithm only
+        assert isinstance(agent, MultiAgentRLAlgorithm)
+        assert isinstance(env, _AgentSpaces)  # read just below
         expected, found = list(agent.agent_ids), list(env.possible_agents)
         if sorted(expected) != sorted(found):
             raise EvalEnvError(f"the agent was trained for agents {expected}; this "
@@ -113,6 +160,7 @@ def check_fits(agent: Any, env: Any, kind: str) -> None:
         pairs = [(f"agent {a}", agent.observation_spaces[a], env.observation_space(a),
                   agent.action_spaces[a], env.action_space(a)) for a in expected]
     else:
+        assert isinstance(env, _EnvSpaces)  # read just below
         pairs = [("", agent.observation_space, env.observation_space,
                   agent.action_space, env.action_space)]
     for who, obs_a, obs_e, act_a, act_e in pairs:
@@ -123,7 +171,7 @@ def check_fits(agent: Any, env: Any, kind: str) -> None:
                     f"{' of ' + who if who else ''}; this environment has {_describe(theirs)}")
 
 
-def _shape(space: Any) -> Any:
+def _shape(space: object) -> object:
     """What must agree between the training and the evaluation space."""
     if hasattr(space, "spaces") and isinstance(space.spaces, Mapping):
         return {k: _shape(v) for k, v in space.spaces.items()}
@@ -132,7 +180,7 @@ def _shape(space: Any) -> Any:
     return (type(space).__name__, getattr(space, "shape", None), getattr(space, "n", None))
 
 
-def _describe(space: Any) -> str:
+def _describe(space: object) -> str:
     """A space in a few words: its kind and shape (bounds left out)."""
     if hasattr(space, "n"):
         return f"{type(space).__name__}({space.n})"

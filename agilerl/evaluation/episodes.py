@@ -15,11 +15,14 @@ recurrent policy starts each episode from a zero state. The first episode is res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -47,10 +50,59 @@ def summarise(episodes: list[Episode]) -> Summary:
 
 
 Frame = Callable[[Any], None]
-"""Called with the env after every reset and step (to render or record it)."""
+"""Called with the env after every reset and step (to render or record it): the env of
+the kind being played, whose rendering the caller knows."""
 
 
-def play(agent: Any, env: Any, kind: str, *, episodes: int, seed: int | None = None,
+class Player(Protocol):
+    """What playing asks of an agent: a fresh recurrent state (None for a feed-forward
+    policy) and its greedy action. That takes one observation (a dict agent id -> value
+    for a multi-agent agent), and the state too when the policy is recurrent."""
+
+    def initial_hidden(self, num_envs: int) -> dict[str, torch.Tensor] | None: ...
+
+    @property
+    def greedy_action(self) -> Callable[..., object]: ...
+
+
+@runtime_checkable
+class GymEnvLike(Protocol):
+    """A plain Gymnasium env, as an episode uses it."""
+
+    def reset(self, *, seed: int | None = None) -> tuple[object, object]: ...
+
+    def step(self, action: object) -> tuple[object, SupportsFloat, object, object, object]: ...
+
+
+@runtime_checkable
+class _Resettable(Protocol):
+    def reset(self, *, seed: int | None = None) -> tuple[object, object]: ...
+
+
+@runtime_checkable
+class ParallelEnvLike(Protocol):
+    """A plain PettingZoo parallel env, as an episode uses it (``agents`` may be set only
+    by ``reset``)."""
+
+    possible_agents: list[str]
+    agents: list[str]
+
+    def reset(self, *, seed: int | None = None) -> tuple[object, object]: ...
+
+    def step(self, actions: dict[str, object]
+             ) -> tuple[object, Mapping[str, SupportsFloat], object, object, object]: ...
+
+
+@runtime_checkable
+class BanditEnvLike(Protocol):
+    """A bandit env: ``reset`` gives a context, ``step`` the next one and the reward."""
+
+    def reset(self, seed: int | None = None) -> object: ...
+
+    def step(self, action: object) -> tuple[object, SupportsFloat]: ...
+
+
+def play(agent: Player, env: object, kind: str, *, episodes: int, seed: int | None = None,
          max_steps: int | None = None, pulls: int = 100,
          on_frame: Frame | None = None, on_episode: Callable[[Episode], None] | None = None,
          ) -> list[Episode]:
@@ -68,12 +120,13 @@ def play(agent: Any, env: Any, kind: str, *, episodes: int, seed: int | None = N
     return played
 
 
-def _nothing(env: Any) -> None:
+def _nothing(env: object) -> None:
     return None
 
 
-def _gym_episode(agent: Any, env: Any, seed: int | None, cap: int | None,
+def _gym_episode(agent: Player, env: object, seed: int | None, cap: int | None,
                  on_frame: Frame) -> Episode:
+    assert isinstance(env, GymEnvLike)  # every kind of env has reset and step
     obs, _ = env.reset(seed=seed)
     on_frame(env)
     hidden = agent.initial_hidden(1)
@@ -88,14 +141,17 @@ def _gym_episode(agent: Any, env: Any, seed: int | None, cap: int | None,
     return Episode(total, length)
 
 
-def _pz_episode(agent: Any, env: Any, seed: int | None, cap: int | None,
+def _pz_episode(agent: Player, env: object, seed: int | None, cap: int | None,
                 on_frame: Frame) -> Episode:
+    assert isinstance(env, _Resettable)  # every kind of env has reset
     obs, _ = env.reset(seed=seed)
+    assert isinstance(env, ParallelEnvLike)  # read just below; agents exist once reset
     on_frame(env)
     returns = {a: 0.0 for a in env.possible_agents}
     length = 0
     while env.agents and (cap is None or length < cap):
         actions = agent.greedy_action(obs)
+        assert isinstance(actions, Mapping)  # a multi-agent agent acts per agent id
         obs, rewards, _, _, _ = env.step({a: actions[a] for a in env.agents if a in actions})
         on_frame(env)
         for name, reward in rewards.items():
@@ -104,8 +160,9 @@ def _pz_episode(agent: Any, env: Any, seed: int | None, cap: int | None,
     return Episode(float(sum(returns.values())), length, returns)
 
 
-def _bandit_episode(agent: Any, env: Any, seed: int | None, cap: int | None,
+def _bandit_episode(agent: Player, env: object, seed: int | None, cap: int | None,
                     on_frame: Frame) -> Episode:
+    assert isinstance(env, BanditEnvLike)  # every kind of env has reset and step
     context = env.reset(seed=seed)
     total, pulls = 0.0, int(cap or 100)
     for _ in range(pulls):

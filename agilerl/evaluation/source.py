@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.checkpoint import Checkpoint, CheckpointError, find_checkpoint
 from agilerl.checkpoint.archive import is_archive, unpacked_checkpoint
 from agilerl.checkpoint.layout import INDEX_NAME, RUN_CHECKPOINTS
+from agilerl.core.value_types import JsonObject
 from agilerl.run_folder import ELITE_FILE
 from agilerl.run_folder import MANIFEST_FILE as RUN_MANIFEST
+
+if TYPE_CHECKING:
+    from agilerl.algorithms.core.base import RLAlgorithm
 
 
 class SourceError(ValueError):
@@ -39,8 +44,8 @@ class SourceError(ValueError):
 class Source:
     """A loaded agent and where it came from."""
 
-    agent: Any
-    manifest: dict[str, Any] | None
+    agent: RLAlgorithm
+    manifest: JsonObject | None
     """The run's resolved manifest (a mapping), when one was found."""
     manifest_path: Path | None
     description: str
@@ -152,15 +157,15 @@ def _elite(checkpoint: Checkpoint) -> tuple[int, str]:
         return elite, "elite"
     best, best_fitness = 0, -math.inf
     for index in range(checkpoint.pop_size):
-        fitness = [f for f in checkpoint.member_state(index).get("fitness", [])
-                   if isinstance(f, int | float) and math.isfinite(f)]
+        saved = cast(Iterable[object], checkpoint.member_state(index).get("fitness", []))
+        fitness = [f for f in saved if isinstance(f, int | float) and math.isfinite(f)]
         if fitness and fitness[-1] > best_fitness:
             best, best_fitness = index, fitness[-1]
     return best, ("best last fitness" if math.isfinite(best_fitness)
                   else "first member (no fitness recorded yet)")
 
 
-def _restore(state: dict[str, Any], device: str, what: str) -> Any:
+def _restore(state: Mapping[str, object], device: str, what: str) -> RLAlgorithm:
     from agilerl.algorithms import NotImplementedAlgorithmError, algorithm_class
     from agilerl.algorithms.core.base import RLAlgorithm
 
@@ -180,7 +185,7 @@ def _restore(state: dict[str, Any], device: str, what: str) -> Any:
     return agent
 
 
-def _read_yaml(path: Path | None) -> dict[str, Any] | None:
+def _read_yaml(path: Path | None) -> JsonObject | None:
     if path is None:
         return None
     import yaml

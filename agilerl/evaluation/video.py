@@ -11,11 +11,30 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 import numpy as np
+from numpy.typing import NDArray
 
 VIDEO_EXTRA_HINT = "pip install 'agilerl[video]'"
+
+
+@runtime_checkable
+class _ImageioWriter(Protocol):
+    """imageio's writer, as used here."""
+
+    def append_data(self, im: np.ndarray) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class _OpenCVWriter(Protocol):
+    """OpenCV's ``VideoWriter``, as used here."""
+
+    def write(self, image: NDArray[np.uint8]) -> object: ...
+
+    def release(self) -> None: ...
 
 
 class VideoError(ValueError):
@@ -36,10 +55,10 @@ class VideoWriter:
 
     def __init__(self, path: Path, fps: float, backend: str) -> None:
         self.path, self.fps, self.backend = path, float(fps), backend
-        self._writer: Any = None
+        self._writer: _ImageioWriter | _OpenCVWriter | None = None
         self.frames = 0
 
-    def add(self, frame: Any) -> None:
+    def add(self, frame: object) -> None:
         image = np.asarray(frame)
         if image.ndim != 3 or image.shape[-1] not in (3, 4):
             raise VideoError(f"the environment rendered a frame of shape {image.shape}, not "
@@ -48,12 +67,14 @@ class VideoWriter:
         if self._writer is None:
             self._writer = self._open(image)
         if self.backend == "imageio":
+            assert isinstance(self._writer, _ImageioWriter)  # _open made one for the backend
             self._writer.append_data(image)
         else:
+            assert isinstance(self._writer, _OpenCVWriter)  # _open made one for the backend
             self._writer.write(image[..., ::-1].copy())  # OpenCV wants BGR
         self.frames += 1
 
-    def _open(self, first: np.ndarray) -> Any:
+    def _open(self, first: np.ndarray) -> _ImageioWriter | _OpenCVWriter:
         try:
             if self.backend == "imageio":
                 import imageio
@@ -75,8 +96,10 @@ class VideoWriter:
         if self._writer is None:
             return
         if self.backend == "imageio":
+            assert isinstance(self._writer, _ImageioWriter)  # _open made one for the backend
             self._writer.close()
         else:
+            assert isinstance(self._writer, _OpenCVWriter)  # _open made one for the backend
             self._writer.release()
         self._writer = None
 

@@ -8,7 +8,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any
 
 __all__ = [
     "GLOBAL_STEP_KEY",
@@ -29,7 +28,7 @@ def run_timestamp() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def as_scalar(value: Any) -> float | None:
+def as_scalar(value: object) -> float | None:
     """``value`` as a float when it is a real number (bools, NumPy and 0-d torch included)."""
     if isinstance(value, bool):
         return float(value)
@@ -49,7 +48,7 @@ class MetricsLogger(ABC):
     """Receives a flat metrics dict (keys as in the manifest spec §5.7) per generation."""
 
     @abstractmethod
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log(self, metrics: Mapping[str, object], step: int | None = None) -> None:
         """Record ``metrics``; ``step`` defaults to ``metrics["train/global_step"]``."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, most loggers hold a resource
@@ -67,7 +66,7 @@ class MetricsLogger(ABC):
         self.close()
 
     @staticmethod
-    def step_of(metrics: Mapping[str, Any], step: int | None) -> int | None:
+    def step_of(metrics: Mapping[str, object], step: int | None) -> int | None:
         if step is not None:
             return int(step)
         value = as_scalar(metrics.get(GLOBAL_STEP_KEY))
@@ -83,7 +82,7 @@ class CompositeLogger(MetricsLogger):
     def add(self, logger: MetricsLogger) -> None:
         self.loggers.append(logger)
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log(self, metrics: Mapping[str, object], step: int | None = None) -> None:
         for logger in self.loggers:
             logger.log(metrics, step)
 

@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
 from agilerl.logging.base import GLOBAL_STEP_KEY, MetricsLogger, as_scalar
 from agilerl.run_folder import METRICS_FILE
@@ -17,7 +17,7 @@ __all__ = ["METRICS_CSV_NAME", "CSVLogger"]
 METRICS_CSV_NAME = METRICS_FILE
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if value is None:
         return ""
     scalar = as_scalar(value)
@@ -50,7 +50,7 @@ class CSVLogger(MetricsLogger):
         target.parent.mkdir(parents=True, exist_ok=True)
         self.path = target
         self.fields: list[str] = []
-        self._handle: Any = None
+        self._handle: TextIO | None = None
         if append and target.is_file():
             with target.open(newline="") as handle:
                 reader = csv.DictReader(handle)
@@ -63,7 +63,7 @@ class CSVLogger(MetricsLogger):
         elif target.exists():
             target.unlink()
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log(self, metrics: Mapping[str, object], step: int | None = None) -> None:
         row = {key: _cell(value) for key, value in metrics.items()}
         if GLOBAL_STEP_KEY not in row and step is not None:
             row = {GLOBAL_STEP_KEY: int(step), **row}
@@ -74,7 +74,7 @@ class CSVLogger(MetricsLogger):
         csv.DictWriter(handle, fieldnames=self.fields).writerow(row)
         handle.flush()
 
-    def _open(self) -> Any:
+    def _open(self) -> TextIO:
         if self._handle is None:
             exists = self.path.is_file() and self.path.stat().st_size > 0
             self._handle = self.path.open("a", newline="")

@@ -19,8 +19,9 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import overload
 
+from agilerl.core.value_types import JsonObject, JsonValue
 from agilerl.logging.base import as_scalar
 from agilerl.run_folder import EVENTS_FILE
 
@@ -36,7 +37,15 @@ __all__ = [
 EVENTS_VERSION = 1
 
 
-def jsonable(value: Any) -> Any:
+@overload
+def jsonable(value: Mapping[str, object]) -> JsonObject: ...
+
+
+@overload
+def jsonable(value: object) -> JsonValue: ...
+
+
+def jsonable(value: object) -> JsonValue:
     """``value`` as JSON: non-finite numbers become null, NumPy/torch scalars numbers,
     tuples lists, mapping keys strings, anything else its ``str``."""
     if value is None or isinstance(value, bool | str):
@@ -63,14 +72,14 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def event_generation(event: Mapping[str, Any]) -> int | None:
+def event_generation(event: Mapping[str, object]) -> int | None:
     """The generation an event belongs to (``run_end``: the generations done; ``run_start``:
     those done before it started); None for an event without one."""
     value = event.get("generations" if event.get("event") == "run_end" else "generation")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_events(path: str | os.PathLike[str]) -> list[JsonObject]:
     """The events of a run folder (or of an ``events.jsonl`` file), in order; lines that do
     not parse as a JSON object (a run writing its last line) are skipped. A missing file
     has no events."""
@@ -79,7 +88,7 @@ def read_events(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         target = target / EVENTS_FILE
     if not target.is_file():
         return []
-    events = []
+    events: list[JsonObject] = []
     for line in target.read_text(encoding="utf-8").splitlines():
         try:
             event = json.loads(line)
@@ -111,7 +120,7 @@ class RunEventLog:
         elif self.path.is_file():
             self._keep_until(keep_until_generation)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, **fields: object) -> None:
         """Append one ``event`` with ``fields`` (made JSON with :func:`jsonable`)."""
         if self.path is None:
             return

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
+from agilerl.core.value_types import Options
 from agilerl.logging.base import CompositeLogger, MetricsLogger, run_timestamp
 from agilerl.logging.csv_logger import CSVLogger
 from agilerl.logging.wandb_logger import WANDB_PROJECT
@@ -24,9 +24,9 @@ def make_run_loggers(
     tensorboard_log_dir: str | os.PathLike[str] | None = None,
     wb: bool = False,
     wandb_api_key: str | None = None,
-    wandb_kwargs: Mapping[str, Any] | None = None,
+    wandb_kwargs: Options | None = None,
     wandb_project: str = WANDB_PROJECT,
-    init_hp: Mapping[str, Any] | None = None,
+    init_hp: Mapping[str, object] | None = None,
     timestamp: str | None = None,
 ) -> CompositeLogger:
     """The loggers a run asked for, sharing one timestamp; an empty composite if none.

@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -223,7 +222,7 @@ class ProgressDisplay:
         if self.verbose:
             self.console.print(renderable)
 
-    def show_generation(self, metrics: Mapping[str, Any]) -> None:
+    def show_generation(self, metrics: Mapping[str, object]) -> None:
         """A generation ended: at verbosity 1 print its progress line (unless that very line
         was just printed), at 2 the per-agent table of :func:`generation_table`."""
         if self.verbose >= 2:
@@ -261,14 +260,14 @@ _AGENT_KEY = re.compile(r"^(train|eval)/agent_(\d+)/(.+)$")
 _FIRST_ROWS = ("eval/fitness", "train/score")
 
 
-def generation_table(metrics: Mapping[str, Any]) -> Table:
+def generation_table(metrics: Mapping[str, object]) -> Table:
     """Per-agent table of one generation's metrics (``{train,eval}/agent_{i}/{name}``).
 
     Title: the global steps. Columns: one per agent, plus a mean column when there is more
     than one. Rows: ``eval/fitness``, ``train/score``, then the other per-agent metrics in
     the order they first appear. Non-numeric values are shown as text.
     """
-    rows: dict[str, dict[int, Any]] = {name: {} for name in _FIRST_ROWS}
+    rows: dict[str, dict[int, object]] = {name: {} for name in _FIRST_ROWS}
     agents: set[int] = set()
     for key, value in metrics.items():
         match = _AGENT_KEY.match(key)
@@ -297,7 +296,7 @@ def generation_table(metrics: Mapping[str, Any]) -> Table:
     return table
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return ""
     scalar = as_scalar(value)
@@ -310,7 +309,7 @@ def _cell(value: Any) -> str:
     return f"{scalar:.4g}" if abs(scalar) < 1 else f"{scalar:.2f}"
 
 
-def _mean_cell(values: list[Any]) -> str:
+def _mean_cell(values: list[object]) -> str:
     numbers = [as_scalar(v) for v in values]
     finite = [n for n in numbers if n is not None]
     if not finite:

@@ -8,17 +8,84 @@ import csv
 import math
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
+from agilerl.core.value_types import JsonValue
 from agilerl.logging.csv_logger import METRICS_CSV_NAME
 from agilerl.logging.events import EVENTS_FILE, read_events
 
-__all__ = ["RunFolderError", "RunHistory", "load_run", "short_mutation"]
+__all__ = [
+    "GenerationEvent",
+    "MutationEvent",
+    "RunFolderError",
+    "RunHistory",
+    "SelectionEvent",
+    "load_run",
+    "short_mutation",
+]
 
 _MEMBER_FITNESS = re.compile(r"^eval/agent_(\d+)/fitness$")
+
+
+class GenerationMember(TypedDict):
+    """A member in a ``generation`` event."""
+
+    member: int
+    fitness: float | None
+    steps: int
+    hyperparameters: dict[str, JsonValue]
+
+
+class GenerationEvent(TypedDict):
+    """A ``generation`` line of ``events.jsonl`` (``schemas/run_events.schema.json``)."""
+
+    v: int
+    event: str
+    time: str
+    generation: int
+    env_steps: int
+    members: list[GenerationMember]
+
+
+class SelectionMember(TypedDict):
+    """A slot of the new population in a ``selection`` event."""
+
+    member: int
+    parent: int
+    elite: bool
+
+
+class SelectionEvent(TypedDict):
+    """A ``selection`` line of ``events.jsonl``."""
+
+    v: int
+    event: str
+    time: str
+    generation: int
+    members: list[SelectionMember]
+
+
+class MutationChange(TypedDict):
+    """One value a mutation changed."""
+
+    name: str
+    old: JsonValue
+    new: JsonValue
+
+
+class MutationEvent(TypedDict, total=False):
+    """A ``mutation`` line of ``events.jsonl`` (``description`` is optional)."""
+
+    v: int
+    event: str
+    time: str
+    generation: int
+    member: int
+    kind: str
+    changes: list[MutationChange]
+    description: str
 
 
 class RunFolderError(ValueError):
@@ -36,11 +103,11 @@ class RunHistory:
     mean: list[float] = field(default_factory=list)
     member_fitness: dict[int, list[float]] = field(default_factory=dict)
     """Member -> its evaluation at each of ``steps`` (NaN where the file has none)."""
-    generations: dict[int, dict[str, Any]] = field(default_factory=dict)
+    generations: dict[int, GenerationEvent] = field(default_factory=dict)
     """Generation -> its ``generation`` event (events.jsonl; empty without one)."""
-    selections: dict[int, dict[str, Any]] = field(default_factory=dict)
+    selections: dict[int, SelectionEvent] = field(default_factory=dict)
     """Generation -> the ``selection`` event after its evaluation."""
-    mutations: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    mutations: dict[tuple[int, int], MutationEvent] = field(default_factory=dict)
     """(generation, member) -> its ``mutation`` event (generation 0: before training)."""
     has_events: bool = False
 
@@ -108,15 +175,17 @@ def _read_events(folder: Path, history: RunHistory) -> None:
         if not isinstance(generation, int):
             continue
         # A later line for the same generation wins (the log of a run resumed elsewhere).
+        # The lines are the run's own, written to schemas/run_events.schema.json.
         if kind == "generation":
-            history.generations[generation] = event
+            history.generations[generation] = cast(GenerationEvent, event)
         elif kind == "selection":
-            history.selections[generation] = event
+            history.selections[generation] = cast(SelectionEvent, event)
         elif kind == "mutation" and isinstance(event.get("member"), int):
-            history.mutations[(generation, event["member"])] = event
+            mutation = cast(MutationEvent, event)
+            history.mutations[(generation, mutation["member"])] = mutation
 
 
-def short_mutation(event: Mapping[str, Any] | None) -> str:
+def short_mutation(event: MutationEvent | None) -> str:
     """A few characters naming a mutation, for a chart label ("" for none)."""
     if not event:
         return ""

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agilerl.logging.run_history import RunHistory, short_mutation
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["PLOT_EXTRA", "MissingPlotDependency", "draw_run"]
 
@@ -30,7 +34,7 @@ class MissingPlotDependency(RuntimeError):
     """matplotlib is not installed."""
 
 
-def _pyplot() -> Any:
+def _pyplot() -> ModuleType:
     try:
         import matplotlib
 
@@ -54,14 +58,14 @@ def draw_run(history: RunHistory, out: Path) -> list[Path]:
     return written
 
 
-def _save(plt: Any, fig: Any, path: Path) -> Path:
+def _save(plt: ModuleType, fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _learning(plt: Any, history: RunHistory, path: Path) -> Path:
+def _learning(plt: ModuleType, history: RunHistory, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for member, values in sorted(history.member_fitness.items()):
         ax.plot(history.steps, values, color="grey", alpha=0.35, linewidth=0.8,
@@ -76,7 +80,7 @@ def _learning(plt: Any, history: RunHistory, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def _hyperparameters(plt: Any, history: RunHistory, path: Path) -> Path:
+def _hyperparameters(plt: ModuleType, history: RunHistory, path: Path) -> Path:
     series = history.hyperparameter_series()
     names = sorted(series) or ["(none)"]
     cols = min(3, len(names))
@@ -103,7 +107,7 @@ def _hyperparameters(plt: Any, history: RunHistory, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
-def _lineage(plt: Any, history: RunHistory, path: Path) -> Path:
+def _lineage(plt: ModuleType, history: RunHistory, path: Path) -> Path:
     generations = sorted(history.generations)
     size = max((len(history.generations[g].get("members", [])) for g in generations),
                default=1)

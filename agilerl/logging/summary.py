@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rich.console import Console
 from rich.panel import Panel
@@ -14,7 +14,26 @@ from rich.table import Table
 
 from agilerl.logging.progress import format_duration
 
+if TYPE_CHECKING:
+    from typing import NotRequired, Unpack
+
 __all__ = ["render_summary", "summary_rows"]
+
+
+class SummaryFields(TypedDict):
+    """The keyword arguments of :func:`summary_rows`, as :func:`render_summary` takes them."""
+
+    best_fitness: float | None
+    fitnesses: NotRequired[Sequence[float] | None]
+    elite_path: NotRequired[str | os.PathLike[str] | None]
+    checkpoint_path: NotRequired[str | os.PathLike[str] | None]
+    total_steps: NotRequired[int | None]
+    wall_time_s: NotRequired[float | None]
+    stopped_early: NotRequired[bool]
+    interrupted: NotRequired[bool]
+    extra: NotRequired[Sequence[tuple[str, str]]]
+    steps_this_run: NotRequired[int | None]
+    unit: NotRequired[str]
 
 
 def summary_rows(
@@ -73,7 +92,7 @@ def render_summary(
     *,
     verbose: bool | int = True,
     title: str = "Training summary",
-    **fields: Any,
+    **fields: Unpack[SummaryFields],
 ) -> None:
     """Print the end-of-run summary: a panel on a terminal, ``label: value`` lines otherwise.
 

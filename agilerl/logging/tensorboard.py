@@ -7,9 +7,12 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agilerl.logging.base import MetricsLogger, as_scalar, run_timestamp
+
+if TYPE_CHECKING:
+    from tensorboardX import SummaryWriter
 
 __all__ = ["DEFAULT_TENSORBOARD_DIR", "TensorBoardLogger", "tensorboard_run_dir"]
 
@@ -38,18 +41,18 @@ class TensorBoardLogger(MetricsLogger):
         env_name: str,
         log_dir: str | os.PathLike[str] | None = None,
         timestamp: str | None = None,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
     ):
         from tensorboardX import SummaryWriter
 
         self.run_dir = tensorboard_run_dir(log_dir, algo, env_name, timestamp)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._writer: Any = SummaryWriter(logdir=str(self.run_dir))
+        self._writer: SummaryWriter | None = SummaryWriter(logdir=str(self.run_dir))
         if config:
             text = json.dumps(dict(config), indent=2, default=str)
             self._writer.add_text("config", f"```\n{text}\n```", global_step=0)
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log(self, metrics: Mapping[str, object], step: int | None = None) -> None:
         if self._writer is None:
             raise RuntimeError("TensorBoardLogger is closed")
         global_step = self.step_of(metrics, step)

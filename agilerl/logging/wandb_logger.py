@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agilerl.core.value_types import Options
 from agilerl.logging.base import GLOBAL_STEP_KEY, MetricsLogger, run_timestamp
+
+if TYPE_CHECKING:
+    from wandb.sdk.wandb_run import Run
 
 __all__ = [
     "WANDB_PROJECT",
@@ -74,9 +78,9 @@ class WandbLogger(MetricsLogger):
         self,
         algo: str,
         env_name: str,
-        init_hp: Mapping[str, Any] | None = None,
+        init_hp: Mapping[str, object] | None = None,
         wandb_api_key: str | None = None,
-        wandb_kwargs: Mapping[str, Any] | None = None,
+        wandb_kwargs: Options | None = None,
         project: str = WANDB_PROJECT,
         timestamp: str | None = None,
     ):
@@ -98,12 +102,13 @@ class WandbLogger(MetricsLogger):
                 raise WandbSetupError(
                     f"W&B rejected the API key ({type(exc).__name__}: {exc}); {_HOW_TO}."
                 ) from None
-        extra = dict(wandb_kwargs or {})
+        # The user's wandb.init arguments, a few picked apart here; W&B checks the values.
+        extra: dict[str, Any] = dict(wandb_kwargs or {})
         config = dict(init_hp or {})
         mutation = extra.pop("mutation_hyperparams", None)
         if mutation:
             config.update(dict(mutation))
-        init_args: dict[str, Any] = {
+        init_args: dict[str, Any] = {  # keyword arguments of wandb.init, of many types
             "project": extra.pop("project", project),
             "name": extra.pop("name", wandb_run_name(algo, env_name, timestamp)),
             "config": {**config, **dict(extra.pop("config", None) or {})},
@@ -111,7 +116,7 @@ class WandbLogger(MetricsLogger):
         init_args.update(extra.pop("addl_args", None) or {})
         init_args.update(extra)
         try:
-            self.run: Any = wandb.init(**init_args)
+            self.run: Run | None = wandb.init(**init_args)
         except Exception as exc:  # no network, a refused key, a bad init argument
             raise WandbSetupError(
                 f"W&B logging could not start ({type(exc).__name__}: {exc}); {_HOW_TO}."
@@ -119,7 +124,7 @@ class WandbLogger(MetricsLogger):
         self.run.define_metric(GLOBAL_STEP_KEY)
         self.run.define_metric("*", step_metric=GLOBAL_STEP_KEY)
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log(self, metrics: Mapping[str, object], step: int | None = None) -> None:
         if self.run is None:
             raise RuntimeError("WandbLogger is closed")
         payload = dict(metrics)

@@ -15,9 +15,19 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar, overload
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_serializer
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    SkipValidation,
+    ValidationError,
+    model_serializer,
+)
 
 from agilerl.arena.models import _generated as gen
 from agilerl.arena.models._generated.registry import LOCAL_ONLY
@@ -29,6 +39,7 @@ from agilerl.core.manifest_errors import (
 )
 from agilerl.models.loading import (
     LocatedDocument,
+    Location,
     PathKey,
     format_path,
     load_file,
@@ -38,15 +49,33 @@ from agilerl.models.pydantic_issues import issues_from_validation_error, unknown
 from agilerl.models.rules import Violation, algorithm_rules, llm_model_rule, training_rules
 from agilerl.models.suggest import closest
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 logger = logging.getLogger(__name__)
 
-ARENA_REGISTRY: dict[str, type[Any]] = {name: entry.spec_class for name, entry in gen.REGISTRY.items()}
+ARENA_REGISTRY: dict[str, type[gen.SpecModel]] = {name: entry.spec_class for name, entry in gen.REGISTRY.items()}
 """Algorithm name → Arena spec class (the algorithms the hosted service can train)."""
 
 SECTIONS = ("algorithm", "environment", "training", "network", "mutation", "replay_buffer",
             "selection_strategy")
 LEGACY_SELECTION_KEY = "tournament_selection"
 _NOT_SENT = {"hp_config", "net_config"}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Sections(TypedDict):
+    """The validated sections a :class:`TrainingManifest` is built from (None: absent or
+    invalid; an invalid one is also an error in the report)."""
+
+    algorithm: gen.SpecModel | None
+    environment: gen.EnvSpec | None
+    training: gen.TrainingSpec | None
+    mutation: gen.MutationSpec | None
+    replay_buffer: gen.ReplayBufferSpec | None
+    selection_strategy: gen.TournamentSelectionSpec | None
+    network: dict[str, object] | None
 
 
 class TrainingManifest(BaseModel):
@@ -55,21 +84,30 @@ class TrainingManifest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True,
                               defer_build=True)
 
-    algorithm: Any
-    environment: Any
-    training: Any = None
-    network: dict[str, Any] | None = None
-    mutation: Any = None
-    replay_buffer: Any = None
-    selection_strategy: Any = Field(
+    # Stored as built by the checker (model_construct), never validated again.
+    algorithm: SkipValidation[gen.SpecModel]
+    environment: SkipValidation[gen.EnvSpec]
+    training: SkipValidation[gen.TrainingSpec | None] = None
+    network: SkipValidation[dict[str, object] | None] = None
+    mutation: SkipValidation[gen.MutationSpec | None] = None
+    replay_buffer: SkipValidation[gen.ReplayBufferSpec | None] = None
+    selection_strategy: SkipValidation[gen.TournamentSelectionSpec | None] = Field(
         default=None,
         validation_alias=AliasChoices("selection_strategy", "tournament_selection"),
         serialization_alias="tournament_selection",
     )
 
+    @overload
     @classmethod
-    def get_validated(cls, manifest: str | os.PathLike[str] | Mapping[str, Any],
-                      mode: Literal["json", "python"] = "json") -> Any:
+    def get_validated(cls, manifest: object, mode: Literal["json"] = "json") -> JsonObject: ...
+
+    @overload
+    @classmethod
+    def get_validated(cls, manifest: object, mode: Literal["python"]) -> TrainingManifest: ...
+
+    @classmethod
+    def get_validated(cls, manifest: object,
+                      mode: Literal["json", "python"] = "json") -> JsonObject | TrainingManifest:
         """Validate a file (a string is a path) or mapping; ``json`` returns the payload."""
         validated: TrainingManifest
         if isinstance(manifest, TrainingManifest):
@@ -84,8 +122,8 @@ class TrainingManifest(BaseModel):
         return validated.model_dump(mode="json", by_alias=True) if mode == "json" else validated
 
     @classmethod
-    def model_validate(cls, obj: Any, *, strict: bool | None = None, extra: Any = None,
-                       from_attributes: bool | None = None, context: Any = None,
+    def model_validate(cls, obj: object, *, strict: bool | None = None, extra: object = None,
+                       from_attributes: bool | None = None, context: object = None,
                        by_alias: bool | None = None, by_name: bool | None = None) -> TrainingManifest:
         """Validate a mapping; raises :class:`ManifestError` listing every problem."""
         if isinstance(obj, cls):
@@ -114,19 +152,20 @@ class TrainingManifest(BaseModel):
         return cls.model_construct(**fields)
 
     @property
-    def tournament_selection(self) -> Any:
+    def tournament_selection(self) -> gen.TournamentSelectionSpec | None:
         """Deprecated: the tournament selection spec (None when unset)."""
         warnings.warn("TrainingManifest.tournament_selection is deprecated; use "
                       "selection_strategy", DeprecationWarning, stacklevel=2)
         return self.selection_strategy
 
     @model_serializer(mode="wrap")
-    def _payload(self, handler: Any, info: Any) -> dict[str, Any]:
-        def dump(value: Any, exclude: set[str] | None = None) -> dict[str, Any]:
+    def _payload(self, handler: SerializerFunctionWrapHandler,
+                 info: SerializationInfo) -> dict[str, object]:
+        def dump(value: BaseModel, exclude: set[str] | None = None) -> JsonObject:
             return value.model_dump(mode="json", exclude_none=True, exclude=exclude)
 
         selection_key = "tournament_selection" if info.by_alias else "selection_strategy"
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "algorithm": {**dump(self.algorithm, _NOT_SENT), "name": _name_of(self.algorithm)},
             "environment": dump(self.environment),
         }
@@ -140,7 +179,7 @@ class TrainingManifest(BaseModel):
         return out
 
 
-def _name_of(spec: Any) -> str:
+def _name_of(spec: object) -> str:
     return str(getattr(spec, "name", type(spec).__name__.removesuffix("Spec")))
 
 
@@ -161,7 +200,7 @@ class _ArenaChecker:
         for violation in found:
             self.issue((*prefix, *violation.path), violation.message, kind="rule")
 
-    def validate(self, model: type[BaseModel], data: dict[str, Any], prefix: PathKey) -> Any:
+    def validate(self, model: type[M], data: dict[str, object], prefix: PathKey) -> M | None:
         """Validate; unknown keys (which the Arena models ignore) are reported as warnings
         and left out of the payload."""
         for path in unknown_keys(model, data):
@@ -174,11 +213,11 @@ class _ArenaChecker:
                 self.report.add(issue)
             return None
 
-    def _ignored(self, path: str, location: Any) -> None:
+    def _ignored(self, path: str, location: Location | None) -> None:
         self.report.add(ManifestIssue(path, "Ignoring unrecognized manifest field", location,
                                       severity="warning", kind="unknown_key"))
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> _Sections:
         data = self.doc.data
         assert isinstance(data, Mapping)  # the parsers refuse a document that is not one
         for key in list(data):
@@ -196,7 +235,7 @@ class _ArenaChecker:
         training = self._section("training", gen.TrainingSpec, data.get("training") or {})
         if training is not None:
             self.violations(training_rules(training), ("training",))
-        fields: dict[str, Any] = {
+        fields: _Sections = {
             "algorithm": algorithm, "environment": environment, "training": training,
             "mutation": self._section("mutation", gen.MutationSpec, data.get("mutation")),
             "replay_buffer": self._section("replay_buffer", gen.ReplayBufferSpec,
@@ -211,7 +250,7 @@ class _ArenaChecker:
                               or i.message.startswith("must be a finite")]
         return fields
 
-    def _algorithm(self, raw: Any) -> Any:
+    def _algorithm(self, raw: object) -> gen.SpecModel | None:
         if not isinstance(raw, Mapping):
             return None
         name = raw.get("name")
@@ -232,7 +271,7 @@ class _ArenaChecker:
             self.violations(algorithm_rules(name, spec), ("algorithm",))
         return spec
 
-    def _section(self, key: str, model: type[BaseModel], raw: Any) -> Any:
+    def _section(self, key: str, model: type[M], raw: object) -> M | None:
         if raw is None:
             return None
         if not isinstance(raw, Mapping):
@@ -241,7 +280,7 @@ class _ArenaChecker:
             return None
         return self.validate(model, dict(raw), (key,))
 
-    def _selection(self, data: Mapping[str, Any]) -> Any:
+    def _selection(self, data: Mapping[str, object]) -> gen.TournamentSelectionSpec | None:
         key = "selection_strategy" if "selection_strategy" in data else LEGACY_SELECTION_KEY
         raw = data.get(key)
         if isinstance(raw, Mapping) and raw.get("strategy", "tournament") != "tournament":
@@ -251,7 +290,7 @@ class _ArenaChecker:
             return None
         return self._section(key, gen.TournamentSelectionSpec, raw)
 
-    def _network(self, algorithm: Any, raw: Any) -> dict[str, Any] | None:
+    def _network(self, algorithm: gen.SpecModel | None, raw: object) -> dict[str, object] | None:
         if raw is None or (isinstance(raw, Mapping) and not raw):
             return None  # `network: {}` is what the payload carries when no network is set
         if not isinstance(raw, Mapping):
@@ -263,6 +302,8 @@ class _ArenaChecker:
         spec = self.validate(model, dict(raw), ("network",))
         if algorithm is not None and is_llm and spec is not None:
             # The network names the model; LoRA settings stay under network on Arena.
+            assert isinstance(algorithm, gen.LLMAlgorithmSpec)  # is_llm
+            assert isinstance(spec, gen.FinetuningNetworkSpec)  # chosen for an LLM above
             algorithm.pretrained_model_name_or_path = spec.pretrained_model_name_or_path
             algorithm.max_model_len = spec.max_context_length
         if algorithm is not None and getattr(algorithm, "recurrent", False) and raw.get("simba"):

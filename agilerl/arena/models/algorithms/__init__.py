@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
 
-from agilerl.arena.models._generated import REGISTRY
+from agilerl.arena.models._generated import REGISTRY, SpecModel
 from agilerl.models.algo import spec_module
 
 
-def _spec_module(name: str, spec_class: type[Any]) -> types.ModuleType:
+def _spec_module(name: str, spec_class: type[SpecModel]) -> types.ModuleType:
     full = f"{__name__}.{spec_module(name).rsplit('.', 1)[1]}"
     module = sys.modules.get(full)
     if module is None:
