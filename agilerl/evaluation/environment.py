@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast, runtime_checkable
 
 from agilerl.core.value_types import Space
 from agilerl.evaluation.source import SourceError
@@ -64,19 +64,22 @@ def env_spec(agent: RLAlgorithm, environment: Mapping[str, object] | None,
     import pydantic
 
     from agilerl.models import ALGO_REGISTRY
-    from agilerl.models.env import resolve_env_spec
+    from agilerl.models.env import LLMEnvSpec, resolve_env_spec
 
     if not environment:
         raise EvalEnvError("no environment to evaluate in: the run's manifest was not "
                                 "found; name one with environment.name=ID (or --manifest FILE)")
     try:
-        return resolve_env_spec(ALGO_REGISTRY[agent.algo], dict(environment), base_dir=base_dir)
+        spec = resolve_env_spec(ALGO_REGISTRY[agent.algo], dict(environment), base_dir=base_dir)
     except pydantic.ValidationError as exc:
         problems = "; ".join(f"environment.{'.'.join(map(str, e['loc']))}: {e['msg']}"
                              for e in exc.errors())
         raise EvalEnvError(f"invalid environment section: {problems}") from None
     except (TypeError, ValueError) as exc:
         raise EvalEnvError(f"invalid environment section: {exc}") from None
+    if isinstance(spec, LLMEnvSpec):  # an RL agent's algorithm never resolves to one
+        raise EvalEnvError("an LLM environment is not evaluated by playing episodes")
+    return spec
 
 
 def kind_of(spec: object) -> str:
@@ -96,7 +99,7 @@ def make_env(spec: GymEnvSpec | PzEnvSpec | BanditEnvSpec, render_mode: str | No
         if render_mode is not None:
             raise EvalEnvError("a bandit environment does not render (drop --render "
                                     "and --record)")
-        return _built(lambda: spec.make_env(), spec)
+        return cast(PlainEnv, _built(lambda: spec.make_env(), spec))  # a bandit env or the entrypoint's
     from agilerl.models.env import BanditEnvSpec
 
     assert not isinstance(spec, BanditEnvSpec)  # kind_of said "bandit" for those

@@ -188,7 +188,7 @@ class TrainingManifest(BaseModel):
     def to_arena_manifest(
         manifest: TrainingManifest | str | os.PathLike[str] | Mapping[str, object],
         *, mode: Literal["json", "python"] = "json",
-    ) -> dict[str, object] | ArenaManifest:
+    ) -> JsonObject | ArenaManifest:
         """Validate a core manifest object, mapping or file with the Arena models (the
         payload the hosted service accepts)."""
         try:
