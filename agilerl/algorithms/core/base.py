@@ -54,10 +54,10 @@ if TYPE_CHECKING:
 #: :data:`~agilerl.core.value_types.Observation`), or one observation
 #: (:func:`~agilerl.algorithms.core.single_obs.acts_on_single`): array-like, or key -> part
 #: for a Dict space.
-ObsLike: TypeAlias = "npt.ArrayLike | Mapping[str, npt.ArrayLike]"
+ObsLike: TypeAlias = npt.ArrayLike | Mapping[str, npt.ArrayLike]
 #: A network's input batch (:meth:`RLAlgorithm.to_tensor`): a tensor, or part name -> tensor
 #: for a Tuple or Dict observation space.
-NetworkInput: TypeAlias = "torch.Tensor | dict[str, torch.Tensor]"
+NetworkInput: TypeAlias = torch.Tensor | dict[str, torch.Tensor]
 
 
 class RLStateFields(MemberStateFields):

@@ -37,12 +37,12 @@ import torch
 
 from agilerl.algorithms.core.member_state import MemberState, MemberStateFields, cpu_copy
 from agilerl.hpo.ranges import plain_hp_config
-from agilerl.models.algo import AlgoSpec, LLMAlgorithmSpec
 
 if TYPE_CHECKING:
     from agilerl.llm.adapters import BaseKey
     from agilerl.llm.lr_schedule import CosineSchedule
     from agilerl.llm.vllm_generation import VLLMGenerator
+    from agilerl.models.algo import AlgoSpec, LLMAlgorithmSpec
 
 #: Spec fields that are constructor arguments of their own, not hyperparameters.
 _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", "name"})
@@ -158,6 +158,7 @@ class LLMAlgorithm(MemberState):
         **hyperparameters: object,
     ) -> None:
         from agilerl.llm import require_llm_extra
+        from agilerl.models.algo import LLMAlgorithmSpec
 
         require_llm_extra(f"{self.algo}")
         self.index = int(index)
