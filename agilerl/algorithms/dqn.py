@@ -298,8 +298,8 @@ def bellman_target(reward: torch.Tensor, done: torch.Tensor, gamma: float | torc
     return torch.addcmul(reward, done.sub(1.0), q_next, value=-gamma)
 
 
-def _column(value: np.ndarray | torch.Tensor, device: torch.device, dtype: torch.dtype, shape: tuple[int, ...]
-            ) -> torch.Tensor:
+def _column(value: np.ndarray | torch.Tensor, device: torch.device, dtype: torch.dtype,
+            shape: tuple[int, ...]) -> torch.Tensor:
     """A batch field as a tensor of ``dtype`` on ``device`` with ``shape`` (no op for one
     that already is)."""
     if (isinstance(value, torch.Tensor) and value.dtype is dtype and value.device == device

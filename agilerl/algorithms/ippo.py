@@ -111,7 +111,8 @@ class IPPO(MultiAgentRLAlgorithm):
             return chain.run(obs)  # the same kernels, without the modules' dispatch
         return self._net(unit)(obs)
 
-    def _policy(self, unit: str, obs: Mapping[str, Observation]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _policy(self, unit: str, obs: Mapping[str, Observation]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (masked logits, or Gaussian mean) and values of the unit's agents."""
         policy_out, value = self._outputs(unit, self.unit_tensor(unit, obs))
         return self._mask_policy(unit, obs, policy_out), value

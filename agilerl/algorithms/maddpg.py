@@ -166,7 +166,8 @@ class MADDPG(MultiAgentRLAlgorithm):
         }
 
     @acts_on_single
-    def get_action(self, obs: Mapping[str, Observation], training: bool = False) -> dict[str, np.ndarray]:
+    def get_action(self, obs: Mapping[str, Observation], training: bool = False
+                   ) -> dict[str, np.ndarray]:
         """Env actions, agent id -> batch (a vector env's observations) or agent id -> one
         action (a plain PettingZoo env's: for the agents observed); without exploration
         noise by default (discrete agents still sample their policy), with ``training``

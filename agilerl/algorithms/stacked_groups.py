@@ -18,7 +18,8 @@ from agilerl.algorithms.stacked_update import StackedGroup
 GROUPS: tuple[type[StackedGroup], type[StackedPPOGroup]] = (StackedGroup, StackedPPOGroup)
 
 
-def group_key(agent: object) -> tuple[type[StackedGroup] | type[StackedPPOGroup], Hashable] | None:
+def group_key(agent: object
+              ) -> tuple[type[StackedGroup] | type[StackedPPOGroup], Hashable] | None:
     """Members with equal keys can take their updates together; None when this agent has
     no batched update."""
     for group in GROUPS:

@@ -96,8 +96,8 @@ class _Surrogate(NamedTuple):
     error: torch.Tensor  # V - R
 
 
-def _surrogate(hp: LossCoefficients[C], log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
-               batch: Mapping[str, torch.Tensor]) -> _Surrogate:
+def _surrogate(hp: LossCoefficients[C], log_prob: torch.Tensor, entropy: torch.Tensor,
+               value: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> _Surrogate:
     # On a minibatch of ~100 rows each tensor op costs its call, not its arithmetic: the
     # five means are taken by one reduction over their stacked rows.
     log_ratio = log_prob - batch["log_probs"]
@@ -161,8 +161,8 @@ def clipped_surrogate_gradient(hp: AgentCoefficients, log_prob: torch.Tensor, en
     return terms, grad_log_prob, -hp.ent_coef / rows, grad_value
 
 
-def closed_form_step(hp: AgentCoefficients, chain: PolicyValueChain, flat: FlatTraining, obs: torch.Tensor,
-                     minibatch: Mapping[str, torch.Tensor],
+def closed_form_step(hp: AgentCoefficients, chain: PolicyValueChain, flat: FlatTraining,
+                     obs: torch.Tensor, minibatch: Mapping[str, torch.Tensor],
                      legal: torch.Tensor | None = None) -> list[float]:
     """One clipped-PPO gradient step on a minibatch without autograd: the network's
     outputs through ``chain``, the loss's gradient in closed form

@@ -22,7 +22,8 @@ class GreedyActor(Protocol):
 
 
 def evaluate_greedy(
-    agent: GreedyActor, env: VectorEnv, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: GreedyActor, env: VectorEnv, *, max_steps: int | None = None, loop: int = 1,
+    seed: int | None = None,
 ) -> float:
     """Mean return of ``loop`` rounds of one greedy episode per sub-env.
 

@@ -544,7 +544,8 @@ class MultiAgentReturns:
         self.completed: list[dict[str, float]] = []
 
     def update(
-        self, rewards: Mapping[str, npt.ArrayLike], acted: Mapping[str, np.ndarray], ended: np.ndarray
+        self, rewards: Mapping[str, npt.ArrayLike], acted: Mapping[str, np.ndarray],
+        ended: np.ndarray,
     ) -> None:
         for a in self.agent_ids:
             self.running[a] += np.where(acted[a], np.asarray(rewards[a], dtype=np.float64), 0.0)
@@ -574,7 +575,8 @@ class MultiAgentReturns:
 
 
 def evaluate_multi_agent(
-    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None,
+    loop: int = 1, seed: int | None = None,
 ) -> float:
     """Mean summed-over-agents return of ``loop`` rounds of one greedy episode per sub-env
     (:func:`greedy_returns`)."""
@@ -583,7 +585,8 @@ def evaluate_multi_agent(
 
 
 def greedy_returns(
-    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None,
+    loop: int = 1, seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Agent id -> its returns in ``loop`` rounds of one greedy episode per sub-env.
 

@@ -63,7 +63,8 @@ class SoftTargetUpdate:
         return self._pairs
 
 
-def batch_tensor(value: torch.Tensor | npt.ArrayLike, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+def batch_tensor(value: torch.Tensor | npt.ArrayLike, device: torch.device, dtype: torch.dtype
+                 ) -> torch.Tensor:
     """A sampled batch field as a tensor of ``dtype`` on ``device``."""
     if isinstance(value, torch.Tensor):
         return value.to(device=device, dtype=dtype)
