@@ -5,7 +5,9 @@ Each implementation is one module (``dqn.py``, ``ppo.py``) that registers its cl
 finds any registered class by its name, loading its module on first use.
 """
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.algorithms.core.registry import (
@@ -15,6 +17,9 @@ from agilerl.algorithms.core.registry import (
     implemented,
     registered,
 )
+
+if TYPE_CHECKING:
+    from agilerl.algorithms.core.member_state import MemberState
 
 __all__ = [
     "NotImplementedAlgorithmError",
@@ -26,7 +31,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[MemberState]:
     from agilerl.algorithms.core.registry import IMPLEMENTATIONS, load
 
     cls = IMPLEMENTATIONS.get(name) or load(name)

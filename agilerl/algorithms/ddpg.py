@@ -20,27 +20,54 @@ trains only its head. Encoder and latent-width mutations then apply to every net
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TypedDict, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
-from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.base import NetworkInput, ObsLike, RLAlgorithm
+from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.algorithms.core.flat_actor_critic import ActorCriticBuffers
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
+from agilerl.algorithms.core.target import Experiences
 from agilerl.core.spaces import IncompatibleSpaceError
+from agilerl.core.value_types import JsonValue
 from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.continuous_q import ContinuousQNetwork
 from agilerl.networks.deterministic_actor import DeterministicActor
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import Tape
+from agilerl.networks.optim import Adam
+
+#: What the target policy and critics read: a network input, or a tensor (closed-form chains).
+InputT = TypeVar("InputT", bound=NetworkInput)
+
+
+class _ParamCache(TypedDict):
+    """The parameter lists of :meth:`DDPG._params`, and the networks they are of."""
+
+    nets: tuple[nn.Module, ...]
+    targets: list[torch.Tensor]
+    online: list[torch.Tensor]
+    critic: list[torch.Tensor]
+    shared_source: list[torch.Tensor]
+    shared_readers: list[torch.Tensor]
+    readers_count: int
+
+
+class _ExtraState(TypedDict, total=False):
+    """DDPG's own part of its state (``extra``)."""
+
+    noise: np.ndarray | None
+    learn_counter: int
 
 
 @registered
@@ -135,12 +162,12 @@ class DDPG(RLAlgorithm):
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
-    def policy(self, obs: Any) -> np.ndarray:
+    def policy(self, obs: ObsLike) -> np.ndarray:
         """The actor's normalised actions for a batch of observations (numpy)."""
         return self.networks["actor"](self.to_tensor(obs)).cpu().numpy()
 
     @acts_on_single
-    def get_action(self, obs: Any, training: bool = False) -> np.ndarray:
+    def get_action(self, obs: ObsLike, training: bool = False) -> np.ndarray:
         """Env actions for a batch of observations (or one observation): the policy's
         own by default; with ``training``, plus exploration noise."""
         action = self.policy(obs)
@@ -149,10 +176,11 @@ class DDPG(RLAlgorithm):
             action = np.clip(action + noise, -1.0, 1.0)
         return self.to_env_action(action)
 
-    def greedy_action(self, obs: Any) -> np.ndarray:
+    def greedy_action(self, obs: ObsLike) -> np.ndarray:
         return self.get_action(obs, training=False)
 
-    def explore_action(self, obs: Any, vector_step: int, settings: Any = None) -> np.ndarray:
+    def explore_action(self, obs: ObsLike, vector_step: int,
+                       settings: EpsilonSchedule | None = None) -> np.ndarray:
         """The policy's action plus this agent's own exploration noise (no run settings)."""
         return self.get_action(obs, training=True)
 
@@ -166,7 +194,8 @@ class DDPG(RLAlgorithm):
         )  # fmt: skip
 
     # ------------------------------------------------------------------ learning
-    def _batch(self, experiences: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+    def _batch(self, experiences: Experiences) -> tuple[
+            NetworkInput, torch.Tensor, torch.Tensor, NetworkInput, torch.Tensor]:
         obs = self.to_tensor(experiences["obs"])
         next_obs = self.to_tensor(experiences["next_obs"])
         action = self.to_normalised(_tensor(experiences["action"], self.device))
@@ -183,13 +212,14 @@ class DDPG(RLAlgorithm):
         """The value at ``s'`` from each target critic's (TD3: their minimum)."""
         return q_next[0]
 
-    def _q_next(self, next_obs: torch.Tensor, policy: Any, critics: list[Any]) -> torch.Tensor:
+    def _q_next(self, next_obs: InputT, policy: Callable[[InputT], torch.Tensor],
+                critics: list[Callable[[InputT, torch.Tensor], torch.Tensor]]) -> torch.Tensor:
         """The bootstrap value at ``s'``, from the target policy and critics (modules, or
         their closed-form chains' ``run``)."""
         next_action = self._smooth_target_action(policy(next_obs))
         return self._next_value([critic(next_obs, next_action) for critic in critics])
 
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+    def learn(self, experiences: Experiences) -> dict[str, float]:
         """One critic step on a batch ``{obs, action, reward, next_obs, done}``; every
         ``policy_freq``-th call also an actor step and a soft update of the targets.
         Returns ``loss`` (critic) and, after an actor step, ``actor_loss``.
@@ -201,6 +231,7 @@ class DDPG(RLAlgorithm):
         chains = self._chains()
         flat = None if chains is None else self._flat_buffers(chains)
         if chains is not None:
+            assert isinstance(next_obs, torch.Tensor)  # (chains cover MLPs on one tensor)
             q_next = self._q_next(next_obs, chains.actor_target.run,
                                   [c.run for c in chains.critic_targets])
             target = reward + self.gamma * (1.0 - done) * q_next
@@ -220,8 +251,8 @@ class DDPG(RLAlgorithm):
         return metrics
 
     # --- through autograd ---
-    def _critic_step(self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
-                     next_obs: torch.Tensor, done: torch.Tensor) -> float:
+    def _critic_step(self, obs: NetworkInput, action: torch.Tensor, reward: torch.Tensor,
+                     next_obs: NetworkInput, done: torch.Tensor) -> float:
         """Regress every critic onto the TD target: ``sum_i mean((Q_i(s, a) - y)^2)``."""
         with torch.inference_mode():
             q_next = self._q_next(next_obs, self.networks["actor_target"],
@@ -234,7 +265,7 @@ class DDPG(RLAlgorithm):
         _step(self.optimizers["critic_optimizer"], loss)
         return float(loss.detach())
 
-    def _actor_step(self, obs: torch.Tensor) -> float:
+    def _actor_step(self, obs: NetworkInput) -> float:
         """Ascend the first critic: minimise ``-mean(Q_1(s, mu(s)))``."""
         critic_params = self._params()["critic"]
         for p in critic_params:  # the actor's loss needs no critic gradients
@@ -250,10 +281,11 @@ class DDPG(RLAlgorithm):
 
     # --- in closed form (the same losses) ---
     def _critic_step_closed_form(self, chains: ActorCriticChains,
-                                 flat: ActorCriticBuffers | None, obs: torch.Tensor,
+                                 flat: ActorCriticBuffers | None, obs: NetworkInput,
                                  action: torch.Tensor, target: torch.Tensor) -> float:
         """:meth:`_critic_step`'s loss; its gradient at ``Q_i`` is ``2 (Q_i - y) / N``.
         With ``flat``, the gradients land in its buffers and its Adam steps them."""
+        assert isinstance(obs, torch.Tensor)  # (chains cover MLPs on one tensor)
         scale = 2.0 / len(target)
         loss: torch.Tensor | None = None
         for i, critic in enumerate(chains.critics):
@@ -268,9 +300,10 @@ class DDPG(RLAlgorithm):
         return float(loss)  # type: ignore[arg-type]
 
     def _actor_step_closed_form(self, chains: ActorCriticChains,
-                                flat: ActorCriticBuffers | None, obs: torch.Tensor) -> float:
+                                flat: ActorCriticBuffers | None, obs: NetworkInput) -> float:
         """:meth:`_actor_step`'s loss; its gradient at ``Q_1`` is ``-1 / N``, carried to
         the action through the critic's head (its parameters frozen), then to the actor."""
+        assert isinstance(obs, torch.Tensor)  # (chains cover MLPs on one tensor)
         critic = chains.critics[0]
         policy_tape: Tape = []
         head_tape: Tape = []
@@ -314,11 +347,11 @@ class DDPG(RLAlgorithm):
         cache = self._params()
         torch._foreach_lerp_(cache["targets"], cache["online"], self.tau)
 
-    def _params(self) -> dict[str, Any]:
+    def _params(self) -> _ParamCache:
         """Parameter lists the updates touch, cached until a network is replaced (the
         cache holds the networks, so their ids stay unique while it lives)."""
         nets = tuple(self.networks.values())
-        cache = self.__dict__.get("_param_cache")
+        cache: _ParamCache | None = self.__dict__.get("_param_cache")
         if cache is not None and _same(cache["nets"], nets):
             return cache
 
@@ -352,7 +385,8 @@ class DDPG(RLAlgorithm):
             cache["shared_readers"], cache["shared_source"] * cache["readers_count"]
         )
 
-    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
+    def apply_architecture_mutation(self, network_name: str,
+                                    plan: Mapping[str, JsonValue]) -> None:
         """With ``share_encoders``, changes to an encoder (or the latent width, or every
         activation) apply to every network, keeping the shared encoder one shape."""
         if not self.share_encoders or str(plan["target"]).startswith("head:"):
@@ -363,25 +397,26 @@ class DDPG(RLAlgorithm):
         self._share_encoder()
 
     # ------------------------------------------------------------------ state
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         noise = self.noise.state
         return {
             "noise": None if noise is None else noise.copy(),
             "learn_counter": self.learn_counter,
         }
 
-    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+    def _load_extra_state(self, extra: Mapping[str, object]) -> None:
+        extra = cast(_ExtraState, extra)  # what _extra_state wrote (or its torch.load)
         noise = extra.get("noise")
         self.noise.state = None if noise is None else np.array(noise, dtype=np.float64)
         self.learn_counter = int(extra.get("learn_counter", 0))
 
 
-def _same(cached: tuple[Any, ...], nets: tuple[Any, ...]) -> bool:
+def _same(cached: tuple[object, ...], nets: tuple[object, ...]) -> bool:
     """Whether ``nets`` are the very networks ``cached`` holds."""
     return len(cached) == len(nets) and all(a is b for a, b in zip(cached, nets, strict=True))
 
 
-def _adam_step(optimizer: Any, flat: FlatTraining | None) -> None:
+def _adam_step(optimizer: Adam, flat: FlatTraining | None) -> None:
     """Step ``optimizer`` on the gradients just written: ``flat``'s, in its buffer, when
     given."""
     if flat is None:
@@ -391,13 +426,13 @@ def _adam_step(optimizer: Any, flat: FlatTraining | None) -> None:
         flat.adam_step()
 
 
-def _step(optimizer: Any, loss: torch.Tensor) -> None:
+def _step(optimizer: Adam, loss: torch.Tensor) -> None:
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
 
 
-def _tensor(value: Any, device: torch.device) -> torch.Tensor:
+def _tensor(value: torch.Tensor | npt.ArrayLike, device: torch.device) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value.to(device=device, dtype=torch.float32)
     return torch.as_tensor(np.asarray(value), dtype=torch.float32, device=device)

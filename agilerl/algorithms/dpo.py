@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from agilerl.algorithms.core.llm_base import LanguageModel, LLMStateFields
 from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
 from agilerl.algorithms.core.registry import registered
-from agilerl.llm.dataset_envs import PreferenceBatch
+from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
 from agilerl.llm.losses import DPOOutput, dpo_loss, response_log_probs
 from agilerl.llm.text_batches import TokenBatch
+
+
+class DPOStateFields(LLMStateFields, total=False):
+    """:class:`LLMStateFields` and, with a separate reference adapter, its state."""
+
+    reference_adapter: dict[str, torch.Tensor]
+    reference_epoch: int
 
 
 @registered
@@ -98,7 +106,7 @@ class DPO(DatasetLLMAlgorithm):
         reference = self.reference_log_probs(batch.tokens).to(self.device)
         ref_chosen, ref_rejected = reference[:batch.pairs], reference[batch.pairs:]
 
-        def chunk_loss(model: Any, pairs: slice, window: range) -> tuple[torch.Tensor,
+        def chunk_loss(model: LanguageModel, pairs: slice, window: range) -> tuple[torch.Tensor,
                                                                          dict[str, float]]:
             tokens = self._pair_tokens(batch, pairs).to(self.device)
             logits = self.forward_logits(model, tokens)
@@ -113,7 +121,7 @@ class DPO(DatasetLLMAlgorithm):
         return self.optimise(batch.pairs, chunk_loss)
 
     # ------------------------------------------------------------------ evaluation
-    def held_out_preferences(self, env: Any) -> DPOOutput:
+    def held_out_preferences(self, env: DatasetEnv) -> DPOOutput:
         """Implicit rewards of ``env``'s held-out pairs (the loss at this member's beta)."""
         policy, reference = [], []
         for batch in env.eval_batches(int(self.batch_size)):
@@ -123,22 +131,23 @@ class DPO(DatasetLLMAlgorithm):
                         torch.cat([c for c, _ in reference]),
                         torch.cat([r for _, r in reference]), float(self.beta))
 
-    def evaluate_dataset(self, env: Any) -> float:
+    def evaluate_dataset(self, env: DatasetEnv) -> float:
         """Preference accuracy on the held-out pairs (higher is better)."""
         out = self.held_out_preferences(env)
         self.eval_metrics = _metrics(out)
         return out.accuracy
 
     # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, object]:
         state = super().get_state()
         if self.reference_adapter is not None:
             state["reference_adapter"] = self.base.adapter_state(self.reference_adapter)
             state["reference_epoch"] = self.reference_epoch
         return state
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         super().set_state(state)
+        state = cast(DPOStateFields, state)  # a get_state dict (or its torch.load)
         if self.reference_adapter is not None and "reference_adapter" in state:
             self.base.load_adapter_state(self.reference_adapter, state["reference_adapter"])
             self.reference_epoch = int(state["reference_epoch"])

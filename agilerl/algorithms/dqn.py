@@ -9,24 +9,32 @@ the *terminated* flag). Exploration is epsilon-greedy, on the schedule of the ru
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
-from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.base import ObsLike, RLAlgorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule, epsilon_schedule
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
-from agilerl.core.spaces import IncompatibleSpaceError
+from agilerl.algorithms.core.target import (
+    Experiences,
+    SoftTargetUpdate,
+    batch_tensor,
+    clip_grad_norm,
+)
+from agilerl.core.spaces import IncompatibleSpaceError, ObsEncoder
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.q_network import QNetwork
+
+if TYPE_CHECKING:
+    from agilerl.models.training import TrainingSpec
 
 
 @registered
@@ -51,6 +59,9 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     gamma: float
     tau: float
     double: bool
+    actor: QNetwork
+    actor_target: QNetwork
+    obs_encoder: ObsEncoder  # (a single-agent algorithm's)
 
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):
@@ -67,7 +78,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
     @acts_on_single
-    def get_action(self, obs: Any, epsilon: float = 0.0, action_mask: Any = None) -> np.ndarray:
+    def get_action(self, obs: ObsLike, epsilon: float = 0.0,
+                   action_mask: npt.ArrayLike | None = None) -> np.ndarray:
         """Epsilon-greedy actions for a batch of observations (one per sub-env), or the
         action for one observation; greedy unless ``epsilon`` is given.
 
@@ -87,28 +99,29 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
                 actions[explore] = self._random_actions(int(explore.sum()), action_mask, explore)
         return actions
 
-    def _random_actions(self, count: int, action_mask: Any, rows: np.ndarray) -> np.ndarray:
+    def _random_actions(self, count: int, action_mask: npt.ArrayLike | None, rows: np.ndarray
+                        ) -> np.ndarray:
         if action_mask is None:
             return self.np_rng.integers(0, self.num_actions, size=count)
         allowed = np.asarray(action_mask, dtype=bool).reshape(-1, self.num_actions)[rows]
         return np.array([self.np_rng.choice(np.flatnonzero(m)) for m in allowed])
 
-    def greedy_action(self, obs: Any) -> np.ndarray:
+    def greedy_action(self, obs: ObsLike) -> np.ndarray:
         return self.get_action(obs, epsilon=0.0)
 
     @classmethod
-    def exploration_settings(cls, training: Any) -> EpsilonSchedule:
+    def exploration_settings(cls, training: TrainingSpec | None) -> EpsilonSchedule:
         return epsilon_schedule(training)
 
     def explore_action(
-        self, obs: Any, vector_step: int, settings: EpsilonSchedule | None = None
+        self, obs: ObsLike, vector_step: int, settings: EpsilonSchedule | None = None
     ) -> np.ndarray:
         """Epsilon-greedy with epsilon ``settings.value(vector_step)`` (greedy without one)."""
         epsilon = settings.value(vector_step) if settings is not None else 0.0
         return self.get_action(obs, epsilon=epsilon)
 
     # ------------------------------------------------------------------ learning
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+    def learn(self, experiences: Experiences) -> dict[str, float]:
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``; returns
         the loss terms named by :attr:`loss_metric_names`."""
         chain = cached_chain(self, self.actor)
@@ -145,7 +158,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
                                                 delta.mul(2.0 / len(delta)).unsqueeze(1))
         return (delta.square().mean(),), grad
 
-    def closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]
+    def closed_form_backward(self, chain: MLPChain, experiences: Experiences
                              ) -> tuple[torch.Tensor, ...]:
         """Set the online network's gradients in closed form, without autograd:
         :meth:`loss_and_grad` gives the gradient with respect to ``Q(s, .)`` and
@@ -160,6 +173,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         if flat is None or target_chain is None:
             return self._closed_form_backward(chain, experiences)
         obs, next_obs = self._net_input(experiences["obs"]), self._net_input(experiences["next_obs"])
+        # (an MLP chain's network reads one tensor: no composite observations here)
+        assert isinstance(obs, torch.Tensor) and isinstance(next_obs, torch.Tensor)
         action = _column(experiences["action"], self.device, torch.long, (-1, 1))
         reward = _column(experiences["reward"], self.device, torch.float32, (-1,))
         done = _column(experiences["done"], self.device, torch.float32, (-1,))
@@ -176,10 +191,11 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return terms
 
     @torch.no_grad()
-    def _closed_form_backward(self, chain: MLPChain, experiences: Mapping[str, Any]
+    def _closed_form_backward(self, chain: MLPChain, experiences: Experiences
                               ) -> tuple[torch.Tensor, ...]:
         """:meth:`closed_form_backward` into each parameter's own ``.grad``."""
         obs, action, target = self.td_target(experiences)
+        assert isinstance(obs, torch.Tensor)  # (an MLP chain's network reads one tensor)
         tape: Tape = []
         q_all = chain.forward(obs, tape)
         terms, grad = self.loss_and_grad(q_all, action, target)
@@ -187,7 +203,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         chain.backward(tape, grad)
         return terms
 
-    def _net_input(self, obs: Any) -> Any:
+    def _net_input(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """``to_tensor(obs)``; a batch that is already the network's input (a float32
         tensor of rows on the agent's device, as the offline dataset gives) as it is."""
         encoder = self.obs_encoder
@@ -198,7 +214,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return self.to_tensor(obs)
 
     def td_terms(
-        self, experiences: Mapping[str, Any]
+        self, experiences: Experiences
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(Q(s, .), Q(s, a), target)`` of a batch; the target carries no gradient."""
         obs, action, target = self.td_target(experiences)
@@ -207,8 +223,8 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         return q_online, q_online.gather(1, action).squeeze(1), target
 
     def td_target(
-        self, experiences: Mapping[str, Any]
-    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        self, experiences: Experiences
+    ) -> tuple[torch.Tensor | dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
         """``(obs, action, target)`` of a batch: the network input at s, the actions as a
         ``(batch, 1)`` index, and the TD target, which carries no gradient."""
         obs = self.to_tensor(experiences["obs"])
@@ -233,7 +249,7 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
         """The online network's parameters, cached until the network is replaced."""
         if getattr(self, "_online_key", None) != id(self.actor):
             self._online_key = id(self.actor)
-            self._online_params = list(self.actor.parameters())
+            self._online_params: list[torch.Tensor] = list(self.actor.parameters())
         return self._online_params
 
     def step_optimizer(self, loss: torch.Tensor, max_grad_norm: float | None = None) -> None:
@@ -282,8 +298,8 @@ def bellman_target(reward: torch.Tensor, done: torch.Tensor, gamma: float | torc
     return torch.addcmul(reward, done.sub(1.0), q_next, value=-gamma)
 
 
-def _column(value: Any, device: torch.device, dtype: torch.dtype, shape: tuple[int, ...]
-            ) -> torch.Tensor:
+def _column(value: np.ndarray | torch.Tensor, device: torch.device, dtype: torch.dtype,
+            shape: tuple[int, ...]) -> torch.Tensor:
     """A batch field as a tensor of ``dtype`` on ``device`` with ``shape`` (no op for one
     that already is)."""
     if (isinstance(value, torch.Tensor) and value.dtype is dtype and value.device == device

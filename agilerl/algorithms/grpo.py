@@ -9,7 +9,7 @@ without the adapter). The update itself is shared: :mod:`agilerl.algorithms.core
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -22,6 +22,11 @@ from agilerl.algorithms.core.llm_policy import (
 )
 from agilerl.algorithms.core.registry import registered
 
+if TYPE_CHECKING:
+    from agilerl.models.algorithms.cispo import CISPOSpec
+    from agilerl.models.algorithms.grpo import GRPOSpec
+    from agilerl.models.algorithms.gspo import GSPOSpec
+
 
 @registered
 class GRPO(PolicyGradientLLM):
@@ -30,6 +35,7 @@ class GRPO(PolicyGradientLLM):
     algo = "GRPO"
     #: ``adv_norm`` values.
     ADV_NORMS: ClassVar[tuple[str, ...]] = ("mean_std", "mean_only", "none")
+    spec: GRPOSpec | GSPOSpec | CISPOSpec
 
     def _build_extra(self) -> None:
         from agilerl.llm.errors import LLMSettingError

@@ -18,12 +18,13 @@ stored log-probabilities and in the update).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.algorithms.core.base import NetworkInput
 from agilerl.algorithms.core.clipped_surrogate import (
     UpdateStats,
     clipped_surrogate_loss,
@@ -35,6 +36,7 @@ from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.core.spaces import IncompatibleSpaceError, action_dim
+from agilerl.core.value_types import Observation
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
@@ -103,19 +105,20 @@ class IPPO(MultiAgentRLAlgorithm):
         """The unit's network's closed-form chain (None: not an MLP actor-critic)."""
         return cached_chain(self, self._net(unit), f"_chain.{unit}", PolicyValueChain.of)
 
-    def _outputs(self, unit: str, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _outputs(self, unit: str, obs: NetworkInput) -> tuple[torch.Tensor, torch.Tensor]:
         chain = self._chain(unit)
         if chain is not None and isinstance(obs, torch.Tensor) and obs.dim() == 2:
             return chain.run(obs)  # the same kernels, without the modules' dispatch
         return self._net(unit)(obs)
 
-    def _policy(self, unit: str, obs: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _policy(self, unit: str, obs: Mapping[str, Observation]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy output (masked logits, or Gaussian mean) and values of the unit's agents."""
         policy_out, value = self._outputs(unit, self.unit_tensor(unit, obs))
         return self._mask_policy(unit, obs, policy_out), value
 
     def _mask_policy(
-        self, unit: str, obs: Mapping[str, Any], policy_out: torch.Tensor
+        self, unit: str, obs: Mapping[str, Observation], policy_out: torch.Tensor
     ) -> torch.Tensor:
         mask = self.unit_action_mask(unit, obs)
         if mask is None:
@@ -124,7 +127,7 @@ class IPPO(MultiAgentRLAlgorithm):
 
     @acts_on_single
     @torch.inference_mode()
-    def get_action(self, obs: Mapping[str, Any], *, deterministic: bool | None = None
+    def get_action(self, obs: Mapping[str, Observation], *, deterministic: bool | None = None
                    ) -> tuple[dict[str, np.ndarray], ...]:
         """Actions for every agent: ``(env_actions, actions, log_probs, values)``, each
         agent id -> batch over sub-envs (a plain PettingZoo env's observations: agent id
@@ -149,7 +152,7 @@ class IPPO(MultiAgentRLAlgorithm):
 
     @acts_on_single
     @torch.inference_mode()
-    def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
+    def greedy_action(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:  # type: ignore[override]
         """The policy's mode for every agent (argmax legal logit, or the Gaussian mean)."""
         out: dict[str, np.ndarray] = {}
         for unit in self.units:
@@ -164,7 +167,7 @@ class IPPO(MultiAgentRLAlgorithm):
         return out
 
     @torch.inference_mode()
-    def get_value(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def get_value(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:
         """State values of every agent (to bootstrap truncated episodes and rollouts)."""
         out: dict[str, np.ndarray] = {}
         for unit in self.units:

@@ -10,7 +10,7 @@ reward is given at its last token; advantages are GAE over the completion's toke
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -22,6 +22,9 @@ from agilerl.algorithms.core.llm_policy import (
     finish_advantages,
 )
 from agilerl.algorithms.core.registry import registered
+
+if TYPE_CHECKING:
+    from agilerl.models.algorithms.llmppo import LLMPPOSpec
 
 
 def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,
@@ -48,6 +51,7 @@ class LLMPPO(PolicyGradientLLM):
 
     algo = "LLMPPO"
     lr_names: ClassVar[tuple[str, ...]] = ("lr_actor", "lr_critic")
+    spec: LLMPPOSpec
     lr_actor: float
     lr_critic: float | None
     clip_coef: float
@@ -61,7 +65,7 @@ class LLMPPO(PolicyGradientLLM):
         torch.nn.init.zeros_(head.bias)
         self.extra_modules["value_head"] = head
 
-    def _extra_param_groups(self) -> list[dict[str, Any]]:
+    def _extra_param_groups(self) -> list[dict[str, object]]:
         lr = self.lr_critic if self.lr_critic is not None else self.lr_actor
         return [{"params": list(self.extra_modules["value_head"].parameters()),
                  "lr": float(lr), "lr_name": "lr_critic"}]
@@ -102,7 +106,7 @@ class LLMPPO(PolicyGradientLLM):
         return finish_advantages(adv, spec)
 
     def value_loss(self, batch: UpdateBatch, rows: torch.Tensor,
-                   values: torch.Tensor | None) -> Any:
+                   values: torch.Tensor | None) -> torch.Tensor | float:
         if values is None or batch.returns is None or batch.old_values is None:
             return 0.0
         mask = batch.mask[rows]

@@ -36,19 +36,50 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from agilerl.algorithms.core.action_noise import ActionNoise, NoiseSettings
 from agilerl.algorithms.core.agent_actions import AgentActions
-from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentRLAlgorithm
+from agilerl.algorithms.core.base import NetworkInput
+from agilerl.algorithms.core.multi_agent import (
+    NEXT_MASK,
+    MultiAgentRLAlgorithm,
+    MultiAgentVectorEnv,
+)
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
+from agilerl.core.value_types import Observation
 from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.deterministic_actor import DeterministicActor
+from agilerl.networks.optim import Adam
+
+#: A sampled batch of joint transitions: field -> agent id -> rows.
+JointExperiences = Mapping[str, Mapping[str, np.ndarray]]
+
+
+class _Batch(TypedDict):
+    """A batch of joint transitions as the networks read it: field -> agent id -> tensor."""
+
+    obs: dict[str, NetworkInput]
+    next_obs: dict[str, NetworkInput]
+    action: dict[str, torch.Tensor]
+    reward: dict[str, torch.Tensor]
+    done: dict[str, torch.Tensor]
+    active: dict[str, torch.Tensor]
+    next_mask: dict[str, torch.Tensor]
+
+
+class _ExtraState(TypedDict, total=False):
+    """MADDPG's own part of its state (``extra``)."""
+
+    noise: dict[str, np.ndarray | None]
+    learn_counter: int
+    acting_rng: dict[str, object]
 
 
 @registered
@@ -127,7 +158,7 @@ class MADDPG(MultiAgentRLAlgorithm):
 
     # ------------------------------------------------------------------ acting
     @torch.inference_mode()
-    def policy(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def policy(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:
         """Every agent's actor output (normalised actions or logits) for a batch."""
         return {
             a: self.unit_network("actor", a)(self.unit_tensor(a, obs)).cpu().numpy()
@@ -135,7 +166,8 @@ class MADDPG(MultiAgentRLAlgorithm):
         }
 
     @acts_on_single
-    def get_action(self, obs: Mapping[str, Any], training: bool = False) -> dict[str, np.ndarray]:
+    def get_action(self, obs: Mapping[str, Observation], training: bool = False
+                   ) -> dict[str, np.ndarray]:
         """Env actions, agent id -> batch (a vector env's observations) or agent id -> one
         action (a plain PettingZoo env's: for the agents observed); without exploration
         noise by default (discrete agents still sample their policy), with ``training``
@@ -143,7 +175,7 @@ class MADDPG(MultiAgentRLAlgorithm):
         return self.act(obs, explore=training)[0]
 
     def act(
-        self, obs: Mapping[str, Any], *, explore: bool
+        self, obs: Mapping[str, Observation], *, explore: bool
     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Env actions and the action vectors replay memory stores (agent id -> batch),
         with each agent's exploration noise when ``explore``."""
@@ -161,7 +193,8 @@ class MADDPG(MultiAgentRLAlgorithm):
         return env_actions, vectors
 
     def test(
-        self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+        self, env: MultiAgentVectorEnv, max_steps: int | None = None, loop: int = 1,
+        seed: int | None = None
     ) -> float:
         """Evaluation without exploration noise (see ``MultiAgentRLAlgorithm.test``); with
         ``seed``, discrete agents' policy samples are drawn from that seed, so the same
@@ -170,7 +203,7 @@ class MADDPG(MultiAgentRLAlgorithm):
             self.acting_rng = np.random.default_rng(seed)
         return super().test(env, max_steps=max_steps, loop=loop, seed=seed)
 
-    def greedy_action(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:  # type: ignore[override]
+    def greedy_action(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:  # type: ignore[override]
         """The evaluation action: no exploration noise; a discrete agent's is a sample of
         its policy (from the acting stream), not the argmax of its logits."""
         return self.get_action(obs, training=False)
@@ -189,20 +222,20 @@ class MADDPG(MultiAgentRLAlgorithm):
             mean=float(self.mean_noise), theta=float(self.theta), dt=float(self.dt),
         )  # fmt: skip
 
-    def storable(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def storable(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:
         """What replay memory keeps of a batch of joint observations (agent id -> rows)."""
         return {a: self.agent_obs_numpy(a, obs) for a in self.agent_ids}
 
-    def storable_masks(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def storable_masks(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:
         """The action masks of a batch of joint observations, for the agents that have
         them (agent id -> bool rows; empty when no agent is masked)."""
         return {a: m for a, m in self.action_masks(obs).items() if m is not None}
 
     # ------------------------------------------------------------------ learning
-    def _batch(self, experiences: Mapping[str, Any]) -> dict[str, Any]:
+    def _batch(self, experiences: JointExperiences) -> _Batch:
         device = self.device
 
-        def tensor(value: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        def tensor(value: npt.ArrayLike, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.as_tensor(np.asarray(value), dtype=dtype, device=device)
 
         agents = self.agent_ids
@@ -220,17 +253,18 @@ class MADDPG(MultiAgentRLAlgorithm):
         }
 
     def _target_action(
-        self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
+        self, agent: str, next_obs: NetworkInput, next_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Agent's target-policy critic action at ``o'``, legal under ``o'``'s action
         mask when it has one (MATD3 smooths a continuous one)."""
         output = self.unit_network("actor_target", agent)(next_obs)
         return self.actions[agent].policy_action(output, self.torch_rng, mask=next_mask)
 
-    def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
+    def _next_value(self, agent: str, next_obs: Mapping[str, NetworkInput],
+                    next_actions: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return self.unit_network("critic_target", agent)(next_obs, next_actions)
 
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+    def learn(self, experiences: JointExperiences) -> dict[str, float]:
         """One critic step for every agent on a batch of joint transitions (``obs``,
         ``action``, ``reward``, ``next_obs``, ``done``, ``active``: agent id -> rows);
         every ``policy_freq``-th call also an actor step for every agent and a soft update
@@ -263,7 +297,7 @@ class MADDPG(MultiAgentRLAlgorithm):
             self.soft_update()
         return metrics
 
-    def _actor_step(self, batch: Mapping[str, Any]) -> float:
+    def _actor_step(self, batch: _Batch) -> float:
         """Every actor ascends its own first critic, with the other agents' actions as
         stored; the critics get no gradients."""
         losses = []
@@ -308,7 +342,7 @@ class MADDPG(MultiAgentRLAlgorithm):
         return cache[1], cache[2]
 
     # ------------------------------------------------------------------ state
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {
             "noise": {a: None if n.state is None else n.state.copy()
                       for a, n in self.noise.items()},
@@ -316,7 +350,8 @@ class MADDPG(MultiAgentRLAlgorithm):
             "acting_rng": copy.deepcopy(self.acting_rng.bit_generator.state),
         }
 
-    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+    def _load_extra_state(self, extra: Mapping[str, object]) -> None:
+        extra = cast(_ExtraState, extra)  # what _extra_state wrote (or its torch.load)
         for agent, state in dict(extra.get("noise") or {}).items():
             if agent in self.noise:
                 self.noise[agent].state = (None if state is None
@@ -334,7 +369,7 @@ def _masked_mse(values: torch.Tensor, target: torch.Tensor, weights: torch.Tenso
     return _masked_mean((values - target).pow(2), weights)
 
 
-def _step(optimizer: Any, loss: torch.Tensor) -> None:
+def _step(optimizer: Adam, loss: torch.Tensor) -> None:
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

@@ -14,10 +14,12 @@ Everything else (actions, noise, masks, state) is MADDPG's.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import ClassVar
 
 import torch
 
+from agilerl.algorithms.core.base import NetworkInput
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.maddpg import MADDPG
 from agilerl.algorithms.td3 import NOISE_CLIP, POLICY_NOISE
@@ -33,7 +35,7 @@ class MATD3(MADDPG):
     policy_freq: int
 
     def _target_action(
-        self, agent: str, next_obs: Any, next_mask: torch.Tensor | None = None
+        self, agent: str, next_obs: NetworkInput, next_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         if self.actions[agent].discrete:
             return super()._target_action(agent, next_obs, next_mask)
@@ -41,7 +43,8 @@ class MATD3(MADDPG):
         noise = torch.randn(output.shape, generator=self.torch_rng).to(output.device)
         return (output + (noise * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)).clamp(-1.0, 1.0)
 
-    def _next_value(self, agent: str, next_obs: Any, next_actions: Any) -> torch.Tensor:
+    def _next_value(self, agent: str, next_obs: Mapping[str, NetworkInput],
+                    next_actions: Mapping[str, torch.Tensor]) -> torch.Tensor:
         q1 = self.unit_network("critic_1_target", agent)(next_obs, next_actions)
         q2 = self.unit_network("critic_2_target", agent)(next_obs, next_actions)
         return torch.minimum(q1, q2)

@@ -15,14 +15,14 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.base import NetworkInput, ObsLike, RLAlgorithm
 from agilerl.algorithms.core.clipped_surrogate import (
     UpdateStats,
     clipped_surrogate_loss,
@@ -33,7 +33,7 @@ from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import clip_grad_norm
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.core.spaces import IncompatibleSpaceError, action_dim, obs_index
+from agilerl.core.spaces import IncompatibleSpaceError, ObsEncoder, action_dim, obs_index
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
@@ -41,6 +41,9 @@ from agilerl.networks.mlp_gradient import cached_chain
 from agilerl.networks.optim import make_optimizer
 from agilerl.networks.policy_value_gradient import PolicyValueChain
 from agilerl.networks.recurrent_actor_critic import Hidden, RecurrentActorCritic
+
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
 
 
 @registered
@@ -83,9 +86,10 @@ class PPO(RLAlgorithm):
     max_seq_len: int | None
     bptt_sequence_type: str
     anneal_lr: bool
+    obs_encoder: ObsEncoder  # (a single-agent algorithm's)
 
     @classmethod
-    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    def settings_not_honoured(cls, spec: AlgoSpec) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         refused, ignored = super().settings_not_honoured(spec)
         if getattr(spec, "recurrent", False):  # then the sequence settings are read
             ignored = [(n, why) for n, why in ignored if n not in ("max_seq_len", "bptt_sequence_type")]
@@ -137,7 +141,7 @@ class PPO(RLAlgorithm):
         return cast(RecurrentActorCritic, self.actor_critic).initial_hidden(num_envs, self.device)
 
     def _policy_and_value(
-        self, obs: torch.Tensor, hidden: Hidden | None
+        self, obs: NetworkInput, hidden: Hidden | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step's outputs; a given ``hidden`` is advanced in place."""
         if not self.recurrent:
@@ -146,6 +150,7 @@ class PPO(RLAlgorithm):
                 return chain.run(obs)  # the same kernels, without the modules' dispatch
             return self.actor_critic(obs)
         net = cast(RecurrentActorCritic, self.actor_critic)
+        assert isinstance(obs, torch.Tensor)  # (recurrent: its LSTM encoder reads one tensor)
         state = hidden if hidden is not None else net.initial_hidden(obs.shape[0], obs.device)
         policy_out, value, new_state = net.step(obs, state)
         if hidden is not None:
@@ -156,7 +161,7 @@ class PPO(RLAlgorithm):
     @acts_on_single
     @torch.inference_mode()
     def get_action(
-        self, obs: Any, hidden: Hidden | None = None, *, deterministic: bool | None = None
+        self, obs: ObsLike, hidden: Hidden | None = None, *, deterministic: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Actions for a batch (or one observation): ``(env_action, action, log_prob, value)``.
 
@@ -178,7 +183,7 @@ class PPO(RLAlgorithm):
 
     @acts_on_single
     @torch.inference_mode()
-    def greedy_action(self, obs: Any, hidden: Hidden | None = None) -> np.ndarray:
+    def greedy_action(self, obs: ObsLike, hidden: Hidden | None = None) -> np.ndarray:
         """Mode of the policy: argmax logit, or the Gaussian mean. Recurrent: ``hidden``
         (zero state if None) is advanced in place."""
         policy_out, _ = self._policy_and_value(self.to_tensor(obs), hidden)
@@ -187,7 +192,7 @@ class PPO(RLAlgorithm):
         return policy_out.argmax(dim=-1).cpu().numpy()
 
     @torch.inference_mode()
-    def get_value(self, obs: Any, hidden: Hidden | None = None) -> np.ndarray:
+    def get_value(self, obs: ObsLike, hidden: Hidden | None = None) -> np.ndarray:
         """State values for a batch (used to bootstrap truncated episodes and rollouts);
         recurrent: from ``hidden`` (left unchanged)."""
         state = dict(hidden) if hidden is not None else None
@@ -304,7 +309,7 @@ class PPO(RLAlgorithm):
         for _epoch in range(int(self.update_epochs)):
             yield torch.randperm(n, generator=self.torch_rng).to(self.device)
 
-    def batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def batch_tensors(self, data: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """A rollout's actions, log-probabilities, advantages and returns as tensors."""
         dtype = torch.float32 if self.continuous else torch.long
         return {

@@ -22,17 +22,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.base import ObsLike, RLAlgorithm
+from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
-from agilerl.algorithms.core.target import SoftTargetUpdate, batch_tensor, clip_grad_norm
+from agilerl.algorithms.core.target import (
+    Experiences,
+    SoftTargetUpdate,
+    batch_tensor,
+    clip_grad_norm,
+)
 from agilerl.core.spaces import IncompatibleSpaceError, obs_cat
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
@@ -42,7 +48,8 @@ from agilerl.networks.rainbow_gradient import RainbowChain
 from agilerl.networks.rainbow_q_network import RainbowQNetwork
 
 #: (reward, next_obs, done, discount) of one target of a batch.
-TargetInputs = tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]
+TargetInputs = tuple[torch.Tensor, torch.Tensor | dict[str, torch.Tensor], torch.Tensor,
+                     torch.Tensor]
 
 #: Gradient-norm clip of every update (the reference's value).
 MAX_GRAD_NORM = 10.0
@@ -71,6 +78,8 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
     num_atoms: int
     v_min: float
     v_max: float
+    actor: RainbowQNetwork
+    actor_target: RainbowQNetwork
     noise_std: float
     n_step: int
     combined_reward: bool
@@ -102,7 +111,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
     @torch.inference_mode()
     @acts_on_single
     def get_action(
-        self, obs: Any, action_mask: Any = None, training: bool = False
+        self, obs: ObsLike, action_mask: npt.ArrayLike | None = None, training: bool = False
     ) -> np.ndarray:
         """Greedy actions of the network's means (the default), or with ``training`` of
         the noisy network (how it explores), one per observation (a batch, or one
@@ -113,10 +122,11 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
             q = q.masked_fill(~mask.reshape(q.shape), float("-inf"))
         return q.argmax(dim=-1).cpu().numpy()
 
-    def greedy_action(self, obs: Any) -> np.ndarray:
+    def greedy_action(self, obs: ObsLike) -> np.ndarray:
         return self.get_action(obs, training=False)
 
-    def explore_action(self, obs: Any, vector_step: int, settings: Any = None) -> np.ndarray:
+    def explore_action(self, obs: ObsLike, vector_step: int,
+                       settings: EpsilonSchedule | None = None) -> np.ndarray:
         """Exploration is the noisy network's own: its greedy action with the current noise."""
         return self.get_action(obs, training=True)
 
@@ -126,7 +136,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         return self.beta + (1.0 - self.beta) * min(1.0, max(0.0, float(progress)))
 
     # ------------------------------------------------------------------ learning
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, Any]:
+    def learn(self, experiences: Experiences) -> dict[str, Any]:  # loss, and PER priorities
         """One gradient step on a batch ``{obs, action, reward, next_obs, done}``.
 
         Optional fields: ``n`` (steps of n-step returns; discount ``gamma ** n``),
@@ -149,13 +159,14 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         self.actor.reset_noise(self.torch_rng)
         self.actor_target.reset_noise(self.torch_rng)
 
-        metrics: dict[str, Any] = {"loss": float(loss)}
+        metrics: dict[str, float | np.ndarray] = {"loss": float(loss)}
         if "indices" in experiences:
             metrics["priorities"] = elementwise.cpu().numpy() + self.prior_eps
         return metrics
 
-    def _batch(self, experiences: Mapping[str, Any]) -> tuple[
-            Any, torch.Tensor, list[TargetInputs], torch.Tensor | None]:
+    def _batch(self, experiences: Experiences) -> tuple[
+            torch.Tensor | dict[str, torch.Tensor], torch.Tensor, list[TargetInputs],
+            torch.Tensor | None]:
         """(obs, action, the targets' inputs (see :meth:`_target_inputs`), weights)."""
         obs = self.to_tensor(experiences["obs"])
         action = batch_tensor(experiences["action"], self.device, torch.long).reshape(-1)
@@ -177,7 +188,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
                                        reward, done, discount)
                 for k, (reward, _, done, discount) in enumerate(targets)]
 
-    def _autograd_step(self, experiences: Mapping[str, Any]
+    def _autograd_step(self, experiences: Experiences
                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """The update through autograd; returns the per-sample losses and the loss."""
         obs, action, targets, weights = self._batch(experiences)
@@ -203,7 +214,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         return elementwise.detach(), loss.detach()
 
     def _closed_form_step(self, chain: RainbowChain, target_chain: RainbowChain,
-                          flat: FlatTraining, experiences: Mapping[str, Any]
+                          flat: FlatTraining, experiences: Experiences
                           ) -> tuple[torch.Tensor, torch.Tensor]:
         """The update of :meth:`_autograd_step` with the gradient in closed form, into the
         flat buffers (clip, Adam and the soft update one kernel each)."""
@@ -237,7 +248,7 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         return elementwise, loss
 
     def _target_inputs(
-        self, experiences: Mapping[str, Any], prefix: str
+        self, experiences: Experiences, prefix: str
     ) -> TargetInputs:
         """(reward, next_obs, done, discount) of the ``prefix`` fields of a batch."""
         reward = batch_tensor(experiences[f"{prefix}reward"], self.device, torch.float32).reshape(-1)

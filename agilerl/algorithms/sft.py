@@ -8,14 +8,18 @@ token on the held-out rows.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from agilerl.algorithms.core.llm_base import LanguageModel
 from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
 from agilerl.algorithms.core.registry import registered
 from agilerl.llm.losses import sft_loss
 from agilerl.llm.text_batches import TokenBatch
+
+if TYPE_CHECKING:
+    from agilerl.llm.dataset_envs import DatasetEnv
 
 
 @registered
@@ -32,7 +36,7 @@ class SFT(DatasetLLMAlgorithm):
     def learn(self, batch: TokenBatch) -> dict[str, float]:
         """One update on a batch of prompt / response rows; returns ``loss`` (mean over the
         batch's response tokens, before the step) and ``tokens``."""
-        def chunk_loss(model: Any, rows: slice, window: range) -> tuple[torch.Tensor,
+        def chunk_loss(model: LanguageModel, rows: slice, window: range) -> tuple[torch.Tensor,
                                                                         dict[str, float]]:
             part = batch.rows(rows.start, rows.stop).to(self.device)
             window_tokens = batch.rows(window.start, window.stop).response_tokens
@@ -48,7 +52,7 @@ class SFT(DatasetLLMAlgorithm):
         return metrics
 
     @torch.no_grad()
-    def held_out_loss(self, env: Any) -> float:
+    def held_out_loss(self, env: DatasetEnv) -> float:
         """Mean loss per response token over ``env``'s held-out rows."""
         loss_sum, tokens = 0.0, 0
         with self.evaluating() as model:
@@ -63,6 +67,6 @@ class SFT(DatasetLLMAlgorithm):
                         tokens += n
         return loss_sum / max(tokens, 1)
 
-    def evaluate_dataset(self, env: Any) -> float:
+    def evaluate_dataset(self, env: DatasetEnv) -> float:
         """Minus the held-out loss (higher is better)."""
         return -self.held_out_loss(env)

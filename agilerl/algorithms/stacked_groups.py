@@ -15,10 +15,11 @@ from agilerl.algorithms.stacked_ppo import StackedPPOGroup
 from agilerl.algorithms.stacked_update import StackedGroup
 
 #: The group classes, by the algorithms they batch (DQN and CQN; PPO).
-GROUPS: tuple[Any, ...] = (StackedGroup, StackedPPOGroup)
+GROUPS: tuple[type[StackedGroup], type[StackedPPOGroup]] = (StackedGroup, StackedPPOGroup)
 
 
-def group_key(agent: Any) -> tuple[Any, Hashable] | None:
+def group_key(agent: object
+              ) -> tuple[type[StackedGroup] | type[StackedPPOGroup], Hashable] | None:
     """Members with equal keys can take their updates together; None when this agent has
     no batched update."""
     for group in GROUPS:
@@ -28,7 +29,7 @@ def group_key(agent: Any) -> tuple[Any, Hashable] | None:
     return None
 
 
-def make_group(agents: Sequence[Any]) -> Any:
+def make_group(agents: Sequence[Any]) -> StackedGroup | StackedPPOGroup:
     """The group of ``agents`` (which share one :func:`group_key`)."""
     key = group_key(agents[0])
     assert key is not None, "agents without a batched update have no group"

@@ -29,9 +29,11 @@ None for anything else.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+import numpy as np
 import torch
+from torch import nn
 
 from agilerl.algorithms.core.clipped_surrogate import UpdateStats, clipped_surrogate_loss
 from agilerl.algorithms.core.member_stacks import MemberAdams, MemberStacks, clip_member_grads
@@ -56,13 +58,26 @@ class _Part(NamedTuple):
     params: slice
 
 
-def _mlps(net: ActorCritic) -> dict[str, Any]:
+def _mlp(module: nn.Module) -> EvolvableMLP:
+    """An encoder or head of a stackable network (an MLP, see :func:`_stackable`)."""
+    assert isinstance(module, EvolvableMLP)
+    return module
+
+
+def _mlps(net: ActorCritic) -> dict[str, EvolvableMLP]:
     """The network's MLPs in stacking order: its encoders (the policy's first), then the
     policy and value heads."""
     inputs = net.arch["head_inputs"]
-    mlps = {f"encoder:{name}": net.encoders[name]
+    mlps = {f"encoder:{name}": _mlp(net.encoders[name])
             for name in dict.fromkeys((inputs["policy"], inputs["value"]))}
-    return {**mlps, "policy": net.heads["policy"], "value": net.heads["value"]}
+    return {**mlps, "policy": _mlp(net.heads["policy"]), "value": _mlp(net.heads["value"])}
+
+
+def _obs_tensor(agent: PPO, obs: np.ndarray) -> torch.Tensor:
+    """A stackable member's network input: one tensor (see :meth:`StackedPPOGroup.key`)."""
+    tensor = agent.to_tensor(obs)
+    assert isinstance(tensor, torch.Tensor)
+    return tensor
 
 
 def _member_params(net: ActorCritic) -> list[torch.Tensor]:
@@ -71,7 +86,7 @@ def _member_params(net: ActorCritic) -> list[torch.Tensor]:
     return [*params, net.log_std] if net.continuous else params
 
 
-def _stackable(net: Any) -> bool:
+def _stackable(net: nn.Module) -> bool:
     """An actor-critic of MLP encoders and MLP heads whose parameters are all in their
     linear layers and layer norms (and the log standard deviation)."""
     if type(net) is not ActorCritic or set(net.heads) != {"policy", "value"}:
@@ -90,7 +105,7 @@ class StackedPPOGroup:
     mutation). :meth:`learn` updates any subset of them at once."""
 
     @staticmethod
-    def key(agent: Any) -> Hashable | None:
+    def key(agent: object) -> Hashable | None:
         """Members with equal keys can learn together; None when this agent cannot.
 
         The key holds the algorithm, the action kind, the device and the network's
@@ -105,7 +120,7 @@ class StackedPPOGroup:
         inputs = tuple(sorted(net.arch["head_inputs"].items()))
         return (PPO, bool(agent.continuous), str(agent.device), repr(net), inputs, shapes)
 
-    def __init__(self, agents: Sequence[Any]) -> None:
+    def __init__(self, agents: Sequence[PPO]) -> None:
         self.agents = list(agents)
         net = self.agents[0].actor_critic
         self.inputs = dict(net.arch["head_inputs"])
@@ -178,7 +193,7 @@ class StackedPPOGroup:
         return stopped
 
     def _forward(self, params: Sequence[torch.Tensor], obs: torch.Tensor,
-                 agents: Sequence[Any], sizes: Sequence[int] | None
+                 agents: Sequence[PPO], sizes: Sequence[int] | None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Every member's policy output and state value for its rows of ``obs`` (``agents``:
         the members, which keep their gradients for ReGraMa as their own update would, from
@@ -224,7 +239,7 @@ class _Rollouts:
         datas = [rollout.flat() for rollout in rollouts]
         self.sizes = [len(data["advantages"]) for data in datas]
         self.offsets = [sum(self.sizes[:j]) for j in range(len(datas))]
-        self.obs = torch.cat([a.to_tensor(d["obs"]) for a, d in zip(agents, datas, strict=True)])
+        self.obs = torch.cat([_obs_tensor(a, d["obs"]) for a, d in zip(agents, datas, strict=True)])
         fields = [a.batch_tensors(d) for a, d in zip(agents, datas, strict=True)]
         self.fields = {k: torch.cat([f[k] for f in fields]) for k in fields[0]}
 

@@ -30,14 +30,16 @@ an MLP encoder and head. :func:`group_key` is None for anything else; the caller
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch import nn
 
 from agilerl.algorithms.core.member_stacks import MemberAdams, MemberStacks, clip_member_grads
+from agilerl.algorithms.core.target import Experiences
 from agilerl.algorithms.cqn import CQN
 from agilerl.algorithms.dqn import DQN, bellman_target
 from agilerl.modules.mlp import EvolvableMLP, MLPEncoder
@@ -52,16 +54,19 @@ from agilerl.networks.stacked_mlp import (
 )
 from agilerl.networks.stacked_mlp_gradient import StackedMLPChain, StackedTape
 
-Batch = Mapping[str, Any]
+Batch = Experiences
 
 
-def group_key(agent: Any) -> Hashable | None:
+def group_key(agent: object) -> Hashable | None:
     """Members with equal keys can take one stacked step; None when this agent cannot.
 
     The key holds the algorithm, the fixed hyperparameters that change the loss's form,
     the device and the network's architecture (its module tree and parameter shapes).
     """
-    if type(agent) not in STACKABLE or agent.obs_encoder.composite:
+    if type(agent) not in STACKABLE:
+        return None
+    assert isinstance(agent, DQN)  # (STACKABLE: DQN and CQN, a DQN)
+    if agent.obs_encoder.composite:
         return None
     net = agent.actor
     if not _stackable(net):
@@ -70,7 +75,7 @@ def group_key(agent: Any) -> Hashable | None:
     return (type(agent), bool(agent.double), str(agent.device), repr(net), shapes)
 
 
-def _stackable(net: Any) -> bool:
+def _stackable(net: nn.Module) -> bool:
     """A Q-network of an MLP encoder and an MLP head whose parameters are all in their
     linear layers and layer norms (a parametrised activation would not be stacked)."""
     if type(net) is not QNetwork or set(net.encoders) != {"encoder"} or set(net.heads) != {"q"}:
@@ -82,18 +87,20 @@ def _stackable(net: Any) -> bool:
     return len(_member_params(net)) == len(list(net.parameters()))
 
 
-def learn_together(agents: Sequence[Any], batches: Sequence[Batch]) -> list[dict[str, float]]:
+def learn_together(agents: Sequence[DQN], batches: Sequence[Batch]) -> list[dict[str, float]]:
     """One learning update of every agent on its batch; the agents share a
     :func:`group_key`. Returns each agent's metrics (what its ``learn`` would return)."""
     return StackedGroup(agents).learn(range(len(agents)), batches)
 
 
-def _mlps(net: Any) -> list[EvolvableMLP]:
+def _mlps(net: QNetwork) -> list[EvolvableMLP]:
     """The Q-network's encoder then head."""
-    return [net.encoder("encoder"), net.head("q")]
+    encoder = net.encoder("encoder")
+    assert isinstance(encoder, EvolvableMLP)  # (an MLP encoder: see _stackable)
+    return [encoder, net.head("q")]
 
 
-def _member_params(net: Any) -> list[torch.Tensor]:
+def _member_params(net: QNetwork) -> list[torch.Tensor]:
     """The network's parameters in layer order: weight, bias[, norm weight, norm bias]."""
     return layer_parameters(_mlps(net))
 
@@ -104,7 +111,7 @@ class StackedGroup:
 
     key = staticmethod(group_key)
 
-    def __init__(self, agents: Sequence[Any]) -> None:
+    def __init__(self, agents: Sequence[DQN]) -> None:
         self.agents = list(agents)
         self.layers = stacked_layers(_mlps(self.agents[0].actor))
         self.online = [_member_params(a.actor) for a in self.agents]
@@ -131,7 +138,7 @@ class StackedGroup:
         self._step(members, grads)
         return metrics
 
-    def _autograd(self, agents: list[Any], batches: Sequence[Batch],
+    def _autograd(self, agents: list[DQN], batches: Sequence[Batch],
                   online: list[torch.Tensor], target: list[torch.Tensor]
                   ) -> tuple[list[dict[str, float]], list[torch.Tensor | None]]:
         """Every member's metrics and the stacked gradients, through autograd: each
@@ -150,7 +157,7 @@ class StackedGroup:
                 [leaf.grad for leaf in online])
 
     @torch.no_grad()
-    def _closed_form(self, agents: list[Any], batches: Sequence[Batch],
+    def _closed_form(self, agents: list[DQN], batches: Sequence[Batch],
                      online: list[torch.Tensor], target: list[torch.Tensor]
                      ) -> tuple[list[dict[str, float]], list[torch.Tensor | None]]:
         """Every member's metrics and the stacked gradients in closed form: the stacked
@@ -204,7 +211,7 @@ class StackedGroup:
         return stacked_forward(self.layers, params, x, keep)
 
 
-def _keeper(agents: Sequence[Any], rows: Sequence[int]) -> GradientKeeper:
+def _keeper(agents: Sequence[DQN], rows: Sequence[int]) -> GradientKeeper:
     """Each member's gradients for ReGraMa, as its own update keeps them."""
     return gradient_keeper([_mlps(agent.actor) for agent in agents], rows)
 
@@ -220,9 +227,10 @@ def _stacked_field(batches: Sequence[Batch], name: str, rows: int) -> np.ndarray
     return out
 
 
-def _obs(agent: Any, stacked: np.ndarray) -> torch.Tensor:
+def _obs(agent: DQN, stacked: np.ndarray) -> torch.Tensor:
     members, rows = stacked.shape[:2]
     tensor = agent.to_tensor(stacked.reshape(members * rows, *stacked.shape[2:]))
+    assert isinstance(tensor, torch.Tensor)  # (stackable: not composite observations)
     return tensor.reshape(members, rows, *tensor.shape[1:])  # type: ignore[no-any-return]
 
 
@@ -273,11 +281,11 @@ def _td_target(double: bool, batch: _StackedBatch, online: Forward,
 STACKABLE: tuple[type, ...] = (DQN, CQN)
 
 
-def _closed_form_chain(agent: Any) -> StackedMLPChain | None:
+def _closed_form_chain(agent: DQN) -> StackedMLPChain | None:
     """The stacked closed-form chain of ``agent``'s group, or None when its Q-network's
     gradient has no closed form here (the group then learns through autograd)."""
     net = agent.actor  # a Q-network of an MLP encoder and head (see _stackable)
-    chain = MLPChain([net.encoder("encoder"), net.head("q")])
+    chain = MLPChain(_mlps(net))
     order = [id(p) for p in StackedMLPChain.parameters(chain)]
     if order != [id(p) for p in _member_params(net)]:
         return None

@@ -111,6 +111,7 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     import torch
 
     from agilerl.algorithms import algorithm_class
+    from agilerl.algorithms.core.llm_base import LLMAlgorithm
     from agilerl.llm.model import generation_notice
     from agilerl.training.build import _hp_config
 
@@ -118,6 +119,7 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     spec = trainer.algorithm_spec
     generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(str(spec.name))
+    assert issubclass(cls, LLMAlgorithm)  # the LLM paradigm's specs name LLM algorithms
     population = []
     for i in range(int(trainer.training_spec.pop_size)):
         seed = derive_seed(trainer.seed, _SEED_AGENT, i)

@@ -15,9 +15,9 @@ agent's numpy generator, so exploration is reproducible and resumes exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class ActionNoise:
         )
         return self.state.copy()
 
-    def reset(self, ended: Any = None) -> None:
+    def reset(self, ended: npt.ArrayLike | None = None) -> None:
         """Restart the correlated state of the sub-envs in the bool mask ``ended`` (None: all)."""
         if self.state is None:
             return

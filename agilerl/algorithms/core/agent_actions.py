@@ -25,20 +25,19 @@ index, from a loop that kept env actions, becomes a one-hot vector).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
 from agilerl.core.spaces import IncompatibleSpaceError
+from agilerl.core.value_types import Space
 
 
 class AgentActions:
     """Action encoding of one agent's action space (see module docs)."""
 
-    def __init__(self, space: spaces.Space[Any], agent: str, device: torch.device) -> None:
+    def __init__(self, space: Space, agent: str, device: torch.device) -> None:
         self.space = space
         if isinstance(space, spaces.Discrete):
             self.discrete = True

@@ -15,13 +15,34 @@ observation that followed the action, ``obs`` for the next action is what the en
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from gymnasium.vector import AutoresetMode
 
+from agilerl.core.value_types import Observation
 
-def autoreset_mode(env: Any) -> AutoresetMode:
+
+class VectorEnv(Protocol):
+    """What the loops and evaluation use of a Gymnasium >= 1.0 vector env (its
+    ``metadata["autoreset_mode"]`` is read when it has one)."""
+
+    @property
+    def num_envs(self) -> int: ...
+
+    def reset(self, *, seed: int | None = None) -> tuple[Observation, Mapping[str, object]]:
+        """``(obs, info)``."""
+        ...
+
+    def step(self, actions: np.ndarray, /) -> tuple[
+            Observation, npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, Mapping[str, object]]:
+        """``(obs, reward, terminated, truncated, info)``, one row per sub-env."""
+        ...
+
+
+def autoreset_mode(env: object) -> AutoresetMode:
     mode = getattr(env, "metadata", {}).get("autoreset_mode", AutoresetMode.NEXT_STEP)
     return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
 
@@ -29,7 +50,7 @@ def autoreset_mode(env: Any) -> AutoresetMode:
 class Autoreset:
     """Wraps stepping a vector env so both autoreset modes look alike to a learner."""
 
-    def __init__(self, env: Any):
+    def __init__(self, env: VectorEnv):
         self.env = env
         self.mode = autoreset_mode(env)
         if self.mode == AutoresetMode.DISABLED:
@@ -37,14 +58,15 @@ class Autoreset:
         self.num_envs = int(env.num_envs)
         self._resetting = np.zeros(self.num_envs, dtype=bool)
 
-    def reset(self, seed: int | None = None) -> Any:
+    def reset(self, seed: int | None = None) -> Observation:
         obs, _ = self.env.reset(seed=seed)
         self._resetting[:] = False
         return obs
 
     def step(
-        self, action: Any
-    ) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        self, action: np.ndarray
+    ) -> tuple[Observation, Observation, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+               Mapping[str, object]]:
         """Step; returns ``(obs, next_obs, reward, terminated, truncated, valid, info)``.
 
         ``valid[i]`` is False when sub-env ``i`` only reset (NEXT_STEP); its reward and
@@ -82,6 +104,6 @@ def _with_final_obs(obs: Any, final_obs: Any, done: np.ndarray) -> Any:
     return next_obs
 
 
-def _parts(final_obs: Any, key: Any, done: np.ndarray) -> list[Any]:
+def _parts(final_obs: Any, key: str | int, done: np.ndarray) -> list[Any]:
     """Per-sub-env final observations -> that part of each (None where not finished)."""
     return [final_obs[i][key] if done[i] else None for i in range(len(done))]

@@ -22,15 +22,17 @@ restarted). Regret counts ``1 - reward`` per pull (best reward 1, as the bandit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, TypedDict, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
 from gymnasium import spaces
 
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.core.spaces import IncompatibleSpaceError
+from agilerl.core.value_types import JsonValue
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
@@ -38,6 +40,24 @@ from agilerl.networks.q_network import QNetwork
 
 #: Evaluation pulls when ``training.eval_steps`` is unset (the reference's default).
 DEFAULT_EVAL_STEPS = 100
+
+
+class ContextualBanditEnv(Protocol):
+    """What bandit evaluation uses of a bandit env (:class:`~agilerl.envs.bandit.BanditEnv`):
+    the arms' contexts, and the reward of a pull."""
+
+    def reset(self, seed: int | None = None) -> np.ndarray: ...
+
+    def step(self, action: int, /) -> tuple[np.ndarray, float]: ...
+
+
+class BanditExtraState(TypedDict):
+    """A bandit's exploration state in its ``get_state`` (``extra``)."""
+
+    gram: np.ndarray
+    design_inv: np.ndarray
+    theta_0: list[torch.Tensor]
+    regret: list[float]
 
 
 class NeuralBandit(RLAlgorithm):
@@ -110,24 +130,25 @@ class NeuralBandit(RLAlgorithm):
         self.design_inv = np.eye(width, dtype=np.float64) / float(self.lamb)
         self.theta_0 = [p.detach().clone() for p in (layer.weight, layer.bias)]
 
-    def set_hyperparameter(self, name: str, value: Any) -> None:
+    def set_hyperparameter(self, name: str, value: float) -> None:
         super().set_hyperparameter(name, value)
         if name == "lamb":  # the same pulls, regularised by the new lamb
             width = len(self.gram)
             self.design_inv = np.asarray(np.linalg.inv(self.lamb * np.eye(width) + self.gram),
                                          dtype=np.float64)
 
-    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
+    def apply_architecture_mutation(self, network_name: str,
+                                    plan: Mapping[str, JsonValue]) -> None:
         super().apply_architecture_mutation(network_name, plan)
         self._restart_exploration()
 
     # ------------------------------------------------------------------ scoring
-    def _context(self, context: Any) -> torch.Tensor:
+    def _context(self, context: npt.ArrayLike) -> torch.Tensor:
         array = np.asarray(context, dtype=np.float32).reshape(self.arms, -1)
         return torch.as_tensor(array, device=self.device)
 
     @torch.inference_mode()
-    def scores_and_features(self, context: Any) -> tuple[np.ndarray, np.ndarray]:
+    def scores_and_features(self, context: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Predicted reward of every arm and its gradient features ``g`` (arms x width)."""
         hidden = self.actor.head("q").penultimate(
             self.actor.encoder("encoder").forward(self._context(context)))
@@ -146,7 +167,8 @@ class NeuralBandit(RLAlgorithm):
         """The score whose argmax is pulled (UCB bound, Thompson sample)."""
         raise NotImplementedError
 
-    def get_action(self, context: Any, action_mask: Any = None) -> int:
+    def get_action(self, context: npt.ArrayLike, action_mask: npt.ArrayLike | None = None
+                   ) -> int:
         """The arm to pull for ``context`` (exploring); its features join the design."""
         mean, features = self.scores_and_features(context)
         scores = self.exploration_scores(mean, self.confidence_widths(features))
@@ -175,7 +197,7 @@ class NeuralBandit(RLAlgorithm):
         self.regret.append(self.regret[-1] + float(regret))
 
     # ------------------------------------------------------------------ learning
-    def learn(self, experiences: Mapping[str, Any]) -> dict[str, float]:
+    def learn(self, experiences: Mapping[str, np.ndarray]) -> dict[str, float]:
         """One gradient step on ``{obs: (batch, context_dim), reward: (batch,)}``."""
         obs = torch.as_tensor(np.asarray(experiences["obs"], dtype=np.float32),
                               device=self.device)
@@ -214,7 +236,7 @@ class NeuralBandit(RLAlgorithm):
         return loss
 
     # ------------------------------------------------------------------ evaluation
-    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
+    def test(self, env: ContextualBanditEnv, max_steps: int | None = None, loop: int = 1,
              seed: int | None = None) -> float:
         """Greedy pulls: ``loop`` rounds of ``max_steps`` (default 100) pulls, each round
         from a reset (the first with ``seed``); returns (and appends to ``fitness``) the
@@ -233,14 +255,15 @@ class NeuralBandit(RLAlgorithm):
         return fitness
 
     # ------------------------------------------------------------------ state
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {"gram": self.gram.copy(), "design_inv": self.design_inv.copy(),
                 "theta_0": [t.detach().cpu().clone() for t in self.theta_0],
                 "regret": list(self.regret)}
 
-    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+    def _load_extra_state(self, extra: Mapping[str, object]) -> None:
         if not extra:
             return
+        extra = cast(BanditExtraState, extra)  # what _extra_state wrote (or its torch.load)
         self.gram = np.array(extra["gram"], dtype=np.float64)
         self.design_inv = np.array(extra["design_inv"], dtype=np.float64)
         self.theta_0 = [torch.as_tensor(t).to(self.device).clone() for t in extra["theta_0"]]

@@ -21,16 +21,18 @@ import os
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
 
-import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from agilerl.algorithms.core.evaluation import evaluate_greedy
-from agilerl.algorithms.core.member_state import MemberState, cpu_copy
+from agilerl.algorithms.core.exploration import EpsilonSchedule
+from agilerl.algorithms.core.member_state import MemberState, MemberStateFields, cpu_copy
 from agilerl.core.spaces import ObsEncoder
-from agilerl.hpo.dormant import load_network_scores, network_scores
+from agilerl.core.value_types import JsonValue, Space
+from agilerl.hpo.dormant import Scores, load_network_scores, network_scores
 from agilerl.hpo.ranges import plain_hp_config
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
@@ -43,6 +45,36 @@ from agilerl.networks.optim import (
     optimizer_sources,
     state_by_name,
 )
+
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
+    from agilerl.models.training import TrainingSpec
+
+#: What acting methods take: a batch of observations (one row per sub-env; an env's
+#: :data:`~agilerl.core.value_types.Observation`), or one observation
+#: (:func:`~agilerl.algorithms.core.single_obs.acts_on_single`): array-like, or key -> part
+#: for a Dict space.
+ObsLike: TypeAlias = npt.ArrayLike | Mapping[str, npt.ArrayLike]
+#: A network's input batch (:meth:`RLAlgorithm.to_tensor`): a tensor, or part name -> tensor
+#: for a Tuple or Dict observation space.
+NetworkInput: TypeAlias = torch.Tensor | dict[str, torch.Tensor]
+
+
+class RLStateFields(MemberStateFields):
+    """What :meth:`RLAlgorithm.get_state` writes (subclasses may add fields)."""
+
+    observation_space: Space
+    action_space: Space
+    seed: int | None
+    spec: dict[str, JsonValue]
+    net_config: NetworkConfig
+    architectures: dict[str, dict[str, object]]
+    weights: dict[str, dict[str, torch.Tensor]]
+    optimizers: dict[str, dict[str, object]]
+    np_rng: dict[str, object]
+    torch_rng: torch.Tensor
+    dormancy: dict[str, dict[str, Scores]]
+    extra: dict[str, object]
 
 
 class RLAlgorithm(MemberState):
@@ -65,16 +97,16 @@ class RLAlgorithm(MemberState):
 
     def __init__(
         self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
+        observation_space: Space,
+        action_space: Space,
         *,
         index: int = 0,
-        net_config: Any = None,
-        hp_config: Mapping[str, Any] | None = None,
+        net_config: object = None,
+        hp_config: Mapping[str, object] | None = None,
         device: str | torch.device = "cpu",
         seed: int | None = None,
-        spec: Any = None,
-        **hyperparameters: Any,
+        spec: AlgoSpec | None = None,
+        **hyperparameters: object,
     ) -> None:
         if observation_space is None or action_space is None:
             raise ValueError(
@@ -121,11 +153,11 @@ class RLAlgorithm(MemberState):
         network_spec = getattr(cls.spec_class(), "network_spec", None)
         return network_spec.__name__ if network_spec is not None else "NetworkSpec"
 
-    def _normalise_net_config(self, net_config: Any) -> NetworkConfig:
+    def _normalise_net_config(self, net_config: object) -> NetworkConfig:
         """The complete network section ``_build`` reads (multi-agent: per agent group)."""
         return normalise_net_config(net_config, self.network_spec_name())
 
-    def _make_obs_encoder(self, observation_space: Any) -> Any:
+    def _make_obs_encoder(self, observation_space: Space) -> ObsEncoder | None:
         """What ``to_tensor`` uses (multi-agent algorithms keep one per network unit)."""
         return ObsEncoder(observation_space)
 
@@ -133,7 +165,7 @@ class RLAlgorithm(MemberState):
         """Optimizers driven by the learning rate ``lr_name`` (single optimizer: all)."""
         return list(self.optimizers)
 
-    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
+    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, object]]:
         for name in self._optimizers_for_lr(lr_name):
             yield from self.optimizers[name].param_groups
 
@@ -143,11 +175,11 @@ class RLAlgorithm(MemberState):
         """Create networks and optimizers and register them in ``networks``/``optimizers``."""
 
     @abstractmethod
-    def get_action(self, obs: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_action(self, obs: Any, *args: Any, **kwargs: Any) -> object:
         """Training-time action selection, batched over the sub-envs of a vector env."""
 
     @abstractmethod
-    def greedy_action(self, obs: Any) -> np.ndarray:
+    def greedy_action(self, obs: ObsLike) -> np.ndarray:
         """Deterministic action for evaluation, batched, ready for ``env.step``."""
 
     @abstractmethod
@@ -158,12 +190,13 @@ class RLAlgorithm(MemberState):
     # The off-policy experience loop drives exploration only through these three
     # (``agilerl.algorithms.core.exploration``).
     @classmethod
-    def exploration_settings(cls, training: Any) -> Any:
+    def exploration_settings(cls, training: TrainingSpec | None) -> EpsilonSchedule | None:
         """What this algorithm reads from the run's ``training`` section to explore (the
         DQN family: its epsilon schedule). Default: nothing."""
         return None
 
-    def explore_action(self, obs: Any, vector_step: int, settings: Any = None) -> np.ndarray:
+    def explore_action(self, obs: ObsLike, vector_step: int,
+                       settings: EpsilonSchedule | None = None) -> np.ndarray:
         """Exploring actions for a batch of observations (one per sub-env), ready for
         ``env.step``. ``vector_step``: the member's own vector-step count (for schedules);
         ``settings``: :meth:`exploration_settings` of the run (None outside a run)."""
@@ -236,13 +269,14 @@ class RLAlgorithm(MemberState):
         return torch.Generator().manual_seed(int(seed))
 
     # ------------------------------------------------------------------ tensors
-    def to_tensor(self, obs: Any) -> Any:
+    def to_tensor(self, obs: ObsLike) -> NetworkInput:
         """Observations (numpy, batched) -> the network input on the agent's device: a
         tensor, or a dict of tensors for Tuple/Dict spaces (``ObsEncoder``)."""
+        assert self.obs_encoder is not None  # (multi-agent algorithms override to_tensor)
         return self.obs_encoder(obs, self.device)
 
     # ------------------------------------------------------------------ cloning & state
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, object]:
         """Everything needed to rebuild this agent exactly; picklable by ``torch.save``."""
         return {
             **self.member_state(),
@@ -260,7 +294,7 @@ class RLAlgorithm(MemberState):
             "extra": self._extra_state(),
         }
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         """Load a state produced by ``get_state`` (architectures are rebuilt to match).
 
         Every tensor is copied (weights into the networks, optimizer state by
@@ -268,6 +302,7 @@ class RLAlgorithm(MemberState):
         none of them shares memory with it or with each other.
         """
         self.load_member_state(state)
+        state = cast(RLStateFields, state)  # a get_state dict (or its torch.load)
         for name, arch in state["architectures"].items():
             net = self.networks[name]
             if net.architecture() != arch:
@@ -284,11 +319,14 @@ class RLAlgorithm(MemberState):
         self._load_extra_state(state.get("extra", {}))
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any],
+    def from_state(cls, state: Mapping[str, object],
                    device: str | torch.device | None = None) -> RLAlgorithm:
         """Build an agent from ``get_state`` output (dispatching on the stored algorithm)."""
+        state = cast(RLStateFields, state)  # a get_state dict (or its torch.load)
         target = cls if getattr(cls, "algo", None) == state["algo"] else _registered(state["algo"])
-        hyper = {k: v for k, v in state["spec"].items() if k not in _NOT_HYPERPARAMETERS}
+        # (the spec's values, by name: the constructor validates them)
+        hyper: dict[str, Any] = {k: v for k, v in state["spec"].items()
+                                 if k not in _NOT_HYPERPARAMETERS}
         agent = target(
             state["observation_space"],
             state["action_space"],
@@ -337,7 +375,8 @@ class RLAlgorithm(MemberState):
             # (the learning rate in effect follows the run's progress, not the weights)
             carry_learning_rates(self.optimizers[opt_name], replaced)
 
-    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
+    def apply_architecture_mutation(self, network_name: str,
+                                    plan: Mapping[str, JsonValue]) -> None:
         """Apply one architecture mutation ``plan`` to a network and its mirrors.
 
         Optimizers that train the network are rebuilt with their state carried over:
@@ -375,10 +414,10 @@ class RLAlgorithm(MemberState):
         return float(getattr(self, self.lr_names[0]))
 
     # hooks for algorithm-specific state (e.g. nothing for DQN/PPO today)
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {}
 
-    def _load_extra_state(self, extra: Mapping[str, Any]) -> None:
+    def _load_extra_state(self, extra: Mapping[str, object]) -> None:
         return None
 
     def __repr__(self) -> str:
@@ -394,4 +433,6 @@ _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", 
 def _registered(name: str) -> type[RLAlgorithm]:
     from agilerl.algorithms.core.registry import algorithm_class
 
-    return algorithm_class(name)
+    cls = algorithm_class(name)
+    assert issubclass(cls, RLAlgorithm)  # an RL agent's state names an RL algorithm
+    return cls

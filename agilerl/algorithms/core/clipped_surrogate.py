@@ -5,19 +5,61 @@ step, and the running means of an update's metrics."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import NamedTuple, Protocol, TypeVar, cast, overload
 
 import torch
 
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.policy_value_gradient import PolicyValueChain
 
-#: A term of the loss: a tensor (a scalar, or one per stacked member), or a float.
-T = TypeVar("T", torch.Tensor, float)
+#: A coefficient of the loss: a float (one agent's), or a ``(members, 1)`` tensor column.
+C = TypeVar("C", float, torch.Tensor)
+C_co = TypeVar("C_co", float, torch.Tensor, covariant=True)
 
 
-def _weighted(hp: Any, policy_loss: T, squared_error: T, entropy: T, approx_kl: T,
-              clipfrac: T) -> tuple[T, T, T, T, T, T]:
+class LossCoefficients(Protocol[C_co]):
+    """The loss's coefficients: an agent's hyperparameters (floats), or stacked members'
+    as ``(members, 1)`` tensor columns."""
+
+    @property
+    def clip_coef(self) -> C_co: ...
+
+    @property
+    def vf_coef(self) -> C_co: ...
+
+    @property
+    def ent_coef(self) -> C_co: ...
+
+
+class AgentCoefficients(Protocol):
+    """An agent's loss coefficients and gradient-norm bound."""
+
+    @property
+    def clip_coef(self) -> float: ...
+
+    @property
+    def vf_coef(self) -> float: ...
+
+    @property
+    def ent_coef(self) -> float: ...
+
+    @property
+    def max_grad_norm(self) -> float: ...
+
+
+@overload
+def _weighted(hp: AgentCoefficients, policy_loss: float, squared_error: float, entropy: float,
+              approx_kl: float, clipfrac: float) -> tuple[float, float, float, float, float,
+                                                          float]: ...
+@overload
+def _weighted(hp: LossCoefficients[C], policy_loss: torch.Tensor, squared_error: torch.Tensor,
+              entropy: torch.Tensor, approx_kl: torch.Tensor, clipfrac: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                         torch.Tensor]: ...
+def _weighted(hp: LossCoefficients[C], policy_loss: torch.Tensor | float,
+              squared_error: torch.Tensor | float, entropy: torch.Tensor | float,
+              approx_kl: torch.Tensor | float, clipfrac: torch.Tensor | float
+              ) -> tuple[torch.Tensor | float, ...]:
     """The terms of :class:`SurrogateTerms` from the means of :func:`_surrogate` (tensors
     or floats), weighted by ``hp``'s ``vf_coef`` and ``ent_coef``."""
     value_loss = 0.5 * squared_error
@@ -54,8 +96,8 @@ class _Surrogate(NamedTuple):
     error: torch.Tensor  # V - R
 
 
-def _surrogate(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor, value: torch.Tensor,
-               batch: Mapping[str, torch.Tensor]) -> _Surrogate:
+def _surrogate(hp: LossCoefficients[C], log_prob: torch.Tensor, entropy: torch.Tensor,
+               value: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> _Surrogate:
     # On a minibatch of ~100 rows each tensor op costs its call, not its arithmetic: the
     # five means are taken by one reduction over their stacked rows.
     log_ratio = log_prob - batch["log_probs"]
@@ -79,7 +121,7 @@ def _surrogate(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor, value: to
     return _Surrogate(means, ratio, clipped_ratio, unclipped, clipped, error)
 
 
-def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
+def clipped_surrogate_loss(hp: LossCoefficients[C], log_prob: torch.Tensor, entropy: torch.Tensor,
                            value: torch.Tensor, batch: Mapping[str, torch.Tensor]
                            ) -> SurrogateTerms:
     """PPO's loss on a minibatch: the clipped surrogate on normalised advantages, half the
@@ -95,7 +137,7 @@ def clipped_surrogate_loss(hp: Any, log_prob: torch.Tensor, entropy: torch.Tenso
     return SurrogateTerms(*(term.squeeze(-1) for term in _weighted(hp, *means)))
 
 
-def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.Tensor,
+def clipped_surrogate_gradient(hp: AgentCoefficients, log_prob: torch.Tensor, entropy: torch.Tensor,
                                value: torch.Tensor, batch: Mapping[str, torch.Tensor]
                                ) -> tuple[list[float], torch.Tensor, float, torch.Tensor]:
     """:func:`clipped_surrogate_loss`'s terms (as floats, in :class:`SurrogateTerms`'s
@@ -119,8 +161,8 @@ def clipped_surrogate_gradient(hp: Any, log_prob: torch.Tensor, entropy: torch.T
     return terms, grad_log_prob, -hp.ent_coef / rows, grad_value
 
 
-def closed_form_step(hp: Any, chain: PolicyValueChain, flat: FlatTraining, obs: torch.Tensor,
-                     minibatch: Mapping[str, torch.Tensor],
+def closed_form_step(hp: AgentCoefficients, chain: PolicyValueChain, flat: FlatTraining,
+                     obs: torch.Tensor, minibatch: Mapping[str, torch.Tensor],
                      legal: torch.Tensor | None = None) -> list[float]:
     """One clipped-PPO gradient step on a minibatch without autograd: the network's
     outputs through ``chain``, the loss's gradient in closed form

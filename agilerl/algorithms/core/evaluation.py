@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
+import torch
+
+from agilerl.algorithms.core.autoreset import VectorEnv
+
+
+class GreedyActor(Protocol):
+    """What evaluation uses of an agent: ``greedy_action(obs)``, or for a recurrent policy
+    ``greedy_action(obs, hidden)`` with the state of :meth:`initial_hidden`."""
+
+    def initial_hidden(self, num_envs: int) -> dict[str, torch.Tensor] | None: ...
+
+    @property
+    def greedy_action(self) -> Callable[..., np.ndarray]: ...
 
 
 def evaluate_greedy(
-    agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: GreedyActor, env: VectorEnv, *, max_steps: int | None = None, loop: int = 1,
+    seed: int | None = None,
 ) -> float:
     """Mean return of ``loop`` rounds of one greedy episode per sub-env.
 

@@ -11,7 +11,10 @@ agents that explore by their own action noise or noisy networks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.models.training import TrainingSpec
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class EpsilonSchedule:
         return max(self.end, self.start * self.decay**vector_steps)
 
 
-def epsilon_schedule(training: Any) -> EpsilonSchedule:
+def epsilon_schedule(training: TrainingSpec | None) -> EpsilonSchedule:
     """The epsilon schedule of a ``TrainingSpec``; a null field takes the value the schema
     gives it (``x-null-means`` of ``training.eps_*``)."""
     from agilerl.models._generated import NULL_MEANS

@@ -14,19 +14,21 @@ the soft update moves its whole network).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
+from torch import nn
 
 from agilerl.networks.actor_critic_gradient import ActorCriticChains, CriticSlots
 from agilerl.networks.flat_params import FlatTraining
+from agilerl.networks.optim import Adam
 
 
 class NetworkGroup:
     """Networks seen as one module: their parameters, one network after another (the
     order in which an optimizer over them holds them)."""
 
-    def __init__(self, networks: Sequence[Any]) -> None:
+    def __init__(self, networks: Sequence[nn.Module]) -> None:
         self.networks = list(networks)
 
     def parameters(self) -> Iterator[torch.Tensor]:
@@ -40,12 +42,13 @@ class ActorCriticBuffers(NamedTuple):
 
     actor: FlatTraining
     critic: FlatTraining
-    actor_slots: list[tuple[Any, ...]]
+    #: per layer: its weight's and bias's gradients, and its layer norm's (None without one)
+    actor_slots: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]]
     critic_slots: list[CriticSlots]  # per critic, in ``critic_names`` order
 
     @classmethod
-    def build(cls, chains: ActorCriticChains, networks: Mapping[str, Any],
-              optimizers: Mapping[str, Any], critic_names: Sequence[str]
+    def build(cls, chains: ActorCriticChains, networks: Mapping[str, nn.Module],
+              optimizers: Mapping[str, Adam], critic_names: Sequence[str]
               ) -> ActorCriticBuffers | None:
         """The buffers of ``networks`` and their two optimizers, or None when either
         optimizer does not fit :meth:`FlatTraining.build`'s pattern."""
@@ -61,7 +64,7 @@ class ActorCriticBuffers(NamedTuple):
         return cls(actor, critic, chains.actor.chain.gradient_slots(_gradients(actor)),
                    [c.gradient_slots(critic_grads) for c in chains.critics])
 
-    def bound_to(self, optimizers: Mapping[str, Any]) -> bool:
+    def bound_to(self, optimizers: Mapping[str, Adam]) -> bool:
         """Whether these buffers still hold ``optimizers``' state and the parameters' values
         (no optimizer or state replaced, no parameter moved off its view). Whether the
         networks were replaced is the caller's to check: they are the chains'."""

@@ -10,7 +10,10 @@ implementation refuses or ignores.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
 
 
 class SpecHyperparameters:
@@ -34,14 +37,14 @@ class SpecHyperparameters:
     hp_config: dict[str, dict[str, float]]
 
     @classmethod
-    def spec_class(cls) -> Any:
+    def spec_class(cls) -> type[AlgoSpec]:
         """The public spec class registered under ``algo`` (e.g. ``DQNSpec``)."""
         from agilerl.models import ALGO_REGISTRY
 
         return ALGO_REGISTRY[cls.algo]
 
     @classmethod
-    def validate_hyperparameters(cls, hyperparameters: Mapping[str, Any]) -> Any:
+    def validate_hyperparameters(cls, hyperparameters: Mapping[str, object]) -> AlgoSpec:
         """Validate ``hyperparameters`` with the spec class; defaults and bounds come from it."""
         spec_cls = cls.spec_class()
         known = set(spec_cls.model_fields)
@@ -56,7 +59,7 @@ class SpecHyperparameters:
         return spec_cls.model_validate(dict(hyperparameters))
 
     @classmethod
-    def spec_from(cls, spec: Any, hyperparameters: Mapping[str, Any]) -> Any:
+    def spec_from(cls, spec: AlgoSpec | None, hyperparameters: Mapping[str, object]) -> AlgoSpec:
         """The member's validated spec: a copy of ``spec`` when given (validated when the
         manifest was read: not validated again), else one built from keyword
         ``hyperparameters`` (the public constructor, ``DQN(obs_space, act_space, lr=...)``)."""
@@ -86,11 +89,11 @@ class SpecHyperparameters:
             )
 
     @property
-    def hyperparameters(self) -> dict[str, Any]:
+    def hyperparameters(self) -> dict[str, object]:
         """Current values of the hyperparameters the maths reads (mutation may change them)."""
         return {name: getattr(self, name) for name in self.hyperparameter_names}
 
-    def set_hyperparameter(self, name: str, value: Any) -> None:
+    def set_hyperparameter(self, name: str, value: float) -> None:
         """Set one hyperparameter; learning rates are pushed into the optimizer groups."""
         if name not in self.hyperparameter_names:
             raise KeyError(f"{self.algo} has no mutable hyperparameter {name!r}")
@@ -113,16 +116,18 @@ class SpecHyperparameters:
         changes) is never touched. Otherwise nothing changes."""
         if not getattr(self, "anneal_lr", False):
             return
-        scaled = float(self.hyperparameters["lr"]) * max(0.0, 1.0 - float(progress))
+        lr = self.hyperparameters["lr"]
+        assert isinstance(lr, int | float)  # a spec's lr is a number, and mutation keeps it one
+        scaled = float(lr) * max(0.0, 1.0 - float(progress))
         for group in self._lr_param_groups("lr"):
             group["lr"] = scaled
 
-    def _lr_param_groups(self, lr_name: str) -> Iterable[dict[str, Any]]:
+    def _lr_param_groups(self, lr_name: str) -> Iterable[dict[str, object]]:
         """The optimizer parameter groups the learning rate ``lr_name`` drives."""
         raise NotImplementedError
 
     @classmethod
-    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    def settings_not_honoured(cls, spec: AlgoSpec) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """``(refused, ignored)``: the ``(field, reason)`` pairs of ``spec`` set to a
         non-default value in :attr:`unsupported_settings` / :attr:`inert_settings`."""
         fields = type(spec).model_fields

@@ -31,12 +31,18 @@ from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import torch
 
-from agilerl.algorithms.core.member_state import MemberState, cpu_copy
+from agilerl.algorithms.core.member_state import MemberState, MemberStateFields, cpu_copy
 from agilerl.hpo.ranges import plain_hp_config
+
+if TYPE_CHECKING:
+    from agilerl.llm.adapters import BaseKey
+    from agilerl.llm.lr_schedule import CosineSchedule
+    from agilerl.llm.vllm_generation import VLLMGenerator
+    from agilerl.models.algo import AlgoSpec, LLMAlgorithmSpec
 
 #: Spec fields that are constructor arguments of their own, not hyperparameters.
 _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", "name"})
@@ -49,6 +55,39 @@ _SPEED_ONLY = {
     "activation_offload": "activations stay on the training device",
     "use_sequence_packing": "sequences are padded, not packed (same maths)",
 }
+
+
+class ModelOutput(Protocol):
+    """What the algorithms read of a causal language model's forward pass."""
+
+    @property
+    def logits(self) -> torch.Tensor: ...
+
+    @property
+    def hidden_states(self) -> tuple[torch.Tensor, ...]:
+        """The hidden states of every layer (asked for with ``output_hidden_states``)."""
+        ...
+
+
+class LanguageModel(Protocol):
+    """What the algorithms use of the (peft) causal language model a member runs on."""
+
+    training: bool
+
+    def __call__(self, **kwargs: object) -> ModelOutput: ...
+
+    def generate(self, **kwargs: object) -> torch.Tensor: ...
+
+    def eval(self) -> object: ...
+
+    def train(self, mode: bool = True) -> object: ...
+
+
+class LLMEnv(Protocol):
+    """What :meth:`LLMAlgorithm.test` uses of an LLM environment (its ``evaluation_interval``
+    is read when it has one)."""
+
+    def evaluate(self, agent: LLMAlgorithm, loop: int = 1) -> float: ...
 
 
 @dataclass
@@ -75,6 +114,20 @@ class Rollout:
         return int(self.completion_mask.sum())
 
 
+class _LLMStateRequired(MemberStateFields):
+    spec: dict[str, object]
+    adapter: dict[str, torch.Tensor]
+    optimizer: dict[str, object]
+
+
+class LLMStateFields(_LLMStateRequired, total=False):
+    """What :meth:`LLMAlgorithm.get_state` writes (the fields read back by ``set_state``)."""
+
+    extra_modules: dict[str, dict[str, torch.Tensor]]
+    evaluated_at: int | None
+    optimizer_steps: int
+
+
 class LLMAlgorithm(MemberState):
     """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
 
@@ -93,22 +146,26 @@ class LLMAlgorithm(MemberState):
     max_grad_norm: float
     update_epochs: int
     temperature: float
+    spec: LLMAlgorithmSpec
 
     def __init__(
         self,
         *,
         index: int = 0,
-        hp_config: Mapping[str, Any] | None = None,
+        hp_config: Mapping[str, object] | None = None,
         device: str | torch.device = "cpu",
-        spec: Any = None,
-        **hyperparameters: Any,
+        spec: LLMAlgorithmSpec | None = None,
+        **hyperparameters: object,
     ) -> None:
         from agilerl.llm import require_llm_extra
+        from agilerl.models.algo import LLMAlgorithmSpec
 
         require_llm_extra(f"{self.algo}")
         self.index = int(index)
         self.device = torch.device(device)
-        self.spec = self.spec_from(spec, hyperparameters)
+        validated = self.spec_from(spec, hyperparameters)
+        assert isinstance(validated, LLMAlgorithmSpec)  # an LLM algorithm's spec class is one
+        self.spec = validated
         self.seed = int(self.spec.seed)
         for name in self.hyperparameter_names:
             setattr(self, name, getattr(self.spec, name))
@@ -129,11 +186,11 @@ class LLMAlgorithm(MemberState):
         self.optimizer = self._make_optimizer()
 
     # ------------------------------------------------------------------ spec plumbing
-    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, Any]]:
+    def _lr_param_groups(self, lr_name: str) -> Iterator[dict[str, object]]:
         return (g for g in self.optimizer.param_groups if g.get("lr_name") == lr_name)
 
     @staticmethod
-    def _lr_schedule(spec: Any) -> Any:
+    def _lr_schedule(spec: AlgoSpec) -> CosineSchedule | None:
         from agilerl.llm.errors import LLMSettingError
         from agilerl.llm.lr_schedule import CosineSchedule
 
@@ -143,7 +200,7 @@ class LLMAlgorithm(MemberState):
             raise LLMSettingError(str(exc)) from None
 
     @classmethod
-    def settings_not_honoured(cls, spec: Any) -> tuple[list[tuple[str, str]],
+    def settings_not_honoured(cls, spec: AlgoSpec) -> tuple[list[tuple[str, str]],
                                                        list[tuple[str, str]]]:
         refused, ignored = super().settings_not_honoured(spec)
         try:
@@ -169,7 +226,7 @@ class LLMAlgorithm(MemberState):
         self.optimizer_steps += 1
 
     # ------------------------------------------------------------------ model
-    def base_key(self) -> Any:
+    def base_key(self) -> BaseKey:
         """What identifies the base model this member runs on."""
         from agilerl.llm.adapters import BaseKey
 
@@ -191,14 +248,14 @@ class LLMAlgorithm(MemberState):
         return None
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        groups: list[dict[str, Any]] = [
+        groups: list[dict[str, object]] = [
             {"params": self.base.parameters(self.adapter), "lr": float(getattr(self, self.lr_names[0])),
              "lr_name": self.lr_names[0]},
         ]
         groups.extend(self._extra_param_groups())
         return torch.optim.AdamW(groups, weight_decay=0.0)
 
-    def _extra_param_groups(self) -> list[dict[str, Any]]:
+    def _extra_param_groups(self) -> list[dict[str, object]]:
         return []
 
     @property
@@ -267,7 +324,7 @@ class LLMAlgorithm(MemberState):
                          for p in pieces])
         return self._rollout(out, mask, prompt_len)
 
-    def _vllm(self) -> Any:
+    def _vllm(self) -> VLLMGenerator | None:
         """The vLLM engine of this member's base when ``use_vllm`` is set and vLLM can run
         here (:mod:`agilerl.llm.vllm_generation`), else None (transformers generates)."""
         if not getattr(self.spec, "use_vllm", False):
@@ -280,9 +337,9 @@ class LLMAlgorithm(MemberState):
                                     max_model_len=self.context_limit,
                                     lora_rank=int(self.lora_config.r), seed=self.seed)
 
-    def _generate_rows(self, model: Any, ids: torch.Tensor, mask: torch.Tensor, new: int,
+    def _generate_rows(self, model: LanguageModel, ids: torch.Tensor, mask: torch.Tensor, new: int,
                        greedy: bool) -> torch.Tensor:
-        kwargs: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": new,
+        kwargs: dict[str, object] = {"do_sample": not greedy, "max_new_tokens": new,
                                   "pad_token_id": self.tokenizer.pad_token_id,
                                   "eos_token_id": self.tokenizer.eos_token_id}
         if self.shares_prompts:
@@ -298,8 +355,9 @@ class LLMAlgorithm(MemberState):
         if not greedy:
             temperature = float(getattr(self, "temperature", 1.0))
             kwargs.update(temperature=temperature or 1e-6, top_k=0, top_p=1.0)
-        if getattr(self.spec, "min_output_tokens", None):
-            kwargs["min_new_tokens"] = int(self.spec.min_output_tokens)
+        min_tokens = getattr(self.spec, "min_output_tokens", None)
+        if min_tokens:
+            kwargs["min_new_tokens"] = int(min_tokens)
         return model.generate(input_ids=ids, attention_mask=mask, **kwargs)
 
     def _rollout(self, out: torch.Tensor, prompt_mask: torch.Tensor, prompt_len: int) -> Rollout:
@@ -351,7 +409,7 @@ class LLMAlgorithm(MemberState):
         return int(self.spec.chunk_rows or self.spec.micro_batch_size_per_gpu or rows)
 
     def forward_logprobs(
-        self, model: Any, ids: torch.Tensor, attention: torch.Tensor, prompt_len: int,
+        self, model: LanguageModel, ids: torch.Tensor, attention: torch.Tensor, prompt_len: int,
         *, hidden: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Per-token log-probabilities of the completion part of ``ids`` (and, with
@@ -369,7 +427,7 @@ class LLMAlgorithm(MemberState):
             cache = shared_prefix_cache(model, ids, attention, split, positions,
                                         macs_per_token=self.base.macs_per_token)
         if cache is not None:  # rows of one prompt: the prompt ran once, the rest per row
-            kwargs: dict[str, Any] = {"input_ids": ids[:, split:], "attention_mask": attention,
+            kwargs: dict[str, object] = {"input_ids": ids[:, split:], "attention_mask": attention,
                                       cache_argument(model): cache, "use_cache": True}
             if positions is not None:
                 kwargs["position_ids"] = positions[:, split:]
@@ -405,7 +463,7 @@ class LLMAlgorithm(MemberState):
         """One update from a batch of experience; returns scalar metrics."""
 
     # ------------------------------------------------------------------ evaluation
-    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
+    def test(self, env: LLMEnv, max_steps: int | None = None, loop: int = 1,
              seed: int | None = None) -> float:
         """Evaluate on ``env`` (``env.evaluate(agent, loop)``: greedy completions of its
         held-out prompts or episodes); the result is appended to ``fitness``.
@@ -427,13 +485,13 @@ class LLMAlgorithm(MemberState):
         return []
 
     # ------------------------------------------------------------------ state
-    def _spec_state(self) -> dict[str, Any]:
+    def _spec_state(self) -> dict[str, object]:
         spec = self.spec.model_dump(mode="python")
         spec["lora_config"] = {k: v for k, v in self.lora_config.to_dict().items()
                                if k != "peft_type"}
         return spec
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, object]:
         """Everything needed to rebuild this member exactly (never the base weights)."""
         return {
             **self.member_state(),
@@ -445,8 +503,9 @@ class LLMAlgorithm(MemberState):
             "optimizer_steps": self.optimizer_steps,
         }
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         self.load_member_state(state)
+        state = cast(LLMStateFields, state)  # a get_state dict (or its torch.load)
         self.base.load_adapter_state(self.adapter, state["adapter"])
         for name, module_state in state.get("extra_modules", {}).items():
             self.extra_modules[name].load_state_dict(module_state)
@@ -458,14 +517,18 @@ class LLMAlgorithm(MemberState):
         self.optimizer_steps = int(state.get("optimizer_steps", 0))
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any],
+    def from_state(cls, state: Mapping[str, object],
                    device: str | torch.device | None = None) -> LLMAlgorithm:
         """A member rebuilt from ``get_state`` output on the shared base it names."""
         from agilerl.algorithms.core.registry import algorithm_class
 
+        state = cast(LLMStateFields, state)  # a get_state dict (or its torch.load)
         target = cls if getattr(cls, "algo", None) == state["algo"] \
             else algorithm_class(state["algo"])
-        hyper = {k: v for k, v in state["spec"].items() if k not in _NOT_HYPERPARAMETERS}
+        assert issubclass(target, LLMAlgorithm)  # an LLM member's state names an LLM algorithm
+        # (the spec's values, by name: the constructor validates them)
+        hyper: dict[str, Any] = {k: v for k, v in state["spec"].items()
+                                 if k not in _NOT_HYPERPARAMETERS}
         agent = target(index=state["index"], hp_config=state["hp_config"],
                        device=device if device is not None else "cpu", **hyper)
         agent.set_state(state)

@@ -18,14 +18,17 @@ from __future__ import annotations
 import contextlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from agilerl.algorithms.core.llm_base import LLMAlgorithm
+from agilerl.algorithms.core.llm_base import LanguageModel, LLMAlgorithm
 from agilerl.llm.text_batches import TokenBatch
 
-ChunkLoss = Callable[[Any, slice, range], tuple[torch.Tensor, dict[str, float]]]
+if TYPE_CHECKING:
+    from agilerl.llm.dataset_envs import DatasetEnv
+
+ChunkLoss = Callable[[LanguageModel, slice, range], tuple[torch.Tensor, dict[str, float]]]
 """``(model, chunk rows, mini-batch rows) -> (the chunk's share of the mini-batch loss, its
 share of each metric)``: shares summed over a mini-batch's chunks give its loss/metrics."""
 
@@ -41,17 +44,17 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
                                         "sampled completions",
     }
 
-    def forward_logits(self, model: Any, tokens: TokenBatch) -> torch.Tensor:
+    def forward_logits(self, model: LanguageModel, tokens: TokenBatch) -> torch.Tensor:
         """``(rows, length, vocab)`` logits of right-padded ``tokens`` on this member's device."""
         tokens = tokens.to(self.device)
-        kwargs: dict[str, Any] = {"input_ids": tokens.input_ids,
+        kwargs: dict[str, object] = {"input_ids": tokens.input_ids,
                                   "attention_mask": tokens.attention_mask}
         if self.spec.calc_position_embeddings:
             kwargs["position_ids"] = (tokens.attention_mask.cumsum(dim=1) - 1).clamp(min=0)
         return model(**kwargs, use_cache=False).logits
 
     @contextlib.contextmanager
-    def evaluating(self, adapter: str | None = None) -> Iterator[Any]:
+    def evaluating(self, adapter: str | None = None) -> Iterator[LanguageModel]:
         """The model with ``adapter`` (default: this member's) active, in eval mode (no
         dropout) and without gradients; training mode is restored afterwards."""
         with self.base.use(adapter or self.adapter) as model, torch.no_grad():
@@ -88,5 +91,5 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         return {name: value / max(steps, 1) for name, value in totals.items()}
 
     @abstractmethod
-    def evaluate_dataset(self, env: Any) -> float:
+    def evaluate_dataset(self, env: DatasetEnv) -> float:
         """Fitness on ``env``'s held-out rows (higher is better)."""

@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 
-from agilerl.algorithms.core.llm_base import LLMAlgorithm, Rollout
+from agilerl.algorithms.core.llm_base import LanguageModel, LLMAlgorithm, Rollout
+
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
+    from agilerl.models.algorithms.cispo import CISPOSpec
+    from agilerl.models.algorithms.grpo import GRPOSpec
+    from agilerl.models.algorithms.gspo import GSPOSpec
+    from agilerl.models.algorithms.llmppo import LLMPPOSpec
+    from agilerl.models.algorithms.llmreinforce import LLMREINFORCESpec
 
 
 @dataclass
@@ -93,6 +101,7 @@ class PolicyGradientLLM(LLMAlgorithm):
     default_ratio_level: ClassVar[str] = "token"
     #: Settings fixed for the whole population (mutating them changes no maths here).
     fixed_hyperparameters: ClassVar[tuple[str, ...]] = ()
+    spec: GRPOSpec | GSPOSpec | CISPOSpec | LLMPPOSpec | LLMREINFORCESpec
     unsupported_settings: ClassVar[dict[str, str]] = {
         **LLMAlgorithm.unsupported_settings,
         "use_separate_reference_adapter": "the reference policy of the RL algorithms is the "
@@ -149,7 +158,7 @@ class PolicyGradientLLM(LLMAlgorithm):
         return seq.detach() * torch.exp(logp - logp.detach())
 
     def value_loss(self, batch: UpdateBatch, rows: torch.Tensor,
-                   values: torch.Tensor | None) -> Any:
+                   values: torch.Tensor | None) -> torch.Tensor | float:
         """Critic loss of the rows (LLMPPO); 0 without a critic."""
         return 0.0
 
@@ -216,7 +225,7 @@ class PolicyGradientLLM(LLMAlgorithm):
         self.optimizer_step()
         return {"loss": loss_sum, "kl": kl_sum, "clip_fraction": clip_sum}
 
-    def _chunk_loss(self, model: Any, batch: UpdateBatch, part: torch.Tensor, rows: int,
+    def _chunk_loss(self, model: LanguageModel, batch: UpdateBatch, part: torch.Tensor, rows: int,
                     window_tokens: float) -> tuple[torch.Tensor, float, float]:
         rollout = batch.rollout
         logp, hidden = self.forward_logprobs(
@@ -251,7 +260,7 @@ class PolicyGradientLLM(LLMAlgorithm):
         return None
 
 
-def finish_advantages(adv: torch.Tensor, spec: Any) -> torch.Tensor:
+def finish_advantages(adv: torch.Tensor, spec: AlgoSpec) -> torch.Tensor:
     """``whiten_advantages`` (across the batch) then ``adv_clip_range`` clipping."""
     if getattr(spec, "whiten_advantages", False) and adv.numel() > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)

@@ -11,7 +11,7 @@ cloning and mutation see ordinary agents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 
@@ -80,11 +80,12 @@ class MemberAdams:
         self._cache: dict[int, _AdamLists] = {}
 
     @torch.no_grad()
-    def step(self, entries: Sequence[tuple[int, Any, list[torch.Tensor],
+    def step(self, entries: Sequence[tuple[int, Adam, list[torch.Tensor],
                                            list[torch.Tensor | None]]]) -> None:
         """``entries``: per member ``(index, optimizer, parameters, gradients)``, the
         gradients being slices of stacked ones, in ``parameters`` order."""
-        fused: dict[tuple[Any, ...], list[tuple[_AdamLists, list[torch.Tensor]]]] = {}
+        fused: dict[tuple[float, tuple[float, float], float],
+                    list[tuple[_AdamLists, list[torch.Tensor]]]] = {}
         for m, optimizer, params, grads in entries:
             ready = all(grad is not None for grad in grads)
             lists = self._lists(m, optimizer, params) if ready else None
@@ -105,7 +106,7 @@ class MemberAdams:
         for (lr, (beta1, beta2), eps), members in fused.items():
             _fused_step(members, lr, beta1, beta2, eps)
 
-    def _lists(self, m: int, optimizer: Any, params: list[torch.Tensor]) -> _AdamLists | None:
+    def _lists(self, m: int, optimizer: Adam, params: list[torch.Tensor]) -> _AdamLists | None:
         """Member ``m``'s Adam tensors for one fused step, or None when its ``step`` must
         run instead (another optimizer, or state not yet created: its first step)."""
         cached = self._cache.get(m)
@@ -141,7 +142,7 @@ def _fused_step(members: list[tuple[_AdamLists, list[torch.Tensor]]], lr: float,
                        weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
 
 
-def _adam_ready(optimizer: Any, params: Sequence[torch.Tensor]) -> bool:
+def _adam_ready(optimizer: object, params: Sequence[torch.Tensor]) -> bool:
     """Whether one fused Adam call may step ``params`` for ``optimizer`` (an
     :class:`~agilerl.networks.optim.Adam` over exactly them, with state for each): what
     its ``step`` would do then is that one kernel."""

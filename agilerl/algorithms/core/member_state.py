@@ -14,7 +14,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict, TypeVar, cast
 
 import torch
 
@@ -23,6 +23,22 @@ from agilerl.core.member_training import Agent
 
 #: Version of the state dict written by ``get_state``.
 STATE_FORMAT = 1
+
+M = TypeVar("M", bound="MemberState")
+
+#: The fields of ``get_state`` every member has (:meth:`MemberState.member_state`).
+MemberStateFields = TypedDict("MemberStateFields", {
+    "format": int,
+    "algo": str,
+    "class": str,
+    "index": int,
+    "hyperparameters": dict[str, object],
+    "hp_config": dict[str, dict[str, float]],
+    "steps": list[int],
+    "scores": list[float],
+    "fitness": list[float],
+    "mut": str,
+})
 
 
 class MemberState(SpecHyperparameters, Agent, ABC):
@@ -35,20 +51,20 @@ class MemberState(SpecHyperparameters, Agent, ABC):
     algo: ClassVar[str]
 
     @abstractmethod
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, object]:
         """Everything needed to rebuild this member exactly; picklable by ``torch.save``."""
 
     @abstractmethod
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         """Load a state produced by ``get_state``."""
 
     @classmethod
     @abstractmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device | None = None
-                   ) -> Any:
+    def from_state(cls, state: Mapping[str, object], device: str | torch.device | None = None
+                   ) -> MemberState:
         """A member rebuilt from ``get_state`` output."""
 
-    def member_state(self) -> dict[str, Any]:
+    def member_state(self) -> MemberStateFields:
         """The fields of ``get_state`` every member has."""
         return {
             "format": STATE_FORMAT,
@@ -63,9 +79,10 @@ class MemberState(SpecHyperparameters, Agent, ABC):
             "mut": self.mut,
         }
 
-    def load_member_state(self, state: Mapping[str, Any]) -> None:
+    def load_member_state(self, state: Mapping[str, object]) -> None:
         """Load the fields :meth:`member_state` wrote (hyperparameters first, since the
         weights and optimizers loaded after them may depend on them)."""
+        state = cast(MemberStateFields, state)  # a get_state dict (or its torch.load)
         if state["algo"] != self.algo:
             raise ValueError(f"state is for {state['algo']}, not {self.algo}")
         self.index = int(state["index"])
@@ -77,9 +94,10 @@ class MemberState(SpecHyperparameters, Agent, ABC):
         self.fitness = list(state["fitness"])
         self.mut = state["mut"]
 
-    def clone(self, index: int | None = None) -> Any:
+    def clone(self: M, index: int | None = None) -> M:
         """An independent copy (weights, optimizer state, counters, RNG state)."""
         new = type(self).from_state(self.get_state(), device=self.device)
+        assert isinstance(new, type(self))  # (its own state names its own class)
         if index is not None:
             new.index = int(index)
         return new
@@ -90,7 +108,7 @@ class MemberState(SpecHyperparameters, Agent, ABC):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], device: str | torch.device = "cpu", *,
-             inference: bool = True) -> Any:
+             inference: bool = True) -> MemberState:
         """A member saved with ``save_checkpoint``; it can act straight away.
 
         With ``inference`` (the default) the member is marked as loaded to act
@@ -109,7 +127,7 @@ class MemberState(SpecHyperparameters, Agent, ABC):
         return member
 
 
-def cpu_copy(obj: Any) -> Any:
+def cpu_copy(obj: object) -> object:
     """Deep copy of a (nested) state dict with every tensor moved to the CPU."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)

@@ -43,14 +43,16 @@ import copy
 import json
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from gymnasium import spaces
 
-from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.base import ObsLike, RLAlgorithm, RLStateFields
 from agilerl.core.spaces import ObsEncoder
+from agilerl.core.value_types import JsonValue, Observation, Space
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
@@ -62,10 +64,55 @@ from agilerl.networks.optim import (
     state_by_name,
 )
 
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
+
 MASK_KEY = "action_mask"
 OBS_KEY = "observation"
 #: Replay field of the action masks at the next observation (masked agents only).
 NEXT_MASK = "next_action_mask"
+
+#: Per-agent rows: a numpy batch or a tensor one.
+RowsT = TypeVar("RowsT", np.ndarray, torch.Tensor)
+
+
+class AgentSpaces(Protocol):
+    """A multi-agent env's agents and their spaces (a PettingZoo parallel env, or a vector
+    env over them, whose ``single_observation_space``/``single_action_space`` are read
+    when it has them)."""
+
+    @property
+    def possible_agents(self) -> Sequence[str]: ...
+
+    def observation_space(self, agent: str, /) -> Space: ...
+
+    def action_space(self, agent: str, /) -> Space: ...
+
+
+class MultiAgentVectorEnv(Protocol):
+    """What the multi-agent loops and evaluation use of a multi-agent vector env
+    (:class:`~agilerl.envs.pettingzoo_env.PettingZooVectorEnv`): agent-keyed batches."""
+
+    @property
+    def possible_agents(self) -> Sequence[str]: ...
+
+    @property
+    def num_envs(self) -> int: ...
+
+    def reset(self, *, seed: int | None = None
+              ) -> tuple[dict[str, Observation], Mapping[str, object]]: ...
+
+    def step(self, actions: dict[str, np.ndarray], /) -> tuple[
+            dict[str, Observation], Mapping[str, npt.ArrayLike], Mapping[str, npt.ArrayLike],
+            Mapping[str, npt.ArrayLike], Mapping[str, object]]: ...
+
+
+class MultiAgentStateFields(RLStateFields, total=False):
+    """:class:`RLStateFields` and what a multi-agent algorithm adds to them."""
+
+    network_mirrors: dict[str, str]
+    sum_scores: bool
+    agent_fitness: list[dict[str, float]]
 
 
 # ---------------------------------------------------------------------- agents and groups
@@ -77,8 +124,8 @@ def group_id(agent_id: str) -> str:
 
 def group_agents(
     agent_ids: Sequence[str],
-    observation_spaces: Mapping[str, spaces.Space[Any]],
-    action_spaces: Mapping[str, spaces.Space[Any]],
+    observation_spaces: Mapping[str, Space],
+    action_spaces: Mapping[str, Space],
 ) -> dict[str, list[str]]:
     """Group id -> its agents (in ``agent_ids`` order); see the module docstring."""
     by_prefix: dict[str, list[str]] = {}
@@ -99,17 +146,17 @@ def group_agents(
     return groups
 
 
-def has_action_mask(space: spaces.Space[Any]) -> bool:
+def has_action_mask(space: Space) -> bool:
     """A Dict observation space of ``observation`` and ``action_mask`` (PettingZoo classic)."""
     return isinstance(space, spaces.Dict) and OBS_KEY in space.spaces and MASK_KEY in space.spaces
 
 
-def network_space(space: spaces.Space[Any]) -> spaces.Space[Any]:
+def network_space(space: Space) -> Space:
     """The part of an agent's observation space its networks read (masks stripped)."""
     return cast(spaces.Dict, space)[OBS_KEY] if has_action_mask(space) else space
 
 
-def agent_spaces(env: Any) -> tuple[dict[str, spaces.Space[Any]], dict[str, spaces.Space[Any]]]:
+def agent_spaces(env: AgentSpaces) -> tuple[dict[str, Space], dict[str, Space]]:
     """Per-agent (observation, action) spaces of a multi-agent vector env (or a PettingZoo
     parallel env), keyed by ``possible_agents`` in the env's order."""
     agents = list(env.possible_agents)
@@ -118,12 +165,19 @@ def agent_spaces(env: Any) -> tuple[dict[str, spaces.Space[Any]], dict[str, spac
     return {a: obs_of(a) for a in agents}, {a: act_of(a) for a in agents}
 
 
-def is_multi_agent_env(env: Any) -> bool:
+def is_multi_agent_env(env: object) -> bool:
     """A PettingZoo-style env (agents named by ``possible_agents``)."""
     return hasattr(env, "possible_agents")
 
 
-def _as_agent_dict(value: Any, agent_ids: Sequence[str] | None, what: str) -> dict[str, Any]:
+def _part(value: Observation, key: str) -> np.ndarray:
+    """Part ``key`` of a masked agent's batch (its space is a Dict, so the batch a dict)."""
+    assert isinstance(value, Mapping)
+    return value[key]
+
+
+def _as_agent_dict(value: object, agent_ids: Sequence[str] | None, what: str
+                   ) -> dict[str, Space]:
     if isinstance(value, spaces.Dict):
         value = dict(value.spaces)
     if isinstance(value, Mapping):
@@ -157,17 +211,17 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
 
     def __init__(
         self,
-        observation_spaces: Any,
-        action_spaces: Any,
+        observation_spaces: Mapping[str, Space] | spaces.Dict | Sequence[Space],
+        action_spaces: Mapping[str, Space] | spaces.Dict | Sequence[Space],
         agent_ids: Sequence[str] | None = None,
         *,
         index: int = 0,
-        net_config: Any = None,
-        hp_config: Mapping[str, Any] | None = None,
+        net_config: object = None,
+        hp_config: Mapping[str, object] | None = None,
         device: str | torch.device = "cpu",
         seed: int | None = None,
-        spec: Any = None,
-        **hyperparameters: Any,
+        spec: AlgoSpec | None = None,
+        **hyperparameters: object,
     ) -> None:
         if observation_spaces is None or action_spaces is None:
             raise ValueError(
@@ -179,8 +233,8 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         if not obs:
             raise ValueError(f"{type(self).__name__} needs at least one agent")
         self.agent_ids: list[str] = list(obs)
-        self.observation_spaces: dict[str, spaces.Space[Any]] = obs
-        self.action_spaces: dict[str, spaces.Space[Any]] = act
+        self.observation_spaces: dict[str, Space] = obs
+        self.action_spaces: dict[str, Space] = act
         self.groups = group_agents(self.agent_ids, obs, act)
         self.group_of = {a: g for g, members in self.groups.items() for a in members}
         self.network_mirrors: dict[str, str] = {}
@@ -207,11 +261,11 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
     def unit_of(self, agent: str) -> str:
         return self.group_of[agent] if self.shares_group_networks() else agent
 
-    def unit_observation_space(self, unit: str) -> spaces.Space[Any]:
+    def unit_observation_space(self, unit: str) -> Space:
         """The space the unit's networks read (an action mask stripped)."""
         return network_space(self.observation_spaces[self.units[unit][0]])
 
-    def unit_action_space(self, unit: str) -> spaces.Space[Any]:
+    def unit_action_space(self, unit: str) -> Space:
         return self.action_spaces[self.units[unit][0]]
 
     def unit_net_config(self, unit: str) -> NetworkConfig:
@@ -221,7 +275,7 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
     def network_name(role: str, unit: str) -> str:
         return f"{role}.{unit}"
 
-    def unit_network(self, role: str, unit: str) -> Any:
+    def unit_network(self, role: str, unit: str) -> EvolvableNetwork:
         return self.networks[self.network_name(role, unit)]
 
     def register_network(
@@ -243,56 +297,57 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         return name
 
     # ------------------------------------------------------------------ observations
-    def _make_obs_encoder(self, observation_space: Any) -> Any:
+    def _make_obs_encoder(self, observation_space: Space) -> None:
         self.obs_encoders = {u: ObsEncoder(self.unit_observation_space(u)) for u in self.units}
         return None
 
-    def agent_obs(self, agent: str, obs: Mapping[str, Any]) -> Any:
+    def agent_obs(self, agent: str, obs: Mapping[str, Observation]) -> Observation:
         """The batch an agent's networks read (its mask stripped)."""
         value = obs[agent]
-        return value[OBS_KEY] if has_action_mask(self.observation_spaces[agent]) else value
+        return _part(value, OBS_KEY) if has_action_mask(self.observation_spaces[agent]) else value
 
-    def agent_obs_numpy(self, agent: str, obs: Mapping[str, Any]) -> np.ndarray:
+    def agent_obs_numpy(self, agent: str, obs: Mapping[str, Observation]) -> np.ndarray:
         """One agent's batch as its unit's network-input array (what rollouts store)."""
         return self.obs_encoders[self.unit_of(agent)].numpy(self.agent_obs(agent, obs))
 
-    def unit_obs(self, unit: str, obs: Mapping[str, Any]) -> np.ndarray:
+    def unit_obs(self, unit: str, obs: Mapping[str, Observation]) -> np.ndarray:
         """The unit's agents' batches as one network-input array, agent after agent
         (rows ``k * num_envs + i``: agent ``k`` of the unit, sub-env ``i``)."""
         encoder = self.obs_encoders[unit]
         parts = [encoder.numpy(self.agent_obs(a, obs)) for a in self.units[unit]]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def unit_tensor(self, unit: str, obs: Mapping[str, Any]) -> Any:
+    def unit_tensor(self, unit: str, obs: Mapping[str, Observation]
+                    ) -> torch.Tensor | dict[str, torch.Tensor]:
         """``unit_obs`` as the network input on the agent's device."""
         return self.obs_encoders[unit](self.unit_obs(unit, obs), self.device)
 
-    def split_unit(self, unit: str, rows: Any) -> dict[str, Any]:
+    def split_unit(self, unit: str, rows: RowsT) -> dict[str, RowsT]:
         """Rows stacked as in :meth:`unit_obs` -> agent id -> its rows."""
         agents = self.units[unit]
         per = len(rows) // len(agents)
         return {a: rows[k * per : (k + 1) * per] for k, a in enumerate(agents)}
 
-    def action_masks(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
+    def action_masks(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray | None]:
         """Agent id -> its batch of legal-action masks (bool), or None when unmasked."""
         return {
-            a: np.asarray(obs[a][MASK_KEY], dtype=bool)
+            a: np.asarray(_part(obs[a], MASK_KEY), dtype=bool)
             if has_action_mask(self.observation_spaces[a]) else None
             for a in self.agent_ids
         }  # fmt: skip
 
-    def unit_action_mask(self, unit: str, obs: Mapping[str, Any]) -> np.ndarray | None:
+    def unit_action_mask(self, unit: str, obs: Mapping[str, Observation]) -> np.ndarray | None:
         """The unit's masks stacked as in :meth:`unit_obs` (None when unmasked)."""
         agents = self.units[unit]
         if not has_action_mask(self.observation_spaces[agents[0]]):
             return None
-        return np.concatenate([np.asarray(obs[a][MASK_KEY], dtype=bool) for a in agents])
+        return np.concatenate([np.asarray(_part(obs[a], MASK_KEY), dtype=bool) for a in agents])
 
-    def to_tensor(self, obs: Any) -> Any:
+    def to_tensor(self, obs: ObsLike) -> torch.Tensor | dict[str, torch.Tensor]:
         raise TypeError("multi-agent algorithms encode observations per unit: use unit_tensor")
 
     # ------------------------------------------------------------------ networks config
-    def _normalise_net_config(self, net_config: Any) -> NetworkConfig:
+    def _normalise_net_config(self, net_config: object) -> NetworkConfig:
         """One section for all groups, or group (or agent) id -> section."""
         spec_name = self.network_spec_name()
         per_group = _per_group_config(net_config, self.groups)
@@ -336,7 +391,8 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
     def network_mirror_sources(self) -> dict[str, str]:
         return dict(self.network_mirrors)
 
-    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None:
+    def apply_architecture_mutation(self, network_name: str,
+                                    plan: Mapping[str, JsonValue]) -> None:
         """Apply ``plan`` to every network of ``network_name``'s family and their mirrors;
         optimizers training any of them are rebuilt with their state carried."""
         family = next((f for f in self.mutation_families() if network_name in f), [network_name])
@@ -362,7 +418,7 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
 
     # ------------------------------------------------------------------ acting
     @abstractmethod
-    def greedy_action(self, obs: Any) -> dict[str, np.ndarray]:  # type: ignore[override]
+    def greedy_action(self, obs: Mapping[str, Observation]) -> dict[str, np.ndarray]:  # type: ignore[override]
         """Deterministic actions: agent id -> batch of env actions (every agent, live or
         not; the vector env ignores actions of absent agents)."""
 
@@ -371,7 +427,8 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
     sum_scores: bool = True
 
     def test(
-        self, env: Any, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+        self, env: MultiAgentVectorEnv, max_steps: int | None = None, loop: int = 1,
+        seed: int | None = None
     ) -> float:
         """Greedy evaluation on a multi-agent vector env (``greedy_returns``): the mean
         over episodes of the summed-over-agents return, or with ``sum_scores`` false the
@@ -393,20 +450,22 @@ class MultiAgentRLAlgorithm(RLAlgorithm):
         return cast(list[dict[str, float]], self.__dict__.setdefault("_agent_fitness", []))
 
     # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, object]:
         state = super().get_state()
         state["network_mirrors"] = dict(self.network_mirrors)
         state["sum_scores"] = bool(self.sum_scores)
         state["agent_fitness"] = copy.deepcopy(self.agent_fitness)
         return state
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
+    def set_state(self, state: Mapping[str, object]) -> None:
         super().set_state(state)
+        state = cast(MultiAgentStateFields, state)  # a get_state dict (or its torch.load)
         self.sum_scores = bool(state.get("sum_scores", True))
         self.__dict__["_agent_fitness"] = copy.deepcopy(list(state.get("agent_fitness", [])))
 
 
-def _per_group_config(net_config: Any, groups: Mapping[str, list[str]]) -> dict[str, Any] | None:
+def _per_group_config(net_config: object, groups: Mapping[str, list[str]]
+                      ) -> dict[str, object] | None:
     """``net_config`` keyed by group or agent id -> group id -> section; None when it is
     one section for everyone."""
     if not isinstance(net_config, Mapping) or not net_config:
@@ -414,7 +473,7 @@ def _per_group_config(net_config: Any, groups: Mapping[str, list[str]]) -> dict[
     agents = {a for members in groups.values() for a in members}
     if not set(net_config) <= set(groups) | agents:
         return None
-    per_group: dict[str, Any] = {}
+    per_group: dict[str, object] = {}
     for group, members in groups.items():
         keys = [group, *members]
         found = next((net_config[k] for k in keys if k in net_config), None)
@@ -439,20 +498,22 @@ class MultiAgentStepper:
     agent done). The next step of an ended sub-env is its reset step (``acted`` all False).
     """
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: MultiAgentVectorEnv) -> None:
         self.env = env
         self.agent_ids = list(env.possible_agents)
         self.num_envs = int(env.num_envs)
         self._resetting = np.zeros(self.num_envs, dtype=bool)
         self._active: dict[str, np.ndarray] = {}
 
-    def reset(self, seed: int | None = None) -> Any:
+    def reset(self, seed: int | None = None) -> dict[str, Observation]:
         obs, infos = self.env.reset(seed=seed)
         self._resetting[:] = False
         self._active = _active_flags(infos, self.agent_ids, self.num_envs)
         return obs
 
-    def step(self, actions: Mapping[str, Any]) -> tuple[Any, ...]:
+    def step(self, actions: Mapping[str, np.ndarray]) -> tuple[
+            dict[str, Observation], Mapping[str, npt.ArrayLike], Mapping[str, npt.ArrayLike],
+            Mapping[str, npt.ArrayLike], dict[str, np.ndarray], np.ndarray, Mapping[str, object]]:
         obs, rewards, terminated, truncated, infos = self.env.step(dict(actions))
         real = ~self._resetting
         acted = {a: self._active[a] & real for a in self.agent_ids}
@@ -465,7 +526,7 @@ class MultiAgentStepper:
         return obs, rewards, terminated, truncated, acted, ended, infos
 
 
-def _active_flags(infos: Any, agent_ids: Sequence[str], num_envs: int) -> dict[str, np.ndarray]:
+def _active_flags(infos: object, agent_ids: Sequence[str], num_envs: int) -> dict[str, np.ndarray]:
     flags = {}
     for a in agent_ids:
         info = infos.get(a, {}) if isinstance(infos, Mapping) else {}
@@ -484,7 +545,8 @@ class MultiAgentReturns:
         self.completed: list[dict[str, float]] = []
 
     def update(
-        self, rewards: Mapping[str, Any], acted: Mapping[str, np.ndarray], ended: np.ndarray
+        self, rewards: Mapping[str, npt.ArrayLike], acted: Mapping[str, np.ndarray],
+        ended: np.ndarray,
     ) -> None:
         for a in self.agent_ids:
             self.running[a] += np.where(acted[a], np.asarray(rewards[a], dtype=np.float64), 0.0)
@@ -514,7 +576,8 @@ class MultiAgentReturns:
 
 
 def evaluate_multi_agent(
-    agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None,
+    loop: int = 1, seed: int | None = None,
 ) -> float:
     """Mean summed-over-agents return of ``loop`` rounds of one greedy episode per sub-env
     (:func:`greedy_returns`)."""
@@ -523,7 +586,8 @@ def evaluate_multi_agent(
 
 
 def greedy_returns(
-    agent: Any, env: Any, *, max_steps: int | None = None, loop: int = 1, seed: int | None = None
+    agent: MultiAgentRLAlgorithm, env: MultiAgentVectorEnv, *, max_steps: int | None = None,
+    loop: int = 1, seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Agent id -> its returns in ``loop`` rounds of one greedy episode per sub-env.
 

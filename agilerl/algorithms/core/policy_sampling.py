@@ -9,8 +9,6 @@ minibatch is 1 for a policy that has not moved yet).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
@@ -36,7 +34,7 @@ def categorical_action(logits: torch.Tensor, mode: bool, rng: np.random.Generato
 
 
 def gaussian_action(mean: torch.Tensor, log_std: torch.Tensor, mode: bool,
-                    generator: Any) -> tuple[np.ndarray, np.ndarray]:
+                    generator: torch.Generator | None) -> tuple[np.ndarray, np.ndarray]:
     """A sample of ``Normal(mean, exp(log_std))`` per row (with ``mode``: ``mean``) and its
     log-density summed over action dimensions: ``Normal.log_prob``'s formula, without
     building the distribution, which validates its arguments at every call."""

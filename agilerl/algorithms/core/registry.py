@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-import gymnasium as gym
 import torch
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.member_state import MemberState
+from agilerl.core.value_types import Space
 
 logger = logging.getLogger(__name__)
 
 #: Registered name -> implementation (filled by :func:`registered` as modules load): an
 #: ``RLAlgorithm`` subclass, or an ``LLMAlgorithm`` one (``agilerl.algorithms.core.llm_base``).
-IMPLEMENTATIONS: dict[str, type[Any]] = {}
+IMPLEMENTATIONS: dict[str, type[MemberState]] = {}
 
-AlgorithmT = TypeVar("AlgorithmT", bound=type)
+AlgorithmT = TypeVar("AlgorithmT", bound=type[MemberState])
 
 
 class NotImplementedAlgorithmError(NotImplementedError):
@@ -48,7 +50,7 @@ def registered(cls: AlgorithmT) -> AlgorithmT:
     return cls
 
 
-def _copy_registry_facts(cls: type[Any], name: str) -> None:
+def _copy_registry_facts(cls: type[MemberState], name: str) -> None:
     """Give ``cls`` the hyperparameter names of its schema (``x-agilerl``), the one place
     they are listed."""
     from agilerl.models._generated import REGISTRY
@@ -67,7 +69,7 @@ def _module(name: str) -> str | None:
     return f"agilerl.algorithms.{entry.module}" if entry is not None else None
 
 
-def load(name: str) -> type[Any] | None:
+def load(name: str) -> type[MemberState] | None:
     """The implementation of ``name``, importing its module on first use (None: none)."""
     if name not in IMPLEMENTATIONS:
         module = _module(name)
@@ -80,7 +82,7 @@ def load(name: str) -> type[Any] | None:
     return IMPLEMENTATIONS.get(name)
 
 
-def algorithm_class(name: str) -> type[Any]:
+def algorithm_class(name: str) -> type[MemberState]:
     """The class implementing registry name ``name`` (e.g. ``"DQN"``).
 
     Raises :class:`NotImplementedAlgorithmError` when this version has none.
@@ -104,13 +106,13 @@ def implemented() -> list[str]:
 
 
 def build_algorithm(
-    spec: Any,
-    observation_space: gym.Space[Any],
-    action_space: gym.Space[Any],
+    spec: Any,  # a registered RL spec (DQNSpec...): each declares its own ``name`` field
+    observation_space: Space,
+    action_space: Space,
     *,
     index: int = 0,
-    net_config: Any = None,
-    hp_config: Any = None,
+    net_config: object = None,
+    hp_config: Mapping[str, object] | None = None,
     device: str | torch.device = "cpu",
     seed: int | None = None,
 ) -> RLAlgorithm:
@@ -119,6 +121,8 @@ def build_algorithm(
     ``net_config``/``hp_config`` default to the spec's own when not given.
     """
     cls = algorithm_class(str(spec.name))
+    assert issubclass(cls, RLAlgorithm)  # an RL spec names an RL algorithm (LLM members are
+    # built by their own paradigm's make_population)
     return cls(
         observation_space,
         action_space,

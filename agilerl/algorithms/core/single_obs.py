@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import create_empty_array
 
-F = TypeVar("F", bound=Callable[..., Any])
+from agilerl.core.value_types import Space
+
+if TYPE_CHECKING:
+    from agilerl.algorithms.core.multi_agent import MultiAgentRLAlgorithm
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
-def is_single(space: spaces.Space[Any], value: Any) -> bool:
+def is_single(space: Space, value: Any) -> bool:
     """Whether ``value`` is one observation of ``space`` (not a batch of them)."""
     if isinstance(space, spaces.Dict):
         key = next(iter(space.spaces), None)
@@ -45,7 +50,7 @@ def is_single(space: spaces.Space[Any], value: Any) -> bool:
     return shape is not None and np.shape(value) == tuple(shape)
 
 
-def add_batch(value: Any) -> Any:
+def add_batch(value: object) -> object:
     """One observation -> a batch of one (dicts and tuples element by element)."""
     if isinstance(value, Mapping):
         return {k: add_batch(v) for k, v in value.items()}
@@ -54,7 +59,7 @@ def add_batch(value: Any) -> Any:
     return np.expand_dims(np.asarray(value), 0)
 
 
-def drop_batch(value: Any) -> Any:
+def drop_batch(value: object) -> object:
     """A batch of one -> its only element (dicts and tuples element by element)."""
     if isinstance(value, Mapping):
         return {k: drop_batch(v) for k, v in value.items()}
@@ -65,7 +70,7 @@ def drop_batch(value: Any) -> Any:
     return value
 
 
-def _single_agents(agent: Any, obs: Any) -> list[str] | None:
+def _single_agents(agent: MultiAgentRLAlgorithm, obs: object) -> list[str] | None:
     """The agents observed in ``obs`` when it holds one observation each, else None."""
     if not isinstance(obs, Mapping):
         return None
@@ -75,13 +80,14 @@ def _single_agents(agent: Any, obs: Any) -> list[str] | None:
     return present
 
 
-def _batched_agents(agent: Any, obs: Mapping[str, Any]) -> dict[str, Any]:
+def _batched_agents(agent: MultiAgentRLAlgorithm, obs: Mapping[str, object]
+                    ) -> dict[str, object]:
     return {a: add_batch(obs[a]) if a in obs
             else create_empty_array(agent.observation_spaces[a], 1, fn=np.zeros)
             for a in agent.agent_ids}
 
 
-def _observed_only(value: Any, present: Sequence[str]) -> Any:
+def _observed_only(value: object, present: Sequence[str]) -> object:
     """Per-agent outputs (a dict, or a tuple of dicts) for the ``present`` agents, unbatched."""
     if isinstance(value, tuple):
         return tuple(_observed_only(v, present) for v in value)
@@ -95,7 +101,7 @@ def acts_on_single(method: F) -> F:
     observation (see the module docstring)."""
 
     @functools.wraps(method)
-    def wrapper(self: Any, obs: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, obs: Any, *args: object, **kwargs: object) -> object:
         if hasattr(self, "agent_ids"):
             present = _single_agents(self, obs)
             if present is None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
+from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.flat_params import FlatTraining
+from agilerl.networks.optim import Adam
+
+#: A sampled batch: field -> rows (numpy from replay memory, tensors from an offline dataset).
+Experiences: TypeAlias = Mapping[str, np.ndarray | torch.Tensor]
 
 
 class SoftTargetUpdate:
@@ -17,9 +24,9 @@ class SoftTargetUpdate:
     builds new modules), so an update is one fused ``lerp`` over all parameters.
     """
 
-    actor: Any  # the agent's own network class (an nn.Module)
-    actor_target: Any
-    optimizers: dict[str, Any]
+    actor: EvolvableNetwork  # (the agent's own network class)
+    actor_target: EvolvableNetwork
+    optimizers: dict[str, Adam]
     tau: float
 
     @torch.no_grad()
@@ -56,7 +63,8 @@ class SoftTargetUpdate:
         return self._pairs
 
 
-def batch_tensor(value: Any, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+def batch_tensor(value: torch.Tensor | npt.ArrayLike, device: torch.device, dtype: torch.dtype
+                 ) -> torch.Tensor:
     """A sampled batch field as a tensor of ``dtype`` on ``device``."""
     if isinstance(value, torch.Tensor):
         return value.to(device=device, dtype=dtype)
