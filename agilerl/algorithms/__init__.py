@@ -19,7 +19,28 @@ from agilerl.algorithms.core.registry import (
 )
 
 if TYPE_CHECKING:
+    # What ``__getattr__`` loads, named for type checkers (users' ``DQN(...)`` calls are
+    # checked against the real class); tests/algorithms/test_registry.py keeps this list
+    # equal to the registry's.
+    from agilerl.algorithms.cispo import CISPO as CISPO
     from agilerl.algorithms.core.member_state import MemberState
+    from agilerl.algorithms.cqn import CQN as CQN
+    from agilerl.algorithms.ddpg import DDPG as DDPG
+    from agilerl.algorithms.dpo import DPO as DPO
+    from agilerl.algorithms.dqn import DQN as DQN
+    from agilerl.algorithms.grpo import GRPO as GRPO
+    from agilerl.algorithms.gspo import GSPO as GSPO
+    from agilerl.algorithms.ippo import IPPO as IPPO
+    from agilerl.algorithms.llmppo import LLMPPO as LLMPPO
+    from agilerl.algorithms.llmreinforce import LLMREINFORCE as LLMREINFORCE
+    from agilerl.algorithms.maddpg import MADDPG as MADDPG
+    from agilerl.algorithms.matd3 import MATD3 as MATD3
+    from agilerl.algorithms.neural_ts import NeuralTS as NeuralTS
+    from agilerl.algorithms.neural_ucb import NeuralUCB as NeuralUCB
+    from agilerl.algorithms.ppo import PPO as PPO
+    from agilerl.algorithms.rainbow_dqn import RainbowDQN as RainbowDQN
+    from agilerl.algorithms.sft import SFT as SFT
+    from agilerl.algorithms.td3 import TD3 as TD3
 
 __all__ = [
     "NotImplementedAlgorithmError",

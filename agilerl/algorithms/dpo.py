@@ -36,7 +36,7 @@ class DPOStateFields(LLMStateFields, total=False):
 
 
 @registered
-class DPO(DatasetLLMAlgorithm):
+class DPO(DatasetLLMAlgorithm[PreferenceBatch]):
     """Preference optimisation against a reference policy with strength ``beta``."""
 
     algo = "DPO"
@@ -121,7 +121,7 @@ class DPO(DatasetLLMAlgorithm):
         return self.optimise(batch.pairs, chunk_loss)
 
     # ------------------------------------------------------------------ evaluation
-    def held_out_preferences(self, env: DatasetEnv) -> DPOOutput:
+    def held_out_preferences(self, env: DatasetEnv[PreferenceBatch]) -> DPOOutput:
         """Implicit rewards of ``env``'s held-out pairs (the loss at this member's beta)."""
         policy, reference = [], []
         for batch in env.eval_batches(int(self.batch_size)):
@@ -131,7 +131,7 @@ class DPO(DatasetLLMAlgorithm):
                         torch.cat([c for c, _ in reference]),
                         torch.cat([r for _, r in reference]), float(self.beta))
 
-    def evaluate_dataset(self, env: DatasetEnv) -> float:
+    def evaluate_dataset(self, env: DatasetEnv[PreferenceBatch]) -> float:
         """Preference accuracy on the held-out pairs (higher is better)."""
         out = self.held_out_preferences(env)
         self.eval_metrics = _metrics(out)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @registered
-class SFT(DatasetLLMAlgorithm):
+class SFT(DatasetLLMAlgorithm[TokenBatch]):
     """Masked next-token loss on the response tokens."""
 
     algo = "SFT"
@@ -52,7 +52,7 @@ class SFT(DatasetLLMAlgorithm):
         return metrics
 
     @torch.no_grad()
-    def held_out_loss(self, env: DatasetEnv) -> float:
+    def held_out_loss(self, env: DatasetEnv[TokenBatch]) -> float:
         """Mean loss per response token over ``env``'s held-out rows."""
         loss_sum, tokens = 0.0, 0
         with self.evaluating() as model:
@@ -67,6 +67,6 @@ class SFT(DatasetLLMAlgorithm):
                         tokens += n
         return loss_sum / max(tokens, 1)
 
-    def evaluate_dataset(self, env: DatasetEnv) -> float:
+    def evaluate_dataset(self, env: DatasetEnv[TokenBatch]) -> float:
         """Minus the held-out loss (higher is better)."""
         return -self.held_out_loss(env)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -76,8 +76,10 @@ class StackedLearner(Protocol):
     """The members of one architecture learning together
     (:func:`~agilerl.algorithms.stacked_groups.make_group`)."""
 
+    # Each group learns from its own batch type (PPO: rollout buffers; DQN: sampled
+    # batches), which only the group's key knows at run time.
     def learn(self, members: Sequence[int],
-              batches: Sequence[object]) -> list[dict[str, float]]: ...
+              batches: Sequence[Any]) -> list[dict[str, float]]: ...
 
 
 class LockstepPopulation(LocalPopulation):

@@ -38,6 +38,7 @@ from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
     Adam,
+    AdamStateDict,
     carry_learning_rates,
     carry_state,
     make_optimizer,
@@ -70,7 +71,7 @@ class RLStateFields(MemberStateFields):
     net_config: NetworkConfig
     architectures: dict[str, dict[str, object]]
     weights: dict[str, dict[str, torch.Tensor]]
-    optimizers: dict[str, dict[str, object]]
+    optimizers: dict[str, AdamStateDict]
     np_rng: dict[str, object]
     torch_rng: torch.Tensor
     dormancy: dict[str, dict[str, Scores]]
@@ -287,7 +288,8 @@ class RLAlgorithm(MemberState):
             "net_config": copy.deepcopy(self.net_config),
             "architectures": {n: net.architecture() for n, net in self.networks.items()},
             "weights": {n: cpu_copy(net.state_dict()) for n, net in self.networks.items()},
-            "optimizers": {n: cpu_copy(opt.state_dict()) for n, opt in self.optimizers.items()},
+            "optimizers": {n: cast(AdamStateDict, cpu_copy(opt.state_dict()))
+                           for n, opt in self.optimizers.items()},
             "np_rng": copy.deepcopy(self.np_rng.bit_generator.state),
             "torch_rng": self.torch_rng.get_state(),
             "dormancy": network_scores({n: self.networks[n] for n in self.trained_networks()}),

@@ -348,7 +348,7 @@ class LLMAlgorithm(MemberState):
             from agilerl.llm.prefix import cache_argument, shared_prefix_cache
 
             positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
-            cache = shared_prefix_cache(model, ids, mask, ids.shape[1] - 1, positions,
+            cache = shared_prefix_cache(cast(torch.nn.Module, model), ids, mask, ids.shape[1] - 1, positions,
                                         macs_per_token=self.base.macs_per_token)
             if cache is not None:
                 kwargs[cache_argument(model)] = cache
@@ -424,7 +424,7 @@ class LLMAlgorithm(MemberState):
         if self.shares_prompts:
             from agilerl.llm.prefix import cache_argument, shared_prefix_cache
 
-            cache = shared_prefix_cache(model, ids, attention, split, positions,
+            cache = shared_prefix_cache(cast(torch.nn.Module, model), ids, attention, split, positions,
                                         macs_per_token=self.base.macs_per_token)
         if cache is not None:  # rows of one prompt: the prompt ran once, the rest per row
             kwargs: dict[str, object] = {"input_ids": ids[:, split:], "attention_mask": attention,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 import torch
 
@@ -33,7 +33,11 @@ ChunkLoss = Callable[[LanguageModel, slice, range], tuple[torch.Tensor, dict[str
 share of each metric)``: shares summed over a mini-batch's chunks give its loss/metrics."""
 
 
-class DatasetLLMAlgorithm(LLMAlgorithm):
+BatchT = TypeVar("BatchT")
+"""The batch type of the dataset environment an algorithm trains on."""
+
+
+class DatasetLLMAlgorithm(LLMAlgorithm, Generic[BatchT]):
     """Base of SFT and DPO (see the module docstring)."""
 
     inert_settings: ClassVar[dict[str, str]] = {
@@ -91,5 +95,5 @@ class DatasetLLMAlgorithm(LLMAlgorithm):
         return {name: value / max(steps, 1) for name, value in totals.items()}
 
     @abstractmethod
-    def evaluate_dataset(self, env: DatasetEnv) -> float:
+    def evaluate_dataset(self, env: DatasetEnv[BatchT]) -> float:
         """Fitness on ``env``'s held-out rows (higher is better)."""
