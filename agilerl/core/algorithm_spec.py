@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
 
-
-def algo_meta(spec: Any, name: str, default: Any = None) -> Any:
+def algo_meta(spec: object, name: str, default: object = None) -> object:
     """Per-algorithm registry metadata (``off_policy``, ``default_evo_steps``, ...)."""
     for source in (spec, type(spec)):
         value = getattr(source, name, None)
@@ -14,6 +12,6 @@ def algo_meta(spec: Any, name: str, default: Any = None) -> Any:
     return default
 
 
-def algo_name(spec: Any) -> str:
+def algo_name(spec: object) -> str:
     """Registered name of an algorithm spec (``"DQN"``)."""
     return str(getattr(spec, "algo_name", None) or getattr(spec, "name", type(spec).__name__))

@@ -8,7 +8,12 @@ came from a file, where the key is written (``file:line:col``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from agilerl.core.value_types import JsonObject
+
+if TYPE_CHECKING:
+    from agilerl.models.manifest import TrainingManifest
 
 Severity = Literal["error", "warning"]
 
@@ -43,7 +48,7 @@ class ManifestIssue:
         hint = f" (did you mean '{self.suggestion}'?)" if self.suggestion else ""
         return f"{where}{path}: {self.message}{hint}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """Plain form for ``--json`` output."""
         loc = self.location
         return {
@@ -65,9 +70,9 @@ class ManifestReport:
     source: str | None = None
     errors: list[ManifestIssue] = field(default_factory=list)
     warnings: list[ManifestIssue] = field(default_factory=list)
-    manifest: Any = None
+    manifest: TrainingManifest | None = None
     """The validated ``TrainingManifest`` (when valid and requested)."""
-    resolved: dict[str, Any] | None = None
+    resolved: JsonObject | None = None
     """JSON-mode dump of the validated manifest (when valid and requested)."""
 
     def add(self, issue: ManifestIssue) -> None:
@@ -124,7 +129,7 @@ class ManifestError(ValueError):
     def __str__(self) -> str:
         return self._render()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "source": self.source,
             "valid": False,

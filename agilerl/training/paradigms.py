@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.algorithm_spec import algo_meta, algo_name
 from agilerl.core.errors import UnsupportedAlgorithmError
 from agilerl.core.member_training import MemberTrainer, RunContext
@@ -50,10 +52,17 @@ class Paradigm:
         return self.make_env is None and self.make_population is None
 
 
+def _replay_memory(context: RunContext) -> ReplayBuffer:
+    """The run's replay memory (a loop with ``replay_memory`` is built with one)."""
+    memory = context.memory
+    assert isinstance(memory, ReplayBuffer)
+    return memory
+
+
 def _off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.off_policy import OffPolicyMemberTrainer
 
-    return OffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
+    return OffPolicyMemberTrainer(context.env, _replay_memory(context), context.training_spec)
 
 
 def _on_policy(context: RunContext) -> MemberTrainer:
@@ -121,7 +130,7 @@ def _bandits(context: RunContext) -> MemberTrainer:
                 "a generation is training.evo_steps pulls per member")
     _warn_inert(context.training_spec, "learning_delay",
                 "bandits learn once the memory holds a batch")
-    return BanditMemberTrainer(context.env, context.memory)
+    return BanditMemberTrainer(context.env, _replay_memory(context))
 
 
 def _multi_agent_on_policy(context: RunContext) -> MemberTrainer:
@@ -133,7 +142,9 @@ def _multi_agent_on_policy(context: RunContext) -> MemberTrainer:
 def _multi_agent_off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.multi_agent_off_policy import MultiAgentOffPolicyMemberTrainer
 
-    return MultiAgentOffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
+    memory = context.memory
+    assert isinstance(memory, MultiAgentReplayBuffer)  # the loop's joint memory
+    return MultiAgentOffPolicyMemberTrainer(context.env, memory, context.training_spec)
 
 
 PARADIGMS: dict[str, Paradigm] = {

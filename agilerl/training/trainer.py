@@ -28,7 +28,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, SupportsInt, TypeVar
 
 from agilerl.core.algorithm_spec import algo_meta, algo_name
 from agilerl.core.errors import TrainingInterrupted, UnsupportedAlgorithmError
@@ -490,6 +490,8 @@ class LocalTrainer(Trainer):
         if default is None:
             raise ValueError(f"training.evo_steps is required: algorithm "
                              f"{algo_name(self.algorithm_spec)!r} has no default_evo_steps")
+        if not isinstance(default, SupportsInt | str):  # what int() would refuse
+            raise TypeError(f"default_evo_steps must be a number, got {default!r}")
         return int(default)
 
     def manifest_dict(self) -> dict[str, Any]:
