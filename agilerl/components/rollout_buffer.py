@@ -20,9 +20,11 @@ ended an episode, and after a NEXT_STEP autoreset step).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 #: How a rollout of ``T`` steps is cut into sequences of ``L = max_seq_len`` steps, per
 #: sub-env (the values of the PPO spec's ``bptt_sequence_type``):
@@ -39,15 +41,16 @@ class RolloutBuffer:
         self,
         num_steps: int,
         num_envs: int,
-        obs_dim: int | tuple[tuple[int, ...], Any],
+        obs_dim: int | tuple[tuple[int, ...], DTypeLike],
         action_shape: tuple[int, ...],
-        action_dtype: Any,
+        action_dtype: DTypeLike,
     ):
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         shape = (self.num_steps, self.num_envs)
         # A flat float32 width, or (row shape, dtype) of the observation batches stored
         # (``ObsEncoder.shape``/``dtype``: uint8 images and structured composite rows).
         obs_shape: tuple[int, ...]
+        obs_dtype: np.dtype[np.generic]
         if isinstance(obs_dim, int):
             obs_shape, obs_dtype = (int(obs_dim),), np.dtype(np.float32)
         else:
@@ -73,14 +76,14 @@ class RolloutBuffer:
 
     def add(
         self,
-        obs: Any,
-        action: Any,
-        log_prob: Any,
-        value: Any,
-        reward: Any,
-        ended: Any,
-        valid: Any,
-        hidden: dict[str, Any] | None = None,
+        obs: ArrayLike,
+        action: ArrayLike,
+        log_prob: ArrayLike,
+        value: ArrayLike,
+        reward: ArrayLike,
+        ended: ArrayLike,
+        valid: ArrayLike,
+        hidden: Mapping[str, ArrayLike] | None = None,
     ) -> None:
         t = self.pos
         for name, state in (hidden or {}).items():

@@ -119,7 +119,7 @@ class SharedReplay:
 
     def state_dict(self) -> dict[str, Any]:
         """The memory's state, plus the pending deltas of an unfinished phase."""
-        state = self.memory.state_dict()
+        state: dict[str, Any] = dict(self.memory.state_dict())
         if self.pending:
             state[PENDING_KEY] = [d.as_dict() for d in self.pending]
         return state
