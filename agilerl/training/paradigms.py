@@ -102,11 +102,14 @@ def _llm_dataset_env(trainer: LocalTrainer) -> Any:
 
 
 def _offline(context: RunContext) -> MemberTrainer:
+    from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.training.offline import OfflineMemberTrainer
 
     _warn_inert(context.training_spec, "learning_delay",
                 "offline training takes no env steps; every update samples the dataset")
-    return OfflineMemberTrainer(context.memory)
+    dataset = context.memory
+    assert isinstance(dataset, OfflineDataset)  # the loop's memory (Paradigm.memory)
+    return OfflineMemberTrainer(dataset)
 
 
 def _warn_inert(training: Any, field: str, why: str) -> None:
