@@ -8,6 +8,7 @@ the loop; the loops (``agilerl.training``) build them without knowing where they
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,6 +108,10 @@ class Agent(Protocol):
     def mutable_networks(self) -> list[str]:
         """The networks architecture and parameter mutations may change (none for a LoRA
         adapter)."""
+        ...
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Save the member as an agent file (the run's elite)."""
         ...
 
 

@@ -146,9 +146,13 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         return own_population(trainer)
     spec, obs_space, action_space, net_config = _agent_inputs(
         trainer, getattr(trainer.algorithm_spec, "net_config", None))
-    if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:
+    algorithm_spec = trainer.algorithm_spec
+    if net_config is not None and "net_config" in type(algorithm_spec).model_fields:
+        from agilerl.models.algo import MultiAgentRLAlgorithmSpec, RLAlgorithmSpec
+
         # As in the reference: once built, the spec holds the network that was built.
-        trainer.algorithm_spec.net_config = net_config
+        assert isinstance(algorithm_spec, RLAlgorithmSpec | MultiAgentRLAlgorithmSpec)
+        algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
     try:
