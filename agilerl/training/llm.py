@@ -32,7 +32,6 @@ from agilerl.core.member_training import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agilerl.algorithms.core.llm_base import LLMAlgorithm
     from agilerl.algorithms.core.llm_policy import PolicyGradientLLM
     from agilerl.llm.multiturn import MultiTurnEnv
     from agilerl.llm.reasoning import ReasoningEnv
@@ -129,7 +128,7 @@ def network_mutations_off(trainer: LocalTrainer) -> None:
         update={"probabilities": probs.model_copy(update=update)})
 
 
-def make_llm_population(trainer: LocalTrainer) -> list[LLMAlgorithm]:
+def make_llm_population(trainer: LocalTrainer) -> list[Agent]:
     """``pop_size`` adapters over one shared base, each initialised from its own seed."""
     import torch
 
@@ -141,7 +140,7 @@ def make_llm_population(trainer: LocalTrainer) -> list[LLMAlgorithm]:
     spec = llm_spec(trainer)
     generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(algo_name(spec))
-    population = []
+    population: list[Agent] = []
     for i in range(int(trainer.training_spec.pop_size)):
         seed = derive_seed(trainer.seed, _SEED_AGENT, i)
         torch.manual_seed(seed)  # the adapter's initial weights

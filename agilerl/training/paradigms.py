@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.components.replay_buffer import ReplayBuffer
@@ -22,6 +22,13 @@ from agilerl.core.errors import UnsupportedAlgorithmError
 from agilerl.core.member_training import MemberTrainer, RunContext
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.core.member_training import Agent
+    from agilerl.llm.dataset_envs import DatasetEnv
+    from agilerl.llm.multiturn import MultiTurnEnv
+    from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.models.training import TrainingSpec
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -32,13 +39,13 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[RunContext], MemberTrainer]
     """``context -> train(agent, steps, *, seed)`` (the population seam's half)."""
-    make_env: Callable[[LocalTrainer], Any] | None = None
+    make_env: Callable[[LocalTrainer], object] | None = None
     """``trainer -> env`` when the loop builds its own environment (LLM); None: the env
     spec's vector env."""
-    make_population: Callable[[LocalTrainer], list[Any]] | None = None
+    make_population: Callable[[LocalTrainer], list[Agent]] | None = None
     """``trainer -> members`` when the loop builds its own members (LLM adapters over a
     shared base); None: ``build_algorithm`` per slot."""
-    memory: Callable[[LocalTrainer], Any] | None = None
+    memory: Callable[[LocalTrainer], ReplayBuffer | OfflineDataset] | None = None
     """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
     loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
     joint_memory: bool = False
@@ -77,13 +84,13 @@ def _llm_reasoning(context: RunContext) -> MemberTrainer:
     return reasoning_member_trainer(context)
 
 
-def _llm_env(trainer: LocalTrainer) -> Any:
+def _llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
     from agilerl.training.llm import make_llm_env
 
     return make_llm_env(trainer)
 
 
-def _llm_population(trainer: LocalTrainer) -> list[Any]:
+def _llm_population(trainer: LocalTrainer) -> list[Agent]:
     from agilerl.training.llm import make_llm_population
 
     return make_llm_population(trainer)
@@ -95,7 +102,7 @@ def _llm_dataset(context: RunContext) -> MemberTrainer:
     return dataset_member_trainer(context)
 
 
-def _llm_dataset_env(trainer: LocalTrainer) -> Any:
+def _llm_dataset_env(trainer: LocalTrainer) -> DatasetEnv:
     from agilerl.training.llm_dataset import make_dataset_llm_env
 
     return make_dataset_llm_env(trainer)
@@ -112,7 +119,7 @@ def _offline(context: RunContext) -> MemberTrainer:
     return OfflineMemberTrainer(dataset)
 
 
-def _warn_inert(training: Any, field: str, why: str) -> None:
+def _warn_inert(training: TrainingSpec, field: str, why: str) -> None:
     """Warn when ``training.<field>`` is set to what this loop does not read."""
     value = getattr(training, field, None)
     if value is not None and value != type(training).model_fields[field].default:
@@ -120,7 +127,7 @@ def _warn_inert(training: Any, field: str, why: str) -> None:
                       stacklevel=5)
 
 
-def _offline_dataset(trainer: LocalTrainer) -> Any:
+def _offline_dataset(trainer: LocalTrainer) -> OfflineDataset:
     from agilerl.training.offline import load_dataset
 
     return load_dataset(trainer)
@@ -189,7 +196,7 @@ def trainable() -> list[str]:
             and getattr(ALGO_REGISTRY[name], "training_loop", None) in PARADIGMS]
 
 
-def resolve_paradigm(spec: Any) -> str:
+def resolve_paradigm(spec: object) -> str:
     """The training loop of an algorithm spec; refuses what this version cannot train,
     and settings its implementation would ignore (:class:`UnsupportedAlgorithmError`)."""
     from agilerl.algorithms import NotImplementedAlgorithmError, algorithm_class
@@ -209,7 +216,7 @@ def resolve_paradigm(spec: Any) -> str:
     return loop
 
 
-def check_settings(cls: Any, spec: Any) -> None:
+def check_settings(cls: type[SpecHyperparameters], spec: object) -> None:
     """Refuse (or warn about) algorithm settings ``cls`` does not honour, naming the field."""
     refused, ignored = cls.settings_not_honoured(spec)
     if refused:

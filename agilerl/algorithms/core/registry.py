@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -105,8 +106,8 @@ def implemented() -> list[str]:
 
 def build_algorithm(
     spec: Any,
-    observation_space: gym.Space[Any],
-    action_space: gym.Space[Any],
+    observation_space: gym.Space[Any] | Mapping[str, gym.Space[Any]],
+    action_space: gym.Space[Any] | Mapping[str, gym.Space[Any]],
     *,
     index: int = 0,
     net_config: Any = None,
