@@ -15,7 +15,7 @@ sequences of ``max_seq_len`` steps (``bptt_sequence_type``: ``chunked``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -304,7 +304,7 @@ class PPO(RLAlgorithm):
         for _epoch in range(int(self.update_epochs)):
             yield torch.randperm(n, generator=self.torch_rng).to(self.device)
 
-    def batch_tensors(self, data: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def batch_tensors(self, data: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         """A rollout's actions, log-probabilities, advantages and returns as tensors."""
         dtype = torch.float32 if self.continuous else torch.long
         return {

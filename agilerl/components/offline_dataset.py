@@ -45,6 +45,7 @@ import torch
 from gymnasium import spaces
 from numpy.typing import DTypeLike
 
+from agilerl.core.value_types import Space
 from agilerl.input_files import file_problem
 
 if TYPE_CHECKING:
@@ -276,7 +277,7 @@ class DatasetFiles:
 
 # ---------------------------------------------------------------------------- loading
 def load_offline_dataset(
-    spec: object, observation_space: spaces.Space, action_space: spaces.Space,
+    spec: object, observation_space: Space, action_space: Space,
     in_memory_rows: int,
 ) -> OfflineDataset:
     """The dataset named by an ``OfflineEnvSpec`` (``dataset_path`` or
@@ -298,7 +299,7 @@ def load_offline_dataset(
 class _SpaceCheck:
     """Checks rows of a source against the evaluation env's spaces (errors name the key)."""
 
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Space) -> None:
+    def __init__(self, observation_space: spaces.Box, action_space: Space) -> None:
         self.obs_shape = tuple(observation_space.shape)
         self.action_space = action_space
 

@@ -21,7 +21,7 @@ ended an episode, and after a NEXT_STEP autoreset step).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -32,6 +32,21 @@ from numpy.typing import ArrayLike, DTypeLike
 #: ``fifty_percent_overlap``: windows of ``L`` every ``L // 2`` steps, the last one
 #: ending at the rollout's end; ``maximum``: every window of ``L`` steps (stride 1).
 BPTT_SEQUENCE_TYPES = ("chunked", "fifty_percent_overlap", "maximum")
+
+
+class Sequences(TypedDict):
+    """``RolloutBuffer.sequences``: ``(L, N, ...)`` arrays for ``N`` sequences of ``L`` steps,
+    and the recurrent state at each sequence's first step (name -> ``(N, ...)``)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    mask: np.ndarray
+    starts: np.ndarray
+    hidden: dict[str, np.ndarray]
 
 
 class RolloutBuffer:
@@ -149,7 +164,7 @@ class RolloutBuffer:
             firsts.append(steps - length)
         return np.asarray(firsts)
 
-    def sequences(self, max_seq_len: int, sequence_type: str) -> dict[str, Any]:
+    def sequences(self, max_seq_len: int, sequence_type: str) -> Sequences:
         """The rollout as BPTT sequences, time first: arrays ``(L, N, ...)`` for ``N``
         sequences of ``L`` steps, and ``hidden`` (name -> ``(N, ...)``, the stored state
         at each sequence's first step).
@@ -173,7 +188,7 @@ class RolloutBuffer:
         def take(array: np.ndarray) -> np.ndarray:
             return array[t_idx, e_idx]
 
-        out: dict[str, Any] = {
+        out: Sequences = {
             "obs": take(self.obs),
             "actions": take(self.actions),
             "log_probs": take(self.log_probs),
