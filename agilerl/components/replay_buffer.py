@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 if TYPE_CHECKING:
+    from typing import NotRequired  # Python 3.11; only in annotations here
+
     import torch
 
 

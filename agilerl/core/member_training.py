@@ -12,12 +12,13 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agilerl.core.value_types import JsonScalar
 
 if TYPE_CHECKING:
     import torch
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
     from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.components.replay_buffer import ReplayBuffer

@@ -19,7 +19,7 @@ from agilerl.training.loop import EvolutionState, LoopState, LoopStateDict
 from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agilerl.core.value_types import JsonObject, JsonValue
+    from agilerl.core.value_types import JsonObject
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -168,8 +168,8 @@ def _same_networks(trainer: LocalTrainer, saved: JsonObject, current: JsonObject
 _ABSENT = object()
 
 
-def _differences(path: str, saved: JsonValue | object, current: JsonValue | object
-                 ) -> list[str]:
+def _differences(path: str, saved: object, current: object) -> list[str]:
+    """Where two manifest values (JSON, or ``_ABSENT``) differ, as dotted paths."""
     if path in _FREE_KEYS:
         return []
     if isinstance(saved, dict) and isinstance(current, dict):
