@@ -97,16 +97,14 @@ def _part_rows(space: Space, obs: ArrayLike) -> np.ndarray:
     return np.asarray(obs, dtype=np.float32).reshape(len(np.asarray(obs)), -1)
 
 
-def _part(obs: Observation | ArrayLike, key: int | str) -> ArrayLike:
+def _part(obs: object, key: int | str) -> ArrayLike:
     """``obs[key]``: a Dict space's part batch by name (from a dict, or a structured array's
     field), a Tuple space's by index."""
-    if isinstance(obs, np.ndarray):
-        return obs[key]
-    if isinstance(obs, Mapping) and isinstance(key, str):
+    if isinstance(obs, Mapping | np.ndarray):
         return obs[key]
     if isinstance(obs, Sequence) and isinstance(key, int):
         return obs[key]
-    raise KeyError(key)
+    raise TypeError(f"a {type(obs).__name__} batch has no part {key!r}")
 
 
 class ObsEncoder:
