@@ -18,9 +18,9 @@ observation from one episode and a next observation from another.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from agilerl.components.replay_buffer import ReplayBuffer
 
@@ -34,8 +34,8 @@ class MultiAgentReplayBuffer(ReplayBuffer):
     """
 
     def add(  # type: ignore[override]
-        self, transitions: Mapping[str, Any] | None = None, *, valid: Any = None,
-        **fields: Any,
+        self, transitions: Mapping[str, Mapping[str, ArrayLike]] | None = None, *,
+        valid: ArrayLike | None = None, **fields: Mapping[str, ArrayLike],
     ) -> None:
         """Add a batch of joint transitions; ``valid`` (bool per row) drops the rows that
         are not transitions (NEXT_STEP autoreset steps)."""
@@ -60,7 +60,7 @@ class MultiAgentReplayBuffer(ReplayBuffer):
         return list(seen)
 
 
-def flatten(joint: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def flatten(joint: Mapping[str, object]) -> dict[str, np.ndarray]:
     """``{field: {agent: batch}}`` -> ``{"field/agent": batch}``."""
     flat: dict[str, np.ndarray] = {}
     for field, per_agent in joint.items():

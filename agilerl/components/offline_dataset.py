@@ -37,13 +37,20 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import torch
 from gymnasium import spaces
+from numpy.typing import DTypeLike
 
+from agilerl.core.value_types import Space
 from agilerl.input_files import file_problem
+
+if TYPE_CHECKING:
+    import h5py
+    from minari import MinariDataset
 
 __all__ = ["CHUNK_ROWS", "DatasetError", "DatasetFiles", "OfflineDataset",
            "load_offline_dataset"]
@@ -52,6 +59,15 @@ __all__ = ["CHUNK_ROWS", "DatasetError", "DatasetFiles", "OfflineDataset",
 CHUNK_ROWS = 65_536
 REQUIRED_KEYS = ("observations", "actions", "rewards", "terminals")
 EPISODE_END_KEYS = ("timeouts", "episode_terminals")
+
+
+class DatasetState(TypedDict):
+    """What a checkpoint records of the dataset a run trained on (never the data)."""
+
+    kind: str
+    source: str
+    transitions: int
+    fingerprint: str
 
 
 class DatasetError(ValueError):
@@ -106,7 +122,7 @@ class OfflineDataset:
         self._tensor_views: dict[str, torch.Tensor] | None = None
         self._views_size = -1
 
-    def _array(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    def _array(self, name: str, shape: tuple[int, ...], dtype: DTypeLike) -> np.ndarray:
         if self._folder is None:
             return np.empty(shape, dtype=dtype)
         if not shape[0]:
@@ -182,7 +198,7 @@ class OfflineDataset:
             self._tensor_views, self._views_size = views, self.size
         return views
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # The tensor views share the arrays' memory; a copy rebuilds them on first use
         # rather than carrying the data twice.
         return {**self.__dict__, "_tensor_views": None, "_views_size": -1}
@@ -196,11 +212,11 @@ class OfflineDataset:
         return digest.hexdigest()[:16]
 
     # A checkpoint records which dataset the run trained on, never the data itself.
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> DatasetState:
         return {"kind": "offline_dataset", "source": self.source, "transitions": self.size,
                 "fingerprint": self.fingerprint()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: DatasetState) -> None:
         """Check that ``state`` (a checkpoint's) was written for this very dataset."""
         if state.get("kind") != "offline_dataset":
             raise ValueError("the checkpoint's replay memory is not an offline dataset")
@@ -261,7 +277,7 @@ class DatasetFiles:
 
 # ---------------------------------------------------------------------------- loading
 def load_offline_dataset(
-    spec: Any, observation_space: spaces.Space, action_space: spaces.Space,
+    spec: object, observation_space: Space, action_space: Space,
     in_memory_rows: int,
 ) -> OfflineDataset:
     """The dataset named by an ``OfflineEnvSpec`` (``dataset_path`` or
@@ -283,7 +299,7 @@ def load_offline_dataset(
 class _SpaceCheck:
     """Checks rows of a source against the evaluation env's spaces (errors name the key)."""
 
-    def __init__(self, observation_space: spaces.Box, action_space: spaces.Space) -> None:
+    def __init__(self, observation_space: spaces.Box, action_space: Space) -> None:
         self.obs_shape = tuple(observation_space.shape)
         self.action_space = action_space
 
@@ -331,7 +347,7 @@ def _flags(where: str, key: str, rows: np.ndarray, offset: int = 0) -> np.ndarra
 
 
 # ---------------------------------------------------------------------------- HDF5
-def _h5py() -> Any:
+def _h5py() -> ModuleType:
     try:
         import h5py
     except ImportError as exc:
@@ -340,7 +356,7 @@ def _h5py() -> Any:
     return h5py
 
 
-def _open_hdf5(path: Path) -> Any:
+def _open_hdf5(path: Path) -> h5py.File:
     h5py = _h5py()
     where = f"dataset_path '{path}'"
     problem = file_problem(path)
@@ -383,12 +399,12 @@ def _from_hdf5(path: Path, check: _SpaceCheck, in_memory_rows: int) -> OfflineDa
     return _non_empty(dataset, where)
 
 
-def _dataset_keys(handle: Any) -> set[str]:
+def _dataset_keys(handle: h5py.Group) -> set[str]:
     h5py = _h5py()
     return {k for k in handle if isinstance(handle[k], h5py.Dataset)}
 
 
-def _row_count(handle: Any, where: str, keys: set[str]) -> int:
+def _row_count(handle: h5py.Group, where: str, keys: set[str]) -> int:
     rows = int(handle["observations"].shape[0]) if handle["observations"].shape else 0
     for key in (*REQUIRED_KEYS, "next_observations", *EPISODE_END_KEYS):
         if key in keys:
@@ -400,7 +416,7 @@ def _row_count(handle: Any, where: str, keys: set[str]) -> int:
     return rows
 
 
-def _hdf5_chunk(handle: Any, where: str, check: _SpaceCheck, start: int, stop: int,
+def _hdf5_chunk(handle: h5py.Group, where: str, check: _SpaceCheck, start: int, stop: int,
                 rows: int, end_key: str | None, explicit_next: bool) -> _Chunk:
     def read(key: str) -> np.ndarray:
         return np.asarray(handle[key][start:stop])
@@ -476,7 +492,7 @@ def _from_minari(dataset_id: str, remote: bool, check: _SpaceCheck,
     return _non_empty(dataset, where)
 
 
-def _minari_chunks(source: Any, where: str, check: _SpaceCheck) -> Iterator[_Chunk]:
+def _minari_chunks(source: MinariDataset, where: str, check: _SpaceCheck) -> Iterator[_Chunk]:
     for episode in source.iterate_episodes():
         label = f"{where} episode {episode.id}"
         observations = episode.observations

@@ -10,9 +10,41 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from typing import NotRequired  # Python 3.11; only in annotations here
+
+    import torch
+
+
+class WindowState(TypedDict):
+    """``NStepWindow.state_dict``: its settings and the transitions its windows hold."""
+
+    n_step: int
+    gamma: float
+    keep_one_step: bool
+    pending: dict[int, list[dict[str, np.ndarray]]]
+
+
+class ReplayState(TypedDict):
+    """``ReplayBuffer.state_dict``: the stored rows, the write position and the RNG."""
+
+    max_size: int
+    pos: int
+    size: int
+    counter: int
+    data: dict[str, np.ndarray]
+    rng: Mapping[str, object]
+    """The numpy bit generator's ``state``."""
+    window: WindowState | None
+    alpha: NotRequired[float]
+    """A prioritized memory's (with ``tree`` and ``max_priority``: its sum tree)."""
+    tree: NotRequired[np.ndarray]
+    max_priority: NotRequired[float]
 
 
 class ReplayBuffer:
@@ -22,7 +54,8 @@ class ReplayBuffer:
     buffer's own (seeded by ``seed``; its state is part of ``state_dict``).
     """
 
-    def __init__(self, max_size: int, device: Any = "cpu", seed: int | None = None):
+    def __init__(self, max_size: int, device: str | torch.device = "cpu",
+                 seed: int | None = None):
         if int(max_size) < 1:
             raise ValueError(f"max_size must be >= 1, got {max_size}")
         self.max_size = int(max_size)
@@ -46,7 +79,7 @@ class ReplayBuffer:
             for name, value in batch.items()
         }
 
-    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None:
+    def add(self, transitions: Mapping[str, ArrayLike] | None = None, **fields: ArrayLike) -> None:
         """Add a batch of transitions: every field has the same leading batch dimension."""
         batch = {k: np.asarray(v) for k, v in {**(transitions or {}), **fields}.items()}
         if not self._data:
@@ -75,7 +108,8 @@ class ReplayBuffer:
         self.size = min(self.size + n, self.max_size)
         self.counter += n
 
-    def add_vector_step(self, env_ids: Any, truncated: Any = None, **fields: Any) -> None:
+    def add_vector_step(self, env_ids: ArrayLike, truncated: ArrayLike | None = None,
+                        **fields: ArrayLike) -> None:
         """Add one vector step's valid transitions (one row per sub-env in ``env_ids``);
         with an n-step window they are folded first, and ``truncated`` ends a window
         (``done`` is the terminated flag)."""
@@ -126,7 +160,7 @@ class ReplayBuffer:
             self.window.pending = {}
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> ReplayState:
         """Contents (oldest first is not needed: stored as-is with the write position)."""
         return {
             "max_size": self.max_size,
@@ -138,7 +172,7 @@ class ReplayBuffer:
             "window": self.window.state_dict() if self.window is not None else None,
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: ReplayState) -> None:
         self.max_size = int(state["max_size"])
         self.pos, self.size, self.counter = (
             int(state["pos"]),
@@ -185,7 +219,7 @@ class NStepWindow:
         self.pending: dict[int, list[dict[str, np.ndarray]]] = {}
 
     def push(
-        self, env_ids: Any, truncated: Any = None, **fields: Any
+        self, env_ids: ArrayLike, truncated: ArrayLike | None = None, **fields: ArrayLike
     ) -> dict[str, np.ndarray] | None:
         """Add one transition per sub-env in ``env_ids``; the folded transitions now
         complete, stacked (None when there are none)."""
@@ -229,11 +263,11 @@ class NStepWindow:
                 folded[f"one_step_{name}"] = first[name]
         return folded
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> WindowState:
         return {"n_step": self.n_step, "gamma": self.gamma,
                 "keep_one_step": self.keep_one_step, "pending": copy.deepcopy(self.pending)}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: WindowState) -> None:
         self.n_step, self.gamma = int(state["n_step"]), float(state["gamma"])
         self.keep_one_step = bool(state["keep_one_step"])
         self.pending = {int(k): list(v) for k, v in copy.deepcopy(dict(state["pending"])).items()}
@@ -249,7 +283,7 @@ class MultiStepReplayBuffer(ReplayBuffer):
     not be passed in."""
 
     def __init__(
-        self, max_size: int, n_step: int, gamma: float, device: Any = "cpu",
+        self, max_size: int, n_step: int, gamma: float, device: str | torch.device = "cpu",
         seed: int | None = None, keep_one_step: bool = False,
     ):
         super().__init__(max_size, device=device, seed=seed)
@@ -275,7 +309,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """
 
     def __init__(
-        self, max_size: int, alpha: float, device: Any = "cpu", seed: int | None = None,
+        self, max_size: int, alpha: float, device: str | torch.device = "cpu",
+        seed: int | None = None,
         n_step: int = 1, gamma: float = 0.99, keep_one_step: bool = False,
     ):
         super().__init__(max_size, device=device, seed=seed)
@@ -286,7 +321,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._tree = np.zeros(2 * self._leaves, dtype=np.float64)
         self.max_priority = 1.0
 
-    def add(self, transitions: Mapping[str, Any] | None = None, **fields: Any) -> None:
+    def add(self, transitions: Mapping[str, ArrayLike] | None = None, **fields: ArrayLike) -> None:
         start = self.pos
         before = self.counter
         super().add(transitions, **fields)
@@ -340,12 +375,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = max(self.max_priority, float(priorities.max()))
         self._set(np.asarray(indices, dtype=np.int64).reshape(-1), priorities**self.alpha)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        state.update(alpha=self.alpha, tree=self._tree.copy(), max_priority=self.max_priority)
-        return state
+    def state_dict(self) -> ReplayState:
+        return {**super().state_dict(), "alpha": self.alpha, "tree": self._tree.copy(),
+                "max_priority": self.max_priority}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: ReplayState) -> None:
         super().load_state_dict(state)
         self.alpha = float(state["alpha"])
         self._leaves = 1 << max(0, (self.max_size - 1).bit_length())

@@ -7,7 +7,7 @@ asked for it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.components.replay_buffer import (
@@ -16,8 +16,21 @@ from agilerl.components.replay_buffer import (
     ReplayBuffer,
 )
 
+if TYPE_CHECKING:
+    import torch
 
-def algorithm_gamma(algorithm_spec: Any) -> float:
+    from agilerl.models.training import ReplayBufferSpec
+
+
+class _Folding(TypedDict, total=False):
+    """How an n-step memory folds transitions (nothing: one-step transitions)."""
+
+    n_step: int
+    gamma: float
+    keep_one_step: bool
+
+
+def algorithm_gamma(algorithm_spec: object) -> float:
     """The discount an n-step memory folds rewards with: the algorithm's ``gamma``."""
     gamma = getattr(algorithm_spec, "gamma", None)
     if isinstance(gamma, bool) or not isinstance(gamma, int | float):
@@ -26,7 +39,8 @@ def algorithm_gamma(algorithm_spec: Any) -> float:
     return float(gamma)
 
 
-def build_replay_memory(buffer_spec: Any, algorithm_spec: Any, *, device: Any = "cpu",
+def build_replay_memory(buffer_spec: ReplayBufferSpec, algorithm_spec: object, *,
+                        device: str | torch.device = "cpu",
                         seed: int | None = None, multi_agent: bool = False,
                         joint: bool = False) -> ReplayBuffer:
     """The memory of a ``ReplayBufferSpec`` for an algorithm.
@@ -47,7 +61,7 @@ def build_replay_memory(buffer_spec: Any, algorithm_spec: Any, *, device: Any = 
     per, n_step = bool(buffer_spec.per_buffer), bool(buffer_spec.n_step_buffer)
     if not (per or n_step):
         return ReplayBuffer(size, device=device, seed=seed)
-    folding: dict[str, Any] = {}  # a prioritized memory of one-step transitions folds nothing
+    folding: _Folding = {}  # a prioritized memory of one-step transitions folds nothing
     if n_step:
         folding = {"n_step": int(buffer_spec.n_step_buffer_args.n_step),
                    "gamma": algorithm_gamma(algorithm_spec),

@@ -20,9 +20,11 @@ ended an episode, and after a NEXT_STEP autoreset step).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 #: How a rollout of ``T`` steps is cut into sequences of ``L = max_seq_len`` steps, per
 #: sub-env (the values of the PPO spec's ``bptt_sequence_type``):
@@ -32,6 +34,21 @@ import numpy as np
 BPTT_SEQUENCE_TYPES = ("chunked", "fifty_percent_overlap", "maximum")
 
 
+class Sequences(TypedDict):
+    """``RolloutBuffer.sequences``: ``(L, N, ...)`` arrays for ``N`` sequences of ``L`` steps,
+    and the recurrent state at each sequence's first step (name -> ``(N, ...)``)."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    advantages: np.ndarray
+    returns: np.ndarray
+    mask: np.ndarray
+    starts: np.ndarray
+    hidden: dict[str, np.ndarray]
+
+
 class RolloutBuffer:
     """Fixed-length rollout of ``num_steps`` vector steps over ``num_envs`` sub-envs."""
 
@@ -39,15 +56,16 @@ class RolloutBuffer:
         self,
         num_steps: int,
         num_envs: int,
-        obs_dim: int | tuple[tuple[int, ...], Any],
+        obs_dim: int | tuple[tuple[int, ...], DTypeLike],
         action_shape: tuple[int, ...],
-        action_dtype: Any,
+        action_dtype: DTypeLike,
     ):
         self.num_steps, self.num_envs = int(num_steps), int(num_envs)
         shape = (self.num_steps, self.num_envs)
         # A flat float32 width, or (row shape, dtype) of the observation batches stored
         # (``ObsEncoder.shape``/``dtype``: uint8 images and structured composite rows).
         obs_shape: tuple[int, ...]
+        obs_dtype: np.dtype[np.generic]
         if isinstance(obs_dim, int):
             obs_shape, obs_dtype = (int(obs_dim),), np.dtype(np.float32)
         else:
@@ -73,14 +91,14 @@ class RolloutBuffer:
 
     def add(
         self,
-        obs: Any,
-        action: Any,
-        log_prob: Any,
-        value: Any,
-        reward: Any,
-        ended: Any,
-        valid: Any,
-        hidden: dict[str, Any] | None = None,
+        obs: ArrayLike,
+        action: ArrayLike,
+        log_prob: ArrayLike,
+        value: ArrayLike,
+        reward: ArrayLike,
+        ended: ArrayLike,
+        valid: ArrayLike,
+        hidden: Mapping[str, ArrayLike] | None = None,
     ) -> None:
         t = self.pos
         for name, state in (hidden or {}).items():
@@ -146,7 +164,7 @@ class RolloutBuffer:
             firsts.append(steps - length)
         return np.asarray(firsts)
 
-    def sequences(self, max_seq_len: int, sequence_type: str) -> dict[str, Any]:
+    def sequences(self, max_seq_len: int, sequence_type: str) -> Sequences:
         """The rollout as BPTT sequences, time first: arrays ``(L, N, ...)`` for ``N``
         sequences of ``L`` steps, and ``hidden`` (name -> ``(N, ...)``, the stored state
         at each sequence's first step).
@@ -170,7 +188,7 @@ class RolloutBuffer:
         def take(array: np.ndarray) -> np.ndarray:
             return array[t_idx, e_idx]
 
-        out: dict[str, Any] = {
+        out: Sequences = {
             "obs": take(self.obs),
             "actions": take(self.actions),
             "log_probs": take(self.log_probs),

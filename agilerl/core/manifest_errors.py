@@ -8,9 +8,14 @@ came from a file, where the key is written (``file:line:col``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticCustomError, ValidationError
+
+from agilerl.core.value_types import JsonObject
+
+if TYPE_CHECKING:
+    from agilerl.models.manifest import TrainingManifest
 
 Severity = Literal["error", "warning"]
 
@@ -45,7 +50,7 @@ class ManifestIssue:
         hint = f" (did you mean '{self.suggestion}'?)" if self.suggestion else ""
         return f"{where}{path}: {self.message}{hint}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """Plain form for ``--json`` output."""
         loc = self.location
         return {
@@ -67,9 +72,9 @@ class ManifestReport:
     source: str | None = None
     errors: list[ManifestIssue] = field(default_factory=list)
     warnings: list[ManifestIssue] = field(default_factory=list)
-    manifest: Any = None
+    manifest: TrainingManifest | None = None
     """The validated ``TrainingManifest`` (when valid and requested)."""
-    resolved: dict[str, Any] | None = None
+    resolved: JsonObject | None = None
     """JSON-mode dump of the validated manifest (when valid and requested)."""
 
     def add(self, issue: ManifestIssue) -> None:
@@ -153,7 +158,7 @@ class ManifestError(ValidationError):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._render()!r})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "source": self.source,
             "valid": False,

@@ -8,10 +8,22 @@ the loop; the loops (``agilerl.training``) build them without knowing where they
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from agilerl.core.value_types import JsonScalar
+
+if TYPE_CHECKING:
+    import torch
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.models.training import TrainingSpec
+    from agilerl.networks.base import EvolvableNetwork
 
 
 @dataclass
@@ -47,7 +59,7 @@ class Deadline:
     def spent(self) -> bool:
         return time.monotonic() >= self._at
 
-    def __reduce__(self) -> tuple[Any, tuple[float]]:
+    def __reduce__(self) -> tuple[type[Deadline], tuple[float]]:
         return Deadline, (self.seconds_left(),)
 
     def __repr__(self) -> str:
@@ -61,33 +73,36 @@ class Agent(Protocol):
     subclasses it), so its attributes are stated here only."""
 
     index: int
-    device: Any
-    hp_config: dict[str, Any]
+    device: torch.device
+    hp_config: dict[str, dict[str, float]]
+    """Mutation bounds of the hyperparameters ``rl_hp_selection`` names (name -> ``min``,
+    ``max``, ``grow_factor``, ``shrink_factor``)."""
     steps: list[int]
     """Env steps trained so far (the last entry is the current count)."""
     scores: list[float]
     fitness: list[float]
-    mut: Any
+    mut: str
     """The last mutation applied (its kind), for logs and lineage."""
 
     @property
-    def hyperparameters(self) -> dict[str, Any]: ...
+    def hyperparameters(self) -> dict[str, JsonScalar]: ...
 
-    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
+    def test(self, env: object, max_steps: int | None = None, loop: int = 1,
              seed: int | None = None) -> float:
         """Greedy evaluation on ``env``; appends the result to ``fitness``."""
         ...
 
-    def get_state(self) -> dict[str, Any]: ...
+    def get_state(self) -> dict[str, object]: ...
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: Any = None) -> Any: ...
+    def from_state(cls, state: Mapping[str, object],
+                   device: str | torch.device | None = None) -> Self: ...
 
-    def set_state(self, state: Mapping[str, Any]) -> None: ...
+    def set_state(self, state: Mapping[str, object]) -> None: ...
 
-    def clone(self, index: int | None = None) -> Any: ...
+    def clone(self, index: int | None = None) -> Self: ...
 
-    def set_hyperparameter(self, name: str, value: Any) -> None: ...
+    def set_hyperparameter(self, name: str, value: float) -> None: ...
 
     def mutable_hyperparameters(self) -> tuple[str, ...]: ...
 
@@ -96,18 +111,22 @@ class Agent(Protocol):
         adapter)."""
         ...
 
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Save the member as an agent file (the run's elite)."""
+        ...
+
 
 @runtime_checkable
 class EvolvableAgent(Agent, Protocol):
     """A member whose networks evolve (every RL algorithm; LLM adapters evolve only their
     hyperparameters)."""
 
-    networks: dict[str, Any]
+    networks: dict[str, EvolvableNetwork]
     """Its networks by name (targets included)."""
 
     def trained_networks(self) -> list[str]: ...
 
-    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, Any]) -> None: ...
+    def apply_architecture_mutation(self, network_name: str, plan: Mapping[str, object]) -> None: ...
 
     def restart_targets_and_optimizers(self) -> None: ...
 
@@ -126,7 +145,10 @@ class EnvFactory(Protocol):
     """Builds an environment equivalent to the run's (same spec and construction seed);
     picklable, so another process can build its own replica."""
 
-    def __call__(self) -> Any: ...
+    def __call__(self) -> object:
+        """The env (its kind is the paradigm's: a vector env, a multi-agent or bandit env,
+        an LLM env)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -137,13 +159,14 @@ class RunContext:
     memory are that process's replicas.
     """
 
-    env: Any
-    """The vector env the member trainer steps."""
-    memory: Any
+    env: object
+    """The vector env the member trainer steps (its kind is the paradigm's: a vector env, a
+    multi-agent or bandit env, an LLM env)."""
+    memory: ReplayBuffer | OfflineDataset | None
     """The replay memory (off-policy and bandit loops), the dataset (offline), else None."""
-    training_spec: Any
+    training_spec: TrainingSpec
     """The manifest's ``training`` section (``TrainingSpec``)."""
-    algorithm_spec: Any = None
+    algorithm_spec: object = None
     """The manifest's ``algorithm`` section."""
     paradigm: str = ""
     """The registry ``training_loop`` the members train with."""

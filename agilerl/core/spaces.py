@@ -17,25 +17,33 @@ e.g. integer states, uint8 images), the structured array for composite ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias, TypeVar
 
-import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from numpy.typing import ArrayLike
+
+from agilerl.core.value_types import Observation, Space
+
+NetworkInput: TypeAlias = torch.Tensor | dict[str, torch.Tensor]
+"""What :class:`ObsEncoder` hands a network: a tensor batch, or for composite spaces a dict
+(part name -> tensor batch)."""
+
+_Input = TypeVar("_Input", torch.Tensor, dict[str, torch.Tensor])
 
 
 class IncompatibleSpaceError(ValueError):
     """An algorithm or network cannot work with an environment's space (DQN on a Box)."""
 
 
-def is_image_space(space: Any) -> bool:
+def is_image_space(space: object) -> bool:
     """A 3-D Box: an image, channels first or last."""
     return isinstance(space, spaces.Box) and len(space.shape) == 3
 
 
-def composite_parts(space: Any) -> list[tuple[Any, gym.Space[Any]]] | None:
+def composite_parts(space: object) -> list[tuple[int | str, Space]] | None:
     """``(key, subspace)`` pairs of a Tuple (index keys) or Dict space; None otherwise."""
     if isinstance(space, spaces.Tuple):
         return list(enumerate(space.spaces))
@@ -44,7 +52,7 @@ def composite_parts(space: Any) -> list[tuple[Any, gym.Space[Any]]] | None:
     return None
 
 
-def vector_width(space: Any, encoder: str) -> int:
+def vector_width(space: Space | int, encoder: str) -> int:
     """Width of a flat vector observation for ``encoder`` (its arch name); an image or
     composite space is refused with :class:`IncompatibleSpaceError` naming the encoder."""
     if is_image_space(space) or composite_parts(space) is not None:
@@ -53,7 +61,7 @@ def vector_width(space: Any, encoder: str) -> int:
     return flat_dim(space)
 
 
-def flat_dim(space: Any) -> int:
+def flat_dim(space: Space | int) -> int:
     """Width of ``space`` flattened (Discrete: one-hot width; an int is its own width)."""
     if isinstance(space, (int, np.integer)):
         return int(space)
@@ -70,7 +78,7 @@ def flat_dim(space: Any) -> int:
     )
 
 
-def _part_field(space: gym.Space[Any]) -> tuple[Any, tuple[int, ...]]:
+def _part_field(space: Space) -> tuple[np.dtype[np.generic], tuple[int, ...]]:
     """(dtype, shape) of one part's field in the structured batch."""
     if is_image_space(space):
         return np.dtype(space.dtype), tuple(space.shape or ())
@@ -81,7 +89,7 @@ def _part_field(space: gym.Space[Any]) -> tuple[Any, tuple[int, ...]]:
     return np.dtype(np.float32), (flat_dim(space),)
 
 
-def _part_rows(space: gym.Space[Any], obs: Any) -> np.ndarray:
+def _part_rows(space: Space, obs: ArrayLike) -> np.ndarray:
     if isinstance(space, spaces.Discrete):
         return np.asarray(obs, dtype=np.int64).reshape(-1) - int(space.start)
     if is_image_space(space):
@@ -89,10 +97,20 @@ def _part_rows(space: gym.Space[Any], obs: Any) -> np.ndarray:
     return np.asarray(obs, dtype=np.float32).reshape(len(np.asarray(obs)), -1)
 
 
+def _part(obs: object, key: int | str) -> ArrayLike:
+    """``obs[key]``: a Dict space's part batch by name (from a dict, or a structured array's
+    field), a Tuple space's by index."""
+    if isinstance(obs, Mapping | np.ndarray):
+        return obs[key]
+    if isinstance(obs, Sequence) and isinstance(key, int):
+        return obs[key]
+    raise TypeError(f"a {type(obs).__name__} batch has no part {key!r}")
+
+
 class ObsEncoder:
     """Turns batched observations of ``space`` into network inputs (see module docs)."""
 
-    def __init__(self, space: gym.Space[Any]):
+    def __init__(self, space: Space):
         self.space = space
         self.parts = composite_parts(space)
         self.image = is_image_space(space)
@@ -115,13 +133,13 @@ class ObsEncoder:
     def composite(self) -> bool:
         return self.parts is not None
 
-    def numpy(self, obs: Any) -> np.ndarray:
+    def numpy(self, obs: Observation | ArrayLike) -> np.ndarray:
         """The network input batch as one array: rows of ``shape`` and ``dtype``. A batch
         already in that form is returned as it is (``numpy(numpy(x))`` = ``numpy(x)``)."""
         if self.parts is not None:
             if isinstance(obs, np.ndarray) and obs.dtype == self.dtype:
                 return obs  # already structured (from memory)
-            columns = [_part_rows(s, obs[k]) for k, s in self.parts]
+            columns = [_part_rows(s, _part(obs, k)) for k, s in self.parts]
             out = np.empty(len(columns[0]), dtype=self.dtype)
             for (k, _), column in zip(self.parts, columns, strict=True):
                 out[str(k)] = column
@@ -136,11 +154,11 @@ class ObsEncoder:
             return np.asarray(obs, dtype=self.dtype).reshape(-1, *self.shape)
         return np.asarray(obs, dtype=np.float32).reshape(-1, self.dim)
 
-    def storable(self, obs: Any) -> np.ndarray:
+    def storable(self, obs: Observation | ArrayLike) -> np.ndarray:
         """What replay memory keeps for a batch of observations."""
         return self.numpy(obs) if self.parts is not None else np.asarray(obs)
 
-    def __call__(self, obs: Any, device: torch.device) -> Any:
+    def __call__(self, obs: Observation | ArrayLike, device: torch.device) -> NetworkInput:
         """A tensor, or for composite spaces a dict (part name -> tensor), on ``device``."""
         batch = self.numpy(obs)
         if self.parts is None:
@@ -151,7 +169,7 @@ class ObsEncoder:
         }
 
 
-def obs_cat(batches: Sequence[Any]) -> Any:
+def obs_cat(batches: Sequence[_Input]) -> _Input:
     """Concatenate observation batches (tensors, or dicts of tensors) along the batch."""
     first = batches[0]
     if isinstance(first, dict):
@@ -159,14 +177,14 @@ def obs_cat(batches: Sequence[Any]) -> Any:
     return torch.cat(list(batches))
 
 
-def obs_index(obs: Any, index: Any) -> Any:
+def obs_index(obs: _Input, index: torch.Tensor | np.ndarray | slice) -> _Input:
     """Rows ``index`` of an observation batch (a tensor, or a dict of tensors)."""
     if isinstance(obs, dict):
         return {k: v[index] for k, v in obs.items()}
     return obs[index]
 
 
-def action_dim(space: gym.Space[Any]) -> int:
+def action_dim(space: Space) -> int:
     """Output width of a policy/Q head for ``space``."""
     if isinstance(space, spaces.Discrete):
         return int(space.n)

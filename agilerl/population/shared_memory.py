@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TypedDict, TypeGuard, cast
+from typing import Any, TypedDict, TypeGuard, cast
 
 import numpy as np
 
@@ -131,7 +131,7 @@ class SharedReplay:
 
     def state_dict(self) -> dict[str, object]:
         """The memory's state, plus the pending deltas of an unfinished phase."""
-        state = self.memory.state_dict()
+        state: dict[str, Any] = dict(self.memory.state_dict())
         if self.pending:
             state[PENDING_KEY] = [d.as_dict() for d in self.pending]
         return state

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from types import UnionType
+from typing import TYPE_CHECKING, NoReturn
 
 from agilerl.core.errors import (
     ArgumentError,
@@ -21,6 +22,9 @@ from agilerl.core.errors import (
     UnsupportedSettingError,
     missing_extra,
 )
+
+if TYPE_CHECKING:
+    from agilerl.models.algo import AlgoSpec
 
 __all__ = ["algorithm_from_name", "check_env_kind", "check_local_arguments", "check_train_arguments",
            "explained", "refuse", "require", "spec_arguments"]
@@ -53,7 +57,7 @@ def explained(what: str, *, environment: bool = False) -> Iterator[None]:
             f"cannot build {what}: {type(exc).__name__}: {exc}") from exc
 
 
-def require(value: Any, name: str, expected: str) -> None:
+def require(value: object, name: str, expected: str) -> None:
     """A missing required argument is a :class:`ManifestError` naming it, as in a file."""
     if value is None:
         import agilerl.models as models
@@ -63,7 +67,7 @@ def require(value: Any, name: str, expected: str) -> None:
                                   kind="missing")])
 
 
-def refuse(name: str, expected: str, value: Any) -> None:
+def refuse(name: str, expected: str, value: object) -> NoReturn:
     """An argument of the wrong kind is a :class:`ManifestError` naming it."""
     import agilerl.models as models
 
@@ -71,7 +75,7 @@ def refuse(name: str, expected: str, value: Any) -> None:
         path=name, message=f"expected {expected}, got {type(value).__name__} {value!r:.60}")])
 
 
-def check_env_kind(algorithm: Any, env_spec: Any) -> None:
+def check_env_kind(algorithm: object, env_spec: object) -> None:
     """A PettingZoo env id given to a single-agent algorithm is a :class:`ManifestError`
     on ``environment.name`` naming the multi-agent algorithms (from Python as from a file)."""
     from agilerl.models import env_checks
@@ -89,7 +93,7 @@ def check_env_kind(algorithm: Any, env_spec: Any) -> None:
                                                          message=finding.message)])
 
 
-def algorithm_from_name(name: str) -> Any:
+def algorithm_from_name(name: str) -> AlgoSpec:
     """The default spec of a registered algorithm; an unknown name is an
     :class:`UnknownAlgorithmError` (a ``ManifestError`` and a ``KeyError``) with a suggestion."""
     import difflib
@@ -110,8 +114,9 @@ def algorithm_from_name(name: str) -> Any:
 _SPECS = ("training", "mutation", "selection_strategy", "replay_buffer")
 
 
-def spec_arguments(training: Any, mutation: Any, selection_strategy: Any, replay_buffer: Any,
-                   validate: Collection[str] = _SPECS) -> tuple[Any, Any, Any, Any]:
+def spec_arguments(training: object, mutation: object, selection_strategy: object,
+                   replay_buffer: object, validate: Collection[str] = _SPECS
+                   ) -> tuple[object, object, object, object]:
     """A trainer's spec arguments: each None, a spec model, or a mapping (validated into its
     local spec when named in ``validate``); anything else is refused naming the argument."""
     from pydantic import BaseModel
@@ -132,8 +137,9 @@ def spec_arguments(training: Any, mutation: Any, selection_strategy: Any, replay
             dict(selection_strategy))
     for name, model in (("training", models.TrainingSpec), ("mutation", models.MutationSpec),
                         ("replay_buffer", models.ReplayBufferSpec)):
-        if isinstance(given[name], Mapping) and name in validate:
-            given[name] = model.model_validate(dict(given[name]))
+        value = given[name]
+        if isinstance(value, Mapping) and name in validate:
+            given[name] = model.model_validate(dict(value))
     return (given["training"], given["mutation"], given["selection_strategy"],
             given["replay_buffer"])
 
@@ -143,7 +149,7 @@ _SPEC_NAMES = {"training": "a TrainingSpec", "mutation": "a MutationSpec",
                "replay_buffer": "a ReplayBufferSpec"}
 
 
-def check_local_arguments(hpo: Any, resume_from_checkpoint: Any) -> None:
+def check_local_arguments(hpo: object, resume_from_checkpoint: object) -> None:
     """``LocalTrainer``'s own arguments, refused by name when of the wrong type."""
     given = {"hpo": hpo, "resume_from_checkpoint": resume_from_checkpoint}
     _expect(given, "hpo", bool, "True or False", optional=False)
@@ -151,7 +157,7 @@ def check_local_arguments(hpo: Any, resume_from_checkpoint: Any) -> None:
             "a path (str or os.PathLike) or None")
 
 
-def check_train_arguments(arguments: Mapping[str, Any]) -> None:
+def check_train_arguments(arguments: Mapping[str, object]) -> None:
     """Refuse a ``train()`` argument of the wrong type or out of range, naming it
     (:class:`ArgumentError`), before anything is built or written."""
     from agilerl.population.backends import usable_cores
@@ -178,7 +184,7 @@ def check_train_arguments(arguments: Mapping[str, Any]) -> None:
            "the CPU cores this process may use")
 
 
-def check_no_run_folder(arguments: Mapping[str, Any], checkpoint_steps: int | None) -> None:
+def check_no_run_folder(arguments: Mapping[str, object], checkpoint_steps: int | None) -> None:
     """``run_dir=False``: refuse an output that would have to go into the run folder."""
     if arguments["run_dir"] is not False:
         return
@@ -190,7 +196,7 @@ def check_no_run_folder(arguments: Mapping[str, Any], checkpoint_steps: int | No
                             "elite_path")
 
 
-def _expect(arguments: Mapping[str, Any], name: str, kind: Any, expected: str,
+def _expect(arguments: Mapping[str, object], name: str, kind: type | UnionType, expected: str,
             optional: bool = True) -> None:
     value = arguments[name]
     if (value is None and optional) or (isinstance(value, kind) and (
@@ -200,7 +206,7 @@ def _expect(arguments: Mapping[str, Any], name: str, kind: Any, expected: str,
                         f"{type(value).__name__}")
 
 
-def _whole(arguments: Mapping[str, Any], name: str, low: int, high: int | None = None,
+def _whole(arguments: Mapping[str, object], name: str, low: int, high: int | None = None,
            high_is: str = "") -> None:
     """``arguments[name]``: None, or a whole number from ``low`` to ``high``."""
     value = arguments[name]

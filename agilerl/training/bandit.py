@@ -16,24 +16,51 @@ pulls that earned the best reward, 1).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Protocol, cast
 
 import numpy as np
 
 from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.training.experience import TrainedMember
+
+
+class ContextualBandit(Protocol):
+    """A bandit env: ``reset`` gives the first context (from ``seed=`` where it takes one),
+    ``step(arm)`` the pulled arm's reward and the next context."""
+
+    def reset(self, seed: int | None = None) -> np.ndarray: ...
+
+    def step(self, action: int) -> tuple[np.ndarray, float]: ...
+
+
+class BanditMember(TrainedMember, Protocol):
+    """A member as the bandit loop drives it (NeuralUCB, NeuralTS)."""
+
+    arms: int
+    batch_size: int
+    learn_step: int
+    regret: list[float]
+
+    def get_action(self, context: np.ndarray) -> int: ...
+
+    def learn(self, experiences: Mapping[str, np.ndarray]) -> dict[str, float]: ...
+
+    def record_regret(self, regret: float) -> None: ...
 
 
 class BanditMemberTrainer:
     """``train(agent, pulls, seed)``: the env is reset from ``seed`` first, and batches
     are sampled with a generator seeded from it, so a call repeats exactly."""
 
-    def __init__(self, env: Any, memory: ReplayBuffer) -> None:
-        self.env = env
+    def __init__(self, env: object, memory: ReplayBuffer) -> None:
+        self.env = cast(ContextualBandit, env)  # a bandit run's env
         self.memory = memory
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
+        member = cast(BanditMember, agent)  # the members of a bandit run
         start = time.perf_counter()
         env, memory = self.env, self.memory
         rng = np.random.default_rng(seed)
@@ -41,28 +68,28 @@ class BanditMemberTrainer:
         learn: list[float] = []
         rewards = np.zeros(int(steps), dtype=np.float64)
         for i in range(int(steps)):
-            arm = agent.get_action(context)
+            arm = member.get_action(context)
             next_context, reward = env.step(arm)
-            row = np.asarray(context, dtype=np.float32).reshape(agent.arms, -1)[arm]
+            row = np.asarray(context, dtype=np.float32).reshape(member.arms, -1)[arm]
             memory.add(obs=row[None], reward=np.asarray([reward], dtype=np.float32))
-            if len(memory) >= agent.batch_size:
-                for _ in range(int(agent.learn_step)):
-                    learn.append(agent.learn(memory.sample(agent.batch_size, rng))["loss"])
+            if len(memory) >= member.batch_size:
+                for _ in range(int(member.learn_step)):
+                    learn.append(member.learn(memory.sample(member.batch_size, rng))["loss"])
             rewards[i] = float(reward)
-            agent.record_regret(1.0 - float(reward))
+            member.record_regret(1.0 - float(reward))
             context = next_context
-        agent.steps[-1] += int(steps)
-        metrics = {"regret": float(agent.regret[-1]),
+        member.steps[-1] += int(steps)
+        metrics = {"regret": float(member.regret[-1]),
                    "accuracy": float(np.mean(rewards == 1.0)) if len(rewards) else np.nan}
         if learn:
             metrics["loss"] = float(np.mean(learn))
         score = float(rewards.sum())
-        agent.scores.append(score)
+        member.scores.append(score)
         return TrainReport(steps=int(steps), score=score, metrics=metrics,
                            seconds=time.perf_counter() - start)
 
 
-def _reset(env: Any, seed: int) -> Any:
+def _reset(env: ContextualBandit, seed: int) -> np.ndarray:
     """Reset from ``seed``; a custom env whose ``reset`` takes no seed is reset plainly."""
     try:
         return env.reset(seed=seed)

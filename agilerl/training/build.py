@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.core.algorithm_spec import algo_name
@@ -17,14 +18,28 @@ from agilerl.training.networks import resolve_network_spec
 from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from pydantic import BaseModel
+
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.core.member_training import Agent
+    from agilerl.core.value_types import JsonObject, Space
+    from agilerl.hpo.multi_frequency import MultiFrequencySelection
+    from agilerl.hpo.mutation import Mutations
+    from agilerl.hpo.tournament import TournamentSelection
+    from agilerl.models.algo import AlgoSpec
+    from agilerl.models.hpo import MutationSpec
+    from agilerl.models.training import ReplayBufferSpec, TrainingSpec
     from agilerl.training.trainer import LocalTrainer
 
 _SEED_AGENT = 0xA6E7
 _SEED_MEMORY = 0xB0FF
 _SEED_SELECTION = 0x5E1E
+_SUBPOPULATION_ID = "subpopulation_id"
 
 
-def resolve_device(device: Any) -> str:
+def resolve_device(device: str | torch.device | None) -> str:
     """``"auto"``/None -> ``"cuda"`` when available else ``"cpu"``; anything else is checked
     to be a torch device present on this machine (:class:`DeviceUnavailableError` if not),
     before anything is built on it."""
@@ -47,7 +62,7 @@ def resolve_device(device: Any) -> str:
     return str(device)
 
 
-def _device_problem(device: Any) -> str | None:
+def _device_problem(device: torch.device) -> str | None:
     """Why ``device`` cannot be used here, or None when it can."""
     import torch
 
@@ -82,7 +97,7 @@ def resolve_seed(seed: int | None) -> int:
     return int(seed)
 
 
-def check_selection(selection_spec: Any, training_spec: Any = None) -> None:
+def check_selection(selection_spec: object, training_spec: TrainingSpec | None = None) -> None:
     """Refuse selection strategies this version cannot run; resolve an MF-PBT layout.
 
     An MF-PBT spec built in Python (not from a manifest) gets its bracket sizes resolved for
@@ -97,16 +112,33 @@ def check_selection(selection_spec: Any, training_spec: Any = None) -> None:
             "(LocalTrainer supports 'tournament' and 'multi_frequency')"
         )
     if training_spec is not None:
+        from agilerl.models.hpo import MultiFrequencySelectionSpec
+
+        assert isinstance(selection_spec, MultiFrequencySelectionSpec)  # multi_frequency
         selection_spec.resolve_layout(int(training_spec.pop_size),
                                       bool(getattr(training_spec, "pop_size_given", True)))
 
 
-def is_multi_frequency(selection_spec: Any) -> bool:
+def is_multi_frequency(selection_spec: object) -> bool:
     """True for an MF-PBT (``strategy: multi_frequency``) selection spec."""
     return getattr(selection_spec, "strategy", None) == "multi_frequency"
 
 
-def _spaces(env: Any) -> tuple[Any, Any]:
+class _EnvSpaces(Protocol):
+    """A (vector) env's spaces; a multi-agent env has ``possible_agents`` instead."""
+
+    @property
+    def observation_space(self) -> Space: ...
+
+    @property
+    def action_space(self) -> Space: ...
+
+
+#: What a member is built for: a space, or agent id -> space for a multi-agent env.
+AgentSpace: TypeAlias = "Space | dict[str, Space]"
+
+
+def _spaces(env: _EnvSpaces) -> tuple[AgentSpace, AgentSpace]:
     """(observation, action) spaces the population is built for: one each for a
     Gymnasium vector env; agent id -> space mappings for a multi-agent (PettingZoo) one."""
     if hasattr(env, "possible_agents"):
@@ -118,7 +150,7 @@ def _spaces(env: Any) -> tuple[Any, Any]:
     return obs, act
 
 
-def _network_space(obs_space: Any) -> Any:
+def _network_space(obs_space: AgentSpace) -> Space:
     """The space a deferred network section is resolved for: multi-agent, the first
     agent's (action mask stripped); every group then gets that encoder arch."""
     if isinstance(obs_space, dict):
@@ -128,7 +160,7 @@ def _network_space(obs_space: Any) -> Any:
     return obs_space
 
 
-def _hp_config(trainer: LocalTrainer) -> Any:
+def _hp_config(trainer: LocalTrainer) -> Mapping[str, object] | None:
     spec_hp = getattr(trainer.algorithm_spec, "hp_config", None)
     if spec_hp:
         return spec_hp
@@ -137,7 +169,7 @@ def _hp_config(trainer: LocalTrainer) -> Any:
     return dict(selection) if selection else None
 
 
-def make_population(trainer: LocalTrainer) -> list[Any]:
+def make_population(trainer: LocalTrainer) -> list[Agent]:
     """``pop_size`` agents, each seeded from the run seed and its slot index."""
     from agilerl.algorithms import build_algorithm
 
@@ -146,13 +178,17 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
         return own_population(trainer)
     spec, obs_space, action_space, net_config = _agent_inputs(
         trainer, getattr(trainer.algorithm_spec, "net_config", None))
-    if net_config is not None and "net_config" in type(trainer.algorithm_spec).model_fields:
+    algorithm_spec = trainer.algorithm_spec
+    if net_config is not None and "net_config" in type(algorithm_spec).model_fields:
+        from agilerl.models.algo import MultiAgentRLAlgorithmSpec, RLAlgorithmSpec
+
         # As in the reference: once built, the spec holds the network that was built.
-        trainer.algorithm_spec.net_config = net_config
+        assert isinstance(algorithm_spec, RLAlgorithmSpec | MultiAgentRLAlgorithmSpec)
+        algorithm_spec.net_config = net_config
     hp_config = _hp_config(trainer)
     pop_size = int(trainer.training_spec.pop_size)
     try:
-        population = [
+        population: list[Agent] = [
             build_algorithm(
                 spec, obs_space, action_space, index=i, net_config=net_config,
                 hp_config=hp_config, device=trainer.device,
@@ -174,7 +210,8 @@ def make_population(trainer: LocalTrainer) -> list[Any]:
     return population
 
 
-def _agent_inputs(trainer: LocalTrainer, network: Any) -> tuple[Any, Any, Any, Any]:
+def _agent_inputs(trainer: LocalTrainer, network: object
+                  ) -> tuple[AlgoSpec, AgentSpace, AgentSpace, object]:
     """The spec, spaces and resolved network config an agent of ``trainer`` is built from,
     for the ``network`` section ``network`` (None: the algorithm's default network)."""
     obs_space, action_space = _spaces(trainer.env)
@@ -190,7 +227,7 @@ def _agent_inputs(trainer: LocalTrainer, network: Any) -> tuple[Any, Any, Any, A
     return spec, obs_space, action_space, net_config
 
 
-def network_architectures(trainer: LocalTrainer, network: Any) -> dict[str, Any]:
+def network_architectures(trainer: LocalTrainer, network: object) -> dict[str, JsonObject]:
     """The architectures of an agent built from the ``network`` section ``network`` (a
     mapping, or None for the algorithm's default): two sections build the same members
     exactly when these are equal, however each is spelled (defaults written out or not)."""
@@ -206,11 +243,11 @@ def network_architectures(trainer: LocalTrainer, network: Any) -> dict[str, Any]
 _LAYER_SIZE_KEYS = frozenset({"hidden_size", "latent_dim", "channel_size"})
 
 
-def _widest_layer(net_config: Any) -> str:
+def _widest_layer(net_config: object) -> str:
     """The ``network`` field holding the widest layer, as the manifest writes it."""
-    sizes: list[tuple[int, str, Any]] = []
+    sizes: list[tuple[int, str, int | list[object]]] = []
 
-    def walk(value: Any, path: str) -> None:
+    def walk(value: Mapping[str, object], path: str) -> None:
         for key, item in value.items():
             if isinstance(item, dict):
                 walk(item, f"{path}.{key}")
@@ -228,7 +265,7 @@ def _widest_layer(net_config: Any) -> str:
     return f"{path}={shown}"
 
 
-def make_memory(trainer: LocalTrainer) -> Any:
+def make_memory(trainer: LocalTrainer) -> ReplayBuffer | OfflineDataset | None:
     """The shared replay memory of a run whose loop keeps one (None otherwise).
 
     Without a ``replay_buffer`` section the schema's ``ReplayBufferSpec`` defaults apply.
@@ -262,7 +299,7 @@ def make_memory(trainer: LocalTrainer) -> Any:
                                multi_agent=loop.joint_memory, joint=loop.joint_memory)
 
 
-def _check_replay_features(algorithm_spec: Any, buffer_spec: Any) -> None:
+def _check_replay_features(algorithm_spec: object, buffer_spec: ReplayBufferSpec) -> None:
     """Refuse memories the algorithm cannot learn from (its ``replay_features``); warn about
     settings they make inert."""
     per, n_step = bool(buffer_spec.per_buffer), bool(buffer_spec.n_step_buffer)
@@ -284,7 +321,8 @@ def _check_replay_features(algorithm_spec: Any, buffer_spec: Any) -> None:
                       UserWarning, stacklevel=5)
 
 
-def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:
+def make_mutations(mutation_spec: MutationSpec | None, algorithm_spec: object,
+                   seed: int) -> Mutations | None:
     """The mutation operator of a ``MutationSpec`` (None when absent).
 
     Its generator is seeded by the manifest's ``mutation.rand_seed`` (as documented there).
@@ -300,8 +338,9 @@ def make_mutations(mutation_spec: Any, algorithm_spec: Any, seed: int) -> Any:
 
 
 def make_selection(
-    selection_spec: Any, pop_size: int, seed: int, mutation_spec: Any = None
-) -> Any:
+    selection_spec: BaseModel | None, pop_size: int, seed: int,
+    mutation_spec: MutationSpec | None = None,
+) -> TournamentSelection | MultiFrequencySelection | None:
     """The selection operator (None when absent): tournament, or MF-PBT.
 
     The tournament's generator is seeded from the run seed; MF-PBT's from
@@ -325,10 +364,10 @@ def make_selection(
     )
 
 
-def tag_subpopulations(population: list[Any], selection: Any) -> None:
+def tag_subpopulations(population: Sequence[Agent], selection: object) -> None:
     """Under MF-PBT, set ``agent.subpopulation_id`` (slot ``i`` -> ``i // S``) on every member."""
     subpopulation_of = getattr(selection, "subpopulation_of", None)
     if subpopulation_of is None:
         return
     for slot, agent in enumerate(population):
-        agent.subpopulation_id = subpopulation_of(slot)
+        setattr(agent, _SUBPOPULATION_ID, subpopulation_of(slot))  # a tag, not a field

@@ -24,10 +24,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+from agilerl.training.loop import EvolutionState
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+    from agilerl.hpo.multi_frequency import MultiFrequencySelection
+    from agilerl.hpo.mutation import Mutations
+    from agilerl.hpo.tournament import TournamentSelection
+    from agilerl.population.backend import PopulationBackend
 
 #: ``listener(event, fields, pre_training)``: see the module docstring.
-EvolutionListener = Callable[[str, dict[str, Any], bool], None]
+EvolutionListener = Callable[[str, "JsonObject", bool], None]
 
 
 class _Candidate:
@@ -44,7 +53,8 @@ class _Candidate:
 class LocalEvolution:
     """Binds a mutation operator and a selection operator (either may be None)."""
 
-    def __init__(self, mutations: Any, selection: Any) -> None:
+    def __init__(self, mutations: Mutations | None,
+                 selection: TournamentSelection | MultiFrequencySelection | None) -> None:
         self.mutations = mutations
         self.selection = selection
         self.listener: EvolutionListener | None = None
@@ -57,10 +67,10 @@ class LocalEvolution:
     def mutates_before_training(self) -> bool:
         return self.mutations is not None
 
-    def pre_training(self, backend: Any) -> None:
+    def pre_training(self, backend: PopulationBackend) -> None:
         self._mutate(backend, None, pre_training=True)
 
-    def _mutate(self, backend: Any, members: Sequence[int] | None, *,
+    def _mutate(self, backend: PopulationBackend, members: Sequence[int] | None, *,
                 pre_training: bool = False) -> None:
         """Mutate ``members`` (None: all) and tell the listener what changed in each."""
         take = getattr(self.mutations, "take_records", None)
@@ -86,13 +96,17 @@ class LocalEvolution:
 
     def plan(self, fitnesses: list[float]) -> tuple[int | None, list[int]]:
         """``(elite slot, parent slot of each new slot)`` drawn by the selection operator."""
+        from agilerl.hpo.multi_frequency import MultiFrequencySelection
+
+        selection = self.selection  # a tournament (MF-PBT plans its own steps)
+        assert selection is not None and not isinstance(selection, MultiFrequencySelection)
         candidates = [
             _Candidate(i, f if math.isfinite(f) else math.nan) for i, f in enumerate(fitnesses)
         ]
-        elite, new_population = self.selection.select(candidates)
+        elite, new_population = selection.select(candidates)
         return (elite.slot if elite is not None else None), [c.slot for c in new_population]
 
-    def evolve(self, backend: Any, fitnesses: list[float]) -> int | None:
+    def evolve(self, backend: PopulationBackend, fitnesses: list[float]) -> int | None:
         """Select, copy states into their new slots, mutate; return the elite's new slot."""
         from agilerl.hpo.multi_frequency import MultiFrequencySelection
 
@@ -114,9 +128,10 @@ class LocalEvolution:
         self._mutate(backend, None)
         return elite_slot
 
-    def _evolve_multi_frequency(self, backend: Any, fitnesses: list[float]) -> int | None:
-        from agilerl.hpo.multi_frequency import MIGRATE_WEIGHTS
+    def _evolve_multi_frequency(self, backend: PopulationBackend, fitnesses: list[float]) -> int | None:
+        from agilerl.hpo.multi_frequency import MIGRATE_WEIGHTS, MultiFrequencySelection
 
+        assert isinstance(self.selection, MultiFrequencySelection)  # what evolve() checked
         plan = self.selection.plan(fitnesses)
         # Every source is read before any slot is written (a source may itself be replaced
         # in this step).
@@ -135,20 +150,21 @@ class LocalEvolution:
             self._mutate(backend, plan.mutate)
         return plan.elite
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> EvolutionState:
         return {
             "mutations": self.mutations.get_state() if self.mutations is not None else None,
             "selection": self.selection.get_state() if self.selection is not None else None,
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if self.mutations is not None and state.get("mutations") is not None:
-            self.mutations.set_state(state["mutations"])
-        if self.selection is not None and state.get("selection") is not None:
-            self.selection.set_state(state["selection"])
+    def load_state_dict(self, state: EvolutionState) -> None:
+        mutations, selection = state.get("mutations"), state.get("selection")
+        if self.mutations is not None and mutations is not None:
+            self.mutations.set_state(mutations)
+        if self.selection is not None and selection is not None:
+            self.selection.set_state(selection)
 
 
-def _copy_members(backend: Any, sources: Mapping[int, int]) -> None:
+def _copy_members(backend: PopulationBackend, sources: Mapping[int, int]) -> None:
     """Slot ``dst`` becomes a copy of slot ``sources[dst]`` (its ``index`` set to ``dst``).
 
     Every source is read before any slot is written (a source may itself be replaced).

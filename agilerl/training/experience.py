@@ -16,14 +16,111 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Generator, Mapping
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
 
 import numpy as np
+from gymnasium import spaces
 
 from agilerl.algorithms.core.autoreset import Autoreset
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
+
+if TYPE_CHECKING:
+    import torch
+
+    from agilerl.core.spaces import ObsEncoder
+    from agilerl.core.value_types import Observation, Space
+    from agilerl.models.training import TrainingSpec
+
+#: A batch a member learns from: a replay memory's sample (numpy) or a dataset's (torch).
+Batch = Mapping[str, "np.ndarray | torch.Tensor"]
+#: A recurrent member's state (name -> ``(num_envs, ...)`` tensor); None: not recurrent.
+Hidden = dict[str, "torch.Tensor"]
+
+
+class MemberResult(TypedDict, total=False):
+    """What a member call returns (:func:`train_off_policy_member`, ...): ``steps`` and
+    ``metrics`` always; the env-stepping loops also the rest."""
+
+    steps: int
+    score: float
+    episodes: int
+    learn_updates: int
+    metrics: dict[str, float]
+    seconds: float
+
+
+class Sampler(Protocol):
+    """What a :class:`LearnPoint` samples from: a replay memory, or a dataset's batches."""
+
+    def __len__(self) -> int: ...
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch: ...
+
+
+class TrainedMember(Protocol):
+    """What every loop here reads and writes of a member: its env steps and scores."""
+
+    steps: list[int]
+    scores: list[float]
+
+
+class ProgressingMember(TrainedMember, Protocol):
+    """A member told where it stands in the run's budget (a learning-rate schedule)."""
+
+    def set_progress(self, progress: float) -> None: ...
+
+
+class OffPolicyMember(TrainedMember, Protocol):
+    """A member as :func:`off_policy_member_run` and :func:`learn_at` drive it (DQN, DDPG,
+    ..., and CQN on a dataset)."""
+
+    batch_size: int
+    learn_step: int
+    obs_encoder: ObsEncoder
+
+    def explore_action(self, obs: Observation, vector_step: int,
+                       settings: object = None) -> np.ndarray: ...
+
+    def on_episode_end(self, ended: np.ndarray) -> None: ...
+
+    def learn(self, experiences: Batch) -> dict[str, float]:
+        """The update's metrics (a prioritized learner's also hold ``priorities``)."""
+        ...
+
+    def per_beta(self, progress: float) -> float: ...
+
+    @classmethod
+    def exploration_settings(cls, training: TrainingSpec) -> object:
+        """How the class explores in a run (e.g. an epsilon schedule), passed back to
+        :meth:`explore_action`."""
+        ...
+
+
+class OnPolicyMember(ProgressingMember, Protocol):
+    """A member as :func:`on_policy_member_run` drives it (PPO)."""
+
+    learn_step: int
+    gamma: float
+    gae_lambda: float
+    continuous: bool
+    action_space: Space
+    obs_encoder: ObsEncoder
+
+    def initial_hidden(self, num_envs: int) -> Hidden | None: ...
+
+    def get_action(self, obs: Observation, hidden: Hidden | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def get_value(self, obs: Observation, hidden: Hidden | None = None) -> np.ndarray: ...
+
+    def reset_hidden(self, hidden: Hidden | None, starts: np.ndarray) -> None: ...
+
+    def learn(self, rollout: RolloutBuffer) -> dict[str, float]: ...
+
+
+_Point = TypeVar("_Point")
 
 
 class _Episodes:
@@ -54,7 +151,7 @@ def _learn_schedule(learn_step: int, num_envs: int) -> tuple[int, int]:
     return 1, max(1, learn_step // num_envs)
 
 
-def tell_progress(agent: Any, steps_this_call: int, max_steps: int | None) -> None:
+def tell_progress(agent: ProgressingMember, steps_this_call: int, max_steps: int | None) -> None:
     """Before an update: tell ``agent.set_progress`` the member's env steps so far (its
     total before this call plus ``steps_this_call``) over ``max_steps``, the run's budget
     per member, which a learning-rate schedule follows; nothing without a budget."""
@@ -71,8 +168,9 @@ def mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _finish(
-    agent: Any, episodes: _Episodes, env_steps: int, learn: list[dict[str, float]], start: float
-) -> dict[str, Any]:
+    agent: TrainedMember, episodes: _Episodes, env_steps: int, learn: list[dict[str, float]],
+    start: float,
+) -> MemberResult:
     agent.steps[-1] += env_steps
     score = episodes.mean()
     if episodes.completed:
@@ -92,12 +190,12 @@ class LearnPoint(NamedTuple):
     ``agent.batch_size`` from ``memory`` with ``rng`` and learn from it (``done_steps``,
     ``max_steps``: the progress a prioritized memory's beta follows)."""
 
-    memory: ReplayBuffer
+    memory: Sampler
     rng: np.random.Generator
     done_steps: int
     max_steps: int | None
 
-    def batch(self, agent: Any) -> Any:
+    def batch(self, agent: OffPolicyMember) -> Batch:
         """What ``agent.learn`` takes here (a uniform memory's sample)."""
         return self.memory.sample(agent.batch_size, self.rng)
 
@@ -108,22 +206,22 @@ class RolloutPoint(NamedTuple):
 
     rollout: RolloutBuffer
 
-    def batch(self, agent: Any) -> RolloutBuffer:
+    def batch(self, agent: object) -> RolloutBuffer:
         """What ``agent.learn`` takes here: the rollout."""
         return self.rollout
 
 
 def train_off_policy_member(
-    agent: Any,
-    env: Any,
+    agent: OffPolicyMember,
+    env: object,
     memory: ReplayBuffer,
     steps: int,
     *,
     learning_delay: int = 0,
-    exploration: Any = None,
+    exploration: object = None,
     seed: int | None = None,
     max_steps: int | None = None,
-) -> dict[str, Any]:
+) -> MemberResult:
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
 
     Actions come from ``agent.explore_action(obs, vector_step, exploration)`` (``exploration``:
@@ -147,8 +245,8 @@ def train_off_policy_member(
     return drive_member_run(run, lambda point: learn_at(agent, point))
 
 
-def drive_member_run(run: Generator[Any, dict[str, float], dict[str, Any]],
-                     learn: Callable[[Any], dict[str, float]]) -> dict[str, Any]:
+def drive_member_run(run: Generator[_Point, dict[str, float], MemberResult],
+                     learn: Callable[[_Point], dict[str, float]]) -> MemberResult:
     """Run a member call written as a generator (:func:`off_policy_member_run`,
     :func:`on_policy_member_run`, the offline loop's) to its end, answering every point it
     yields with ``learn(point)`` (the update's metrics); its result."""
@@ -161,16 +259,16 @@ def drive_member_run(run: Generator[Any, dict[str, float], dict[str, Any]],
 
 
 def off_policy_member_run(
-    agent: Any,
-    env: Any,
+    agent: OffPolicyMember,
+    env: object,
     memory: ReplayBuffer,
     steps: int,
     *,
     learning_delay: int = 0,
-    exploration: Any = None,
+    exploration: object = None,
     seed: int | None = None,
     max_steps: int | None = None,
-) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+) -> Generator[LearnPoint, dict[str, float], MemberResult]:
     """:func:`train_off_policy_member` as a generator that yields a :class:`LearnPoint` at
     every learning update and is sent the update's metrics; it returns the call's result.
     The driver decides how the update is made (one agent's ``learn``, or several members'
@@ -216,7 +314,7 @@ def off_policy_member_run(
     return _finish(agent, episodes, vector_steps * num_envs, learn, start)
 
 
-def learn_at(agent: Any, point: LearnPoint) -> dict[str, float]:
+def learn_at(agent: OffPolicyMember, point: LearnPoint) -> dict[str, float]:
     """The update a member run asks for at ``point``: sample a batch, learn from it, and
     give a prioritized memory its new priorities."""
     memory, rng, done_steps, max_steps = point
@@ -232,14 +330,14 @@ def learn_at(agent: Any, point: LearnPoint) -> dict[str, float]:
 
 
 def train_on_policy_member(
-    agent: Any,
-    env: Any,
+    agent: OnPolicyMember,
+    env: object,
     steps: int,
     *,
     seed: int | None = None,
     on_rollout: Callable[[dict[str, float]], None] | None = None,
     max_steps: int | None = None,
-) -> dict[str, Any]:
+) -> MemberResult:
     """``ceil(steps / learn_step)`` rollouts of ``ceil(learn_step / num_envs)`` vector
     steps, each followed by ``agent.learn(rollout)`` (PPO-style agents).
 
@@ -269,9 +367,9 @@ def train_on_policy_member(
 
 
 def on_policy_member_run(
-    agent: Any, env: Any, steps: int, *, seed: int | None = None,
+    agent: OnPolicyMember, env: object, steps: int, *, seed: int | None = None,
     max_steps: int | None = None,
-) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
+) -> Generator[RolloutPoint, dict[str, float], MemberResult]:
     """:func:`train_on_policy_member` as a generator that yields a :class:`RolloutPoint`
     at every learning update and is sent the update's metrics; it returns the call's
     result (the driver decides how the update is made, see
@@ -285,7 +383,10 @@ def on_policy_member_run(
     horizon = math.ceil(learn_step / num_envs)
     rollouts = math.ceil(int(steps) / learn_step)
     action_space = agent.action_space
-    action_shape = tuple(action_space.shape) if agent.continuous else ()
+    action_shape: tuple[int, ...] = ()
+    if agent.continuous:  # a Box (what ``continuous`` says)
+        assert isinstance(action_space, spaces.Box)
+        action_shape = tuple(action_space.shape)
     buffer = RolloutBuffer(
         horizon,
         num_envs,
@@ -320,13 +421,13 @@ def on_policy_member_run(
     return _finish(agent, episodes, rollouts * horizon * num_envs, learn, start)
 
 
-def _numpy_state(hidden: dict[str, Any] | None) -> dict[str, np.ndarray] | None:
+def _numpy_state(hidden: Hidden | None) -> dict[str, np.ndarray] | None:
     if hidden is None:
         return None
     return {name: state.detach().cpu().numpy() for name, state in hidden.items()}
 
 
-def _rows(hidden: dict[str, Any] | None, mask: np.ndarray) -> dict[str, Any] | None:
+def _rows(hidden: Hidden | None, mask: np.ndarray) -> Hidden | None:
     if hidden is None:
         return None
     index = np.flatnonzero(mask)

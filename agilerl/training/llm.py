@@ -17,14 +17,26 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.core.member_training import Deadline, MemberTrainer, RunContext, TrainReport
+from agilerl.core.algorithm_spec import algo_name
+from agilerl.core.member_training import (
+    Agent,
+    Deadline,
+    MemberTrainer,
+    RunContext,
+    TrainReport,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.algorithms.core.llm_policy import PolicyGradientLLM
+    from agilerl.llm.multiturn import MultiTurnEnv
+    from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.models.algo import LLMAlgorithmSpec
+    from agilerl.models.env import LLMEnvSpec
     from agilerl.training.trainer import LocalTrainer
 
 _SEED_AGENT = 0xA6E7
@@ -33,11 +45,20 @@ _SEED_AGENT = 0xA6E7
 _NETWORK_MUTATIONS = ("arch_mut", "params_mut", "act_mut")
 
 
+def llm_spec(trainer: LocalTrainer) -> LLMAlgorithmSpec:
+    """The trainer's algorithm spec, an LLM one (the LLM loops train LLM algorithms only)."""
+    from agilerl.models.algo import LLMAlgorithmSpec
+
+    spec = trainer.algorithm_spec
+    assert isinstance(spec, LLMAlgorithmSpec)
+    return spec
+
+
 def _spec_device(trainer: LocalTrainer) -> str:
     return str(trainer.device)
 
 
-def make_llm_env(trainer: LocalTrainer) -> Any:
+def make_llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
     """The LLM environment of the trainer's env spec, on the tokenizer of the base model."""
     from agilerl.llm import require_llm_extra
     from agilerl.llm.adapters import BaseKey, shared_base
@@ -46,7 +67,8 @@ def make_llm_env(trainer: LocalTrainer) -> Any:
     import datasets
 
     datasets.disable_progress_bars()
-    spec, algo = trainer.env_spec, trainer.algorithm_spec
+    spec = cast("LLMEnvSpec", trainer.env_spec)  # an LLM algorithm's environment
+    algo = llm_spec(trainer)
     base = shared_base(BaseKey.from_spec(algo, _spec_device(trainer)))
     trainer.tokenizer = base.tokenizer
     training = trainer.training_spec
@@ -58,7 +80,7 @@ def make_llm_env(trainer: LocalTrainer) -> Any:
     if env_type == "reasoning":
         from agilerl.llm.reasoning import ReasoningEnv
 
-        env: Any = ReasoningEnv(spec, base.tokenizer, seed=seed,
+        env: ReasoningEnv | MultiTurnEnv = ReasoningEnv(spec, base.tokenizer, seed=seed,
                                 max_context_length=int(algo.max_model_len),
                                 evaluation_interval=int(training.evaluation_interval or 1))
     elif env_type == "multiturn":
@@ -77,7 +99,7 @@ def make_llm_env(trainer: LocalTrainer) -> Any:
     return env
 
 
-def _apply_num_epochs(trainer: LocalTrainer, env: Any) -> None:
+def _apply_num_epochs(trainer: LocalTrainer, env: object) -> None:
     epochs = getattr(trainer.training_spec, "num_epochs", None)
     if epochs and hasattr(env, "batches_per_epoch"):
         per_epoch = env.batches_per_epoch(int(trainer.algorithm_spec.batch_size))
@@ -106,7 +128,7 @@ def network_mutations_off(trainer: LocalTrainer) -> None:
         update={"probabilities": probs.model_copy(update=update)})
 
 
-def make_llm_population(trainer: LocalTrainer) -> list[Any]:
+def make_llm_population(trainer: LocalTrainer) -> list[Agent]:
     """``pop_size`` adapters over one shared base, each initialised from its own seed."""
     import torch
 
@@ -116,11 +138,11 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
     from agilerl.training.build import _hp_config
 
     network_mutations_off(trainer)
-    spec = trainer.algorithm_spec
+    spec = llm_spec(trainer)
     generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
-    cls = algorithm_class(str(spec.name))
+    cls = algorithm_class(algo_name(spec))
     assert issubclass(cls, LLMAlgorithm)  # the LLM paradigm's specs name LLM algorithms
-    population = []
+    population: list[Agent] = []
     for i in range(int(trainer.training_spec.pop_size)):
         seed = derive_seed(trainer.seed, _SEED_AGENT, i)
         torch.manual_seed(seed)  # the adapter's initial weights
@@ -132,34 +154,36 @@ def make_llm_population(trainer: LocalTrainer) -> list[Any]:
 class ReasoningMemberTrainer:
     """``train(agent, steps, seed)``: ``steps`` batches of prompts, sampled and learned from."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: ReasoningEnv) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
         from agilerl.algorithms.core.llm_policy import Experience
+
+        member = cast("PolicyGradientLLM", agent)  # the members of a reasoning run
 
         rewards_seen: list[float] = []
         sums: dict[str, float] = {}
         tokens = 0
         generate_s = 0.0
         for _ in range(int(steps)):
-            batch = self.env.train_batch(agent.steps[-1], int(agent.batch_size))
-            group = int(getattr(agent, "group_size", 1) or 1)
+            batch = self.env.train_batch(member.steps[-1], int(member.batch_size))
+            group = int(getattr(member, "group_size", 1) or 1)
             start = time.perf_counter()
-            rollout = agent.generate(batch.ids, group_size=group)
+            rollout = member.generate(batch.ids, group_size=group)
             generate_s += time.perf_counter() - start
             rows = [row for row in batch.rows for _ in range(group)]
             rewards = self.env.rewards(rollout.texts, rows)
-            metrics = agent.learn(Experience(rollout, rewards, group))
+            metrics = member.learn(Experience(rollout, rewards, group))
             metrics["accuracy"] = self.env.accuracy(rewards)
             metrics["completion_length"] = rollout.tokens / max(len(rollout.texts), 1)
             for name, value in metrics.items():
                 sums[name] = sums.get(name, 0.0) + float(value)
             tokens += rollout.tokens
             rewards_seen.extend(rewards.tolist())
-            agent.steps[-1] += 1
-            agent.scores.append(float(np.mean(rewards)))
+            member.steps[-1] += 1
+            member.scores.append(float(np.mean(rewards)))
         report = {name: value / max(int(steps), 1) for name, value in sums.items()}
         report["tokens_per_second"] = tokens / generate_s if generate_s > 0 else math.nan
         report["reward"] = float(np.mean(rewards_seen)) if rewards_seen else math.nan
@@ -169,9 +193,11 @@ class ReasoningMemberTrainer:
 def reasoning_member_trainer(context: RunContext) -> MemberTrainer:
     """The member trainer of the ``llm_reasoning`` loop (reasoning or multi-turn env)."""
     from agilerl.llm.multiturn import MultiTurnEnv
+    from agilerl.llm.reasoning import ReasoningEnv
 
     if isinstance(context.env, MultiTurnEnv):
         from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
 
         return MultiTurnMemberTrainer(context.env)
+    assert isinstance(context.env, ReasoningEnv)  # what make_llm_env builds otherwise
     return ReasoningMemberTrainer(context.env)

@@ -13,33 +13,41 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.checkpoint.rng import derive_seed
-from agilerl.core.member_training import Deadline, RunContext, TrainReport
+from agilerl.core.algorithm_spec import algo_name
+from agilerl.core.member_training import Agent, Deadline, RunContext, TrainReport
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
+    from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
+    from agilerl.llm.text_batches import TokenBatch
+    from agilerl.models.env import LLMEnvSpec
     from agilerl.training.trainer import LocalTrainer
 
 _SEED_ENV = 0xE7
 
 
-def make_dataset_llm_env(trainer: LocalTrainer) -> Any:
+def make_dataset_llm_env(trainer: LocalTrainer) -> DatasetEnv:
     """The preference or SFT environment of the trainer's env spec, on the base model's
     tokenizer (the base is loaded here once and shared by every member)."""
     from agilerl.core.errors import UnsupportedAlgorithmError
     from agilerl.llm import require_llm_extra
     from agilerl.llm.adapters import BaseKey, shared_base
     from agilerl.llm.dataset_envs import DATASET_ENVS, make_dataset_env
-    from agilerl.training.llm import _apply_num_epochs
+    from agilerl.training.llm import _apply_num_epochs, llm_spec
 
     require_llm_extra()
-    spec, algo = trainer.env_spec, trainer.algorithm_spec
+    spec = cast("LLMEnvSpec", trainer.env_spec)  # an LLM algorithm's environment
+    algo = llm_spec(trainer)
     env_type = getattr(spec.env_type, "value", spec.env_type)
     if env_type not in DATASET_ENVS:
         raise UnsupportedAlgorithmError(
-            f"environment.env_type = {env_type!r}: {algo.name} trains on "
-            f"{' or '.join(DATASET_ENVS)} datasets only ({algo.name} does not support "
+            f"environment.env_type = {env_type!r}: {algo_name(algo)} trains on "
+            f"{' or '.join(DATASET_ENVS)} datasets only ({algo_name(algo)} does not support "
             f"{'multi-turn' if env_type == 'multiturn' else env_type} environments)")
     base = shared_base(BaseKey.from_spec(algo, str(trainer.device)))
     trainer.tokenizer = base.tokenizer
@@ -56,39 +64,45 @@ class DatasetMemberTrainer:
     step. Reports the mean of the update metrics, ``score`` = minus the mean loss, and
     ``tokens_per_second`` (tokens of the batches learned from per second of learning)."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: DatasetEnv) -> None:
         self.env = env
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
+        member = cast("DatasetLLMAlgorithm", agent)  # the members of an SFT or DPO run
         sums: dict[str, float] = {}
         tokens, seconds = 0, 0.0
-        batch_size = int(agent.batch_size)
+        batch_size = int(member.batch_size)
         for _ in range(int(steps)):
-            step = int(agent.steps[-1])
-            sync = getattr(agent, "sync_reference", None)
+            step = int(member.steps[-1])
+            sync = getattr(member, "sync_reference", None)
             if sync is not None:
                 sync(self.env.epoch_of(step, batch_size))
             batch = self.env.train_batch(step, batch_size)
             start = time.perf_counter()
-            metrics = agent.learn(batch)
+            metrics = member.learn(batch)
             seconds += time.perf_counter() - start
             tokens += int(_attention(batch).sum())
             for name, value in metrics.items():
                 sums[name] = sums.get(name, 0.0) + float(value)
-            agent.steps[-1] += 1
-            agent.scores.append(-float(metrics.get("loss", math.nan)))
+            member.steps[-1] += 1
+            member.scores.append(-float(metrics.get("loss", math.nan)))
         report = {name: value / max(int(steps), 1) for name, value in sums.items()}
         report["tokens_per_second"] = tokens / seconds if seconds > 0 else math.nan
         return TrainReport(steps=int(steps), score=-report.get("loss", math.nan),
                            metrics=report)
 
 
-def _attention(batch: Any) -> Any:
-    tokens = getattr(batch, "tokens", batch)  # a PreferenceBatch holds a TokenBatch
+def _attention(batch: TokenBatch | PreferenceBatch) -> torch.Tensor:
+    from agilerl.llm.dataset_envs import PreferenceBatch
+
+    tokens = batch.tokens if isinstance(batch, PreferenceBatch) else batch  # its TokenBatch
     return tokens.attention_mask
 
 
 def dataset_member_trainer(context: RunContext) -> DatasetMemberTrainer:
     """The member trainer of the ``llm_preference`` and ``llm_sft`` loops."""
+    from agilerl.llm.dataset_envs import DatasetEnv
+
+    assert isinstance(context.env, DatasetEnv)  # what make_dataset_llm_env builds
     return DatasetMemberTrainer(context.env)

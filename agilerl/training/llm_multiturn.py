@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import cast
 
 import numpy as np
 
-from agilerl.algorithms.core.llm_policy import Experience
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.algorithms.core.llm_policy import Experience, PolicyGradientLLM
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.llm.multiturn import Episode, MultiTurnEnv
 
 
@@ -21,7 +21,7 @@ class MultiTurnMemberTrainer:
     def __init__(self, env: MultiTurnEnv) -> None:
         self.env = env
 
-    def experience(self, agent: Any, episodes: list[Episode]) -> Any:
+    def experience(self, agent: PolicyGradientLLM, episodes: list[Episode]) -> Experience:
         """One training row per turn, credited as the module docstring says."""
         gamma = float(getattr(agent, "gamma", 1.0))
         by_turn = getattr(agent.spec, "advantage_granularity", "auto") in ("auto", "turn")
@@ -45,8 +45,9 @@ class MultiTurnMemberTrainer:
         return Experience(rollout, np.array(credit), groups=np.array(groups),
                           episode_start=np.array(starts), returns=np.array(returns))
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
+        member = cast(PolicyGradientLLM, agent)  # the members of a multi-turn run
         sums: dict[str, float] = {}
         returns: list[float] = []
         tokens, seconds = 0, 0.0
@@ -54,18 +55,18 @@ class MultiTurnMemberTrainer:
         for _ in range(int(steps)):
             if deadline is not None and deadline.spent():  # training.max_wall_seconds:
                 break  # no new batch of episodes
-            group = int(getattr(agent, "group_size", 1) or 1)
-            prompts = self.env.episode_seeds(agent.steps[-1], int(agent.batch_size))
+            group = int(getattr(member, "group_size", 1) or 1)
+            prompts = self.env.episode_seeds(member.steps[-1], int(member.batch_size))
             seeds = [s for s in prompts for _ in range(group)]
             groups = [i for i in range(len(prompts)) for _ in range(group)]
             start = time.perf_counter()
-            episodes = self.env.play(agent, seeds, groups, greedy=False)
+            episodes = self.env.play(member, seeds, groups, greedy=False)
             seconds += time.perf_counter() - start
             played = [e for e in episodes if e.completions]
             metrics: dict[str, float] = {}
             if played:
-                experience = self.experience(agent, played)
-                metrics = agent.learn(experience)
+                experience = self.experience(member, played)
+                metrics = member.learn(experience)
                 tokens += experience.rollout.tokens
             episode_returns = np.array([e.ret for e in episodes])
             metrics["accuracy"] = self.env.accuracy(episode_returns)
@@ -73,8 +74,8 @@ class MultiTurnMemberTrainer:
             for name, value in metrics.items():
                 sums[name] = sums.get(name, 0.0) + float(value)
             returns.extend(episode_returns.tolist())
-            agent.steps[-1] += 1
-            agent.scores.append(float(np.mean(episode_returns)))
+            member.steps[-1] += 1
+            member.scores.append(float(np.mean(episode_returns)))
             done += 1
         report = {name: value / max(done, 1) for name, value in sums.items()}
         report["tokens_per_second"] = tokens / seconds if seconds > 0 else math.nan

@@ -47,9 +47,8 @@ a generation (an interrupted run stops between two members).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.core.member_training import Deadline, TrainReport
@@ -60,6 +59,40 @@ PHASE_TRAIN = 0
 PHASE_EVAL = 1
 PHASE_EVOLVE = 2
 PHASE_PRE_MUTATION = 3
+
+
+class EvolutionState(TypedDict):
+    """``Evolution.state_dict``: the operators' own states (their RNGs; None: absent)."""
+
+    mutations: dict[str, object] | None
+    selection: dict[str, object] | None
+
+
+class ReportState(TypedDict):
+    """A :class:`TrainReport` in a checkpoint."""
+
+    steps: int
+    score: float
+    metrics: dict[str, float]
+    seconds: float
+
+
+class LoopStateDict(TypedDict):
+    """``LoopState.state_dict``: what a checkpoint keeps of the loop."""
+
+    generation: int
+    members_done: int
+    reports: list[ReportState]
+    checkpoints_written: int
+    pre_mutation_done: bool
+    fitnesses: list[float]
+    finished: bool
+    stopped_early: bool
+    out_of_time: bool
+    elite: int | None
+    train_seconds: float
+    env_steps: int | None
+    early_stop: dict[str, object]
 
 
 class Evolution(Protocol):
@@ -82,9 +115,9 @@ class Evolution(Protocol):
         """True when mutation exists without selection."""
         ...
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def state_dict(self) -> EvolutionState: ...
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+    def load_state_dict(self, state: EvolutionState) -> None: ...
 
 
 class LoopHooks(Protocol):
@@ -92,7 +125,7 @@ class LoopHooks(Protocol):
 
     def on_member_trained(self, state: LoopState, member: int, report: TrainReport) -> None: ...
 
-    def on_generation(self, state: LoopState, metrics: dict[str, Any]) -> None: ...
+    def on_generation(self, state: LoopState, metrics: dict[str, float]) -> None: ...
 
     def on_evolved(self, state: LoopState, elite: int | None, fitnesses: list[float]) -> None: ...
 
@@ -139,11 +172,12 @@ class LoopState:
     None until a run sets it (a checkpoint written before it existed)."""
     early_stop: EarlyStopping = field(default_factory=lambda: EarlyStopping(None))
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> LoopStateDict:
         return {
             "generation": self.generation,
             "members_done": self.members_done,
-            "reports": [vars(r).copy() for r in self.reports],
+            "reports": [ReportState(steps=r.steps, score=r.score, metrics=r.metrics,
+                                    seconds=r.seconds) for r in self.reports],
             "checkpoints_written": self.checkpoints_written,
             "pre_mutation_done": self.pre_mutation_done,
             "fitnesses": list(self.fitnesses),
@@ -156,7 +190,7 @@ class LoopState:
             "early_stop": self.early_stop.state_dict(),
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: LoopStateDict) -> None:
         self.generation = int(state["generation"])
         self.members_done = int(state["members_done"])
         self.reports = [TrainReport(**r) for r in state["reports"]]
@@ -308,13 +342,13 @@ def _mean(values: list[float]) -> float:
 
 def generation_metrics(
     backend: PopulationBackend, state: LoopState, fitnesses: list[float]
-) -> dict[str, Any]:
+) -> dict[str, float]:
     """The per-generation metrics dict (names follow the reference's W&B keys)."""
     reports = state.reports
     gen_steps = sum(r.steps for r in reports)
     gen_seconds = sum(r.seconds for r in reports)
     best = state.elite
-    metrics: dict[str, Any] = {
+    metrics: dict[str, float] = {
         "train/generation": state.generation + 1,  # numbered from 1, as everywhere shown
         "train/global_step": state.env_steps or 0,
         "train/steps_per_second": gen_steps / gen_seconds if gen_seconds > 0 else math.nan,

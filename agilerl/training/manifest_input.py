@@ -13,12 +13,17 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agilerl.training.overrides import Override, apply_overrides, override_for_path
 
+if TYPE_CHECKING:
+    from agilerl.core.manifest_errors import ManifestError, ManifestIssue
+    from agilerl.models.manifest import TrainingManifest
 
-def load_manifest(path: str | os.PathLike[str], overrides: Sequence[Override] = ()) -> Any:
+
+def load_manifest(path: str | os.PathLike[str],
+                  overrides: Sequence[Override] = ()) -> TrainingManifest:
     """A validated ``TrainingManifest`` (raises ``ManifestError`` / ``OverrideError``)."""
     import agilerl.models as models
     from agilerl.models.loading import load_file
@@ -39,7 +44,7 @@ def load_manifest(path: str | os.PathLike[str], overrides: Sequence[Override] = 
     return models.TrainingManifest.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
 
 
-def _relocated(exc: Any, overrides: Sequence[Override]) -> Any:
+def _relocated(exc: ManifestError, overrides: Sequence[Override]) -> ManifestError:
     """The same error, with problems at overridden paths naming their override."""
     issues = []
     for issue in exc.issues:
@@ -56,7 +61,7 @@ def _relocated(exc: Any, overrides: Sequence[Override]) -> Any:
     return type(exc)(issues, source=exc.source, warnings=list(getattr(exc, "warnings", [])))
 
 
-def _related_override(issue: Any, overrides: Sequence[Override]) -> Override | None:
+def _related_override(issue: ManifestIssue, overrides: Sequence[Override]) -> Override | None:
     """An override of a sibling field that a cross-field rule's message names
     (``evo_steps ... max_steps`` when ``training.max_steps`` was overridden)."""
     section = issue.path.split(".", 1)[0]

@@ -26,25 +26,31 @@ call is a pure function of (agent state, memory state, seed) and resumes exactly
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-from agilerl.core.member_training import Deadline, TrainReport
-from agilerl.training.experience import _learn_schedule, mean_metrics
+from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.training.experience import MemberResult, _learn_schedule, mean_metrics
+
+if TYPE_CHECKING:
+    from agilerl.algorithms.maddpg import MADDPG
+    from agilerl.models.training import TrainingSpec
 
 
 def train_multi_agent_off_policy_member(
-    agent: Any,
-    env: Any,
+    agent: MADDPG,
+    env: object,
     memory: MultiAgentReplayBuffer,
     steps: int,
     *,
     learning_delay: int = 0,
     seed: int | None = None,
-) -> dict[str, Any]:
+) -> MemberResult:
     """Step ``env`` ``steps // num_envs`` times with ``agent``, filling ``memory`` and learning.
 
     The agent provides ``agent_ids``, ``act(obs, explore=True) -> ({agent: env actions},
@@ -73,12 +79,16 @@ def train_multi_agent_off_policy_member(
         valid = np.any([acted[a] for a in agents], axis=0)
         # Masked agents: the next observation's masks, which limit the target actions.
         next_masks = agent.storable_masks(next_obs)
-        memory.add(
-            obs=agent.storable(obs), action=stored_action, next_obs=agent.storable(next_obs),
-            reward={a: np.asarray(reward[a], dtype=np.float32) for a in agents},
-            done={a: np.asarray(terminated[a], dtype=bool) for a in agents},
-            active=acted, valid=valid, **({NEXT_MASK: next_masks} if next_masks else {}),
-        )
+        transition: dict[str, Mapping[str, ArrayLike]] = {
+            "obs": agent.storable(obs), "action": stored_action,
+            "next_obs": agent.storable(next_obs),
+            "reward": {a: np.asarray(reward[a], dtype=np.float32) for a in agents},
+            "done": {a: np.asarray(terminated[a], dtype=bool) for a in agents},
+            "active": acted,
+        }
+        if next_masks:
+            transition[NEXT_MASK] = next_masks
+        memory.add(transition, valid=valid)
         returns.update(reward, acted, ended)
         if ended.any():
             agent.on_episode_end(ended)
@@ -106,15 +116,16 @@ def train_multi_agent_off_policy_member(
 class MultiAgentOffPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for MADDPG-style agents: act jointly, store, learn."""
 
-    def __init__(self, env: Any, memory: MultiAgentReplayBuffer, training: Any) -> None:
+    def __init__(self, env: object, memory: MultiAgentReplayBuffer,
+                 training: TrainingSpec) -> None:
         self.env = env
         self.memory = memory
         self.learning_delay = int(training.learning_delay)
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
         result = train_multi_agent_off_policy_member(
-            agent, self.env, self.memory, steps, learning_delay=self.learning_delay, seed=seed,
+            cast("MADDPG", agent), self.env, self.memory, steps, learning_delay=self.learning_delay, seed=seed,
         )
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

@@ -17,37 +17,55 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from gymnasium import spaces
 
 from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.core.member_training import Deadline, TrainReport
-from agilerl.training.experience import mean_metrics, tell_progress
+from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.training.experience import MemberResult, mean_metrics, tell_progress
+
+if TYPE_CHECKING:
+    from agilerl.algorithms.ippo import IPPO
+    from agilerl.core.value_types import Observation, Space
 
 
 class MultiAgentOnPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for multi-agent on-policy agents (IPPO); ``max_steps``:
     the run's budget per member, which a learning-rate schedule follows."""
 
-    def __init__(self, env: Any, max_steps: int | None = None) -> None:
+    def __init__(self, env: object, max_steps: int | None = None) -> None:
         self.env = env
         self.max_steps = max_steps
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        result = train_multi_agent_on_policy_member(agent, self.env, steps, seed=seed,
+        result = train_multi_agent_on_policy_member(cast("IPPO", agent), self.env, steps, seed=seed,
                                                     max_steps=self.max_steps)
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))
 
 
-def _buffers(agent: Any, horizon: int, num_envs: int) -> dict[str, RolloutBuffer]:
+def _box_shape(space: Space) -> tuple[int, ...]:
+    """The action shape of a continuous unit (its action space is a Box)."""
+    assert isinstance(space, spaces.Box)
+    return tuple(space.shape)
+
+
+def _arms(space: Space) -> int:
+    """The actions of a masked agent (its action space is Discrete)."""
+    assert isinstance(space, spaces.Discrete)
+    return int(space.n)
+
+
+def _buffers(agent: IPPO, horizon: int, num_envs: int) -> dict[str, RolloutBuffer]:
     buffers = {}
     for unit, agents in agent.units.items():
         encoder, continuous = agent.obs_encoders[unit], agent.continuous[unit]
-        shape = tuple(agent.unit_action_space(unit).shape) if continuous else ()
+        shape = _box_shape(agent.unit_action_space(unit)) if continuous else ()
         for a in agents:
             buffers[a] = RolloutBuffer(horizon, num_envs, (encoder.shape, encoder.dtype), shape,
                                        np.float32 if continuous else np.int64)
@@ -55,9 +73,9 @@ def _buffers(agent: Any, horizon: int, num_envs: int) -> dict[str, RolloutBuffer
 
 
 def train_multi_agent_on_policy_member(
-    agent: Any, env: Any, steps: int, *, seed: int | None = None,
+    agent: IPPO, env: object, steps: int, *, seed: int | None = None,
     max_steps: int | None = None,
-) -> dict[str, Any]:
+) -> MemberResult:
     """Collect and learn for ``steps`` env steps (see the module docstring); returns
     ``{steps, score, episodes, learn_updates, metrics, seconds}``. With ``max_steps``
     (the run's budget per member), ``agent.set_progress`` is told, before each update, the
@@ -71,7 +89,7 @@ def train_multi_agent_on_policy_member(
     rollouts = math.ceil(int(steps) / learn_step)
     buffers = _buffers(agent, horizon, num_envs)
     masked = {a for a, m in agent.action_masks(obs).items() if m is not None}
-    masks = {a: np.zeros((horizon, num_envs, int(agent.action_spaces[a].n)), dtype=bool)
+    masks = {a: np.zeros((horizon, num_envs, _arms(agent.action_spaces[a])), dtype=bool)
              for a in masked}
     returns = MultiAgentReturns(agent_ids, num_envs)
     learned: list[dict[str, float]] = []
@@ -90,7 +108,9 @@ def train_multi_agent_on_policy_member(
                 buffers[a].add(agent.agent_obs_numpy(a, obs), actions[a], log_probs[a],
                                values[a], reward, done, acted[a])
                 if a in masked:
-                    masks[a][t] = step_masks[a]
+                    mask = step_masks[a]
+                    assert mask is not None  # a masked agent's observations carry its mask
+                    masks[a][t] = mask
             obs = next_obs
         last = agent.get_value(obs)
         for a in agent_ids:
@@ -112,7 +132,8 @@ def train_multi_agent_on_policy_member(
 
 
 def _truncation_bootstrap(
-    agent: Any, next_obs: Any, terminated: Any, truncated: Any, acted: Any
+    agent: IPPO, next_obs: Mapping[str, Observation], terminated: Mapping[str, np.ndarray],
+    truncated: Mapping[str, np.ndarray], acted: Mapping[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
     """``gamma * V(final obs)`` for the agents truncated (not terminated) at this step."""
     cut = {a: np.asarray(truncated[a]) & ~np.asarray(terminated[a]) & acted[a] for a in acted}

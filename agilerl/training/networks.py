@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
 
-from gymnasium import spaces
+from pydantic import BaseModel
 
+from agilerl.core.value_types import Space
 from agilerl.models.networks import (
     DEFERRED_ENCODER_SEEDS,
     NETWORK_SPECS,
@@ -30,8 +31,11 @@ from agilerl.models.networks import (
     with_default_encoder,
 )
 
+_Section = TypeVar("_Section")
+"""A ``network`` section as given: None, a mapping, or a network spec object."""
 
-def _has_arch(net_config: Mapping[str, Any]) -> bool:
+
+def _has_arch(net_config: Mapping[str, object]) -> bool:
     encoder = net_config.get("encoder_config")
     return bool(net_config.get("arch")) or (
         isinstance(encoder, Mapping) and bool(encoder.get("arch"))
@@ -39,8 +43,8 @@ def _has_arch(net_config: Mapping[str, Any]) -> bool:
 
 
 def resolve_net_config(
-    net_config: Any, observation_space: spaces.Space[Any], *, recurrent: bool = False
-) -> Any:
+    net_config: _Section, observation_space: Space, *, recurrent: bool = False
+) -> _Section | dict[str, object]:
     """Return ``net_config`` with its encoder arch resolved (unchanged if already set).
 
     ``None`` stays ``None`` (the algorithm's built-in default network); a spec object (an
@@ -59,9 +63,9 @@ def resolve_net_config(
 
 
 def resolve_network_spec(
-    net_config: Any, observation_space: spaces.Space[Any], spec_class: type[Any] | None = None,
+    net_config: _Section, observation_space: Space, spec_class: type[BaseModel] | None = None,
     *, recurrent: bool = False,
-) -> Any:
+) -> _Section | BaseModel:
     """``net_config`` as a network spec object of ``spec_class`` (default ``NetworkSpec``),
     its encoder arch resolved for ``observation_space``.
 

@@ -9,38 +9,45 @@ business (``explore_action``; the DQN family reads ``training.eps_*``), see
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.training.experience import (
     LearnPoint,
+    MemberResult,
+    OffPolicyMember,
     off_policy_member_run,
     train_off_policy_member,
 )
+
+if TYPE_CHECKING:
+    from agilerl.models.training import TrainingSpec
 
 
 class OffPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for off-policy agents: act, store, learn."""
 
-    def __init__(self, env: Any, memory: ReplayBuffer, training: Any) -> None:
+    def __init__(self, env: object, memory: ReplayBuffer, training: TrainingSpec) -> None:
         self.env = env
         self.memory = memory
         self.training = training
         self.learning_delay = int(training.learning_delay)
         self.max_steps = int(training.max_steps)
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
+        member = cast(OffPolicyMember, agent)  # the members of an off-policy run
         result = train_off_policy_member(
-            agent, self.env, self.memory, steps, learning_delay=self.learning_delay,
-            exploration=type(agent).exploration_settings(self.training), seed=seed,
+            member, self.env, self.memory, steps, learning_delay=self.learning_delay,
+            exploration=type(member).exploration_settings(self.training), seed=seed,
             max_steps=self.max_steps,
         )
         return self.report(result)
 
-    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
-            memory: Any = None) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+    def run(self, agent: OffPolicyMember, steps: int, *, seed: int, env: object = None,
+            memory: ReplayBuffer | None = None
+            ) -> Generator[LearnPoint, dict[str, float], MemberResult]:
         """The same call as a generator that yields at every learning update (see
         :func:`off_policy_member_run`), on ``env`` and ``memory`` (default: the trainer's)."""
         return off_policy_member_run(
@@ -51,7 +58,7 @@ class OffPolicyMemberTrainer:
         )
 
     @staticmethod
-    def report(result: dict[str, Any]) -> TrainReport:
+    def report(result: MemberResult) -> TrainReport:
         """The :class:`TrainReport` of a member call's result."""
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

@@ -13,19 +13,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.training.arguments import explained
-from agilerl.training.experience import LearnPoint, drive_member_run, learn_at, mean_metrics
+from agilerl.training.experience import (
+    LearnPoint,
+    MemberResult,
+    OffPolicyMember,
+    drive_member_run,
+    learn_at,
+    mean_metrics,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.training.trainer import LocalTrainer
 
 
-def load_dataset(trainer: LocalTrainer) -> Any:
+def load_dataset(trainer: LocalTrainer) -> OfflineDataset:
     """The dataset of the trainer's ``OfflineEnvSpec``, checked against its env's spaces.
 
     Up to ``replay_buffer.max_size`` transitions are kept in RAM; a larger dataset is
@@ -50,27 +60,29 @@ def load_dataset(trainer: LocalTrainer) -> Any:
 class OfflineMemberTrainer:
     """``train(agent, updates, seed)``: ``updates`` gradient steps on dataset batches."""
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: OfflineDataset) -> None:
         self.dataset = dataset
 
     #: Lockstep members need no env of their own (see agilerl.population.lockstep).
     uses_env = False
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
         start = time.perf_counter()
-        run = self.run(agent, steps, seed=seed)
-        report = self.report(drive_member_run(run, lambda point: learn_at(agent, point)))
+        member = cast(OffPolicyMember, agent)  # the members of an offline run (CQN)
+        run = self.run(member, steps, seed=seed)
+        report = self.report(drive_member_run(run, lambda point: learn_at(member, point)))
         report.seconds = time.perf_counter() - start
         return report
 
-    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
-            memory: Any = None) -> Generator[LearnPoint, dict[str, float], dict[str, Any]]:
+    def run(self, agent: OffPolicyMember, steps: int, *, seed: int, env: object = None,
+            memory: OfflineDataset | None = None
+            ) -> Generator[LearnPoint, dict[str, float], MemberResult]:
         """The call as a generator that yields a :class:`LearnPoint` (sample a batch of the
         dataset with its ``rng``) before every update and is sent the update's metrics."""
         rng = np.random.default_rng(seed)
         dataset = self.dataset if memory is None else memory
-        batches: Any = PrefetchedBatches(dataset, int(steps))
+        batches = PrefetchedBatches(dataset, int(steps))
         metrics: list[dict[str, float]] = []
         for _ in range(int(steps)):
             metrics.append((yield LearnPoint(batches, rng, 0, None)))
@@ -78,7 +90,7 @@ class OfflineMemberTrainer:
         return {"steps": int(steps), "metrics": mean_metrics(metrics)}
 
     @staticmethod
-    def report(result: dict[str, Any]) -> TrainReport:
+    def report(result: MemberResult) -> TrainReport:
         return TrainReport(steps=int(result["steps"]), metrics=dict(result["metrics"]))
 
 
@@ -101,16 +113,16 @@ class PrefetchedBatches:
 
     read_only = True
 
-    def __init__(self, dataset: Any, total: int) -> None:
+    def __init__(self, dataset: OfflineDataset, total: int) -> None:
         self.dataset = dataset
         self.remaining = int(total)
-        self._ready: list[dict[str, Any]] = []
+        self._ready: list[dict[str, torch.Tensor]] = []
         self._batch_size = -1
 
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         """The next batch of ``batch_size`` transitions."""
         if not self._ready or batch_size != self._batch_size:
             self._batch_size = int(batch_size)

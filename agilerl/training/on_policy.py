@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import cast
 
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.training.experience import (
+    MemberResult,
+    OnPolicyMember,
     RolloutPoint,
     on_policy_member_run,
     train_on_policy_member,
@@ -17,17 +19,18 @@ class OnPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for on-policy agents: rollouts then ``learn``
     (``max_steps``: the run's budget per member, which a learning-rate schedule follows)."""
 
-    def __init__(self, env: Any, max_steps: int | None = None) -> None:
+    def __init__(self, env: object, max_steps: int | None = None) -> None:
         self.env = env
         self.max_steps = max_steps
 
-    def __call__(self, agent: Any, steps: int, *, seed: int,
+    def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        return self.report(train_on_policy_member(agent, self.env, steps, seed=seed,
+        member = cast(OnPolicyMember, agent)  # the members of an on-policy run
+        return self.report(train_on_policy_member(member, self.env, steps, seed=seed,
                                                   max_steps=self.max_steps))
 
-    def run(self, agent: Any, steps: int, *, seed: int, env: Any = None,
-            memory: Any = None) -> Generator[RolloutPoint, dict[str, float], dict[str, Any]]:
+    def run(self, agent: OnPolicyMember, steps: int, *, seed: int, env: object = None,
+            memory: object = None) -> Generator[RolloutPoint, dict[str, float], MemberResult]:
         """The same call as a generator that yields at every learning update (see
         :func:`on_policy_member_run`), on ``env`` (default: the trainer's); on-policy
         members keep no ``memory``."""
@@ -35,7 +38,7 @@ class OnPolicyMemberTrainer:
                                     max_steps=self.max_steps)
 
     @staticmethod
-    def report(result: dict[str, Any]) -> TrainReport:
+    def report(result: MemberResult) -> TrainReport:
         """The :class:`TrainReport` of a member call's result."""
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),
                            metrics=dict(result["metrics"]))

@@ -17,11 +17,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
 from agilerl.core.manifest_errors import ManifestError
+from agilerl.core.value_types import JsonObject, JsonValue
 from agilerl.models.loading import parse_value
 
 
@@ -35,7 +35,7 @@ class Override:
 
     text: str
     path: tuple[str, ...]
-    value: Any
+    value: JsonValue
 
     @property
     def dotted(self) -> str:
@@ -67,20 +67,20 @@ def parse_overrides(texts: Sequence[str]) -> list[Override]:
     return [parse_override(t) for t in texts]
 
 
-def apply_overrides(data: Any, overrides: Sequence[Override]) -> dict[str, Any]:
+def apply_overrides(data: object, overrides: Sequence[Override]) -> JsonObject:
     """Return a deep copy of the manifest mapping ``data`` with ``overrides`` applied."""
     if not isinstance(data, Mapping):
         raise OverrideError("overrides need a manifest that is a mapping")
-    result: dict[str, Any] = copy.deepcopy(dict(data))
+    result: JsonObject = copy.deepcopy(dict(data))
     for override in overrides:
-        node: Any = result
+        node: JsonValue = result
         for depth, key in enumerate(override.path[:-1]):
             node = _descend(node, key, override, depth)
         _assign(node, override.path[-1], override)
     return result
 
 
-def _descend(node: Any, key: str, override: Override, depth: int) -> Any:
+def _descend(node: JsonValue, key: str, override: Override, depth: int) -> JsonValue:
     where = ".".join(override.path[: depth + 1])
     if isinstance(node, list):
         index = _index(node, key, override, where)
@@ -98,7 +98,7 @@ def _descend(node: Any, key: str, override: Override, depth: int) -> Any:
     return child
 
 
-def _assign(node: Any, key: str, override: Override) -> None:
+def _assign(node: JsonValue, key: str, override: Override) -> None:
     if isinstance(node, list):
         node[_index(node, key, override, override.dotted)] = override.value
     elif isinstance(node, dict):
@@ -107,7 +107,7 @@ def _assign(node: Any, key: str, override: Override) -> None:
         raise OverrideError(f"override {override.text!r}: cannot set {override.dotted!r}")
 
 
-def _index(node: list[Any], key: str, override: Override, where: str) -> int:
+def _index(node: Sequence[object], key: str, override: Override, where: str) -> int:
     if not key.lstrip("-").isdigit() or not -len(node) <= int(key) < len(node):
         raise OverrideError(
             f"override {override.text!r}: {where!r} addresses a list of {len(node)} items; "

@@ -13,13 +13,22 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.algorithm_spec import CUSTOM_NETWORK_FIELDS, algo_meta, algo_name
 from agilerl.core.errors import UnsupportedAlgorithmError
 from agilerl.core.member_training import MemberTrainer, RunContext
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.core.member_training import Agent
+    from agilerl.llm.dataset_envs import DatasetEnv
+    from agilerl.llm.multiturn import MultiTurnEnv
+    from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.models.training import TrainingSpec
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -30,13 +39,13 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[RunContext], MemberTrainer]
     """``context -> train(agent, steps, *, seed)`` (the population seam's half)."""
-    make_env: Callable[[LocalTrainer], Any] | None = None
+    make_env: Callable[[LocalTrainer], object] | None = None
     """``trainer -> env`` when the loop builds its own environment (LLM); None: the env
     spec's vector env."""
-    make_population: Callable[[LocalTrainer], list[Any]] | None = None
+    make_population: Callable[[LocalTrainer], list[Agent]] | None = None
     """``trainer -> members`` when the loop builds its own members (LLM adapters over a
     shared base); None: ``build_algorithm`` per slot."""
-    memory: Callable[[LocalTrainer], Any] | None = None
+    memory: Callable[[LocalTrainer], ReplayBuffer | OfflineDataset] | None = None
     """``trainer -> memory`` when the loop's memory is not a replay buffer (the offline
     loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
     joint_memory: bool = False
@@ -50,10 +59,17 @@ class Paradigm:
         return self.make_env is None and self.make_population is None
 
 
+def _replay_memory(context: RunContext) -> ReplayBuffer:
+    """The run's replay memory (a loop with ``replay_memory`` is built with one)."""
+    memory = context.memory
+    assert isinstance(memory, ReplayBuffer)
+    return memory
+
+
 def _off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.off_policy import OffPolicyMemberTrainer
 
-    return OffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
+    return OffPolicyMemberTrainer(context.env, _replay_memory(context), context.training_spec)
 
 
 def _on_policy(context: RunContext) -> MemberTrainer:
@@ -68,13 +84,13 @@ def _llm_reasoning(context: RunContext) -> MemberTrainer:
     return reasoning_member_trainer(context)
 
 
-def _llm_env(trainer: LocalTrainer) -> Any:
+def _llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
     from agilerl.training.llm import make_llm_env
 
     return make_llm_env(trainer)
 
 
-def _llm_population(trainer: LocalTrainer) -> list[Any]:
+def _llm_population(trainer: LocalTrainer) -> list[Agent]:
     from agilerl.training.llm import make_llm_population
 
     return make_llm_population(trainer)
@@ -86,21 +102,24 @@ def _llm_dataset(context: RunContext) -> MemberTrainer:
     return dataset_member_trainer(context)
 
 
-def _llm_dataset_env(trainer: LocalTrainer) -> Any:
+def _llm_dataset_env(trainer: LocalTrainer) -> DatasetEnv:
     from agilerl.training.llm_dataset import make_dataset_llm_env
 
     return make_dataset_llm_env(trainer)
 
 
 def _offline(context: RunContext) -> MemberTrainer:
+    from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.training.offline import OfflineMemberTrainer
 
     _warn_inert(context.training_spec, "learning_delay",
                 "offline training takes no env steps; every update samples the dataset")
-    return OfflineMemberTrainer(context.memory)
+    dataset = context.memory
+    assert isinstance(dataset, OfflineDataset)  # the loop's memory (Paradigm.memory)
+    return OfflineMemberTrainer(dataset)
 
 
-def _warn_inert(training: Any, field: str, why: str) -> None:
+def _warn_inert(training: TrainingSpec, field: str, why: str) -> None:
     """Warn when ``training.<field>`` is set to what this loop does not read."""
     value = getattr(training, field, None)
     if value is not None and value != type(training).model_fields[field].default:
@@ -108,7 +127,7 @@ def _warn_inert(training: Any, field: str, why: str) -> None:
                       stacklevel=5)
 
 
-def _offline_dataset(trainer: LocalTrainer) -> Any:
+def _offline_dataset(trainer: LocalTrainer) -> OfflineDataset:
     from agilerl.training.offline import load_dataset
 
     return load_dataset(trainer)
@@ -121,7 +140,7 @@ def _bandits(context: RunContext) -> MemberTrainer:
                 "a generation is training.evo_steps pulls per member")
     _warn_inert(context.training_spec, "learning_delay",
                 "bandits learn once the memory holds a batch")
-    return BanditMemberTrainer(context.env, context.memory)
+    return BanditMemberTrainer(context.env, _replay_memory(context))
 
 
 def _multi_agent_on_policy(context: RunContext) -> MemberTrainer:
@@ -133,7 +152,9 @@ def _multi_agent_on_policy(context: RunContext) -> MemberTrainer:
 def _multi_agent_off_policy(context: RunContext) -> MemberTrainer:
     from agilerl.training.multi_agent_off_policy import MultiAgentOffPolicyMemberTrainer
 
-    return MultiAgentOffPolicyMemberTrainer(context.env, context.memory, context.training_spec)
+    memory = context.memory
+    assert isinstance(memory, MultiAgentReplayBuffer)  # the loop's joint memory
+    return MultiAgentOffPolicyMemberTrainer(context.env, memory, context.training_spec)
 
 
 PARADIGMS: dict[str, Paradigm] = {
@@ -175,7 +196,7 @@ def trainable() -> list[str]:
             and getattr(ALGO_REGISTRY[name], "training_loop", None) in PARADIGMS]
 
 
-def resolve_paradigm(spec: Any) -> str:
+def resolve_paradigm(spec: object) -> str:
     """The training loop of an algorithm spec; refuses what this version cannot train,
     and settings its implementation would ignore (:class:`UnsupportedAlgorithmError`)."""
     from agilerl.algorithms import NotImplementedAlgorithmError, algorithm_class
@@ -195,7 +216,7 @@ def resolve_paradigm(spec: Any) -> str:
     return loop
 
 
-def check_settings(cls: Any, spec: Any) -> None:
+def check_settings(cls: type[SpecHyperparameters], spec: object) -> None:
     """Refuse (or warn about) algorithm settings ``cls`` does not honour, naming the field."""
     custom = [name for name in CUSTOM_NETWORK_FIELDS if getattr(spec, name, None) is not None]
     if custom:

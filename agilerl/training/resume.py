@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from agilerl.checkpoint import (
     Checkpoint,
@@ -15,11 +15,30 @@ from agilerl.checkpoint import (
 )
 from agilerl.core.algorithm_spec import algo_name
 from agilerl.population.shared_memory import PENDING_KEY
-from agilerl.training.loop import LoopState
+from agilerl.training.loop import EvolutionState, LoopState, LoopStateDict
 from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.core.value_types import JsonObject
     from agilerl.training.trainer import LocalTrainer
+
+
+class TrainerState(TypedDict, total=False):
+    """``trainer.pt`` of a checkpoint (what ``TrainSession`` writes), with ``checkpoint``
+    and ``manifest`` added when a run resumes from it; after a ``train()`` call the trainer
+    keeps ``loop`` and ``evolution`` only, to continue from."""
+
+    seed: int
+    algorithm: str
+    paradigm: str
+    loop: LoopStateDict
+    evolution: EvolutionState
+    rng: dict[str, object]
+    settings: dict[str, object]
+    logger_step: int
+    reason: str
+    checkpoint: Path
+    manifest: JsonObject | None
 
 
 class ResumeWithoutReplayBufferWarning(UserWarning):
@@ -27,7 +46,7 @@ class ResumeWithoutReplayBufferWarning(UserWarning):
     was written without one: it continues, but not exactly (the CLI prints the warning)."""
 
 
-def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerState | None:
     """Load ``path`` into ``trainer``; return the loop state to continue from, if any.
 
     * A checkpoint folder (or a folder holding checkpoint folders: the newest, see
@@ -45,8 +64,9 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
     checkpoint = find_checkpoint(target)
     state = _trainer_state(checkpoint)
     if state.get("algorithm") == algo_name(trainer.algorithm_spec):
+        evolution = state.get("evolution")
         _check_selection_state(trainer, checkpoint.path,
-                               (state.get("evolution") or {}).get("selection"))
+                               evolution.get("selection") if evolution else None)
     _check_fits(trainer, checkpoint, state)
     template = trainer.population[0]
     population = []
@@ -82,10 +102,10 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> dict[str
     return state
 
 
-def _trainer_state(checkpoint: Checkpoint) -> dict[str, Any]:
+def _trainer_state(checkpoint: Checkpoint) -> TrainerState:
     """``trainer.pt``, checked to hold what a resumed loop needs."""
     try:
-        state = checkpoint.trainer_state()
+        state = cast(TrainerState, checkpoint.trainer_state())  # what TrainSession wrote
         int(state["seed"])
         LoopState().load_state_dict(state["loop"])
         for key in ("evolution", "rng", "algorithm"):
@@ -103,7 +123,7 @@ _FIXED_SECTIONS = ("environment", "network")
 _FREE_KEYS = frozenset({"environment.sync"})
 
 
-def _check_fits(trainer: LocalTrainer, checkpoint: Checkpoint, state: dict[str, Any]) -> None:
+def _check_fits(trainer: LocalTrainer, checkpoint: Checkpoint, state: TrainerState) -> None:
     """Refuse a checkpoint written for another algorithm, environment, network or
     population size, listing every difference."""
     algo = algo_name(trainer.algorithm_spec)
@@ -130,8 +150,7 @@ def _check_fits(trainer: LocalTrainer, checkpoint: Checkpoint, state: dict[str, 
             "or start a new run without --resume-from-checkpoint")
 
 
-def _same_networks(trainer: LocalTrainer, saved: dict[str, Any],
-                   current: dict[str, Any]) -> bool:
+def _same_networks(trainer: LocalTrainer, saved: JsonObject, current: JsonObject) -> bool:
     """Whether both manifests' ``network`` sections build the same networks."""
     from agilerl.training.build import network_architectures
     from agilerl.training.paradigms import paradigm
@@ -149,7 +168,8 @@ def _same_networks(trainer: LocalTrainer, saved: dict[str, Any],
 _ABSENT = object()
 
 
-def _differences(path: str, saved: Any, current: Any) -> list[str]:
+def _differences(path: str, saved: object, current: object) -> list[str]:
+    """Where two manifest values (JSON, or ``_ABSENT``) differ, as dotted paths."""
     if path in _FREE_KEYS:
         return []
     if isinstance(saved, dict) and isinstance(current, dict):
@@ -163,11 +183,12 @@ def _differences(path: str, saved: Any, current: Any) -> list[str]:
     return [f"{path}: the checkpoint has {_shown(saved)}, this manifest {_shown(current)}"]
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return "nothing" if value is _ABSENT or value is None else repr(value)
 
 
-def _check_selection_state(trainer: LocalTrainer, path: Path, saved: Any) -> None:
+def _check_selection_state(trainer: LocalTrainer, path: Path,
+                           saved: dict[str, object] | None) -> None:
     """The checkpoint's selection state must fit this manifest's selection operator
     (tournament vs MF-PBT, number of subpopulations)."""
     import copy

@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agilerl.hpo.mutation_record import architecture_summary
 from agilerl.logging.events import RunEventLog
 from agilerl.training.loop import LoopSettings, LoopState
+
+if TYPE_CHECKING:
+    from agilerl.core.member_training import Agent
+    from agilerl.core.value_types import JsonObject
+    from agilerl.population.backend import PopulationBackend
 
 #: ``run_end`` statuses.
 FINISHED, TARGET_REACHED, INTERRUPTED, FAILED = (
     "finished", "target_reached", "interrupted", "failed")
 
 
-def open_run_events(run_dir: Path | None, backend: Any, state: LoopState,
+def open_run_events(run_dir: Path | None, backend: PopulationBackend, state: LoopState,
                     settings: LoopSettings, *, resumed: bool = False) -> RunEvents:
     """The event log of a session writing into ``run_dir`` (None: no log); a ``resumed``
     session keeps the events up to ``state.generation`` (its checkpoint's) and drops the
@@ -35,7 +41,7 @@ def open_run_events(run_dir: Path | None, backend: Any, state: LoopState,
 class RunEvents:
     """Writes a session's events; every method is a no-op without a run folder."""
 
-    def __init__(self, log: RunEventLog, backend: Any, state: LoopState,
+    def __init__(self, log: RunEventLog, backend: PopulationBackend, state: LoopState,
                  settings: LoopSettings, run_dir: Path | None) -> None:
         self.log = log
         self.backend = backend
@@ -44,7 +50,7 @@ class RunEvents:
         self.run_dir = run_dir
 
     def run_start(self, *, algorithm: str, env: str, seed: int | None, resumed: bool,
-                  agents: list[Any]) -> None:
+                  agents: Sequence[Agent]) -> None:
         """The run (or a resumed run's new part) starts with ``agents`` as its members."""
         backend = self.backend
         self.log.emit(
@@ -67,7 +73,7 @@ class RunEvents:
                       "hyperparameters": backend.hyperparameters(m)}
                      for m in range(len(backend))])
 
-    def evolution(self, event: str, fields: dict[str, Any], pre_training: bool) -> None:
+    def evolution(self, event: str, fields: JsonObject, pre_training: bool) -> None:
         """A selection or one member's mutation (the :class:`LocalEvolution` listener):
         after generation ``G``'s evaluation it belongs to ``G``; the pre-training
         mutation to generation 0."""

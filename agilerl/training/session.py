@@ -10,16 +10,18 @@ checkpoint, stop", saves the elite and prints the summary.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
@@ -34,6 +36,10 @@ from agilerl.training.paradigms import MemberTrainerFactory, paradigm
 from agilerl.training.run_events import RunEvents, open_run_events
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.core.member_training import Agent
+    from agilerl.population.backend import PopulationBackend
+    from agilerl.population.shared_memory import ExperienceDelta
+    from agilerl.training.resume import TrainerState
     from agilerl.training.trainer import LocalTrainer
 
 TENSORBOARD_DIR = "tensorboard"
@@ -56,7 +62,7 @@ class TrainOptions:
     tensorboard: bool = False
     tensorboard_log_dir: str | None = None
     wandb_api_key: str | None = None
-    wandb_kwargs: dict[str, Any] = field(default_factory=dict)
+    wandb_kwargs: dict[str, object] = field(default_factory=dict)
     #: None or "auto": a new ``runs/{env}-{algo}-{timestamp}``; False: no run folder.
     run_dir: str | os.PathLike[str] | bool | None = None
     checkpoint_replay_buffer: bool = True
@@ -101,13 +107,13 @@ class TrainSession:
         self.last_checkpoint: Path | None = None
         self.elite_path: Path | None = None
         self._resumed = trainer._resume is not None or trainer._continuation is not None
-        self._resumed_from: dict[str, Any] | None = trainer._resume
+        self._resumed_from: TrainerState | None = trainer._resume
         if trainer._resume is not None:
             self._restore(trainer._resume)
         elif trainer._continuation is not None:
             self._continue(trainer._continuation)
 
-    def _make_backend(self) -> Any:
+    def _make_backend(self) -> PopulationBackend:
         from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
 
         trainer, options, training = self.trainer, self.options, self.trainer.training_spec
@@ -128,7 +134,7 @@ class TrainSession:
         return make_backend(setup, settings)
 
     # ------------------------------------------------------------------ entry point
-    def run(self) -> tuple[list[Any], list[float]]:
+    def run(self) -> tuple[list[Agent], list[float]]:
         from agilerl.logging import ProgressDisplay
 
         trainer, options = self.trainer, self.options
@@ -219,7 +225,7 @@ class TrainSession:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
 
-    def _pending_experience(self) -> list[Any]:
+    def _pending_experience(self) -> list[ExperienceDelta]:
         from agilerl.population.shared_memory import PENDING_KEY
 
         if self.trainer.memory is None:
@@ -302,9 +308,10 @@ class TrainSession:
             saved = resumed.get("manifest") or {}
             if isinstance(saved.get("algorithm"), dict):
                 manifest["algorithm"] = saved["algorithm"]
-            loop = resumed.get("loop") or {}
+            loop = resumed.get("loop")
+            generation = loop.get("generation") if loop else None
             header += (f"# resumed from {resumed.get('checkpoint')} (after "
-                       f"{loop.get('generation')} generations); algorithm settings as saved "
+                       f"{generation} generations); algorithm settings as saved "
                        "there\n")
         (self.run_dir / MANIFEST_FILE).write_text(
             header + yaml.safe_dump(manifest, sort_keys=False))
@@ -320,7 +327,7 @@ class TrainSession:
     def on_member_trained(self, state: LoopState, member: int, report: TrainReport) -> None:
         self.progress.update(self._global_steps(), generation=state.generation + 1)
 
-    def on_generation(self, state: LoopState, metrics: dict[str, Any]) -> None:
+    def on_generation(self, state: LoopState, metrics: dict[str, float]) -> None:
         self.loggers.log(metrics, step=int(metrics["train/global_step"]))
         self.progress.update(
             self._global_steps(), generation=state.generation + 1,
@@ -351,7 +358,7 @@ class TrainSession:
         folder = write_checkpoint(
             self.checkpoint_root / name,
             members=[self.backend.get_state(m) for m in range(len(self.backend))],
-            trainer_state=self._trainer_state(reason),
+            trainer_state=dict(self._trainer_state(reason)),
             summary={"global_step": step, "generation": state.generation,
                      "agent_steps": [self.backend.steps(m) for m in range(len(self.backend))],
                      "members_done": state.members_done, "reason": reason,
@@ -367,7 +374,7 @@ class TrainSession:
         self.last_checkpoint = folder
         self.events.checkpoint(folder, step)
 
-    def _trainer_state(self, reason: str) -> dict[str, Any]:
+    def _trainer_state(self, reason: str) -> TrainerState:
         return {
             "seed": self.trainer.seed,
             "algorithm": self.algo,
@@ -380,7 +387,7 @@ class TrainSession:
             "reason": reason,
         }
 
-    def _restore(self, resume: Any) -> None:
+    def _restore(self, resume: TrainerState) -> None:
         from agilerl.checkpoint import CheckpointError, restore_rng_state
 
         try:
@@ -405,7 +412,7 @@ class TrainSession:
                 "nothing is left to train; raise training.max_steps to continue",
                 UserWarning, stacklevel=4)
 
-    def _continue(self, previous: dict[str, Any]) -> None:
+    def _continue(self, previous: TrainerState) -> None:
         """Pick up where this trainer's previous ``train()`` stopped: finish an interrupted
         run's budget, or give a finished run ``max_steps`` more steps per member."""
         self.state.load_state_dict(previous["loop"])
@@ -417,14 +424,12 @@ class TrainSession:
             self.state.stopped_early = False
             self.state.early_stop = EarlyStopping(self.settings.target_score)
 
-    def _threads(self) -> Any:
+    def _threads(self) -> contextlib.AbstractContextManager[None]:
         """Run with ``torch_threads`` intra-op threads on CPU, restoring the setting after.
 
         The networks are small: one thread is fastest, and more only contend with env
         stepping (and with each other on a busy machine).
         """
-        import contextlib
-
         import torch
 
         wanted = self.options.torch_threads
@@ -433,7 +438,7 @@ class TrainSession:
         previous = torch.get_num_threads()
 
         @contextlib.contextmanager
-        def scope() -> Any:
+        def scope() -> Iterator[None]:
             torch.set_num_threads(int(wanted))
             try:
                 yield
@@ -443,16 +448,15 @@ class TrainSession:
         return scope()
 
     # ------------------------------------------------------------------ stop signals
-    def _stop_on_signals(self) -> Any:
+    def _stop_on_signals(self) -> contextlib.AbstractContextManager[None]:
         """While training, SIGINT and SIGTERM ask for a clean stop (see :meth:`_on_signal`).
 
         Handlers can only be installed from the main thread; elsewhere the signals keep
         their current behaviour. The previous handlers are restored afterwards.
         """
-        import contextlib
 
         @contextlib.contextmanager
-        def scope() -> Any:
+        def scope() -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return
@@ -465,7 +469,7 @@ class TrainSession:
 
         return scope()
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """First stop signal: finish the member being trained, checkpoint, stop. Second:
         abort now (the last checkpoint stays valid)."""
         if self._stop_signal is not None:
@@ -480,7 +484,7 @@ class TrainSession:
               f"({again} to abort without one)", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ results
-    def _save_elite(self, agents: Sequence[Any]) -> None:
+    def _save_elite(self, agents: Sequence[Agent]) -> None:
         """Save the elite of ``agents`` (the population in member order)."""
         elite = self.state.elite
         if elite is None:

@@ -28,7 +28,8 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, SupportsInt, TypeVar
 
 from agilerl.core.algorithm_spec import algo_meta, algo_name
 from agilerl.core.errors import TrainingInterrupted, UnsupportedAlgorithmError
@@ -48,6 +49,20 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerBase
 
     from agilerl.arena.trainer import ArenaTrainer
+    from agilerl.core.member_training import Agent, EnvFactory
+    from agilerl.core.value_types import JsonObject
+    from agilerl.hpo.multi_frequency import MultiFrequencySelection
+    from agilerl.hpo.tournament import TournamentSelection
+    from agilerl.models.algo import AlgoSpec
+    from agilerl.models.hpo import (
+        MultiFrequencySelectionSpec,
+        MutationSpec,
+        TournamentSelectionSpec,
+    )
+    from agilerl.models.manifest import TrainingManifest
+    from agilerl.models.training import ReplayBufferSpec, TrainingSpec
+    from agilerl.population.shared_memory import ExperienceDelta
+    from agilerl.training.resume import TrainerState
 
 __all__ = [
     "ArenaTrainer",
@@ -65,7 +80,7 @@ _TOURNAMENT_WARNING = (
 TrainerT = TypeVar("TrainerT", bound="Trainer")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[ArenaTrainer]:
     if name == "ArenaTrainer":
         from agilerl.arena.trainer import ArenaTrainer
 
@@ -73,13 +88,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _models() -> Any:
+def _models() -> ModuleType:
     import agilerl.models as models
 
     return models
 
 
-def _fold_tournament(cls_name: str, selection: Any, kwargs: dict[str, Any]) -> Any:
+def _fold_tournament(cls_name: str, selection: object, kwargs: dict[str, object]) -> object:
     """Fold the deprecated ``tournament=`` kwarg into ``selection_strategy``."""
     if "tournament" in kwargs:
         tournament = kwargs.pop("tournament")
@@ -107,13 +122,13 @@ class Trainer:
 
     def __init__(
         self,
-        algorithm: Any,
-        environment: Any,
-        training: Any = None,
-        mutation: Any = None,
-        selection_strategy: Any = None,
-        replay_buffer: Any = None,
-        **kwargs: Any,
+        algorithm: object,
+        environment: object,
+        training: object = None,
+        mutation: object = None,
+        selection_strategy: object = None,
+        replay_buffer: object = None,
+        **kwargs: object,
     ) -> None:
         selection_strategy = _fold_tournament(type(self).__name__, selection_strategy, kwargs)
         models = _models()
@@ -142,33 +157,39 @@ class Trainer:
         self.env_spec = self._resolve_env_spec(environment)
 
     # ------------------------------------------------------------------ hooks
-    def _resolve_env_spec(self, environment: Any) -> Any:
+    def _resolve_env_spec(self, environment: object) -> object:
         raise NotImplementedError(f"{type(self).__name__} must implement _resolve_env_spec")
 
-    def train(self, *args: Any, **kwargs: Any) -> Any:
+    def train(self, *args: Any, **kwargs: Any) -> object:
         raise NotImplementedError(f"{type(self).__name__} must implement the train method")
 
     # ------------------------------------------------------------------ manifests
     @classmethod
-    def from_manifest(cls: type[TrainerT], manifest: Any, **kwargs: Any) -> TrainerT:
+    def from_manifest(cls: type[TrainerT],
+                      manifest: str | os.PathLike[str] | Mapping[str, object] | TrainingManifest,
+                      **kwargs: object) -> TrainerT:
         """Build a trainer from a manifest path, a mapping, or a validated ``TrainingManifest``.
 
         ``kwargs`` (``device``, ``resume_from_checkpoint``, ``accelerator``, ``seed``, ...)
         are forwarded to the constructor.
         """
-        models = _models()
+        from agilerl.models.manifest import TrainingManifest
+
         source = os.fspath(manifest) if isinstance(manifest, str | os.PathLike) else None
-        if not isinstance(manifest, models.TrainingManifest):
+        validated: TrainingManifest
+        if isinstance(manifest, TrainingManifest):
+            validated = manifest
+        else:
             if isinstance(manifest, os.PathLike):
                 manifest = os.fspath(manifest)
-            manifest = models.TrainingManifest.get_validated(manifest, mode="python")
+            validated = TrainingManifest.get_validated(manifest, mode="python")
         trainer = cls(
-            algorithm=manifest.algorithm,
-            environment=cls._env_spec_from_manifest(manifest),
-            training=manifest.training,
-            mutation=manifest.mutation,
-            selection_strategy=manifest.selection_strategy,
-            replay_buffer=manifest.replay_buffer,
+            algorithm=validated.algorithm,
+            environment=cls._env_spec_from_manifest(validated),
+            training=validated.training,
+            mutation=validated.mutation,
+            selection_strategy=validated.selection_strategy,
+            replay_buffer=validated.replay_buffer,
             **kwargs,
         )
         trainer.manifest_source = source
@@ -176,13 +197,13 @@ class Trainer:
         return trainer
 
     @classmethod
-    def _env_spec_from_manifest(cls, manifest: Any) -> Any:
+    def _env_spec_from_manifest(cls, manifest: TrainingManifest) -> object:
         from agilerl.models.env import resolve_env_spec
 
         return resolve_env_spec(manifest.algorithm, manifest.environment,
                                 base_dir=getattr(manifest, "base_dir", None))
 
-    def to_manifest(self) -> dict[str, Any]:
+    def to_manifest(self) -> JsonObject:
         """The trainer's specs as a JSON-serialisable manifest mapping."""
         import warnings
 
@@ -205,7 +226,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ deprecated names
     @property
-    def tournament_selection_spec(self) -> Any:
+    def tournament_selection_spec(self) -> object:
         """Deprecated: the tournament selection spec (None under MF-PBT)."""
         warnings.warn("tournament_selection_spec is deprecated; use selection_strategy_spec",
                       DeprecationWarning, stacklevel=2)
@@ -240,21 +261,27 @@ class LocalTrainer(Trainer):
         tournament: deprecated alias of ``selection_strategy``.
     """
 
+    algorithm_spec: AlgoSpec
+    training_spec: TrainingSpec
+    mutation_spec: MutationSpec | None
+    selection_strategy_spec: TournamentSelectionSpec | MultiFrequencySelectionSpec | None
+    replay_buffer_spec: ReplayBufferSpec | None
+
     def __init__(
         self,
-        algorithm: Any,
-        environment: Any,
-        training: Any = None,
-        mutation: Any = None,
-        selection_strategy: Any = None,
-        replay_buffer: Any = None,
+        algorithm: object,
+        environment: object,
+        training: object = None,
+        mutation: object = None,
+        selection_strategy: object = None,
+        replay_buffer: object = None,
         *,
         hpo: bool = False,
         resume_from_checkpoint: str | os.PathLike[str] | None = None,
         device: str = "cpu",
-        accelerator: Any = None,
+        accelerator: object = None,
         seed: int | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> None:
         check_local_arguments(hpo, resume_from_checkpoint)
         training, mutation, selection_strategy, replay_buffer = spec_arguments(
@@ -279,6 +306,9 @@ class LocalTrainer(Trainer):
         self.accelerator = accelerator
         self.tokenizer: PreTrainedTokenizerBase | None = None  # an LLM run's
         self.seed = build.resolve_seed(seed)
+        #: The env the run steps: what the env spec's ``make_env`` (or the paradigm) built,
+        #: a vector env, a PettingZoo vector env, a bandit or LLM env, or a user's own
+        #: object; each paradigm reads what it needs of it.
         self.env: Any = None
         check_env_kind(self.algorithm_spec, self.env_spec)
         with explained(f"environment {self._env_label()}", environment=True):
@@ -303,13 +333,14 @@ class LocalTrainer(Trainer):
         self.memory = build.make_memory(self)
         #: Shared-memory deltas of members trained in an unfinished generation (set by a
         #: resume or an interrupted ``train()``; see :mod:`agilerl.population.shared_memory`).
-        self.experience_pending: list[Any] = []
+        self.experience_pending: list[ExperienceDelta] = []
         self.n_step_memory = None
         from agilerl.training.session import TrainSession
 
         self.train_fn = TrainSession.run
-        self._resume: Any = None
-        self._continuation: Any = None  # where the last train() stopped (see TrainSession)
+        self._resume: TrainerState | None = None
+        self._continuation: TrainerState | None = None  # where the last train() stopped
+        # (see TrainSession)
         #: Where the last ``train()`` call saved the elite, its last checkpoint, its run folder.
         self.last_elite_path: Path | None = None
         self.last_checkpoint: Path | None = None
@@ -339,20 +370,20 @@ class LocalTrainer(Trainer):
         return repr(str(getattr(spec, "name", None) or getattr(spec, "entrypoint", None)
                          or type(spec).__name__))
 
-    def _resolve_env_spec(self, environment: Any) -> Any:
+    def _resolve_env_spec(self, environment: object) -> object:
         if isinstance(environment, str | Mapping):
             from agilerl.models.env import resolve_env_spec
 
             return resolve_env_spec(self.algorithm_spec, environment)
         return environment
 
-    def _make_env(self) -> Any:
+    def _make_env(self) -> object:
         from agilerl.training.paradigms import paradigm
 
         own_env = paradigm(self.paradigm).make_env
         return own_env(self) if own_env is not None else self.env_builder()()
 
-    def env_builder(self) -> Any:
+    def env_builder(self) -> EnvFactory:
         """A picklable function that builds this trainer's env (the same spec and seed), for
         members trained in other processes."""
         import functools
@@ -370,7 +401,7 @@ class LocalTrainer(Trainer):
                                  seed=derive_seed(self.seed, 0xE7))
 
     @property
-    def tournament_selection(self) -> Any:
+    def tournament_selection(self) -> TournamentSelection | MultiFrequencySelection | None:
         """Deprecated: the tournament selection operator (None under MF-PBT)."""
         warnings.warn("tournament_selection is deprecated; use selection_strategy",
                       DeprecationWarning, stacklevel=2)
@@ -392,7 +423,7 @@ class LocalTrainer(Trainer):
         checkpoint_path: str | os.PathLike[str] | None = None,
         overwrite_checkpoints: bool | None = None,
         wandb_api_key: str | None = None,
-        wandb_kwargs: Mapping[str, Any] | None = None,
+        wandb_kwargs: Mapping[str, object] | None = None,
         *,
         run_dir: str | os.PathLike[str] | bool | None = None,
         checkpoint_replay_buffer: bool = True,
@@ -401,7 +432,7 @@ class LocalTrainer(Trainer):
         num_workers: int | None = None,
         backend: str | None = None,
         ray_address: str | None = None,
-    ) -> tuple[list[Any], list[float]]:
+    ) -> tuple[list[Agent], list[float]]:
         """Train the population; return ``(population, fitnesses)``.
 
         ``checkpoint_steps``/``checkpoint_path``/``overwrite_checkpoints`` default to the
@@ -492,9 +523,11 @@ class LocalTrainer(Trainer):
         if default is None:
             raise ValueError(f"training.evo_steps is required: algorithm "
                              f"{algo_name(self.algorithm_spec)!r} has no default_evo_steps")
+        if not isinstance(default, SupportsInt | str):  # what int() would refuse
+            raise TypeError(f"default_evo_steps must be a number, got {default!r}")
         return int(default)
 
-    def manifest_dict(self) -> dict[str, Any]:
+    def manifest_dict(self) -> JsonObject:
         """``to_manifest()`` with a fallback for duck-typed env specs."""
         try:
             return self.to_manifest()
@@ -502,11 +535,11 @@ class LocalTrainer(Trainer):
             return {"algorithm": {"name": algo_name(self.algorithm_spec)},
                     "training": self.training_spec.model_dump(mode="json", exclude_none=True)}
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> LocalTrainer:  # pragma: no cover
+    def __deepcopy__(self, memo: dict[int, object]) -> LocalTrainer:  # pragma: no cover
         raise TypeError("LocalTrainer holds live environments and cannot be deep-copied")
 
 
-def _is_gym_spec(spec: Any) -> bool:
+def _is_gym_spec(spec: object) -> bool:
     models = _models()
     gym_spec = getattr(models, "GymEnvSpec", None)
     return gym_spec is not None and isinstance(spec, gym_spec)

@@ -107,8 +107,8 @@ def implemented() -> list[str]:
 
 def build_algorithm(
     spec: Any,  # a registered RL spec (DQNSpec...): each declares its own ``name`` field
-    observation_space: Space,
-    action_space: Space,
+    observation_space: Space | Mapping[str, Space],
+    action_space: Space | Mapping[str, Space],
     *,
     index: int = 0,
     net_config: object = None,
