@@ -296,7 +296,8 @@ class ParallelChecks:
             self.env.reset(seed=episode)
             steps = 0
             while self.env.agents and steps < max_steps:
-                actions = [{a: checked_space(self.env.action_space(a)).sample() for a in self.agents()}
+                actions = [{a: checked_space(self.env.action_space(a)).sample()
+                            for a in self.agents()}
                            for _ in range(self.env.batch(max_steps - steps))]
                 for obs, rewards, _, _, _ in map(_agent_step, self.env.steps(actions)):
                     for agent, value in obs.items():
