@@ -40,9 +40,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar, overload
 
 from agilerl.cli.failure_context import resume_command, user_code_frame
 
@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.models import TrainingManifest
     from agilerl.training.overrides import Override
     from agilerl.training.trainer import LocalTrainer
+
+_Namespace = TypeVar("_Namespace")
 
 NAME = "train"
 HELP = "train a population locally from a training manifest"
@@ -96,7 +98,18 @@ class _IntermixedParser(argparse.ArgumentParser):
 
     _intermixing = False
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: None = None
+                         ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _Namespace
+                         ) -> tuple[_Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _Namespace) -> tuple[_Namespace, list[str]]: ...
+
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: _Namespace | None = None
+                         ) -> tuple[argparse.Namespace | _Namespace, list[str]]:
         if self._intermixing:
             return super().parse_known_args(args, namespace)
         self._intermixing = True

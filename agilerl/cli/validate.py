@@ -9,6 +9,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.core.manifest_errors import ManifestReport
 
 NAME = "validate"
 HELP = "check training manifests (YAML or JSON) and report every problem with its line"
@@ -62,7 +66,7 @@ def _expand(paths: list[str]) -> list[str]:
     return out
 
 
-def _print_human(reports: list, args: argparse.Namespace) -> None:
+def _print_human(reports: list[ManifestReport], args: argparse.Namespace) -> None:
     from agilerl.core.manifest_errors import in_file_order
 
     out = sys.stdout

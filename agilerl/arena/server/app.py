@@ -7,7 +7,6 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -264,7 +263,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     _install_error_handlers(app)
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    def health() -> dict[str, object]:
         return {"ok": True, "data": {"status": "ok"}}
 
     app.include_router(routes_auth.public)

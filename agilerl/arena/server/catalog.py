@@ -64,6 +64,8 @@ CREATE TABLE IF NOT EXISTS datasets (
 """
 _JSON_COLUMNS = ("entrypoints", "env_config", "requirements", "profile", "column_mapping",
                  "columns")
+#: one database row by column name (JSON columns parsed); each column has its own type,
+#: which the code reading it knows from the schema above.
 Row = dict[str, Any]
 
 
@@ -77,7 +79,7 @@ def user_roots(data_dir: Path, user_id: int) -> list[Path]:
             for folder in (ENV_FOLDER, DATASET_FOLDER)]
 
 
-def check_name(value: Any, field: str) -> str:
+def check_name(value: object, field: str) -> str:
     """A valid environment/dataset/version name, or 422 naming ``field``."""
     text = value.strip() if isinstance(value, str) else ""
     if not NAME.match(text):
@@ -122,16 +124,16 @@ class Catalog:
         with self._lock:
             self._db.close()
 
-    def _one(self, sql: str, args: tuple[Any, ...]) -> Row | None:
+    def _one(self, sql: str, args: tuple[object, ...]) -> Row | None:
         with self._lock:
             return _decode(self._db.execute(sql, args).fetchone())
 
-    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Row]:
+    def _all(self, sql: str, args: tuple[object, ...]) -> list[Row]:
         with self._lock:
             return [r for r in (_decode(x) for x in self._db.execute(sql, args).fetchall())
                     if r is not None]
 
-    def _write(self, sql: str, args: tuple[Any, ...]) -> int:
+    def _write(self, sql: str, args: tuple[object, ...]) -> int:
         with self._lock:
             return int(self._db.execute(sql, args).rowcount)
 
@@ -177,7 +179,7 @@ class Catalog:
         assert row is not None
         return row
 
-    def update_environment(self, env_id: int, **fields: Any) -> None:
+    def update_environment(self, env_id: int, **fields: object) -> None:
         for key in _JSON_COLUMNS:
             if key in fields and not isinstance(fields[key], str | None):
                 fields[key] = json.dumps(fields[key])

@@ -10,25 +10,26 @@ is also named ``response_column``. Only the submitter's own datasets are looked 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from agilerl.arena.server import nofollow
 from agilerl.arena.server.catalog import Catalog
+from agilerl.arena.server.policy import section
 
 DATASET_FILE = "dataset.csv"
 #: datasets are uploads, far below this (``max_upload_bytes``); a cap on what is copied.
 MAX_DATASET_BYTES = 1 << 30
 
 
-def _is_llm(manifest: dict[str, Any]) -> bool:
+def _is_llm(manifest: Mapping[str, object]) -> bool:
     from agilerl.arena.models import _generated as gen
 
-    entry = gen.REGISTRY.get(str((manifest.get("algorithm") or {}).get("name")))
+    entry = gen.REGISTRY.get(str(section(manifest, "algorithm").get("name")))
     return entry is not None and entry.environment == "llm"
 
 
-def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any]) -> Path | None:
+def resolve(catalog: Catalog, user_id: int, manifest: Mapping[str, object]) -> Path | None:
     """Rewrite ``manifest`` in place for the user's dataset it names; return the CSV to
     copy into the experiment folder (None: it names none)."""
     env = manifest.get("environment")

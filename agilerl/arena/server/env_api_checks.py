@@ -10,9 +10,13 @@ checks judge data only and never run upload code.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from agilerl.arena.server.env_wire import UnsupportedSpace, type_name
+
+if TYPE_CHECKING:
+    from agilerl.arena.server.env_checker import RemoteGymEnv, RemoteParallelEnv
+    from agilerl.core.value_types import Space
 
 
 class CheckFailed(Exception):
@@ -22,7 +26,7 @@ class CheckFailed(Exception):
 # ---- space checks ---------------------------------------------------------------------
 
 
-def _space_check(space: Any, what: str) -> list[str]:
+def _space_check(space: object, what: str) -> list[str]:
     from gymnasium import spaces
 
     if isinstance(space, UnsupportedSpace):
@@ -41,7 +45,7 @@ def _space_check(space: Any, what: str) -> list[str]:
     return warnings
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     import numpy as np
 
     if isinstance(value, np.ndarray):
@@ -49,7 +53,7 @@ def _describe(value: Any) -> str:
     return f"{type_name(value)} {value!r}"[:200]
 
 
-def _in_space(value: Any, space: Any, what: str) -> None:
+def _in_space(value: object, space: object, what: str) -> None:
     import numpy as np
     from gymnasium import spaces
 
@@ -64,11 +68,12 @@ def _in_space(value: Any, space: Any, what: str) -> None:
         if not np.can_cast(arr.dtype, space.dtype):
             raise CheckFailed(f"{what} has dtype {arr.dtype}, which the space's dtype"
                               f" {space.dtype} cannot hold")
+    space = checked_space(space)
     if not space.contains(value):
         raise CheckFailed(f"{what} is not in its space {space}: {_describe(value)}")
 
 
-def _equal(a: Any, b: Any) -> bool:
+def _equal(a: object, b: object) -> bool:
     import numpy as np
 
     if isinstance(a, dict) and isinstance(b, dict):
@@ -81,25 +86,53 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
 
 
-def _reward(value: Any, what: str) -> float:
+def _reward(value: object, what: str) -> float:
     import numpy as np
 
     scalar = isinstance(value, int | float | np.integer | np.floating) or (
         isinstance(value, np.ndarray) and value.shape == ())
     if isinstance(value, bool) or not scalar:
         raise CheckFailed(f"{what} must be a number, got {_describe(value)}")
+    assert isinstance(value, int | float | np.integer | np.floating | np.ndarray)  # scalar
     number = float(value)
     if not math.isfinite(number):
         raise CheckFailed(f"{what} is not finite: {number}")
     return number
 
 
-def _flag(value: Any, what: str) -> bool:
+def _flag(value: object, what: str) -> bool:
     import numpy as np
 
     if not isinstance(value, bool | np.bool_):
         raise CheckFailed(f"{what} must be a bool, got {_describe(value)}")
     return bool(value)
+
+
+def checked_space(space: object) -> Space:
+    """A space the ``action_space``/``observation_space`` check already found to be a
+    gymnasium space (the checks run in order and the first failure ends the run)."""
+    from gymnasium import spaces
+
+    assert isinstance(space, spaces.Space)
+    return space
+
+
+# What the host answered for a call is checked where a check needs its shape; elsewhere it
+# is unpacked as it came, and a malformed answer raises, which fails the check.
+
+
+def _pair(out: object) -> tuple[object, object]:
+    return cast("tuple[object, object]", out)
+
+
+def _step(out: object) -> tuple[object, object, object, object, object]:
+    return cast("tuple[object, object, object, object, object]", out)
+
+
+def _agent_step(out: object) -> tuple[dict[object, object], dict[object, object], object,
+                                        object, object]:
+    return cast("tuple[dict[object, object], dict[object, object], object, object, object]",
+                out)
 
 
 # ---- Gymnasium ------------------------------------------------------------------------
@@ -108,7 +141,7 @@ def _flag(value: Any, what: str) -> bool:
 class GymChecks:
     """Checks of a single-agent ``gymnasium.Env``."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: RemoteGymEnv) -> None:
         self.env = env
 
     def action_space(self) -> list[str]:
@@ -128,8 +161,8 @@ class GymChecks:
         return []
 
     def reset_seed(self) -> list[str]:
-        first, _ = self.env.reset(seed=123)
-        second, _ = self.env.reset(seed=123)
+        first, _ = _pair(self.env.reset(seed=123))
+        second, _ = _pair(self.env.reset(seed=123))
         if not _equal(first, second):
             return ["reset(seed=123) twice gave different observations: seeding is not"
                     " deterministic"]
@@ -138,8 +171,9 @@ class GymChecks:
 
     def step(self) -> list[str]:
         self.env.reset(seed=0)
-        self.env.action_space.seed(0)
-        out = self.env.step(self.env.action_space.sample())
+        action_space = checked_space(self.env.action_space)
+        action_space.seed(0)
+        out = self.env.step(action_space.sample())
         if not (isinstance(out, tuple) and len(out) == 5):
             raise CheckFailed("step() must return (observation, reward, terminated, truncated,"
                               f" info), got {_describe(out)}")
@@ -152,19 +186,20 @@ class GymChecks:
             raise CheckFailed(f"step() info must be a dict, got {_describe(info)}")
         return []
 
-    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, Any]]:
+    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, float]]:
         """``count`` random episodes (each cut at ``max_steps``); checks every step. The
         steps are asked for in batches (``env.batch``/``env.steps``) so that a rollout
         costs few round trips to the host."""
         warnings: list[str] = []
         lengths, returns = [], []
+        action_space = checked_space(self.env.action_space)
         for episode in range(count):
             self.env.reset(seed=episode)
             total, steps, done = 0.0, 0, False
             while not done and steps < max_steps:
-                actions = [self.env.action_space.sample()
+                actions = [action_space.sample()
                            for _ in range(self.env.batch(max_steps - steps))]
-                for obs, reward, terminated, truncated, _ in self.env.steps(actions):
+                for obs, reward, terminated, truncated, _ in map(_step, self.env.steps(actions)):
                     _in_space(obs, self.env.observation_space,
                               f"episode {episode} step {steps} observation")
                     total += _reward(reward, f"episode {episode} step {steps} reward")
@@ -187,10 +222,10 @@ class GymChecks:
 class ParallelChecks:
     """Checks of a multi-agent ``pettingzoo.ParallelEnv``."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: RemoteParallelEnv) -> None:
         self.env = env
 
-    def agents(self) -> list[Any]:
+    def agents(self) -> list[object]:
         agents = list(getattr(self.env, "possible_agents", []) or [])
         if not agents:
             raise CheckFailed("possible_agents is empty or missing")
@@ -205,15 +240,18 @@ class ParallelChecks:
                 for w in _space_check(self.env.observation_space(a),
                                       f"observation_space({a!r})")]
 
-    def _dicts(self, out: Any, names: tuple[str, ...], what: str) -> tuple[Any, ...]:
+    def _dicts(self, out: object, names: tuple[str, ...], what: str
+               ) -> tuple[dict[object, object], ...]:
         if not (isinstance(out, tuple) and len(out) == len(names)):
             raise CheckFailed(f"{what} must return {len(names)} dicts ({', '.join(names)}),"
                               f" got {_describe(out)}")
+        dicts: list[dict[object, object]] = []
         for name, value in zip(names, out, strict=True):
             if not isinstance(value, dict):
                 raise CheckFailed(f"{what} {name} must be a dict keyed by agent,"
                                   f" got {_describe(value)}")
-        return tuple(out)
+            dicts.append(value)
+        return tuple(dicts)
 
     def reset(self) -> list[str]:
         obs, _ = self._dicts(self.env.reset(seed=0), ("observations", "infos"), "reset()")
@@ -227,19 +265,19 @@ class ParallelChecks:
         return []
 
     def reset_seed(self) -> list[str]:
-        first, _ = self.env.reset(seed=123)
-        second, _ = self.env.reset(seed=123)
+        first, _ = _pair(self.env.reset(seed=123))
+        second, _ = _pair(self.env.reset(seed=123))
         if not _equal(first, second):
             return ["reset(seed=123) twice gave different observations"]
         return []
 
-    def _actions(self) -> dict[Any, Any]:
-        return {a: self.env.action_space(a).sample() for a in self.env.agents}
+    def _actions(self) -> dict[object, object]:
+        return {a: checked_space(self.env.action_space(a)).sample() for a in self.env.agents}
 
     def step(self) -> list[str]:
         self.env.reset(seed=0)
         for agent in self.env.agents:
-            self.env.action_space(agent).seed(0)
+            checked_space(self.env.action_space(agent)).seed(0)
         names = ("observations", "rewards", "terminations", "truncations", "infos")
         obs, rewards, terms, truncs, _ = self._dicts(self.env.step(self._actions()), names,
                                                      "step()")
@@ -251,16 +289,17 @@ class ParallelChecks:
             _flag(truncs.get(agent, False), f"step() truncation of {agent!r}")
         return []
 
-    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, Any]]:
+    def episodes(self, count: int, max_steps: int) -> tuple[list[str], dict[str, float]]:
         warnings: list[str] = []
         lengths = []
         for episode in range(count):
             self.env.reset(seed=episode)
             steps = 0
             while self.env.agents and steps < max_steps:
-                actions = [{a: self.env.action_space(a).sample() for a in self.agents()}
+                actions = [{a: checked_space(self.env.action_space(a)).sample()
+                            for a in self.agents()}
                            for _ in range(self.env.batch(max_steps - steps))]
-                for obs, rewards, _, _, _ in self.env.steps(actions):
+                for obs, rewards, _, _, _ in map(_agent_step, self.env.steps(actions)):
                     for agent, value in obs.items():
                         _in_space(value, self.env.observation_space(agent),
                                   f"episode {episode} step {steps} observation of {agent!r}")

@@ -24,9 +24,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypedDict, overload
 
-from agilerl.arena.server.env_api_checks import CheckFailed, GymChecks, ParallelChecks
+from agilerl.arena.server.env_api_checks import (
+    CheckFailed,
+    GymChecks,
+    ParallelChecks,
+    checked_space,
+)
 from agilerl.arena.server.env_wire import (
     MAX_FRAME_BYTES,
     Decoder,
@@ -38,6 +43,9 @@ from agilerl.arena.server.env_wire import (
     write_all,
 )
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 #: steps of one random episode before it is cut short (an episode may never end).
 MAX_EPISODE_STEPS = 1000
 SMOKE_STEPS = 20
@@ -47,10 +55,41 @@ _ERROR_CHARS = 2000
 _POOL, _MAX_BATCH, _BATCH_S = 64, 4096, 0.05
 #: most steps of a random rollout one request asks for (each is checked here).
 _MAX_ROLLOUT_BATCH = 64
-Emit = Callable[[dict[str, Any]], None]
+#: what a check run found: the environment's class and episode figures, or the profile's
+#: metrics.
+Result = dict[str, str | float]
+
+
+class CheckSpec(TypedDict, total=False):
+    """What to check (or profile) and how: built by :mod:`.env_pipeline`."""
+
+    mode: str
+    source: str
+    entrypoint: str
+    config: JsonObject
+    multi_agent: bool
+    rollouts: int
+    max_episode_steps: int
+    seconds: float
+    #: the host's resident memory before the environment was built (set by the checker).
+    _rss_before: int
+
+
+class CheckMessage(TypedDict, total=False):
+    """One report of :func:`drive` (see the module's docstring)."""
+
+    start: str
+    check: str | None
+    success: bool
+    warnings: list[str]
+    error: str | None
+    result: Result
+
+
+Emit = Callable[[CheckMessage], None]
 #: ``reset`` was called without ``options`` (the host then passes none: not every
 #: environment's ``reset`` takes it).
-_ABSENT: Any = object()
+_ABSENT: object = object()
 
 
 class Remote:
@@ -66,7 +105,7 @@ class Remote:
         per_step = max(self.last_frame_bytes, 1)
         return max(1, min(steps, _MAX_ROLLOUT_BATCH, MAX_FRAME_BYTES // 4 // per_step))
 
-    def call(self, op: str, **fields: Any) -> Any:
+    def call(self, op: str, **fields: object) -> object:
         """Send one request; the decoded value of the answer, or :class:`CheckFailed` when
         the environment raised or the answer is not data of the format."""
         encoder = Encoder()
@@ -91,7 +130,7 @@ def _malformed(what: str) -> CheckFailed:
     return CheckFailed(f"the environment's process answered malformed data: {what}")
 
 
-def _entry(entries: Any, index: int) -> Any:
+def _entry(entries: object, index: int) -> object:
     """One space from the host's ``spaces`` answer; the environment's error when fetching
     it raised."""
     entry = entries[index] if isinstance(entries, list) and index < len(entries) else None
@@ -102,15 +141,16 @@ def _entry(entries: Any, index: int) -> Any:
     return entry.get("value")
 
 
-def _out(answer: Any) -> Any:
+def _out(answer: object) -> object:
     if not (isinstance(answer, dict) and "out" in answer):
         raise _malformed("a reset or step answer has no result")
     return answer["out"]
 
 
-def _batch(answer: Any, asked: int) -> Iterator[Any]:
+def _batch(answer: object, asked: int) -> Iterator[object]:
     """The steps of a ``steps`` answer, then the environment's error if it raised."""
     outs = _out(answer)
+    assert isinstance(answer, dict)  # _out found it one
     failed = answer.get("error") is not None
     if not isinstance(outs, list) or len(outs) > asked or not (outs or failed):
         raise _malformed("a batch of steps is empty or longer than asked")
@@ -122,27 +162,27 @@ def _batch(answer: Any, asked: int) -> Iterator[Any]:
 class RemoteGymEnv:
     """Stands in for a hosted ``gymnasium.Env`` in :class:`GymChecks`."""
 
-    def __init__(self, remote: Remote, spaces: dict[str, Any]) -> None:
+    def __init__(self, remote: Remote, spaces: dict[object, object]) -> None:
         self._remote, self._spaces = remote, spaces
 
     @property
-    def action_space(self) -> Any:
+    def action_space(self) -> object:
         return _entry(self._spaces.get("action"), 0)
 
     @property
-    def observation_space(self) -> Any:
+    def observation_space(self) -> object:
         return _entry(self._spaces.get("observation"), 0)
 
-    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+    def reset(self, *, seed: int | None = None, options: object = _ABSENT) -> object:
         return _out(self._remote.call("reset", seed=seed, options=options is not _ABSENT))
 
-    def step(self, action: Any) -> Any:
+    def step(self, action: object) -> object:
         return _out(self._remote.call("step", action=action))
 
     def batch(self, steps: int) -> int:
         return self._remote.batch(steps)
 
-    def steps(self, actions: list[Any]) -> Iterator[Any]:
+    def steps(self, actions: list[object]) -> Iterator[object]:
         """What each step returned, one step per action until the episode ended."""
         yield from _batch(self._remote.call("steps", action=actions), len(actions))
 
@@ -151,42 +191,42 @@ class RemoteParallelEnv:
     """Stands in for a hosted ``pettingzoo.ParallelEnv`` in :class:`ParallelChecks`;
     ``agents`` is what the host said after the last ``reset`` or ``step``."""
 
-    def __init__(self, remote: Remote, spaces: dict[str, Any]) -> None:
+    def __init__(self, remote: Remote, spaces: dict[object, object]) -> None:
         self._remote, self._spaces = remote, spaces
         agents = spaces.get("agents")
-        self.possible_agents: list[Any] = agents if isinstance(agents, list) else []
-        self.agents: list[Any] = []
+        self.possible_agents: list[object] = agents if isinstance(agents, list) else []
+        self.agents: list[object] = []
 
-    def _index(self, agent: Any) -> int:
+    def _index(self, agent: object) -> int:
         try:
             return self.possible_agents.index(agent)
         except ValueError:
             raise CheckFailed(f"agent {agent!r} is not one of possible_agents") from None
 
-    def action_space(self, agent: Any) -> Any:
+    def action_space(self, agent: object) -> object:
         return _entry(self._spaces.get("action"), self._index(agent))
 
-    def observation_space(self, agent: Any) -> Any:
+    def observation_space(self, agent: object) -> object:
         return _entry(self._spaces.get("observation"), self._index(agent))
 
-    def _after(self, answer: Any) -> Any:
+    def _after(self, answer: object) -> object:
         agents = answer.get("agents") if isinstance(answer, dict) else None
         if not isinstance(agents, list):
             raise _malformed("the environment's agents are not a list")
         self.agents = agents
         return _out(answer)
 
-    def reset(self, *, seed: int | None = None, options: Any = _ABSENT) -> Any:
+    def reset(self, *, seed: int | None = None, options: object = _ABSENT) -> object:
         return self._after(self._remote.call("reset", seed=seed,
                                              options=options is not _ABSENT))
 
-    def step(self, actions: Any) -> Any:
+    def step(self, actions: object) -> object:
         return self._after(self._remote.call("step", action=actions))
 
     def batch(self, steps: int) -> int:
         return self._remote.batch(steps)
 
-    def steps(self, actions: list[dict[Any, Any]]) -> Iterator[Any]:
+    def steps(self, actions: list[dict[object, object]]) -> Iterator[object]:
         """Like :meth:`RemoteGymEnv.steps`, each action a dict over the possible agents
         (the host passes the current ones'); ``agents`` is updated after the batch."""
         answer = self._remote.call("steps", action=actions)
@@ -194,6 +234,12 @@ class RemoteParallelEnv:
         yield from _batch(answer, len(actions))
 
 
+@overload
+def stand_in(remote: Remote, multi_agent: Literal[True]) -> RemoteParallelEnv: ...
+@overload
+def stand_in(remote: Remote, multi_agent: Literal[False]) -> RemoteGymEnv: ...
+@overload
+def stand_in(remote: Remote, multi_agent: bool) -> RemoteGymEnv | RemoteParallelEnv: ...
 def stand_in(remote: Remote, multi_agent: bool) -> RemoteGymEnv | RemoteParallelEnv:
     """The checker's stand-in for the hosted environment, with its spaces rebuilt here."""
     spaces = remote.call("spaces")
@@ -232,7 +278,7 @@ class Checker:
 # ---- the checks ---------------------------------------------------------------------------
 
 
-def _build(spec: dict[str, Any], remote: Remote, checker: Checker) -> bool:
+def _build(spec: CheckSpec, remote: Remote, checker: Checker) -> bool:
     """Have the host import the entrypoint and construct the environment."""
     entrypoint = str(spec["entrypoint"])
 
@@ -257,7 +303,7 @@ def _build(spec: dict[str, Any], remote: Remote, checker: Checker) -> bool:
                                                       ("Preliminary environment", construct)))
 
 
-def _kind_check(info: Any, multi_agent: bool) -> list[str]:
+def _kind_check(info: object, multi_agent: bool) -> list[str]:
     if not isinstance(info, dict):
         raise _malformed("the description is not a dict")
     name = str(info.get("class"))[:200]
@@ -275,11 +321,11 @@ def _kind_check(info: Any, multi_agent: bool) -> list[str]:
     return []
 
 
-def validate(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str, Any] | None:
+def validate(spec: CheckSpec, remote: Remote, checker: Checker) -> Result | None:
     if not _build(spec, remote, checker):
         return None
     multi = bool(spec.get("multi_agent"))
-    described: dict[str, Any] = {}
+    described: dict[str, object] = {}
 
     def kind() -> list[str]:
         described["info"] = remote.call("describe")
@@ -287,12 +333,12 @@ def validate(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str
 
     if not checker.run("Environment type", kind):
         return None
-    holder: dict[str, Any] = {}
+    holder: dict[str, GymChecks | ParallelChecks] = {}
 
     def action_space() -> list[str] | None:
         holder["checks"] = ParallelChecks(stand_in(remote, True)) if multi else GymChecks(
             stand_in(remote, False))
-        return holder["checks"].action_space()  # type: ignore[no-any-return]
+        return holder["checks"].action_space()
 
     if not checker.run("Action space", action_space):
         return None
@@ -307,7 +353,7 @@ def validate(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str
         limit = int(spec.get("max_episode_steps") or MAX_EPISODE_STEPS)
     else:  # a short smoke run: episodes may well last longer
         name, count, limit = "Episode lifecycle", 1, SMOKE_STEPS
-    summary: dict[str, Any] = {}
+    summary: Result = {}
 
     def lifecycle() -> list[str]:
         warnings, found = checks.episodes(count, limit)
@@ -316,7 +362,9 @@ def validate(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str
 
     if not checker.run(name, lifecycle):
         return None
-    return {"env_class": str(described["info"].get("class"))[:200], **summary}
+    info = described["info"]
+    assert isinstance(info, dict)  # the kind check passed
+    return {"env_class": str(info.get("class"))[:200], **summary}
 
 
 # ---- the profile --------------------------------------------------------------------------
@@ -365,30 +413,30 @@ class ProcessTree:
         return cpu, rss, peak
 
 
-def _action_pool(env: RemoteGymEnv | RemoteParallelEnv) -> list[Any]:
+def _action_pool(env: RemoteGymEnv | RemoteParallelEnv) -> list[object]:
     """Random actions the host takes in turn while profiled (per possible agent for
     PettingZoo), sampled here from the rebuilt spaces."""
     if isinstance(env, RemoteParallelEnv):
         for agent in env.possible_agents:
-            env.action_space(agent).seed(0)
-        return [{a: env.action_space(a).sample() for a in env.possible_agents}
+            checked_space(env.action_space(agent)).seed(0)
+        return [{a: checked_space(env.action_space(a)).sample() for a in env.possible_agents}
                 for _ in range(_POOL)]
-    env.action_space.seed(0)
-    return [env.action_space.sample() for _ in range(_POOL)]
+    checked_space(env.action_space).seed(0)
+    return [checked_space(env.action_space).sample() for _ in range(_POOL)]
 
 
-def profile(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str, Any] | None:
+def profile(spec: CheckSpec, remote: Remote, checker: Checker) -> Result | None:
     """Step one environment copy with random actions for ``seconds`` and measure it."""
     if not _build(spec, remote, checker):
         return None
     multi = bool(spec.get("multi_agent"))
     seconds = float(spec.get("seconds") or 2.0)
     tree = ProcessTree(remote.pid)
-    metrics: dict[str, Any] = {}
+    metrics: Result = {}
 
     def measure() -> list[str]:
         env = stand_in(remote, multi)
-        checks = ParallelChecks(env) if multi else GymChecks(env)
+        checks = ParallelChecks(env) if isinstance(env, RemoteParallelEnv) else GymChecks(env)
         checks.action_space()  # actions are sampled here, from spaces rebuilt here
         actions = _action_pool(env)
         env.reset(seed=0)
@@ -424,7 +472,7 @@ def profile(spec: dict[str, Any], remote: Remote, checker: Checker) -> dict[str,
     return metrics
 
 
-def drive(spec: dict[str, Any], remote: Remote, emit: Emit) -> None:
+def drive(spec: CheckSpec, remote: Remote, emit: Emit) -> None:
     """Run the checks (or the profile) ``spec`` asks for against the host behind ``remote``,
     reporting through ``emit``; returns without a result when the host went away."""
     checker = Checker(emit)

@@ -31,14 +31,14 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from agilerl.arena.server.env_wire import Decoder, Encoder, WireError, pack, read_frame
 
 
-def _load_resolver() -> Callable[..., Any]:
+def _load_resolver() -> Callable[[str, str], Callable[..., object]]:
     """``resolve_entrypoint`` without importing :mod:`agilerl.envs` (which loads every vector
     env and, through them, far more than a check needs under a memory limit)."""
     import agilerl
@@ -66,10 +66,10 @@ def short_error(exc: BaseException) -> str:
     return text[:2000]
 
 
-def _spaces(env: Any, multi_agent: bool) -> dict[str, Any]:
+def _spaces(env: Any, multi_agent: bool) -> dict[str, object]:
     """Each space, or the error raised fetching it (the checker fails the right check)."""
 
-    def fetch(get: Callable[[], Any]) -> dict[str, Any]:
+    def fetch(get: Callable[[], object]) -> dict[str, object]:
         try:
             return {"value": get()}
         except Exception as exc:  # noqa: BLE001 - the environment may raise anything
@@ -85,7 +85,7 @@ def _spaces(env: Any, multi_agent: bool) -> dict[str, Any]:
                             for a in agents]}
 
 
-def _episode_over(out: Any, env: Any, multi_agent: bool) -> bool:
+def _episode_over(out: object, env: Any, multi_agent: bool) -> bool:
     """Whether a step ended the episode (a malformed answer ends the batch too: the
     checker will say what is wrong with it)."""
     if multi_agent:
@@ -100,51 +100,58 @@ class Host:
     """The environment and the requests on it."""
 
     def __init__(self) -> None:
-        self.factory: Any = None
+        self.factory: Callable[..., object] | None = None
+        #: the upload's environment: whatever its class is, used by duck typing (what it
+        #: lacks or does wrong is answered as its error).
         self.env: Any = None
         self.multi_agent = False
 
-    def load(self, request: dict[str, Any]) -> Any:
+    def load(self, request: Mapping[str, object]) -> None:
         self.factory = _load_resolver()(str(request["entrypoint"]), str(request["source"]))
         self.multi_agent = bool(request.get("multi_agent"))
         return None
 
-    def make(self, request: dict[str, Any]) -> Any:
+    def make(self, request: Mapping[str, object]) -> None:
         config = request.get("config") or {}
+        # the checker loads first, and the config is the upload's checked mapping
+        assert self.factory is not None and isinstance(config, dict)
         self.env = self.factory(**config)
         return None
 
-    def describe(self, _: dict[str, Any]) -> Any:
+    def describe(self, _: Mapping[str, object]) -> dict[str, object]:
         env = self.env
         return {"class": type(env).__name__,
                 "callable_action_space": callable(getattr(env, "action_space", None)),
                 "possible_agents": hasattr(env, "possible_agents"),
                 "reset_and_step": hasattr(env, "reset") and hasattr(env, "step")}
 
-    def spaces(self, _: dict[str, Any]) -> Any:
+    def spaces(self, _: Mapping[str, object]) -> dict[str, object]:
         return _spaces(self.env, self.multi_agent)
 
-    def _after(self, out: Any) -> Any:
+    def _after(self, out: object) -> dict[str, object]:
         return {"out": out, "agents": list(self.env.agents)} if self.multi_agent else {"out": out}
 
-    def reset(self, request: dict[str, Any]) -> Any:
+    def reset(self, request: Mapping[str, object]) -> dict[str, object]:
         seed = request.get("seed")
-        kwargs: dict[str, Any] = {"seed": seed if isinstance(seed, int) else None}
+        kwargs: dict[str, int | None] = {"seed": seed if isinstance(seed, int) else None}
         if request.get("options"):  # the checker asked for reset(seed=..., options=None)
             kwargs["options"] = None
         return self._after(self.env.reset(**kwargs))
 
-    def step(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
+    def step(self, request: Mapping[str, object], blobs: list[bytes]) -> dict[str, object]:
         return self._after(self.env.step(Decoder(blobs).decode(request.get("action"))))
 
-    def steps(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
+    def steps(self, request: Mapping[str, object], blobs: list[bytes]) -> dict[str, object]:
         """One step per action (PettingZoo: each a dict over possible agents, of which the
         current ones are passed) until the episode ends; an exception ends the batch and
         is answered after the steps before it, which the checker judges first."""
         env, outs, error = self.env, [], None
-        for action in Decoder(blobs).decode(request.get("action")):
+        actions = Decoder(blobs).decode(request.get("action"))
+        assert isinstance(actions, list)  # the checker sends a list of actions
+        for action in actions:
             try:
                 if self.multi_agent:
+                    assert isinstance(action, dict)  # one per possible agent
                     outs.append(env.step({a: action[a] for a in env.agents if a in action}))
                 else:
                     outs.append(env.step(action))
@@ -156,15 +163,19 @@ class Host:
         answer = self._after(None)
         return {**answer, "out": outs, "error": error}
 
-    def run(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
+    def run(self, request: Mapping[str, object], blobs: list[bytes]) -> None:
         """``count`` steps with the checker's actions, taken in turn (the profile, which
         would otherwise time the pipe rather than the environment); an episode that ends
         is reset."""
         actions = Decoder(blobs).decode(request.get("action"))
+        count = request.get("count") or 0
+        # the checker sends a list of actions (dicts for PettingZoo) and an int
+        assert isinstance(actions, list) and isinstance(count, int)
         env = self.env
-        for i in range(int(request.get("count") or 0)):
+        for i in range(int(count)):
             action = actions[i % len(actions)]
             if self.multi_agent:
+                assert isinstance(action, dict)
                 if not env.agents:
                     env.reset()
                 env.step({a: action[a] for a in env.agents})
@@ -175,7 +186,7 @@ class Host:
         return None
 
 
-def _answer(host: Host, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+def _answer(host: Host, request: Mapping[str, object], blobs: list[bytes]) -> dict[str, object]:
     op = request.get("op")
     handlers = {"load": host.load, "make": host.make, "describe": host.describe,
                 "spaces": host.spaces, "reset": host.reset}

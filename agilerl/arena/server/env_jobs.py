@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from agilerl.arena.server import environments, nofollow, states
 from agilerl.arena.server.catalog import LATEST, NAME, Catalog
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.errors import ApiError
+from agilerl.arena.server.policy import section
 from agilerl.arena.server.runs import untrusted_json
 from agilerl.arena.server.store import Row, Store
 
@@ -69,7 +70,7 @@ def not_validated(name: str, version: str) -> ApiError:
                     errors=[f"environment.name: '{name}' ({version}) is not validated"])
 
 
-def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
+def resolve(catalog: Catalog, user_id: int, manifest: Mapping[str, object],
             allow_custom_code: bool) -> Binding | None:
     """Rewrite ``manifest`` in place for the user's uploaded environment it names.
 
@@ -104,7 +105,7 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
         raise not_validated(name, row["version"])
     kind, multi = _kind(manifest), bool(row["multi_agent"])
     if kind is not None and (kind == "pettingzoo") != multi:
-        algorithm = (manifest.get("algorithm") or {}).get("name")
+        algorithm = section(manifest, "algorithm").get("name")
         wanted, has = ("multi-agent", "single-agent") if not multi else ("single-agent",
                                                                           "multi-agent")
         raise ApiError(422, "ENVIRONMENT_MISMATCH",
@@ -119,12 +120,12 @@ def resolve(catalog: Catalog, user_id: int, manifest: dict[str, Any],
                    venv=str(paths / "venv"))
 
 
-def _kind(manifest: dict[str, Any]) -> str | None:
+def _kind(manifest: Mapping[str, object]) -> str | None:
     """``gym`` or ``pettingzoo`` when the manifest's algorithm trains on such an
     environment (whose name must then be known here); None for datasets and the like."""
     from agilerl.arena.models import _generated as gen
 
-    entry = gen.REGISTRY.get(str((manifest.get("algorithm") or {}).get("name")))
+    entry = gen.REGISTRY.get(str(section(manifest, "algorithm").get("name")))
     kind = entry.environment if entry is not None else None
     return kind if kind in ("gym", "pettingzoo") else None
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 from agilerl.arena.server import nofollow
 from agilerl.arena.server.catalog import Catalog, Row
 from agilerl.arena.server.config import ServerConfig
+from agilerl.arena.server.env_checker import CheckMessage, CheckSpec, Result
 from agilerl.arena.server.env_entrypoints import find_entrypoints
 from agilerl.arena.server.env_install import InstallError, create_venv, install
 from agilerl.arena.server.env_validation import (
@@ -35,7 +36,9 @@ from agilerl.arena.server.events import event
 from agilerl.arena.server.quota import clean_scratch
 from agilerl.arena.server.sandbox import landlock_abi
 
-Stream = Generator[bytes, None, Any]
+_Returned = TypeVar("_Returned")
+#: a stage's NDJSON events, then what it found (``yield from`` hands it to the caller).
+Stream: TypeAlias = Generator[bytes, None, _Returned]
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class EnvService:
         shutil.rmtree(self.paths(row).root, ignore_errors=True)
 
 
-def _failed(stage: str, code: str, message: str, row: Row, **detail: Any) -> bytes:
+def _failed(stage: str, code: str, message: str, row: Row, **detail: object) -> bytes:
     return event("status", stage, "failed", message,
                  {"error_code": code, "name": row["name"], "version": row["version"], **detail})
 
@@ -158,7 +161,7 @@ def mark_installed(paths: EnvPaths) -> None:
         raise InstallError(f"cannot mark the virtual environment installed: {exc}") from None
 
 
-def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
+def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream[bool]:
     """Create the venv and install the requirements; returns True on success."""
     paths = svc.paths(row)
     requirements: list[str] = row["requirements"]
@@ -193,7 +196,7 @@ def install_stage(svc: EnvService, row: Row, cancel: threading.Event) -> Stream:
     return True
 
 
-def choose_entrypoint(svc: EnvService, row: Row, given: str | None) -> Stream:
+def choose_entrypoint(svc: EnvService, row: Row, given: str | None) -> Stream[str | None]:
     """The entrypoint to validate: the one given, else the only one found; else None."""
     if given:
         return given
@@ -217,7 +220,7 @@ def choose_entrypoint(svc: EnvService, row: Row, given: str | None) -> Stream:
     return None
 
 
-def _check_event(message: dict[str, Any]) -> bytes:
+def _check_event(message: CheckMessage) -> bytes:
     name = str(message.get("check"))
     result = {"success": bool(message.get("success")), "warnings": message.get("warnings") or [],
               "error msg": message.get("error")}
@@ -225,8 +228,8 @@ def _check_event(message: dict[str, Any]) -> bytes:
     return event("check", "validation", status, name, {"check": name, "result": result})
 
 
-def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
-         cancel: threading.Event) -> Stream:
+def _run(svc: EnvService, row: Row, spec: CheckSpec, stage: str,
+         cancel: threading.Event) -> Stream[Outcome]:
     """Run the checker in a free slot, relaying check events; returns the Outcome."""
     paths = svc.paths(row)
     if not svc._slots.acquire(blocking=False):
@@ -254,7 +257,7 @@ def _run(svc: EnvService, row: Row, spec: dict[str, Any], stage: str,
     return outcome
 
 
-def _spec(svc: EnvService, row: Row, entrypoint: str, mode: str, rollouts: bool) -> dict[str, Any]:
+def _spec(svc: EnvService, row: Row, entrypoint: str, mode: str, rollouts: bool) -> CheckSpec:
     return {"mode": mode, "source": str(svc.paths(row).source), "entrypoint": entrypoint,
             "config": row["env_config"], "multi_agent": bool(row["multi_agent"]),
             "rollouts": svc.config.env_rollout_episodes if rollouts else 0,
@@ -262,7 +265,8 @@ def _spec(svc: EnvService, row: Row, entrypoint: str, mode: str, rollouts: bool)
 
 
 def validation_stage(svc: EnvService, row: Row, entrypoint: str, do_rollouts: bool,
-                     started: float, cancel: threading.Event) -> Stream:
+                     started: float, cancel: threading.Event
+                     ) -> Stream[dict[str, object] | None]:
     """Check the environment; returns the completion detail, or None when it failed."""
     yield event("status", "validation", "started", f"Validating {entrypoint}")
     svc.catalog.update_environment(row["id"], state="validating", entrypoint=entrypoint)
@@ -276,7 +280,7 @@ def validation_stage(svc: EnvService, row: Row, entrypoint: str, do_rollouts: bo
                       row, check=outcome.check, reason=outcome.reason)
         return None
     svc.catalog.update_environment(row["id"], state="validated", validated=1, error=None)
-    detail = {"name": row["name"], "version": row["version"], "validated": True,
+    detail: dict[str, object] = {"name": row["name"], "version": row["version"], "validated": True,
               "entrypoint": entrypoint, "multi_agent": bool(row["multi_agent"]),
               **outcome.result, "validation_s": round(time.monotonic() - started, 3)}
     yield event("status", "validation", "completed",
@@ -285,7 +289,7 @@ def validation_stage(svc: EnvService, row: Row, entrypoint: str, do_rollouts: bo
 
 
 def profiling_stage(svc: EnvService, row: Row, entrypoint: str,
-                    cancel: threading.Event) -> Stream:
+                    cancel: threading.Event) -> Stream[Result | None]:
     """Measure the environment; returns the metrics, or None when profiling failed."""
     yield event("status", "profiling", "started",
                 f"Profiling {row['name']}:{row['version']} for {svc.config.env_profile_s:g} s")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 from starlette.datastructures import FormData, UploadFile
@@ -18,6 +18,9 @@ from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.routes_catalog import flag
 from agilerl.core.manifest_errors import ManifestError
 from agilerl.models.loading import MAX_MANIFEST_BYTES, parse_value
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
 
 #: an env config is read as a manifest is; requirements files get the same size limit.
 MAX_SIDECAR_BYTES = MAX_MANIFEST_BYTES
@@ -31,7 +34,7 @@ class Upload:
     name: str
     version: str
     archive: bytes
-    env_config: dict[str, Any]
+    env_config: JsonObject
     requirements: list[str]
     multi_agent: bool
     do_rollouts: bool
@@ -39,18 +42,18 @@ class Upload:
     description: str | None
 
 
-def _text(form: Any, key: str, default: str | None = None) -> str | None:
+def _text(form: FormData, key: str, default: str | None = None) -> str | None:
     value = form.get(key)
     if value is None or isinstance(value, UploadFile):
         return default
     return str(value).strip() or default
 
 
-def _bool(form: Any, key: str) -> bool:
+def _bool(form: FormData, key: str) -> bool:
     return flag(_text(form, key), key)
 
 
-async def _sidecar(form: Any, key: str) -> bytes:
+async def _sidecar(form: FormData, key: str) -> bytes:
     part = form.get(key)
     if part is None:
         return b""
@@ -61,7 +64,7 @@ async def _sidecar(form: Any, key: str) -> bytes:
     return data
 
 
-def _finite(node: Any) -> bool:
+def _finite(node: object) -> bool:
     if isinstance(node, float):
         return math.isfinite(node)
     if isinstance(node, dict):
@@ -76,7 +79,7 @@ def _config_error(message: str, short: str) -> ApiError:
                     errors=[f"env_config: {short}"])
 
 
-def parse_env_config(data: bytes) -> dict[str, Any]:
+def parse_env_config(data: bytes) -> JsonObject:
     """Constructor keyword arguments from a YAML or JSON mapping (empty: none).
 
     Read by the manifest reader (:func:`agilerl.models.loading.parse_value`), within the

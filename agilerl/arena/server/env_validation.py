@@ -28,10 +28,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from agilerl.arena.server.containment import MEMORY_LIMIT_HIT, Containment, probe
-from agilerl.arena.server.env_checker import Remote, drive
+from agilerl.arena.server.env_checker import CheckMessage, CheckSpec, Remote, Result, drive
 from agilerl.arena.server.env_install import venv_python
 from agilerl.arena.server.env_wire import PipeReader
 
@@ -57,7 +57,7 @@ class Outcome:
     """How a checker run ended."""
 
     ok: bool
-    result: dict[str, Any] = field(default_factory=dict)
+    result: Result = field(default_factory=dict)
     check: str | None = None
     reason: str = ""
     code: str = "VALIDATION_FAILED"
@@ -130,15 +130,14 @@ def checker_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def _drive(spec: dict[str, Any], remote: Remote, sink: queue.Queue[dict[str, Any] | None]
-           ) -> None:
+def _drive(spec: CheckSpec, remote: Remote, sink: queue.Queue[CheckMessage | None]) -> None:
     try:
         drive(spec, remote, sink.put)
     finally:
         sink.put(None)
 
 
-def _tail(pipe: Any, keep: collections.deque[str]) -> None:
+def _tail(pipe: IO[str], keep: collections.deque[str]) -> None:
     # read in bounded pieces: a host may print gigabytes without a newline
     for line in iter(lambda: pipe.readline(_LINE_CHARS), ""):
         if line.strip():
@@ -175,8 +174,8 @@ _CANCEL_POLL_S = 0.25
 _EXIT_GRACE_S = 5
 
 
-def _relay(messages: queue.Queue[dict[str, Any] | None], deadline: float, limits: Limits,
-           progress: _Progress, cancel: threading.Event | None) -> Iterator[dict[str, Any]]:
+def _relay(messages: queue.Queue[CheckMessage | None], deadline: float, limits: Limits,
+           progress: _Progress, cancel: threading.Event | None) -> Iterator[CheckMessage]:
     """Yield the checker's check messages until it ends, the wall-clock limit passes or
     ``cancel`` is set (the client went away). The messages come from the server's own
     checker thread, never from the host."""
@@ -225,9 +224,9 @@ def _final(progress: _Progress, code: int | None, limits: Limits,
     return verdict
 
 
-def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
+def run_checker(venv: Path, spec: CheckSpec, scratch: Path, limits: Limits,
                 sandbox: Sandbox, *, read: list[Path], groups: ProcessGroups,
-                cancel: threading.Event | None = None) -> Iterator[dict[str, Any] | Outcome]:
+                cancel: threading.Event | None = None) -> Iterator[CheckMessage | Outcome]:
     """Host the environment and check it; yield the per-check messages as they come, then
     an :class:`Outcome`."""
     scratch.mkdir(parents=True, exist_ok=True)
@@ -242,7 +241,7 @@ def run_checker(venv: Path, spec: dict[str, Any], scratch: Path, limits: Limits,
     os.set_blocking(proc.stdin.fileno(), False)
     stop = threading.Event()
     reader = PipeReader(proc.stdout.fileno(), stop, alive=lambda: proc.poll() is None)
-    messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    messages: queue.Queue[CheckMessage | None] = queue.Queue()
     stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
     threads = [threading.Thread(target=_drive, daemon=True,
                                 args=(spec, Remote(proc.pid, reader, proc.stdin.fileno()),

@@ -30,13 +30,13 @@ import os
 import select
 import struct
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from agilerl.core.value_types import JsonObject, JsonValue
+    from agilerl.core.value_types import JsonObject, JsonValue, Space
 
 #: largest frame either side accepts (an observation, an info dict, a space's bounds).
 MAX_FRAME_BYTES = 64 << 20
@@ -175,7 +175,7 @@ class Encoder:
 # ---- decoding (the checker's side) -----------------------------------------------------
 
 
-def _load_npy(blob: bytes) -> Any:
+def _load_npy(blob: bytes) -> np.ndarray:
     import numpy as np
     from numpy.lib import format as npy
 
@@ -200,7 +200,7 @@ class Decoder:
     def __init__(self, blobs: list[bytes]) -> None:
         self.blobs = blobs
 
-    def decode(self, tree: Any, depth: int = 0) -> Any:
+    def decode(self, tree: object, depth: int = 0) -> object:
         if tree is None or isinstance(tree, bool | int | float | str):
             return tree
         if depth >= MAX_DEPTH or not isinstance(tree, dict):
@@ -225,24 +225,24 @@ class Decoder:
             return self._space(tree, depth)
         raise WireError(f"unknown tag {str(tag)[:40]!r}")
 
-    def _items(self, tree: dict[str, Any]) -> list[Any]:
+    def _items(self, tree: Mapping[str, object]) -> list[object]:
         items = tree.get("items")
         if not isinstance(items, list):
             raise WireError("a container has no item list")
         return items
 
-    def _pair(self, pair: Any, depth: int) -> tuple[Any, Any]:
+    def _pair(self, pair: object, depth: int) -> tuple[object, object]:
         if not (isinstance(pair, list) and len(pair) == 2):
             raise WireError("a dict item is not a [key, value] pair")
         return self.decode(pair[0], depth + 1), self.decode(pair[1], depth + 1)
 
-    def _blob(self, tree: dict[str, Any]) -> bytes:
+    def _blob(self, tree: Mapping[str, object]) -> bytes:
         index = tree.get("blob")
         if not (isinstance(index, int) and 0 <= index < len(self.blobs)):
             raise WireError("an array refers to no blob of the frame")
         return self.blobs[index]
 
-    def _space(self, tree: dict[str, Any], depth: int) -> Any:
+    def _space(self, tree: Mapping[str, object], depth: int) -> Space | UnsupportedSpace:
         from gymnasium import spaces
 
         kind = str(tree.get("kind"))
@@ -253,8 +253,9 @@ class Decoder:
             if kind in ("Dict", "Tuple"):
                 items = [self._pair(p, depth) for p in self._items(tree)]
                 if kind == "Dict":
-                    return spaces.Dict(dict(items))
-                return spaces.Tuple([s for _, s in items])
+                    # gymnasium refuses members that are not spaces (caught below)
+                    return spaces.Dict(cast("dict[str, Space]", dict(items)))
+                return spaces.Tuple(cast("list[Space]", [s for _, s in items]))
             return _simple_space(kind, {k: self.decode(v, depth + 1) for k, v in tree.items()
                                         if k not in ("$", "kind")})
         except WireError:
@@ -264,7 +265,7 @@ class Decoder:
             return UnsupportedSpace(kind[:_REPR_CHARS], text[:_REPR_CHARS])
 
 
-def _dtype(name: Any) -> Any:
+def _dtype(name: object) -> np.dtype:
     import numpy as np
 
     dtype = np.dtype(str(name))
@@ -273,7 +274,10 @@ def _dtype(name: Any) -> Any:
     return dtype
 
 
-def _simple_space(kind: str, f: dict[str, Any]) -> Any:
+def _simple_space(kind: str, f: Mapping[str, Any]) -> Space:
+    """The space ``kind`` from its decoded fields, which are whatever the host sent (so
+    untyped): gymnasium's constructors refuse what they cannot use, and the caller turns
+    every exception into an :class:`UnsupportedSpace`."""
     from gymnasium import spaces
 
     if kind == "Box":
@@ -298,7 +302,7 @@ def _check_length(length: int) -> None:
                         f" {MAX_DOC_BYTES}")
 
 
-def pack(message: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
+def pack(message: Mapping[str, object], blobs: list[bytes] | None = None) -> bytes:
     """One frame: ``message`` (JSON-able) and its arrays."""
     blobs = blobs or []
     doc = json.dumps({**message, "blobs": [len(b) for b in blobs]},
@@ -310,7 +314,7 @@ def pack(message: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     return b"".join([struct.pack(">I", len(doc)), doc, *blobs])
 
 
-def unpack_header(doc: bytes) -> tuple[dict[str, Any], list[int]]:
+def unpack_header(doc: bytes) -> tuple[dict[str, object], list[int]]:
     """The JSON document of a frame and the byte lengths of its arrays."""
     from agilerl.arena.server.jsondepth import json_depth
 
@@ -329,7 +333,7 @@ def unpack_header(doc: bytes) -> tuple[dict[str, Any], list[int]]:
     return message, sizes
 
 
-def read_frame(stream: Any) -> tuple[dict[str, Any], list[bytes]] | None:
+def read_frame(stream: IO[bytes]) -> tuple[dict[str, object], list[bytes]] | None:
     """The next frame from a blocking binary ``stream``; None at its end (the host's side)."""
 
     def exactly(n: int) -> bytes:
@@ -375,7 +379,7 @@ class PipeReader:
             left -= len(chunk)
         return b"".join(parts)
 
-    def read(self) -> tuple[dict[str, Any], list[bytes]]:
+    def read(self) -> tuple[dict[str, object], list[bytes]]:
         (length,) = struct.unpack(">I", self._exactly(4))
         _check_length(length)
         message, sizes = unpack_header(self._exactly(length))

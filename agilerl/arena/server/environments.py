@@ -9,8 +9,8 @@ registry without ``gymnasium.spec``/``make``, which import the module of a ``mod
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
 
 _GYM_ID = re.compile(r"^[A-Za-z][\w.-]*-v\d+$")
 BUILTIN_VERSION = "builtin"
@@ -45,7 +45,7 @@ def catalogue(name: str | None) -> dict[str, dict[str, dict[str, bool]]]:
     }
 
 
-def missing_from_manifest(manifest: dict[str, Any]) -> str | None:
+def missing_from_manifest(manifest: Mapping[str, object]) -> str | None:
     """The environment name a plain Gymnasium manifest asks for but this machine lacks.
 
     Only ids of the ``Name-vN`` form without a custom entrypoint are checked; anything

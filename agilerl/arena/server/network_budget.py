@@ -10,9 +10,8 @@ gates add to it), enough to refuse a network no server slot could hold.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 #: fields whose value (or each item of the list) is a layer width, and the field
 #: bounding what mutation may grow it to (with its schema default).
@@ -41,23 +40,24 @@ class Layers:
         return self.depth * self.width * self.width
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _widths(spec: dict[str, Any], key: str) -> list[int]:
+def _widths(spec: Mapping[str, object], key: str) -> list[int]:
     value = spec.get(key)
     items = value if isinstance(value, list) else [value]
     return [w for w in map(_int, items) if w is not None]
 
 
-def _layers(spec: dict[str, Any], where: str) -> Layers | None:
+def _layers(spec: Mapping[str, object], where: str) -> Layers | None:
     for key, (bound, default) in _WIDTHS.items():
         widths = _widths(spec, key)
         if not widths:
             continue
         width = max(*widths, _int(spec.get(bound)) or default)
-        given = len(spec[key]) if isinstance(spec[key], list) else 0
+        listed = spec[key]
+        given = len(listed) if isinstance(listed, list) else 0
         counts = [_int(spec.get(k)) or 0 for k in _DEPTHS]
         bounded = any(k.startswith("max_") and k in spec for k in _DEPTHS)
         depth = max(given, *counts, 1 if bounded else _GROWTH_DEPTH)
@@ -65,7 +65,7 @@ def _layers(spec: dict[str, Any], where: str) -> Layers | None:
     return None
 
 
-def _mappings(node: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _mappings(node: object, where: str) -> Iterator[tuple[str, Mapping[str, object]]]:
     """Every mapping under ``node`` (itself included), with its dotted location."""
     if isinstance(node, dict):
         yield where, node
@@ -76,7 +76,7 @@ def _mappings(node: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
             yield from _mappings(value, f"{where}[{i}]")
 
 
-def layer_specs(network: Any, where: str = "network") -> Iterator[Layers]:
+def layer_specs(network: object, where: str = "network") -> Iterator[Layers]:
     """Every layer description of a manifest's network section."""
     for here, spec in _mappings(network, where):
         found = _layers(spec, here)
@@ -84,7 +84,7 @@ def layer_specs(network: Any, where: str = "network") -> Iterator[Layers]:
             yield found
 
 
-def width_fields(network: Any, where: str = "network") -> Iterator[tuple[str, int]]:
+def width_fields(network: object, where: str = "network") -> Iterator[tuple[str, int]]:
     """Every layer width of a network section, with its location (``...hidden_size[0]``)."""
     for here, spec in _mappings(network, where):
         for key in _WIDTHS:
@@ -97,12 +97,13 @@ def width_fields(network: Any, where: str = "network") -> Iterator[tuple[str, in
                 yield f"{here}.{key}", value
 
 
-def depth_fields(network: Any, where: str = "network") -> Iterator[tuple[str, int]]:
+def depth_fields(network: object, where: str = "network") -> Iterator[tuple[str, int]]:
     """Every layer count of a network section (list lengths included), with its location."""
     for here, spec in _mappings(network, where):
         for key in _WIDTHS:
-            if isinstance(spec.get(key), list):
-                yield f"{here}.{key} (length)", len(spec[key])
+            listed = spec.get(key)
+            if isinstance(listed, list):
+                yield f"{here}.{key} (length)", len(listed)
         for key in _DEPTHS:
             value = _int(spec.get(key))
             if value is not None:

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.errors import ApiError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from pydantic_core import ErrorDetails
+
+    from agilerl.core.value_types import JsonObject
+
+_Default = TypeVar("_Default", int, int | None)
 
 #: environment fields that make the worker import or execute user-supplied code.
 CODE_FIELDS = ("entrypoint", "path", "wrappers", "reward_file_path")
@@ -16,7 +24,7 @@ CODE_FIELDS = ("entrypoint", "path", "wrappers", "reward_file_path")
 PATH_KEYS = frozenset({"path", "features", "targets"})
 
 
-def _located(errors: list[dict[str, Any]]) -> list[str]:
+def _located(errors: Iterable[ErrorDetails]) -> list[str]:
     out = []
     for err in errors:
         loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__") or "manifest"
@@ -35,7 +43,7 @@ def _issue_lines(exc: Exception) -> list[str]:
     return [f"manifest: {exc}"]
 
 
-def validate_manifest(manifest: Any) -> tuple[dict[str, Any], list[str]]:
+def validate_manifest(manifest: object) -> tuple[JsonObject, list[str]]:
     """Validate with the light Arena models; return the JSON dump the worker runs + warnings.
 
     Uses the same ``TrainingManifest.get_validated(..., mode="json")`` the client runs, so
@@ -62,7 +70,7 @@ def validate_manifest(manifest: Any) -> tuple[dict[str, Any], list[str]]:
     return dumped, [str(w.message) for w in caught]
 
 
-def run_manifest(raw: dict[str, Any], validated: dict[str, Any]) -> dict[str, Any]:
+def run_manifest(raw: Mapping[str, object], validated: JsonObject) -> JsonObject:
     """The manifest the worker runs: the validated Arena payload, made runnable locally.
 
     * Empty top-level sections (the Arena payload always carries ``network: {}``,
@@ -72,14 +80,15 @@ def run_manifest(raw: dict[str, Any], validated: dict[str, Any]) -> dict[str, An
       ``config``, and, only on servers allowing custom code, ``entrypoint``...) are kept
       from the submitted section for the local trainer to validate.
     """
-    out = {k: v for k, v in validated.items() if not (isinstance(v, dict) and not v)}
+    out: JsonObject = {k: v for k, v in validated.items() if not (isinstance(v, dict) and not v)}
     env = raw.get("environment")
-    if isinstance(env, dict) and isinstance(out.get("environment"), dict):
-        out["environment"] = {**env, **out["environment"]}
+    section = out.get("environment")
+    if isinstance(env, dict) and isinstance(section, dict):
+        out["environment"] = {**env, **section}
     return out
 
 
-def check_custom_code(manifest: dict[str, Any], allowed: bool) -> None:
+def check_custom_code(manifest: Mapping[str, object], allowed: bool) -> None:
     """Refuse fields that run user code unless the operator opted in."""
     if allowed:
         return
@@ -105,7 +114,7 @@ def _is_path_key(key: str) -> bool:
     return key in PATH_KEYS or key.endswith(("_path", "_dir", "_file"))
 
 
-def _path_values(node: Any, loc: str) -> Iterator[tuple[str, str]]:
+def _path_values(node: object, loc: str) -> Iterator[tuple[str, str]]:
     if isinstance(node, dict):
         for key, value in node.items():
             here = f"{loc}.{key}" if loc else str(key)
@@ -127,7 +136,7 @@ def escapes(path: str) -> bool:
     return norm == ".." or norm.startswith("../")
 
 
-def check_paths(manifest: dict[str, Any]) -> None:
+def check_paths(manifest: Mapping[str, object]) -> None:
     """Refuse any path that is absolute or climbs out of the experiment folder."""
     bad = [f"{loc}: '{value}' leaves the experiment folder"
            for loc, value in _path_values(manifest, "") if escapes(value)]
@@ -189,26 +198,43 @@ class Budget:
         ]
 
 
-def _field_default(model: Any, name: str) -> Any:
-    return model.model_fields[name].default
+def section(manifest: Mapping[str, object], name: str) -> Mapping[str, object]:
+    """The section ``name`` of a validated manifest (where each is a mapping); empty when
+    unset."""
+    found = manifest.get(name) or {}
+    assert isinstance(found, Mapping), f"{name} is not a mapping"
+    return found
 
 
-def _int(section: dict[str, Any], keys: tuple[str, ...], default: Any) -> Any:
-    for key in keys:
-        value = section.get(key)
-        if value is not None:
-            return int(value)
+def _count(value: object) -> int:
+    """A number of a validated manifest (an int there)."""
+    assert isinstance(value, int | float | str), f"{value!r} is not a number"
+    return int(value)
+
+
+def _field_default(model: type[BaseModel], name: str) -> int:
+    default = model.model_fields[name].default
+    assert isinstance(default, int)  # the schema's counts default to numbers
     return default
 
 
-def budget(manifest: dict[str, Any]) -> Budget:
+def _int(section: Mapping[str, object], keys: tuple[str, ...], default: _Default
+         ) -> int | _Default:
+    for key in keys:
+        value = section.get(key)
+        if value is not None:
+            return _count(value)
+    return default
+
+
+def budget(manifest: Mapping[str, object]) -> Budget:
     """The work a (validated) manifest asks for; unset fields take their schema defaults,
     and ``evo_steps`` the algorithm's ``default_evo_steps``."""
     from agilerl.arena.models import _generated as gen
 
-    training = manifest.get("training") or {}
-    env = manifest.get("environment") or {}
-    algo = str((manifest.get("algorithm") or {}).get("name", ""))
+    training = section(manifest, "training")
+    env = section(manifest, "environment")
+    algo = str(section(manifest, "algorithm").get("name", ""))
     entry = gen.REGISTRY.get(algo)
     default_evo = entry.default_evo_steps if entry is not None else \
         gen.REGISTRY["DQN"].default_evo_steps
@@ -249,13 +275,14 @@ def _exceeded(message: str, errors: list[str], limit: int) -> ApiError:
     return ApiError(422, "BUDGET_EXCEEDED", message, errors=errors, limit=limit)
 
 
-def check_checkpoints(manifest: dict[str, Any], work: Budget, max_checkpoints: int) -> None:
+def check_checkpoints(manifest: Mapping[str, object], work: Budget, max_checkpoints: int
+                      ) -> None:
     """At most ``max_checkpoints`` saves per job: ``checkpoint_steps: 1`` would write one
     per step (hundreds of MB a minute) whatever the step budget."""
-    every = (manifest.get("training") or {}).get("checkpoint_steps")
+    every = section(manifest, "training").get("checkpoint_steps")
     if every is None:
         return  # the server's own interval (max_steps // checkpoint_fraction)
-    count = -(-work.max_steps // max(1, int(every)))
+    count = -(-work.max_steps // max(1, _count(every)))
     if count > max_checkpoints:
         least = -(-work.max_steps // max_checkpoints)
         raise _exceeded(
@@ -271,18 +298,18 @@ def check_checkpoints(manifest: dict[str, Any], work: Budget, max_checkpoints: i
 EPOCH_FIELDS = (("algorithm", "update_epochs"), ("training", "num_epochs"))
 
 
-def check_epochs(manifest: dict[str, Any], max_epochs: int) -> None:
+def check_epochs(manifest: Mapping[str, object], max_epochs: int) -> None:
     bad = []
-    for section, key in EPOCH_FIELDS:
-        value = (manifest.get(section) or {}).get(key)
+    for name, key in EPOCH_FIELDS:
+        value = section(manifest, name).get(key)
         if isinstance(value, int) and value > max_epochs:
-            bad.append(f"{section}.{key}: {value} > {max_epochs}")
+            bad.append(f"{name}.{key}: {value} > {max_epochs}")
     if bad:
         raise _exceeded(f"{bad[0].split(':')[0]} repeats the work of each update more than"
                         f" this server's limit of {max_epochs} times", bad, max_epochs)
 
 
-def check_network(manifest: dict[str, Any], pop_size: int, max_width: int, max_depth: int,
+def check_network(manifest: Mapping[str, object], pop_size: int, max_width: int, max_depth: int,
                   max_params: int) -> None:
     """Layer widths and counts within the caps, and the population's networks (at the
     size mutation may grow them to, :mod:`.network_budget`) within ``max_params``."""
@@ -308,7 +335,7 @@ def check_network(manifest: dict[str, Any], pop_size: int, max_width: int, max_d
             [*lines, f"training.pop_size: {pop_size}"], max_params)
 
 
-def check_limits(manifest: dict[str, Any], config: ServerConfig) -> Budget:
+def check_limits(manifest: Mapping[str, object], config: ServerConfig) -> Budget:
     """Every budget check a submitted or resumed manifest goes through; returns its
     :class:`Budget`. 422 ``BUDGET_EXCEEDED`` names the fields over a limit."""
     work = budget(manifest)

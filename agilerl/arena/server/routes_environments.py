@@ -12,7 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TypedDict
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
@@ -73,11 +73,11 @@ def require_custom_code(ctx: Context) -> None:
                        " users trusted to run code there).")
 
 
-def _version(value: Any) -> str | None:
+def _version(value: object) -> str | None:
     return None if value in LATEST else check_name(value, "version")
 
 
-def _find(ctx: Context, user: User, name: Any, version: Any) -> Row:
+def _find(ctx: Context, user: User, name: object, version: object) -> Row:
     env_name = check_name(name, "name")
     wanted = _version(version)
     assert ctx.catalog is not None
@@ -125,7 +125,7 @@ def list_environments(request: Request, name: str | None = None,
                       include_arena: str | None = None,
                       user: User = Depends(current_user)) -> Response:
     wanted = blank(name)
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, dict[str, bool]]] = {}
     for row in _catalog(request).environments(user.id):
         if wanted and wanted.lower() not in row["name"].lower():
             continue
@@ -162,14 +162,22 @@ def environment_entrypoints(request: Request, name: str, version: str | None = N
 # ---- create-and-validate -------------------------------------------------------------------
 
 
+class _Created(TypedDict):
+    """What the upload stage hands to the rest of create-and-validate."""
+
+    do_rollouts: bool
+    entrypoint: str | None
+    files: int
+    bytes: int
+
+
 async def _upload(request: Request, ctx: Context, svc: EnvService,
-                  user: User) -> tuple[Row, dict[str, Any]]:
+                  user: User) -> tuple[Row, _Created]:
     """Check and store the multipart upload: the ``upload`` stage, answered by status code.
     The new version is held (:meth:`EnvService.acquire`) when this returns."""
     up = await read_upload(await request.form())
     quota.check(ctx.config, ctx.store, user.id, "Upload refused", adding=len(up.archive))
     name, version = up.name, up.version
-    options = {"do_rollouts": up.do_rollouts, "entrypoint": up.entrypoint}
     assert ctx.catalog is not None
     svc.acquire(user.id, name, version)
     try:
@@ -194,10 +202,11 @@ async def _upload(request: Request, ctx: Context, svc: EnvService,
     except BaseException:
         svc.release(user.id, name, version)
         raise
-    return row, {**options, "files": len(files), "bytes": len(up.archive)}
+    return row, {"do_rollouts": up.do_rollouts, "entrypoint": up.entrypoint,
+                 "files": len(files), "bytes": len(up.archive)}
 
 
-def _create_stream(svc: EnvService, row: Row, options: dict[str, Any], started: float,
+def _create_stream(svc: EnvService, row: Row, options: _Created, started: float,
                    cancel: threading.Event) -> Iterator[bytes]:
     yield event("status", "upload", "completed",
                 f"Stored {row['name']}:{row['version']} ({options['files']} files)",

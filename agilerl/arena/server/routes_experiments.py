@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -23,6 +23,9 @@ from agilerl.arena.server.routes_catalog import blank, flag, integer
 from agilerl.arena.server.runs import MetricsUnreadable, RunDir
 from agilerl.arena.server.store import Row
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonValue
+
 router = APIRouter()
 JOBS = "/api/cli/v1/experiments/jobs"
 FOLLOW_POLL_S = 0.05
@@ -30,7 +33,7 @@ STATE_EVERY = 10  # idle polls between state checks (0.5 s)
 MAX_PREVIEW_ROWS = 1_000_000
 
 
-def public_row(ctx: Context, row: Row) -> dict[str, Any]:
+def public_row(ctx: Context, row: Row) -> dict[str, object]:
     """The experiment row of spec §9.4 (list/status).
 
     ``steps`` counts per agent, like ``max_steps`` (the trainer logs population totals).
@@ -122,7 +125,7 @@ def status(request: Request, experiment_name: str | None = None, project: str | 
 # ---- logs ------------------------------------------------------------------------------
 
 
-def _log_line(entry: dict[str, Any]) -> bytes:
+def _log_line(entry: Mapping[str, JsonValue]) -> bytes:
     detail = {"seq": entry.get("seq"), "ts": entry.get("ts"), "stream": entry.get("stream")}
     return _event("log", "training", "running", str(entry.get("message", "")), detail)
 
@@ -137,8 +140,15 @@ def _final(row: Row, follow: bool) -> bytes:
     return _event("status", "training", "completed", f"Job is {row['state']}", detail)
 
 
-def _lines(entries: list[dict[str, Any]], since: int) -> bytes:
-    return b"".join(_log_line(e) for e in entries if int(e.get("seq", 0)) > since)
+def _seq(entry: Mapping[str, JsonValue]) -> int:
+    seq = entry.get("seq", 0)
+    if not isinstance(seq, int | float | str):  # the job may rewrite its log: int() refuses
+        raise TypeError(f"a log entry's seq is a {type(seq).__name__}")
+    return int(seq)
+
+
+def _lines(entries: Sequence[Mapping[str, JsonValue]], since: int) -> bytes:
+    return b"".join(_log_line(e) for e in entries if _seq(e) > since)
 
 
 async def _drain(run: RunDir, offset: int, since: int) -> AsyncIterator[bytes]:
@@ -240,7 +250,9 @@ def resume(body: ResumeRequest, request: Request,
         raise ApiError(409, "NO_CHECKPOINT",
                        f"Experiment '{row['name']}' has no checkpoint to resume from")
     manifest = ctx.scheduler.manifest_of(row)  # the server's copy, not the job's file
-    manifest.setdefault("training", {})["max_steps"] = body.max_steps
+    training = manifest.setdefault("training", {})
+    assert isinstance(training, dict)  # a section of the server's validated copy
+    training["max_steps"] = body.max_steps
     policy.check_limits(manifest, ctx.config)
     quota.check(ctx.config, ctx.store, user.id, "Resume refused")
     if ctx.store.count_active(user.id) >= ctx.config.max_active_jobs_per_user:

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, TypedDict
 
 import agilerl
 from agilerl.arena.server import states
@@ -53,7 +53,18 @@ from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
 from agilerl.arena.server.store import Row, Store
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 log = logging.getLogger(__name__)
+
+
+class _Steps(TypedDict, total=False):
+    """The steps a finished job got to, recorded with its last transition when known."""
+
+    steps: int
+
+
 _TICK_S = 0.5
 #: how long the log readers may take to drain once the job's tree has been ended.
 _DRAIN_S = 5.0
@@ -136,7 +147,7 @@ class Scheduler:
         agents = max(1, int(row["pop_size"])) if row is not None else 1
         return RunDir(self.config.experiments_dir / str(exp_id), agents)
 
-    def manifest_of(self, row: Row) -> dict[str, Any]:
+    def manifest_of(self, row: Row) -> JsonObject:
         """The server's copy of an experiment's manifest (``experiments.manifest``), from
         which each launch rewrites the job's ``manifest.json``.
 
@@ -251,11 +262,13 @@ class Scheduler:
         # Built from the server's copies only: the job may have rewritten any file of its
         # folder (manifest.json included) to widen its next launch.
         manifest = self.manifest_of(row)
-        manifest.setdefault("training", {})["max_steps"] = int(row["max_steps"])
+        training = manifest.setdefault("training", {})
+        assert isinstance(training, dict)  # a section of the server's validated copy
+        training["max_steps"] = int(row["max_steps"])
         run.write_manifest(manifest)
-        training = manifest["training"]
         every = training.get("checkpoint_steps") or max(
             1, int(row["max_steps"]) // self.config.checkpoint_fraction)
+        assert isinstance(every, int | float | str)  # a number there
         job_command, readable = custom_env_command(self._binding(row), self.config.job_command)
         program = job_command[0]
         contain = self.tree.prefix(memory_bytes=self.config.job_memory_bytes,
@@ -387,7 +400,7 @@ class Scheduler:
     def _record_exit(self, exp_id: int, code: int) -> None:
         run = self.run_dir(exp_id)
         steps = self.live_steps(exp_id)
-        extra: dict[str, Any] = {"steps": steps} if steps is not None else {}
+        extra: _Steps = {"steps": steps} if steps is not None else {}
         if code == 0:
             done = self.store.transition(exp_id, states.COMPLETED, reason="exit 0",
                                          only_from=(states.STARTING, states.RUNNING), **extra)

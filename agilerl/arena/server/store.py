@@ -108,6 +108,8 @@ CREATE INDEX IF NOT EXISTS transitions_experiment ON transitions (experiment_id,
 #: anything in its experiment folder. Both are SQL NULL only in rows older than them.
 #: ``manifest_file`` is the name of the file the user submitted, cited in the job's log.
 _ADDED_COLUMNS = (("manifest", "TEXT"), ("custom_env", "TEXT"), ("manifest_file", "TEXT"))
+#: one database row by column name; each column has its own type, which the code reading it
+#: knows from the schema above.
 Row = dict[str, Any]
 _ACTIVE = tuple(sorted(states.ACTIVE))
 _ACTIVE_MARKS = ",".join("?" * len(_ACTIVE))
@@ -177,12 +179,12 @@ class Store:
                 raise
             self._db.execute("COMMIT")
 
-    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Row | None:
+    def _one(self, sql: str, args: tuple[object, ...] = ()) -> Row | None:
         with self._lock:
             row = self._db.execute(sql, args).fetchone()
         return dict(row) if row is not None else None
 
-    def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
+    def _all(self, sql: str, args: tuple[object, ...] = ()) -> list[Row]:
         with self._lock:
             return [dict(r) for r in self._db.execute(sql, args).fetchall()]
 
@@ -441,7 +443,7 @@ class Store:
         return int(row["n"]) if row else 0
 
     def transition(self, exp_id: int, to: str, *, reason: str = "",
-                   only_from: tuple[str, ...] | None = None, **fields: Any) -> str | None:
+                   only_from: tuple[str, ...] | None = None, **fields: object) -> str | None:
         """Move an experiment to ``to`` if the state machine allows it from where it is.
 
         ``only_from`` narrows the accepted source states further. Returns the previous state,
@@ -474,7 +476,7 @@ class Store:
             )
         return str(src)
 
-    def update(self, exp_id: int, **fields: Any) -> None:
+    def update(self, exp_id: int, **fields: object) -> None:
         """Change non-state columns (steps, pid, ...)."""
         fields["updated_at"] = now_iso()
         with self.tx() as db:

@@ -6,9 +6,10 @@ import json
 import math
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 from fastapi import Request
 from starlette.datastructures import UploadFile
@@ -29,6 +30,9 @@ from agilerl.arena.server.errors import ApiError
 from agilerl.arena.server.jsondepth import check_json_depth
 from agilerl.arena.server.store import Row
 
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
+
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DEFAULT_PROJECT = "default"
 MAX_IDEMPOTENCY_KEY = 200
@@ -38,7 +42,8 @@ GENERATED_NAME_TRIES = 5
 
 @dataclass
 class SubmitRequest:
-    manifest: Any
+    #: the submitted manifest as parsed JSON (checked to be an object by validation).
+    manifest: object
     resource_id: str | None = None
     num_nodes: int | None = None
     project: str | None = None
@@ -57,7 +62,7 @@ def _bad(message: str, loc: str) -> ApiError:
     return ApiError(422, "INVALID_REQUEST", message, errors=[f"{loc}: {message}"])
 
 
-def _text(value: Any, loc: str) -> str | None:
+def _text(value: object, loc: str) -> str | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -65,7 +70,7 @@ def _text(value: Any, loc: str) -> str | None:
     return str(value).strip() or None
 
 
-def _file_name(value: Any) -> str | None:
+def _file_name(value: object) -> str | None:
     """The client's manifest file name: its last part, printable, at most 255 characters."""
     text = _text(value, "manifest_file")
     if text is None:
@@ -76,10 +81,12 @@ def _file_name(value: Any) -> str | None:
     return name
 
 
-def _nodes(value: Any) -> int | None:
+def _nodes(value: object) -> int | None:
     if value is None or value == "":
         return None
     try:
+        if not isinstance(value, str | int | float):  # int() refuses any other JSON value
+            raise TypeError(value)
         nodes = int(value)
     except (TypeError, ValueError):
         raise _bad("expected an integer", "num_nodes") from None
@@ -88,7 +95,7 @@ def _nodes(value: Any) -> int | None:
     return nodes
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
@@ -106,13 +113,14 @@ async def parse(request: Request) -> SubmitRequest:
     reward: bytes | None = None
     if ctype.startswith("multipart/form-data"):
         form = await request.form()
-        body: dict[str, Any] = {k: v for k, v in form.items() if isinstance(v, str)}
+        texts = {k: v for k, v in form.items() if isinstance(v, str)}
+        body: dict[str, object] = dict(texts)
         upload = form.get("reward_file")
         if isinstance(upload, UploadFile):
             reward = await upload.read()
-        check_json_depth(body.get("manifest", ""), "The 'manifest' form field")
+        check_json_depth(texts.get("manifest", ""), "The 'manifest' form field")
         try:
-            body["manifest"] = json.loads(body.get("manifest", ""), parse_constant=_no_constant,
+            body["manifest"] = json.loads(texts.get("manifest", ""), parse_constant=_no_constant,
                                           parse_float=_finite)
         except ValueError:
             raise _bad("the 'manifest' form field must be a JSON object", "manifest") from None
@@ -171,24 +179,25 @@ def _resource(ctx: Context, req: SubmitRequest) -> tuple[str, int]:
     return resource, nodes
 
 
-def _name(req: SubmitRequest, manifest: dict[str, Any]) -> str:
+def _name(req: SubmitRequest, manifest: Mapping[str, object]) -> str:
     if req.experiment_name is not None:
         if not EXPERIMENT_NAME.match(req.experiment_name):
             raise _bad("use letters, digits, '.', '_' or '-' (at most 128, no spaces)",
                        "experiment_name")
         return req.experiment_name
-    algo = str((manifest.get("algorithm") or {}).get("name", "job"))
-    env = str((manifest.get("environment") or {}).get("name", "env"))
+    algo = str(policy.section(manifest, "algorithm").get("name", "job"))
+    env = str(policy.section(manifest, "environment").get("name", "env"))
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{algo}-{env}").strip("-._")[:100] or "job"
     return f"{stem}-{secrets.token_hex(4)}".lower()
 
 
-def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, Any], int, int]:
+def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[JsonObject, int, int]:
     raw = req.manifest
     if isinstance(raw, dict):  # refuse what was asked for, even if validation would drop it
         policy.check_custom_code(raw, ctx.config.allow_custom_code)
         policy.check_paths(raw)
     validated, warnings = policy.validate_manifest(raw)
+    assert isinstance(raw, dict)  # validation refuses anything else
     req.warnings.extend(warnings)
     manifest = policy.run_manifest(raw, validated)
     policy.check_custom_code(manifest, ctx.config.allow_custom_code)
@@ -211,8 +220,8 @@ def _check(ctx: Context, req: SubmitRequest, user_id: int) -> tuple[dict[str, An
     return manifest, max_steps, pop_size
 
 
-def _insert(ctx: Context, req: SubmitRequest, manifest: dict[str, Any],
-            fields: dict[str, Any]) -> tuple[Row, bool]:
+def _insert(ctx: Context, req: SubmitRequest, manifest: Mapping[str, object],
+            fields: dict[str, object]) -> tuple[Row, bool]:
     """Insert; a generated name that happens to be taken is drawn again."""
     for _ in range(GENERATED_NAME_TRIES - 1):
         try:
@@ -241,10 +250,10 @@ def submit(ctx: Context, user: User, req: SubmitRequest,
             raise ApiError(404, "PROJECT_NOT_FOUND", f"Project '{req.project}' not found")
         project = found
     resource, nodes = _resource(ctx, req)
-    fields = {
+    fields: dict[str, object] = {
         "user_id": user.id, "project_id": project["id"], "name": _name(req, manifest),
-        "algorithm": (manifest.get("algorithm") or {}).get("name"),
-        "environment": (manifest.get("environment") or {}).get("name"),
+        "algorithm": policy.section(manifest, "algorithm").get("name"),
+        "environment": policy.section(manifest, "environment").get("name"),
         "resource_id": resource, "num_nodes": nodes, "max_steps": max_steps,
         "pop_size": pop_size, "idempotency_key": idempotency_key,
         # what every launch is built from: the server's copies, never the job's files
