@@ -32,7 +32,7 @@ from agilerl.algorithms.core.policy_sampling import categorical_action, gaussian
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import clip_grad_norm
-from agilerl.components.rollout_buffer import RolloutBuffer
+from agilerl.components.rollout_buffer import RolloutBuffer, Sequences
 from agilerl.core.spaces import IncompatibleSpaceError, ObsEncoder, action_dim, obs_index
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
@@ -309,7 +309,7 @@ class PPO(RLAlgorithm):
         for _epoch in range(int(self.update_epochs)):
             yield torch.randperm(n, generator=self.torch_rng).to(self.device)
 
-    def batch_tensors(self, data: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    def batch_tensors(self, data: Mapping[str, np.ndarray] | Sequences) -> dict[str, torch.Tensor]:
         """A rollout's actions, log-probabilities, advantages and returns as tensors."""
         dtype = torch.float32 if self.continuous else torch.long
         return {

@@ -219,7 +219,12 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
         """The update of :meth:`_autograd_step` with the gradient in closed form, into the
         flat buffers (clip, Adam and the soft update one kernel each)."""
         obs, action, targets, weights = self._batch(experiences)
-        next_obs = [t[1] for t in targets]
+        # A chain exists for an MLP encoder only (RainbowChain.of): its input is one tensor.
+        assert isinstance(obs, torch.Tensor)
+        next_obs: list[torch.Tensor] = []
+        for target in targets:
+            assert isinstance(target[1], torch.Tensor)
+            next_obs.append(target[1])
         chain.apply_noise()
         target_chain.apply_noise()
         tape: list[Tape] = []

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from agilerl.core.value_types import JsonObject
@@ -146,7 +146,10 @@ def _environment(
         data = given if given is not None else (source.manifest or {})
         base = (args.manifest if given is not None else source.manifest_path)
         manifest = apply_overrides({"environment": data.get("environment") or {}}, overrides)
-        return manifest["environment"], (base.parent if base is not None else None)
+        # the section as the manifest file (and the overrides) give it: env_spec refuses
+        # one that is not a mapping
+        section = cast("Mapping[str, object] | None", manifest["environment"])
+        return section, (base.parent if base is not None else None)
 
     return resolve
 

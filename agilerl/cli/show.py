@@ -6,10 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from agilerl.core.value_types import JsonObject
 
 NAME = "show"
 HELP = ("print a manifest resolved with every default filled in and overrides applied "
@@ -41,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolved_file(path: str) -> JsonObject | int:
+def _resolved_file(path: str) -> dict[str, object] | int:
     from agilerl.models.validation import validate_path
 
     report = validate_path(path, keep_manifest=True)
@@ -55,7 +51,7 @@ def _resolved_file(path: str) -> JsonObject | int:
     return dict(report.resolved or {})
 
 
-def _resolved(args: argparse.Namespace) -> JsonObject | int:
+def _resolved(args: argparse.Namespace) -> dict[str, object] | int:
     """The manifest with overrides applied, validated as ``agilerl train`` does; an
     exit status (1 invalid, 2 usage) when it cannot be."""
     import warnings

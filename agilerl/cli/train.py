@@ -344,6 +344,7 @@ def _run_checked(args: argparse.Namespace, overrides: Sequence[Override]) -> int
         return _report(exc)
     env = manifest.environment
     env_name = env.get("name") if isinstance(env, dict) else getattr(env, "name", None)
+    assert manifest.training is not None  # a loaded manifest's section (defaults: {})
     _say(args, f"Building a population of {manifest.training.pop_size} "
                f"{type(manifest.algorithm).algo_name} agents on {env_name or 'a custom env'} ...")
     built = _build(args, manifest)

@@ -74,7 +74,7 @@ class ManifestReport:
     warnings: list[ManifestIssue] = field(default_factory=list)
     manifest: TrainingManifest | None = None
     """The validated ``TrainingManifest`` (when valid and requested)."""
-    resolved: JsonObject | None = None
+    resolved: dict[str, object] | None = None
     """JSON-mode dump of the validated manifest (when valid and requested)."""
 
     def add(self, issue: ManifestIssue) -> None:

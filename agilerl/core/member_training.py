@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agilerl.core.value_types import JsonScalar
 
@@ -87,9 +87,11 @@ class Agent(Protocol):
     @property
     def hyperparameters(self) -> dict[str, JsonScalar]: ...
 
-    def test(self, env: object, max_steps: int | None = None, loop: int = 1,
+    def test(self, env: Any, max_steps: int | None = None, loop: int = 1,
              seed: int | None = None) -> float:
-        """Greedy evaluation on ``env``; appends the result to ``fitness``."""
+        """Greedy evaluation on ``env``; appends the result to ``fitness``. The env's kind is
+        the member class's own (a vector env, a multi-agent or bandit env, an LLM env: each
+        implementation names its own), so none is stated here."""
         ...
 
     def get_state(self) -> dict[str, object]: ...

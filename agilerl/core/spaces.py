@@ -18,7 +18,7 @@ e.g. integer states, uint8 images), the structured array for composite ones.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, cast, overload
 
 import numpy as np
 import torch
@@ -30,8 +30,6 @@ from agilerl.core.value_types import Observation, Space
 NetworkInput: TypeAlias = torch.Tensor | dict[str, torch.Tensor]
 """What :class:`ObsEncoder` hands a network: a tensor batch, or for composite spaces a dict
 (part name -> tensor batch)."""
-
-_Input = TypeVar("_Input", torch.Tensor, dict[str, torch.Tensor])
 
 
 class IncompatibleSpaceError(ValueError):
@@ -133,7 +131,7 @@ class ObsEncoder:
     def composite(self) -> bool:
         return self.parts is not None
 
-    def numpy(self, obs: Observation | ArrayLike) -> np.ndarray:
+    def numpy(self, obs: Observation | ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """The network input batch as one array: rows of ``shape`` and ``dtype``. A batch
         already in that form is returned as it is (``numpy(numpy(x))`` = ``numpy(x)``)."""
         if self.parts is not None:
@@ -154,11 +152,12 @@ class ObsEncoder:
             return np.asarray(obs, dtype=self.dtype).reshape(-1, *self.shape)
         return np.asarray(obs, dtype=np.float32).reshape(-1, self.dim)
 
-    def storable(self, obs: Observation | ArrayLike) -> np.ndarray:
+    def storable(self, obs: Observation | ArrayLike | Mapping[str, ArrayLike]) -> np.ndarray:
         """What replay memory keeps for a batch of observations."""
         return self.numpy(obs) if self.parts is not None else np.asarray(obs)
 
-    def __call__(self, obs: Observation | ArrayLike, device: torch.device) -> NetworkInput:
+    def __call__(self, obs: Observation | ArrayLike | Mapping[str, ArrayLike],
+                 device: torch.device) -> NetworkInput:
         """A tensor, or for composite spaces a dict (part name -> tensor), on ``device``."""
         batch = self.numpy(obs)
         if self.parts is None:
@@ -169,15 +168,30 @@ class ObsEncoder:
         }
 
 
-def obs_cat(batches: Sequence[_Input]) -> _Input:
+@overload
+def obs_cat(batches: Sequence[torch.Tensor]) -> torch.Tensor: ...
+@overload
+def obs_cat(batches: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]: ...
+@overload
+def obs_cat(batches: Sequence[NetworkInput]) -> NetworkInput: ...
+def obs_cat(batches: Sequence[NetworkInput]) -> NetworkInput:
     """Concatenate observation batches (tensors, or dicts of tensors) along the batch."""
+    # The batches are of one kind (one space's encoding): the first one's.
     first = batches[0]
     if isinstance(first, dict):
-        return {k: torch.cat([b[k] for b in batches]) for k in first}
-    return torch.cat(list(batches))
+        dicts = cast("Sequence[dict[str, torch.Tensor]]", batches)
+        return {k: torch.cat([b[k] for b in dicts]) for k in first}
+    return torch.cat(list(cast("Sequence[torch.Tensor]", batches)))
 
 
-def obs_index(obs: _Input, index: torch.Tensor | np.ndarray | slice) -> _Input:
+@overload
+def obs_index(obs: torch.Tensor, index: torch.Tensor | np.ndarray | slice) -> torch.Tensor: ...
+@overload
+def obs_index(obs: dict[str, torch.Tensor],
+              index: torch.Tensor | np.ndarray | slice) -> dict[str, torch.Tensor]: ...
+@overload
+def obs_index(obs: NetworkInput, index: torch.Tensor | np.ndarray | slice) -> NetworkInput: ...
+def obs_index(obs: NetworkInput, index: torch.Tensor | np.ndarray | slice) -> NetworkInput:
     """Rows ``index`` of an observation batch (a tensor, or a dict of tensors)."""
     if isinstance(obs, dict):
         return {k: v[index] for k, v in obs.items()}

@@ -268,6 +268,8 @@ class MultiFrequencySelection:
                 target = population[move.hyperparameters_from].hyperparameters
                 for name, value in target.items():
                     if copy_.hyperparameters.get(name) != value:
+                        # only a mutable (numeric) hyperparameter differs between members
+                        assert isinstance(value, int | float)
                         copy_.set_hyperparameter(name, value)
             new_population[move.slot] = copy_
         for slot, agent in enumerate(new_population):

@@ -114,7 +114,7 @@ class PopulationBackend(Protocol):
         """Evaluate ``jobs`` (possibly concurrently); fitnesses in job order."""
         ...
 
-    def memory_state(self) -> dict[str, object] | None:
+    def memory_state(self) -> Mapping[str, object] | None:
         """The shared replay memory for a checkpoint (None without one), including the
         experience of members already trained in an unfinished training phase."""
         ...

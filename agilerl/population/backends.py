@@ -29,9 +29,11 @@ from agilerl.core.errors import (
     UnsupportedSettingError,
 )
 from agilerl.core.member_training import Agent, EnvFactory, MemberTrainerFactory, RunContext
-from agilerl.population.backend import MemberEnv, Memory, PopulationBackend
+from agilerl.population.backend import MemberEnv, PopulationBackend
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.models.training import TrainingSpec
     from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
 
@@ -57,7 +59,7 @@ class PopulationSetup:
     training_spec: TrainingSpec
     algorithm_spec: object = None
     paradigm: str = ""
-    memory: Memory | None = None
+    memory: ReplayBuffer | OfflineDataset | None = None
     """The driver's shared replay memory (off-policy paradigms), else None; picklable, so
     a worker starts from a copy of it."""
     pending_experience: list[ExperienceDelta | ExperienceDeltaState] = field(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from agilerl.checkpoint.rng import seed_everything
 from agilerl.core.member_training import Agent, Deadline, MemberTrainer, TrainReport
-from agilerl.population.backend import MemberEnv, Memory, MutationOperator, SequentialCalls
+from agilerl.population.backend import MemberEnv, MutationOperator, SequentialCalls
 from agilerl.population.shared_memory import (
     ExperienceDelta,
     ExperienceDeltaState,
@@ -17,6 +17,8 @@ from agilerl.population.shared_memory import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.population.backends import PopulationSetup
 
 
@@ -38,7 +40,7 @@ class LocalPopulation(SequentialCalls):
         *,
         eval_steps: int | None = None,
         eval_loop: int = 1,
-        memory: Memory | None = None,
+        memory: ReplayBuffer | OfflineDataset | None = None,
         pending: Sequence[ExperienceDelta | ExperienceDeltaState] = (),
     ) -> None:
         self.agents: list[Agent] = list(agents)
@@ -78,7 +80,7 @@ class LocalPopulation(SequentialCalls):
         if self.shared is not None:
             self.shared.end_phase()
 
-    def memory_state(self) -> dict[str, object] | None:
+    def memory_state(self) -> Mapping[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         return self.memory.state_dict() if self.memory is not None else None
@@ -123,6 +125,8 @@ class LocalPopulation(SequentialCalls):
         current = agent.hyperparameters
         for name, value in values.items():
             if current.get(name) != value:
+                # only a mutable (numeric) hyperparameter differs between members
+                assert isinstance(value, int | float)
                 agent.set_hyperparameter(name, value)
 
     def steps(self, member: int) -> int:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
@@ -51,7 +51,7 @@ from agilerl.checkpoint.rng import seed_everything
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.core.errors import UnsupportedSettingError
 from agilerl.core.member_training import Agent, EnvFactory, MemberTrainer, TrainReport
-from agilerl.population.backend import MemberEnv, Memory, TrainJob
+from agilerl.population.backend import MemberEnv, TrainJob
 from agilerl.population.local import LocalPopulation
 from agilerl.population.shared_memory import (
     ExperienceDelta,
@@ -60,6 +60,7 @@ from agilerl.population.shared_memory import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.population.backends import PopulationSetup
 
 
@@ -87,7 +88,7 @@ class LockstepPopulation(LocalPopulation):
 
     def __init__(self, agents: Sequence[Agent], env: MemberEnv, train_member: MemberTrainer,
                  *, env_factory: EnvFactory, eval_steps: int | None = None,
-                 eval_loop: int = 1, memory: Memory | None = None,
+                 eval_loop: int = 1, memory: ReplayBuffer | OfflineDataset | None = None,
                  pending: Sequence[ExperienceDelta | ExperienceDeltaState] = ()) -> None:
         super().__init__(agents, env, train_member, eval_steps=eval_steps,
                          eval_loop=eval_loop, memory=memory, pending=pending)
@@ -135,7 +136,8 @@ class LockstepPopulation(LocalPopulation):
         envs: list[MemberEnv | None] = [None] * len(jobs)
         if getattr(self.train_member, "uses_env", True):
             while len(self._envs) < len(jobs) - 1:
-                self._envs.append(self.env_factory())
+                # the run's env kind (the trainer's env builder): it resets and closes
+                self._envs.append(cast(MemberEnv, self.env_factory()))
             envs = [self.env, *self._envs[:len(jobs) - 1]]
         recorders: list[SharedReplay | None] = [None] * len(jobs)
         if self.shared is not None:

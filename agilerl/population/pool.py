@@ -40,14 +40,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from agilerl.core.errors import TrainingSetupError
 from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.population.backend import (
     EvalJob,
     MemberFailure,
-    Memory,
     MutationOperator,
     TrainJob,
 )
@@ -66,6 +65,10 @@ from agilerl.population.pool_worker import (
 )
 from agilerl.population.resident_pages import release_library_pages
 from agilerl.population.shared_memory import SharedReplay, shareable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -370,7 +373,7 @@ class ProcessPopulation:
             self._replace(member, state)
         return fitnesses
 
-    def memory_state(self) -> dict[str, object] | None:
+    def memory_state(self) -> Mapping[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         return self.memory.state_dict() if self.memory is not None else None
@@ -413,6 +416,8 @@ class ProcessPopulation:
         current = agent.hyperparameters
         for name, value in values.items():
             if current.get(name) != value:
+                # only a mutable (numeric) hyperparameter differs between members
+                assert isinstance(value, int | float)
                 agent.set_hyperparameter(name, value)
         self._changed_here(member)
 
@@ -501,7 +506,7 @@ def _can_fork_here(device: str) -> bool:
     return threading.active_count() == 1
 
 
-def _for_workers(memory: Memory | None) -> object:
+def _for_workers(memory: ReplayBuffer | OfflineDataset | None) -> object:
     """What workers get of the driver's memory: a copy of a replay buffer (each applies the
     shared-memory rule to its own), or the handle of a read-only memory that opens the
     same data in each worker (an offline dataset's memory-mapped files)."""

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, cast
 from agilerl.population.resident_pages import release_library_pages
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.core.member_training import (
         Agent,
         Deadline,
@@ -141,13 +143,17 @@ class _Worker:
         from agilerl.population.shared_memory import SharedReplay, shareable
 
         self.init = init
-        self.env: MemberEnv = init.env_factory()
+        # the run's env, built by the trainer's env builder: every kind resets and closes
+        self.env = cast("MemberEnv", init.env_factory())
         #: The driver's own shared memory (the driver's thread): the driver merges the
         #: phase's deltas into it, so this worker has nothing to merge.
         self.merged_by_driver = driver_memory is not None
         opened = getattr(init.memory, "open_here", None)  # a read-only memory's handle
-        self.memory: object = (driver_memory if driver_memory is not None else
-                               opened() if callable(opened) else init.memory)
+        # the run's memory (the trainer's replay memory or dataset, as the driver sent it,
+        # or opened here from its handle)
+        self.memory = cast("ReplayBuffer | OfflineDataset | None",
+                           driver_memory if driver_memory is not None else
+                           opened() if callable(opened) else init.memory)
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
         context = RunContext(env=self.env, memory=self.memory, training_spec=init.training_spec,
                              algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)

@@ -449,7 +449,7 @@ class RayPopulation:
     def hyperparameters(self, member: int) -> dict[str, object]:
         return dict(self._info[member]["hyperparameters"])
 
-    def memory_state(self) -> dict[str, object] | None:
+    def memory_state(self) -> Mapping[str, object] | None:
         if self.shared is not None:
             return self.shared.state_dict()
         if self.memory is None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 import ray
 
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.member_training import (
     Agent,
     Deadline,
@@ -20,10 +21,12 @@ from agilerl.core.member_training import (
     RunContext,
     TrainReport,
 )
-from agilerl.population.backend import MemberEnv, Memory, MutationOperator
+from agilerl.population.backend import MemberEnv, MutationOperator
 from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shareable
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.components.offline_dataset import DatasetState, OfflineDataset
+    from agilerl.components.replay_buffer import ReplayState
     from agilerl.models.training import TrainingSpec
 
 
@@ -33,7 +36,7 @@ class HostRecipe(TypedDict):
     agent_class: type[Agent]
     device: str
     env_factory: EnvFactory
-    memory: Memory | None
+    memory: ReplayBuffer | OfflineDataset | None
     shared: bool
     member_trainer_factory: MemberTrainerFactory
     training_spec: TrainingSpec
@@ -65,7 +68,8 @@ class MemberHost:
             torch.set_num_threads(int(threads))
         self.agent_class = recipe["agent_class"]
         self.device = recipe["device"]
-        self.env: MemberEnv = recipe["env_factory"]()
+        # the run's env, built by the trainer's env builder: every kind resets and closes
+        self.env = cast(MemberEnv, recipe["env_factory"]())
         # Arrays from the object store are read-only views of it: the replica owns copies.
         self.memory = copy.deepcopy(recipe["memory"])
         #: the generation rule on this actor's memory replica (several members share it)
@@ -138,12 +142,17 @@ class MemberHost:
         if self.shared is not None:
             self.shared.end_phase(list(deltas))
 
-    def memory_state(self) -> dict[str, object] | None:
+    def memory_state(self) -> Mapping[str, object] | None:
         """The replica's state (with one member, the only copy of the memory)."""
         return self.memory.state_dict() if self.memory is not None else None
 
     def load_memory(self, state: Mapping[str, object]) -> None:
         assert self.memory is not None, "only an actor with a replay memory loads one"
-        self.memory.load_state_dict(copy.deepcopy(dict(state)))
+        # the state of the driver's memory (or another replica's), of this memory's class
+        restored = copy.deepcopy(dict(state))
+        if isinstance(self.memory, ReplayBuffer):
+            self.memory.load_state_dict(cast("ReplayState", restored))
+        else:
+            self.memory.load_state_dict(cast("DatasetState", restored))
         if self.shared is not None:
             self.shared = SharedReplay(self.shared.memory)

@@ -19,18 +19,24 @@ from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
-    from pydantic import BaseModel
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
 
+    from agilerl.algorithms.core.multi_agent import AgentSpaces
     from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.core.member_training import Agent
-    from agilerl.core.value_types import JsonObject, Space
+    from agilerl.core.value_types import Space
     from agilerl.hpo.multi_frequency import MultiFrequencySelection
     from agilerl.hpo.mutation import Mutations
     from agilerl.hpo.tournament import TournamentSelection
     from agilerl.models.algo import AlgoSpec
-    from agilerl.models.hpo import MutationSpec
+    from agilerl.models.hpo import (
+        MultiFrequencySelectionSpec,
+        MutationSpec,
+        TournamentSelectionSpec,
+    )
     from agilerl.models.training import ReplayBufferSpec, TrainingSpec
+    from agilerl.networks.base import NetworkArchitecture
     from agilerl.training.trainer import LocalTrainer
 
 _SEED_AGENT = 0xA6E7
@@ -119,7 +125,7 @@ def check_selection(selection_spec: object, training_spec: TrainingSpec | None =
                                       bool(getattr(training_spec, "pop_size_given", True)))
 
 
-def is_multi_frequency(selection_spec: object) -> bool:
+def is_multi_frequency(selection_spec: object) -> TypeIs[MultiFrequencySelectionSpec]:
     """True for an MF-PBT (``strategy: multi_frequency``) selection spec."""
     return getattr(selection_spec, "strategy", None) == "multi_frequency"
 
@@ -138,10 +144,14 @@ class _EnvSpaces(Protocol):
 AgentSpace: TypeAlias = "Space | dict[str, Space]"
 
 
-def _spaces(env: _EnvSpaces) -> tuple[AgentSpace, AgentSpace]:
+def _is_multi_agent(env: _EnvSpaces | AgentSpaces) -> TypeIs[AgentSpaces]:
+    return hasattr(env, "possible_agents")
+
+
+def _spaces(env: _EnvSpaces | AgentSpaces) -> tuple[AgentSpace, AgentSpace]:
     """(observation, action) spaces the population is built for: one each for a
     Gymnasium vector env; agent id -> space mappings for a multi-agent (PettingZoo) one."""
-    if hasattr(env, "possible_agents"):
+    if _is_multi_agent(env):
         from agilerl.algorithms.core.multi_agent import agent_spaces
 
         return agent_spaces(env)
@@ -227,7 +237,8 @@ def _agent_inputs(trainer: LocalTrainer, network: object
     return spec, obs_space, action_space, net_config
 
 
-def network_architectures(trainer: LocalTrainer, network: object) -> dict[str, JsonObject]:
+def network_architectures(trainer: LocalTrainer,
+                          network: object) -> dict[str, NetworkArchitecture]:
     """The architectures of an agent built from the ``network`` section ``network`` (a
     mapping, or None for the algorithm's default): two sections build the same members
     exactly when these are equal, however each is spelled (defaults written out or not)."""
@@ -338,7 +349,8 @@ def make_mutations(mutation_spec: MutationSpec | None, algorithm_spec: object,
 
 
 def make_selection(
-    selection_spec: BaseModel | None, pop_size: int, seed: int,
+    selection_spec: TournamentSelectionSpec | MultiFrequencySelectionSpec | None,
+    pop_size: int, seed: int,
     mutation_spec: MutationSpec | None = None,
 ) -> TournamentSelection | MultiFrequencySelection | None:
     """The selection operator (None when absent): tournament, or MF-PBT.

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agilerl.training.loop import EvolutionState
 
 if TYPE_CHECKING:
     from agilerl.core.value_types import JsonObject
-    from agilerl.hpo.multi_frequency import MultiFrequencySelection
-    from agilerl.hpo.mutation import Mutations
-    from agilerl.hpo.tournament import TournamentSelection
+    from agilerl.hpo.multi_frequency import MFState, MultiFrequencySelection
+    from agilerl.hpo.mutation import Mutations, MutationsState
+    from agilerl.hpo.tournament import TournamentSelection, TournamentState
     from agilerl.population.backend import PopulationBackend
 
 #: ``listener(event, fields, pre_training)``: see the module docstring.
@@ -73,6 +73,8 @@ class LocalEvolution:
     def _mutate(self, backend: PopulationBackend, members: Sequence[int] | None, *,
                 pre_training: bool = False) -> None:
         """Mutate ``members`` (None: all) and tell the listener what changed in each."""
+        # only called with a mutation operator (mutates_before_training, evolves)
+        assert self.mutations is not None
         take = getattr(self.mutations, "take_records", None)
         if take is not None:
             take()  # records left by a direct call of the operator are not this step's
@@ -157,11 +159,17 @@ class LocalEvolution:
         }
 
     def load_state_dict(self, state: EvolutionState) -> None:
+        # the states the operators gave (state_dict), read back from a checkpoint
         mutations, selection = state.get("mutations"), state.get("selection")
         if self.mutations is not None and mutations is not None:
-            self.mutations.set_state(mutations)
+            self.mutations.set_state(cast("MutationsState", mutations))
         if self.selection is not None and selection is not None:
-            self.selection.set_state(selection)
+            from agilerl.hpo.multi_frequency import MultiFrequencySelection
+
+            if isinstance(self.selection, MultiFrequencySelection):
+                self.selection.set_state(cast("MFState", selection))
+            else:
+                self.selection.set_state(cast("TournamentState", selection))
 
 
 def _copy_members(backend: PopulationBackend, sources: Mapping[int, int]) -> None:

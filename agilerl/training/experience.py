@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Generator, Mapping
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, TypeVar, cast
 
 import numpy as np
 from gymnasium import spaces
 
-from agilerl.algorithms.core.autoreset import Autoreset
+from agilerl.algorithms.core.autoreset import Autoreset, VectorEnv
 from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
 
@@ -274,7 +274,7 @@ def off_policy_member_run(
     The driver decides how the update is made (one agent's ``learn``, or several members'
     updates batched together, :mod:`agilerl.population.lockstep`)."""
     start = time.perf_counter()
-    stepper = Autoreset(env)
+    stepper = Autoreset(cast(VectorEnv, env))  # the run's env, a vector env by construction
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
     sample_rng = np.random.default_rng(seed)
@@ -375,7 +375,7 @@ def on_policy_member_run(
     result (the driver decides how the update is made, see
     :mod:`agilerl.population.lockstep`)."""
     start = time.perf_counter()
-    stepper = Autoreset(env)
+    stepper = Autoreset(cast(VectorEnv, env))  # the run's env, a vector env by construction
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
     hidden = agent.initial_hidden(num_envs)

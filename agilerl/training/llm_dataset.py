@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _SEED_ENV = 0xE7
 
 
-def make_dataset_llm_env(trainer: LocalTrainer) -> DatasetEnv:
+def make_dataset_llm_env(trainer: LocalTrainer) -> DatasetEnv[TokenBatch | PreferenceBatch]:
     """The preference or SFT environment of the trainer's env spec, on the base model's
     tokenizer (the base is loaded here once and shared by every member)."""
     from agilerl.core.errors import UnsupportedAlgorithmError
@@ -64,12 +64,13 @@ class DatasetMemberTrainer:
     step. Reports the mean of the update metrics, ``score`` = minus the mean loss, and
     ``tokens_per_second`` (tokens of the batches learned from per second of learning)."""
 
-    def __init__(self, env: DatasetEnv) -> None:
+    def __init__(self, env: DatasetEnv[TokenBatch | PreferenceBatch]) -> None:
         self.env = env
 
     def __call__(self, agent: Agent, steps: int, *, seed: int,
                  deadline: Deadline | None = None) -> TrainReport:
-        member = cast("DatasetLLMAlgorithm", agent)  # the members of an SFT or DPO run
+        # the members of an SFT or DPO run
+        member = cast("DatasetLLMAlgorithm[TokenBatch | PreferenceBatch]", agent)
         sums: dict[str, float] = {}
         tokens, seconds = 0, 0.0
         batch_size = int(member.batch_size)

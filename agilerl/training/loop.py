@@ -47,6 +47,7 @@ a generation (an interrupted run stops between two members).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
@@ -64,8 +65,8 @@ PHASE_PRE_MUTATION = 3
 class EvolutionState(TypedDict):
     """``Evolution.state_dict``: the operators' own states (their RNGs; None: absent)."""
 
-    mutations: dict[str, object] | None
-    selection: dict[str, object] | None
+    mutations: Mapping[str, object] | None
+    selection: Mapping[str, object] | None
 
 
 class ReportState(TypedDict):

@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from agilerl.algorithms.core.multi_agent import NEXT_MASK, MultiAgentReturns, MultiAgentStepper
+from agilerl.algorithms.core.multi_agent import (
+    NEXT_MASK,
+    MultiAgentReturns,
+    MultiAgentStepper,
+    MultiAgentVectorEnv,
+)
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.training.experience import MemberResult, _learn_schedule, mean_metrics
@@ -63,7 +68,8 @@ def train_multi_agent_off_policy_member(
     """
     start = time.perf_counter()
     agents = list(agent.agent_ids)
-    stepper = MultiAgentStepper(env)
+    # the run's env, a multi-agent vector env by construction
+    stepper = MultiAgentStepper(cast(MultiAgentVectorEnv, env))
     num_envs = stepper.num_envs
     obs = stepper.reset(seed=seed)
     sample_rng = np.random.default_rng(seed)

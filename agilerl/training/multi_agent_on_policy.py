@@ -23,12 +23,18 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 from gymnasium import spaces
 
-from agilerl.algorithms.core.multi_agent import MultiAgentReturns, MultiAgentStepper
+from agilerl.algorithms.core.multi_agent import (
+    MultiAgentReturns,
+    MultiAgentStepper,
+    MultiAgentVectorEnv,
+)
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.core.member_training import Agent, Deadline, TrainReport
 from agilerl.training.experience import MemberResult, mean_metrics, tell_progress
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from agilerl.algorithms.ippo import IPPO
     from agilerl.core.value_types import Observation, Space
 
@@ -81,7 +87,8 @@ def train_multi_agent_on_policy_member(
     (the run's budget per member), ``agent.set_progress`` is told, before each update, the
     member's env steps before that rollout over ``max_steps``."""
     start = time.perf_counter()
-    stepper = MultiAgentStepper(env)
+    # the run's env, a multi-agent vector env by construction
+    stepper = MultiAgentStepper(cast(MultiAgentVectorEnv, env))
     num_envs, agent_ids = stepper.num_envs, stepper.agent_ids
     obs = stepper.reset(seed=seed)
     learn_step = int(agent.learn_step)
@@ -132,8 +139,8 @@ def train_multi_agent_on_policy_member(
 
 
 def _truncation_bootstrap(
-    agent: IPPO, next_obs: Mapping[str, Observation], terminated: Mapping[str, np.ndarray],
-    truncated: Mapping[str, np.ndarray], acted: Mapping[str, np.ndarray],
+    agent: IPPO, next_obs: Mapping[str, Observation], terminated: Mapping[str, npt.ArrayLike],
+    truncated: Mapping[str, npt.ArrayLike], acted: Mapping[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
     """``gamma * V(final obs)`` for the agents truncated (not terminated) at this step."""
     cut = {a: np.asarray(truncated[a]) & ~np.asarray(terminated[a]) & acted[a] for a in acted}

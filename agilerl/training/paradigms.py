@@ -25,9 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
     from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.core.member_training import Agent
-    from agilerl.llm.dataset_envs import DatasetEnv
+    from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
     from agilerl.llm.multiturn import MultiTurnEnv
     from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.llm.text_batches import TokenBatch
+    from agilerl.models.algo import AlgoSpec
     from agilerl.models.training import TrainingSpec
     from agilerl.training.trainer import LocalTrainer
 
@@ -102,7 +104,7 @@ def _llm_dataset(context: RunContext) -> MemberTrainer:
     return dataset_member_trainer(context)
 
 
-def _llm_dataset_env(trainer: LocalTrainer) -> DatasetEnv:
+def _llm_dataset_env(trainer: LocalTrainer) -> DatasetEnv[TokenBatch | PreferenceBatch]:
     from agilerl.training.llm_dataset import make_dataset_llm_env
 
     return make_dataset_llm_env(trainer)
@@ -196,7 +198,7 @@ def trainable() -> list[str]:
             and getattr(ALGO_REGISTRY[name], "training_loop", None) in PARADIGMS]
 
 
-def resolve_paradigm(spec: object) -> str:
+def resolve_paradigm(spec: AlgoSpec) -> str:
     """The training loop of an algorithm spec; refuses what this version cannot train,
     and settings its implementation would ignore (:class:`UnsupportedAlgorithmError`)."""
     from agilerl.algorithms import NotImplementedAlgorithmError, algorithm_class
@@ -216,7 +218,7 @@ def resolve_paradigm(spec: object) -> str:
     return loop
 
 
-def check_settings(cls: type[SpecHyperparameters], spec: object) -> None:
+def check_settings(cls: type[SpecHyperparameters], spec: AlgoSpec) -> None:
     """Refuse (or warn about) algorithm settings ``cls`` does not honour, naming the field."""
     custom = [name for name in CUSTOM_NETWORK_FIELDS if getattr(spec, name, None) is not None]
     if custom:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -13,13 +14,19 @@ from agilerl.checkpoint import (
     ResumeMismatchError,
     find_checkpoint,
 )
+from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.algorithm_spec import algo_name
 from agilerl.population.shared_memory import PENDING_KEY
 from agilerl.training.loop import EvolutionState, LoopState, LoopStateDict
 from agilerl.training.paradigms import paradigm
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agilerl.checkpoint.rng import RngState
+    from agilerl.components.offline_dataset import DatasetState
+    from agilerl.components.replay_buffer import ReplayState
     from agilerl.core.value_types import JsonObject
+    from agilerl.hpo.multi_frequency import MFState
+    from agilerl.hpo.tournament import TournamentState
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -33,7 +40,7 @@ class TrainerState(TypedDict, total=False):
     paradigm: str
     loop: LoopStateDict
     evolution: EvolutionState
-    rng: dict[str, object]
+    rng: RngState
     settings: dict[str, object]
     logger_step: int
     reason: str
@@ -90,7 +97,11 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerS
                 "uninterrupted run", ResumeWithoutReplayBufferWarning, stacklevel=3)
         elif buffer is not None:
             try:
-                trainer.memory.load_state_dict(buffer)
+                # replay_buffer.pt holds the state of the run's memory, of this class
+                if isinstance(trainer.memory, ReplayBuffer):
+                    trainer.memory.load_state_dict(cast("ReplayState", buffer))
+                else:
+                    trainer.memory.load_state_dict(cast("DatasetState", buffer))
                 trainer.experience_pending = list(buffer.get(PENDING_KEY, []))
             except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
                 raise CheckpointError(
@@ -188,7 +199,7 @@ def _shown(value: object) -> str:
 
 
 def _check_selection_state(trainer: LocalTrainer, path: Path,
-                           saved: dict[str, object] | None) -> None:
+                           saved: Mapping[str, object] | None) -> None:
     """The checkpoint's selection state must fit this manifest's selection operator
     (tournament vs MF-PBT, number of subpopulations)."""
     import copy
@@ -204,7 +215,12 @@ def _check_selection_state(trainer: LocalTrainer, path: Path,
         problem = "it was written with a different selection_strategy.strategy"
     else:
         try:
-            copy.deepcopy(operator).set_state(saved)
+            # the checkpoint's selection state, of the operator's kind (checked above)
+            probe = copy.deepcopy(operator)
+            if isinstance(probe, MultiFrequencySelection):
+                probe.set_state(cast("MFState", saved))
+            else:
+                probe.set_state(cast("TournamentState", saved))
         except (KeyError, TypeError, ValueError) as exc:
             problem = str(exc)
     if problem is not None:

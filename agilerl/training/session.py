@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
@@ -38,7 +38,7 @@ from agilerl.training.run_events import RunEvents, open_run_events
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.core.member_training import Agent
     from agilerl.population.backend import PopulationBackend
-    from agilerl.population.shared_memory import ExperienceDelta
+    from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
     from agilerl.training.resume import TrainerState
     from agilerl.training.trainer import LocalTrainer
 
@@ -225,12 +225,16 @@ class TrainSession:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None
 
-    def _pending_experience(self) -> list[ExperienceDelta]:
+    def _pending_experience(self) -> list[ExperienceDelta | ExperienceDeltaState]:
         from agilerl.population.shared_memory import PENDING_KEY
 
         if self.trainer.memory is None:
             return []
-        return list((self.backend.memory_state() or {}).get(PENDING_KEY, []))
+        # the backend's memory state, as SharedReplay.state_dict writes it (possibly read
+        # back from another process): its pending deltas as dicts
+        pending = cast("list[ExperienceDelta | ExperienceDeltaState]",
+                       (self.backend.memory_state() or {}).get(PENDING_KEY, []))
+        return list(pending)
 
     def _resume_hint(self) -> str:
         """The Python call that continues this run from its last checkpoint."""

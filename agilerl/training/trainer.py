@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from agilerl.models.manifest import TrainingManifest
     from agilerl.models.training import ReplayBufferSpec, TrainingSpec
-    from agilerl.population.shared_memory import ExperienceDelta
+    from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
     from agilerl.training.resume import TrainerState
 
 __all__ = [
@@ -333,7 +333,7 @@ class LocalTrainer(Trainer):
         self.memory = build.make_memory(self)
         #: Shared-memory deltas of members trained in an unfinished generation (set by a
         #: resume or an interrupted ``train()``; see :mod:`agilerl.population.shared_memory`).
-        self.experience_pending: list[ExperienceDelta] = []
+        self.experience_pending: list[ExperienceDelta | ExperienceDeltaState] = []
         self.n_step_memory = None
         from agilerl.training.session import TrainSession
 

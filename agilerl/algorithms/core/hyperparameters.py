@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonScalar
     from agilerl.models.algo import AlgoSpec
 
 
@@ -89,7 +90,7 @@ class SpecHyperparameters:
             )
 
     @property
-    def hyperparameters(self) -> dict[str, object]:
+    def hyperparameters(self) -> dict[str, JsonScalar]:
         """Current values of the hyperparameters the maths reads (mutation may change them)."""
         return {name: getattr(self, name) for name in self.hyperparameter_names}
 

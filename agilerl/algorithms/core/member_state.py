@@ -20,6 +20,7 @@ import torch
 
 from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
 from agilerl.core.member_training import Agent
+from agilerl.core.value_types import JsonScalar
 
 #: Version of the state dict written by ``get_state``.
 STATE_FORMAT = 1
@@ -32,7 +33,7 @@ MemberStateFields = TypedDict("MemberStateFields", {
     "algo": str,
     "class": str,
     "index": int,
-    "hyperparameters": dict[str, object],
+    "hyperparameters": dict[str, JsonScalar],
     "hp_config": dict[str, dict[str, float]],
     "steps": list[int],
     "scores": list[float],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import torch
@@ -123,7 +123,10 @@ def build_algorithm(
     cls = algorithm_class(str(spec.name))
     assert issubclass(cls, RLAlgorithm)  # an RL spec names an RL algorithm (LLM members are
     # built by their own paradigm's make_population)
-    return cls(
+    # Single-agent classes take one space each, multi-agent classes (MultiAgentRLAlgorithm)
+    # a mapping of them per agent: the registered class's own constructor decides.
+    construct: Callable[..., RLAlgorithm] = cls
+    return construct(
         observation_space,
         action_space,
         index=index,
