@@ -40,7 +40,7 @@ def test_layout_defaults_and_ids():
     ({"population_size": 8, "n_subpopulations": 4}, "must be >= 3"),
     ({"population_size": 8, "n_winners": 2, "n_losers": 2}, "must equal"),
     ({"population_size": 8, "evolution_frequency_ratios": [5, 1]}, "strictly increasing"),
-    ({"population_size": 8, "evolution_frequency_ratios": [1, 5, 10]}, "entries"),
+    ({"population_size": 8, "evolution_frequency_ratios": [1, 5, 10]}, "one entry per subpopulation"),
     ({"population_size": 8, "n_subpopulations": 1}, "n_subpopulations must be >= 2"),
 ])
 def test_impossible_layouts_are_refused(kwargs, needle):

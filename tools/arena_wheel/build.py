@@ -35,6 +35,7 @@ INCLUDE = (
     "agilerl/core/algorithm_spec.py",
     "agilerl/core/environment_facts.py",
     "agilerl/core/errors.py",
+    "agilerl/core/value_types.py",
     "agilerl/core/manifest_errors.py",
     "agilerl/arena",
     "agilerl/models",
