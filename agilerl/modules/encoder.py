@@ -58,15 +58,10 @@ class EncoderArchitecture(TypedDict, total=False):
     kind: str
 
 
-class EncoderConfig(TypedDict, total=False):
-    """A normalised encoder section of a manifest (``model_dump(mode="json")`` of its spec:
-    ``MlpSpec``, ``CnnSpec``, ``LstmSpec``, ``SimbaSpec`` or ``MultiInputSpec``), and a
-    head's ``MlpSpec``. Each encoder reads its own fields."""
+class MLPSettings(TypedDict, total=False):
+    """An MLP's settings besides its sizes, as a manifest section and an architecture
+    dict both write them."""
 
-    arch: str
-    hidden_size: list[int] | int
-    """An MLP's widths; SimBa's residual width (a list when ``simba: true`` turns an MLP
-    section into SimBa)."""
     activation: str | None
     output_activation: str | None
     layer_norm: bool
@@ -76,6 +71,17 @@ class EncoderConfig(TypedDict, total=False):
     max_hidden_layers: int
     min_mlp_nodes: int
     max_mlp_nodes: int
+
+
+class EncoderConfig(MLPSettings, total=False):
+    """A normalised encoder section of a manifest (``model_dump(mode="json")`` of its spec:
+    ``MlpSpec``, ``CnnSpec``, ``LstmSpec``, ``SimbaSpec`` or ``MultiInputSpec``), and a
+    head's ``MlpSpec``. Each encoder reads its own fields."""
+
+    arch: str
+    hidden_size: list[int] | int
+    """An MLP's widths; SimBa's residual width (a list when ``simba: true`` turns an MLP
+    section into SimBa)."""
     channel_size: list[int]
     kernel_size: list[int]
     stride_size: list[int]

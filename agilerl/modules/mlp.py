@@ -32,13 +32,19 @@ import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, ClassVar, TypeAlias, TypeVar, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agilerl.modules.encoder import EncoderConfig, EvolvableEncoder, MutationPlan, as_plan
+from agilerl.modules.encoder import (
+    EncoderConfig,
+    EvolvableEncoder,
+    MLPSettings,
+    MutationPlan,
+    as_plan,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,41 +69,25 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
 #: after one of them passes the values it receives through unchanged.
 IDEMPOTENT_ACTIVATIONS = frozenset({"ReLU", "Identity", None})
 
-#: Layer-count/width fields of an MLP architecture that mutations must respect.
-ARCH_KEYS = (
-    "in_dim",
-    "out_dim",
-    "hidden_size",
-    "activation",
-    "output_activation",
-    "layer_norm",
-    "init_layers",
-    "output_vanish",
-    "min_hidden_layers",
-    "max_hidden_layers",
-    "min_mlp_nodes",
-    "max_mlp_nodes",
-)
+class MLPLayout(MLPSettings, total=False):
+    """An MLP's architecture: its sizes and settings (what mutations must respect)."""
+
+    in_dim: int
+    out_dim: int
+    hidden_size: list[int]
 
 
-class MLPArchitecture(TypedDict, total=False):
+class MLPArchitecture(MLPLayout, total=False):
     """What ``EvolvableMLP.architecture()`` returns (``ARCH_KEYS``; ``kind`` for an
     encoder, ``noise_std`` for a noisy MLP)."""
 
     kind: str
-    in_dim: int
-    out_dim: int
-    hidden_size: list[int]
-    activation: str | None
-    output_activation: str | None
-    layer_norm: bool
-    init_layers: bool
-    output_vanish: bool
-    min_hidden_layers: int
-    max_hidden_layers: int
-    min_mlp_nodes: int
-    max_mlp_nodes: int
     noise_std: float
+
+
+#: The fields of an MLP architecture dict: its sizes, then its settings.
+ARCH_KEYS = (*(k for k in MLPLayout.__annotations__ if k not in MLPSettings.__annotations__),
+             *MLPSettings.__annotations__)
 
 
 #: A layer's activation as the forward pass calls it (a torch function or the module).
