@@ -40,15 +40,6 @@ class MemberEnv(Protocol):
     def close(self) -> None: ...
 
 
-class Memory(Protocol):
-    """A replay memory or dataset as a backend handles it: its state for a checkpoint, and
-    the state a replica is loaded with."""
-
-    def state_dict(self) -> dict[str, object]: ...
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None: ...
-
-
 class MutationOperator(Protocol):
     """A mutation operator (:class:`~agilerl.hpo.mutation.Mutations`) as backends apply it:
     ``mutation(population)`` mutates the members in slot order, with its own seeded RNG."""
