@@ -28,31 +28,43 @@ class _PeftLoraLike(Protocol):
     target_modules: object
 
 
-def lora_settings_of(value: object) -> object:
-    """A PEFT ``LoraConfig`` (or any object with its attributes) as manifest LoRA settings.
+#: PEFT ``LoraConfig`` attribute -> manifest LoRA key.
+_PEFT_LORA_KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "target_modules": "target_modules",
+                   "target_parameters": "target_parameters", "task_type": "task_type",
+                   "lora_dropout": "lora_dropout"}
 
-    Users of the reference library pass PEFT objects to ``FinetuningNetworkSpec``; the
-    manifest form keeps the JSON keys, so a validated spec dumps and reloads unchanged.
-    Dicts, ``LoraConfigDict`` and ``None`` pass through untouched.
+
+def lora_settings(lora: object) -> dict[str, object]:
+    """A PEFT ``LoraConfig``'s (or a like object's) settings as manifest LoRA keys.
+
+    Sets (PEFT stores target modules as one) become sorted lists, no target modules means
+    ``all-linear``, and an enum task type its value. An attribute the object lacks is left
+    out, so validation fills the schema's default.
     """
+    settings: dict[str, object] = {}
+    for attribute, key in _PEFT_LORA_KEYS.items():
+        if hasattr(lora, attribute):
+            value = getattr(lora, attribute)
+            settings[key] = sorted(value) if isinstance(value, (set, frozenset)) else value
+    if "target_modules" in settings and settings["target_modules"] is None:
+        settings["target_modules"] = "all-linear"
+    task_type = settings.get("task_type")
+    if task_type is None:
+        settings.pop("task_type", None)
+    else:
+        settings["task_type"] = str(getattr(task_type, "value", task_type))
+    return settings
+
+
+def lora_settings_of(value: object) -> object:
+    """``FinetuningNetworkSpec``'s input converter: a PEFT ``LoraConfig`` (or any object
+    with its attributes) becomes manifest LoRA keys (:func:`lora_settings`), as users of the
+    reference library pass one; dicts, ``LoraConfigDict`` and ``None`` pass through."""
     if value is None or isinstance(value, (Mapping, LoraConfigDict)):
         return value
     if not isinstance(value, _PeftLoraLike):
         return value  # validation reports the wrong type
-    task_type = getattr(value, "task_type", None)
-    task_type = getattr(task_type, "value", task_type)
-    modules = value.target_modules
-    parameters = getattr(value, "target_parameters", None)
-    settings: dict[str, object] = {
-        "lora_r": value.r,
-        "lora_alpha": value.lora_alpha,
-        "target_modules": "all-linear" if modules is None else _listed(modules),
-        "target_parameters": sorted(parameters) if parameters else None,
-        "lora_dropout": getattr(value, "lora_dropout", 0.0),
-    }
-    if task_type is not None:
-        settings["task_type"] = str(task_type)
-    return settings
+    return lora_settings(value)
 
 
 def _listed(modules: object) -> object:

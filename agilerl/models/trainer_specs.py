@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 from pydantic import BaseModel
 
 from agilerl.core.algorithm_spec import RUNTIME_ONLY_FIELDS
+from agilerl.models.networks import lora_settings
 
 if TYPE_CHECKING:
     from typing import Unpack  # Python 3.11
@@ -69,18 +70,7 @@ def _lora_dict(lora: object) -> dict[str, object]:
         return dict(lora)
     if isinstance(lora, BaseModel):
         return lora.model_dump(mode="json")
-    modules = getattr(lora, "target_modules", None)
-    if isinstance(modules, set | frozenset):
-        modules = sorted(modules)
-    task = getattr(lora, "task_type", "CAUSAL_LM")
-    return {
-        "lora_r": getattr(lora, "r", 16),
-        "lora_alpha": getattr(lora, "lora_alpha", 32),
-        "target_modules": modules if modules is not None else "all-linear",
-        "target_parameters": getattr(lora, "target_parameters", None),
-        "task_type": getattr(task, "value", task),
-        "lora_dropout": getattr(lora, "lora_dropout", 0.05),
-    }
+    return lora_settings(lora)
 
 
 def manifest_mapping(algorithm: object, environment: object, training: object, mutation: object,
