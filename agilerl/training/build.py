@@ -144,16 +144,12 @@ class _EnvSpaces(Protocol):
 AgentSpace: TypeAlias = "Space | dict[str, Space]"
 
 
-def _is_multi_agent(env: _EnvSpaces | AgentSpaces) -> TypeIs[AgentSpaces]:
-    return hasattr(env, "possible_agents")
-
-
 def _spaces(env: _EnvSpaces | AgentSpaces) -> tuple[AgentSpace, AgentSpace]:
     """(observation, action) spaces the population is built for: one each for a
     Gymnasium vector env; agent id -> space mappings for a multi-agent (PettingZoo) one."""
-    if _is_multi_agent(env):
-        from agilerl.algorithms.core.multi_agent import agent_spaces
+    from agilerl.algorithms.core.multi_agent import agent_spaces, is_multi_agent_env
 
+    if is_multi_agent_env(env):
         return agent_spaces(env)
     obs = getattr(env, "single_observation_space", None) or env.observation_space
     act = getattr(env, "single_action_space", None) or env.action_space

@@ -31,17 +31,8 @@ class LossCoefficients(Protocol[C_co]):
     def ent_coef(self) -> C_co: ...
 
 
-class AgentCoefficients(Protocol):
+class AgentCoefficients(LossCoefficients[float], Protocol):
     """An agent's loss coefficients and gradient-norm bound."""
-
-    @property
-    def clip_coef(self) -> float: ...
-
-    @property
-    def vf_coef(self) -> float: ...
-
-    @property
-    def ent_coef(self) -> float: ...
 
     @property
     def max_grad_norm(self) -> float: ...

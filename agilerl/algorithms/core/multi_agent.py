@@ -65,6 +65,8 @@ from agilerl.networks.optim import (
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
+
     from agilerl.models.algo import AlgoSpec
 
 MASK_KEY = "action_mask"
@@ -165,7 +167,7 @@ def agent_spaces(env: AgentSpaces) -> tuple[dict[str, Space], dict[str, Space]]:
     return {a: obs_of(a) for a in agents}, {a: act_of(a) for a in agents}
 
 
-def is_multi_agent_env(env: object) -> bool:
+def is_multi_agent_env(env: object) -> TypeIs[AgentSpaces]:
     """A PettingZoo-style env (agents named by ``possible_agents``)."""
     return hasattr(env, "possible_agents")
 
