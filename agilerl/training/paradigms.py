@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
 from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.core.algorithm_spec import CUSTOM_NETWORK_FIELDS, algo_meta, algo_name
+from agilerl.core.algorithm_spec import algo_meta, algo_name
 from agilerl.core.errors import UnsupportedAlgorithmError
 from agilerl.core.member_training import MemberTrainer, RunContext
 
@@ -220,24 +220,23 @@ def resolve_paradigm(spec: AlgoSpec) -> str:
 
 def check_settings(cls: type[SpecHyperparameters], spec: AlgoSpec) -> None:
     """Refuse (or warn about) algorithm settings ``cls`` does not honour, naming the field."""
-    custom = [name for name in CUSTOM_NETWORK_FIELDS if getattr(spec, name, None) is not None]
-    if custom:
-        # Members are built, mutated and checkpointed from the network section; a module
-        # handed in from Python would otherwise be dropped without a word.
-        raise UnsupportedAlgorithmError(
-            f"algorithm.{custom[0]}: custom network modules are not supported; describe the "
-            "network in the manifest's network section (encoder_config, head_config, "
-            "latent_dim) or as net_config on the algorithm spec")
     refused, ignored = cls.settings_not_honoured(spec)
     if refused:
         field, why = refused[0]
         raise UnsupportedAlgorithmError(
-            f"algorithm.{field} = {getattr(spec, field)!r}: {why}"
+            f"algorithm.{field} = {_shown(getattr(spec, field))}: {why}"
             + "".join(f"; also algorithm.{f}: {w}" for f, w in refused[1:])
         )
     for field, why in ignored:
-        warnings.warn(f"algorithm.{field} = {getattr(spec, field)!r} has no effect: {why}",
+        warnings.warn(f"algorithm.{field} = {_shown(getattr(spec, field))} has no effect: {why}",
                       UserWarning, stacklevel=4)
+
+
+def _shown(value: object) -> str:
+    """A setting as a message shows it: plain values by repr, objects (a module) by type."""
+    if value is None or isinstance(value, str | int | float | bool | list | tuple | dict):
+        return repr(value)
+    return f"<{type(value).__name__}>"
 
 
 def paradigm(name: str) -> Paradigm:

@@ -80,5 +80,6 @@ def test_a_custom_network_module_is_refused_by_name(algorithm: str, field: str, 
     from agilerl.core.errors import UnsupportedAlgorithmError
 
     spec = getattr(models, f"{algorithm}Spec")(**{field: torch.nn.Linear(4, 2)})
-    with pytest.raises(UnsupportedAlgorithmError, match=f"algorithm.{field}: custom network"):
+    with pytest.raises(UnsupportedAlgorithmError,
+                       match=f"algorithm.{field} = <Linear>: custom network modules are not"):
         LocalTrainer(algorithm=spec, environment=env, training=TRAINING)

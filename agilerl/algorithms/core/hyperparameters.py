@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
+from agilerl.core.algorithm_spec import CUSTOM_NETWORK_FIELDS
+
 if TYPE_CHECKING:
     from agilerl.core.value_types import JsonScalar
     from agilerl.models.algo import AlgoSpec
+
+
+_CUSTOM_NETWORK = ("custom network modules are not supported; describe the network in the "
+                   "manifest's network section (encoder_config, head_config, latent_dim) or as "
+                   "net_config on the algorithm spec")
 
 
 class SpecHyperparameters:
@@ -140,6 +147,9 @@ class SpecHyperparameters:
             default = fields[name].get_default(call_default_factory=True)
             return value is not None and value != default
 
-        refused = [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
+        # Members are built, mutated and checkpointed from the network section, so a module
+        # handed in from Python is refused rather than dropped without a word.
+        refused = [(n, _CUSTOM_NETWORK) for n in CUSTOM_NETWORK_FIELDS if changed(n)]
+        refused += [(n, why) for n, why in cls.unsupported_settings.items() if changed(n)]
         ignored = [(n, why) for n, why in cls.inert_settings.items() if changed(n)]
         return refused, ignored
