@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agilerl.core.value_types import JsonObject
 
 DEMO_MANIFEST = """\
 algorithm:
@@ -80,7 +84,7 @@ training:
 DEFAULT_SEED = 1
 
 
-def demo_manifest() -> dict:
+def demo_manifest() -> JsonObject:
     """The demo manifest as a mapping."""
     import yaml
 

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agilerl.core.value_types import Space
+
 _SPACE_TAG = "__gymnasium_space__"
 _GENERATOR_TAG = "__numpy_generator__"
 
@@ -111,7 +113,7 @@ def generator_from_state(state: Mapping[str, object]) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
-def _space_args(space: spaces.Space, where: str) -> dict[str, object]:
+def _space_args(space: Space, where: str) -> dict[str, object]:
     """The arguments that rebuild ``space`` (the sampling generator's state included)."""
     args: dict[str, object]
     if isinstance(space, spaces.Box):
@@ -135,11 +137,11 @@ def _space_args(space: spaces.Space, where: str) -> dict[str, object]:
     return {"type": type(space).__name__, **args}
 
 
-def _space(args: Mapping[str, Any]) -> spaces.Space:
+def _space(args: Mapping[str, Any]) -> Space:
     # A tagged record written by _space_args: which keys it holds, and their types,
     # depend on its "type".
     kind = args.get("type")
-    space: spaces.Space
+    space: Space
     if kind == "Box":
         space = spaces.Box(low=args["low"], high=args["high"], dtype=np.dtype(args["dtype"]))
     elif kind == "Discrete":
@@ -150,9 +152,9 @@ def _space(args: Mapping[str, Any]) -> spaces.Space:
     elif kind == "MultiBinary":
         space = spaces.MultiBinary(args["n"])
     elif kind == "Dict":
-        space = spaces.Dict({k: cast(spaces.Space, from_plain(v)) for k, v in args["spaces"].items()})
+        space = spaces.Dict({k: cast(Space, from_plain(v)) for k, v in args["spaces"].items()})
     elif kind == "Tuple":
-        space = spaces.Tuple([cast(spaces.Space, from_plain(v)) for v in args["spaces"]])
+        space = spaces.Tuple([cast(Space, from_plain(v)) for v in args["spaces"]])
     else:
         raise ValueError(f"unknown saved space type {kind!r}")
     if args.get("rng") is not None:

@@ -10,9 +10,16 @@ few thousand steps shows that images reach its network intact (shape, channels, 
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+
+ImageObservation: TypeAlias = np.ndarray | dict[str, np.ndarray | int]
+"""The image, or :class:`ImageCueDictEnv`'s ``{"image", "flip", "noise"}``."""
+ImageStep: TypeAlias = tuple[ImageObservation, float, bool, bool, dict[str, object]]
+"""Gymnasium's ``(obs, reward, terminated, truncated, info)``."""
 
 
 class DummyImageEnv(gym.Env):
@@ -22,7 +29,7 @@ class DummyImageEnv(gym.Env):
     episode_steps = 8
     shape = (3, 32, 32)
 
-    def __init__(self, channels_last: bool = False):
+    def __init__(self, channels_last: bool = False) -> None:
         c, h, w = self.shape
         self.channels_last = bool(channels_last)
         shape = (h, w, c) if self.channels_last else (c, h, w)
@@ -39,12 +46,13 @@ class DummyImageEnv(gym.Env):
         image[:, :, self._side * half : (self._side + 1) * half] = 255
         return np.ascontiguousarray(image.transpose(1, 2, 0)) if self.channels_last else image
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[ImageObservation, dict[str, object]]:
         super().reset(seed=seed)
         self._t = 0
         return self._observation(), {}
 
-    def step(self, action: int | np.integer):
+    def step(self, action: int | np.integer) -> ImageStep:
         reward = 1.0 if int(action) == self._side else 0.0
         self._t += 1
         terminated = self._t >= self.episode_steps
@@ -59,7 +67,7 @@ class ImageCueDictEnv(DummyImageEnv):
     right action, else 0, over :attr:`episode_steps` steps.
     """
 
-    def __init__(self, channels_last: bool = False):
+    def __init__(self, channels_last: bool = False) -> None:
         super().__init__(channels_last)
         self.observation_space = spaces.Dict(
             {
@@ -76,7 +84,7 @@ class ImageCueDictEnv(DummyImageEnv):
         noise = self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32)
         return {"image": image, "flip": self._flip, "noise": noise}
 
-    def step(self, action: int | np.integer):
+    def step(self, action: int | np.integer) -> ImageStep:
         reward = 1.0 if int(action) == (self._side ^ self._flip) else 0.0
         self._t += 1
         terminated = self._t >= self.episode_steps

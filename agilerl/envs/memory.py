@@ -34,7 +34,7 @@ class RepeatFirstObservationEnv(gym.Env):
 
     metadata: dict[str, object] = {"render_modes": []}
 
-    def __init__(self, delay: int = 2, num_cues: int = 2):
+    def __init__(self, delay: int = 2, num_cues: int = 2) -> None:
         if delay < 1 or num_cues < 2:
             raise ValueError("RepeatFirstObservation needs delay >= 1 and num_cues >= 2")
         self.delay, self.num_cues = int(delay), int(num_cues)
@@ -51,13 +51,15 @@ class RepeatFirstObservationEnv(gym.Env):
             obs[-1] = 1.0
         return obs
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[np.ndarray, dict[str, object]]:
         super().reset(seed=seed)
         self._cue = int(self.np_random.integers(self.num_cues))
         self._t = 0
         return self._observation(), {}
 
-    def step(self, action: int | np.integer):
+    def step(self, action: int | np.integer
+             ) -> tuple[np.ndarray, float, bool, bool, dict[str, object]]:
         if self._t < self.delay:
             self._t += 1
             return self._observation(), 0.0, False, False, {}
@@ -71,7 +73,7 @@ class CartPoleNoVelocity(gym.ObservationWrapper):
     #: Indices of CartPole's observation kept: cart position, pole angle.
     KEPT = (0, 2)
 
-    def __init__(self, **kwargs: object):
+    def __init__(self, **kwargs: object) -> None:
         make: Callable[..., gym.Env] = gym.make  # checks CartPole's keywords itself
         super().__init__(make("CartPole-v1", **kwargs))
         full = self.env.observation_space

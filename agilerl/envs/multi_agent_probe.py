@@ -30,6 +30,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from agilerl.core.value_types import Space
+
 AgentObservation: TypeAlias = np.ndarray | dict[str, np.ndarray]
 """A one-hot target, or with ``action_masks`` a seeker's ``{"observation", "action_mask"}``."""
 AgentAction: TypeAlias = int | np.integer | np.ndarray
@@ -57,7 +59,7 @@ class TargetProbeEnv(ParallelEnv):
         self.possible_agents = [*SEEKERS, *([POINTER] if continuous else [])]
         self.agents: list[str] = []
         target = spaces.Box(0.0, 1.0, (2,), np.float32)
-        seeker_obs: spaces.Space = target
+        seeker_obs: Space = target
         self._n_seeker_actions = 3 if self.masked else 2
         if self.masked:
             seeker_obs = spaces.Dict({
@@ -65,7 +67,7 @@ class TargetProbeEnv(ParallelEnv):
                 "action_mask": spaces.Box(0, 1, (3,), np.int8),
             })
         self._obs_spaces = {a: seeker_obs for a in SEEKERS}
-        self._act_spaces: dict[str, spaces.Space] = {
+        self._act_spaces: dict[str, Space] = {
             a: spaces.Discrete(self._n_seeker_actions) for a in SEEKERS
         }
         if continuous:
@@ -76,10 +78,10 @@ class TargetProbeEnv(ParallelEnv):
         self._masks: dict[str, np.ndarray] = {}
         self._t = 0
 
-    def observation_space(self, agent: str) -> spaces.Space:
+    def observation_space(self, agent: str) -> Space:
         return self._obs_spaces[agent]
 
-    def action_space(self, agent: str) -> spaces.Space:
+    def action_space(self, agent: str) -> Space:
         return self._act_spaces[agent]
 
     def reset(

@@ -39,11 +39,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from agilerl.core.environment_facts import moved_module
-from agilerl.core.value_types import Observation
+from agilerl.core.value_types import Observation, Space
 from agilerl.envs.chunked_async import (
     ChunkedAsyncVectorEnv,
     NestedArrays,
@@ -200,16 +199,16 @@ class _AgentSpaces:
         self._batched_obs = {a: batch_space(s, self.num_envs) for a, s in self._obs_spaces.items()}
         self._batched_act = {a: batch_space(s, self.num_envs) for a, s in self._act_spaces.items()}
 
-    def single_observation_space(self, agent: str) -> spaces.Space:
+    def single_observation_space(self, agent: str) -> Space:
         return self._obs_spaces[agent]
 
-    def single_action_space(self, agent: str) -> spaces.Space:
+    def single_action_space(self, agent: str) -> Space:
         return self._act_spaces[agent]
 
-    def observation_space(self, agent: str) -> spaces.Space:
+    def observation_space(self, agent: str) -> Space:
         return self._batched_obs[agent]
 
-    def action_space(self, agent: str) -> spaces.Space:
+    def action_space(self, agent: str) -> Space:
         return self._batched_act[agent]
 
 

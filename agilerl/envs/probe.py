@@ -31,6 +31,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 ProbeAction: TypeAlias = int | np.integer | np.ndarray
 """A discrete probe's action (an index) or a continuous one's (a 1-element array)."""
+ProbeStep: TypeAlias = tuple[np.ndarray, float, bool, bool, dict[str, object]]
+"""Gymnasium's ``(obs, reward, terminated, truncated, info)``."""
 
 
 class _ProbeEnv(gym.Env):
@@ -39,7 +41,7 @@ class _ProbeEnv(gym.Env):
     metadata: dict[str, object] = {"render_modes": []}
     random_obs = False
 
-    def __init__(self, continuous: bool = False, num_actions: int = 2):
+    def __init__(self, continuous: bool = False, num_actions: int = 2) -> None:
         self.observation_space = spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
         if continuous:
             self.action_space = spaces.Box(0.0, 1.0, (1,), dtype=np.float32)
@@ -47,7 +49,8 @@ class _ProbeEnv(gym.Env):
             self.action_space = spaces.Discrete(num_actions)
         self._obs = 0.0
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, object] | None = None
+              ) -> tuple[np.ndarray, dict[str, object]]:
         super().reset(seed=seed)
         self._obs = float(self.np_random.integers(0, 2)) if self.random_obs else 0.0
         return self._observation(), {}
@@ -58,7 +61,7 @@ class _ProbeEnv(gym.Env):
     def reward(self, action: ProbeAction) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def step(self, action: ProbeAction):
+    def step(self, action: ProbeAction) -> ProbeStep:
         return self._observation(), float(self.reward(action)), True, False, {}
 
 
@@ -86,7 +89,7 @@ class DiscountedRewardEnv(_ProbeEnv):
     def __init__(self) -> None:
         super().__init__(num_actions=1)
 
-    def step(self, action: ProbeAction):
+    def step(self, action: ProbeAction) -> ProbeStep:
         if self._obs < 0.5:
             self._obs = 1.0
             return self._observation(), 0.0, False, False, {}
