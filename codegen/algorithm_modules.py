@@ -37,7 +37,8 @@ def _spec_module(catalog: Catalog, spec: str) -> str:
 """
 
 from agilerl.models import _generated as gen
-from agilerl.models.algo import {base}, registered
+from agilerl.models.algo import {base}
+from agilerl.models.registration import registered
 
 
 @registered

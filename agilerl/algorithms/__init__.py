@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agilerl.algorithms.core.base import RLAlgorithm
+from agilerl.algorithms.core.build import build_algorithm
 from agilerl.algorithms.core.registry import (
     NotImplementedAlgorithmError,
     algorithm_class,
-    build_algorithm,
     implemented,
     registered,
 )

@@ -4,21 +4,20 @@ Ray ends that driver without a word.
 Ray ends a driver at once (exit 1, nothing on stderr, no Python cleanup) when the raylet of
 the driver's own node goes: killed, out of memory, or taken down with that node's dashboard
 agent. No code in the driver runs after that, so the run is watched from outside: this
-process starts the driver (the same ``train`` command, its parsed options handed over in a
-file), forwards SIGINT and SIGTERM to it, and passes its exit status on. A driver that ends
-without having written its status was ended that way: this process then names the cause
-and the checkpoint to resume from, and exits 4 (the environment/worker failure status).
+process starts the driver (:mod:`agilerl.cli.ray_driver`: the same ``train`` command, its
+parsed options handed over in a file), forwards SIGINT and SIGTERM to it, and passes its
+exit status on. A driver that ends without having written its status was ended that way:
+this process then names the cause and the checkpoint to resume from, and exits 4 (the
+environment/worker failure status).
 
 The child has its own process group (a terminal's Ctrl-C reaches it once, through this
-process) and is killed if this process dies (``PR_SET_PDEATHSIG``), so killing this
-process's group still stops the run.
+process), so killing this process's group still stops the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import pickle
 import signal
@@ -27,11 +26,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: Set in the child: it runs the command itself.
+from agilerl.cli.failure_context import resume_command
+from agilerl.cli.train_exit import EXIT_ENV_FAILED, report_error
+
+#: Set in the child: it runs the command itself (in the folder this variable names).
 INSIDE_ENV = "AGILERL_RAY_DRIVER_DIR"
-_ARGS = "args.pickle"
-_STATUS = "status"
-_PR_SET_PDEATHSIG = 1
+#: In that folder: the parsed options (pickled) and the exit status the child writes.
+ARGS_FILE = "args.pickle"
+STATUS_FILE = "status"
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -43,12 +45,12 @@ def run_guarded(args: argparse.Namespace) -> int:
     """Run the command in a child process; its exit status, or 4 after reporting a driver
     that Ray ended without a word."""
     with tempfile.TemporaryDirectory(prefix="agilerl-driver-") as folder:
-        (Path(folder) / _ARGS).write_bytes(pickle.dumps(args))
+        (Path(folder) / ARGS_FILE).write_bytes(pickle.dumps(args))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agilerl.cli.ray_guard", str(os.getpid())],
+            [sys.executable, "-m", "agilerl.cli.ray_driver", str(os.getpid())],
             env={**os.environ, INSIDE_ENV: folder}, process_group=0)
         code = _wait_forwarding(proc)
-        status = Path(folder) / _STATUS
+        status = Path(folder) / STATUS_FILE
         if status.is_file() and status.read_text().strip().lstrip("-").isdigit():
             return int(status.read_text())
     return _report_abrupt_end(args, code)
@@ -71,9 +73,7 @@ def _wait_forwarding(proc: subprocess.Popen[bytes]) -> int:
 
 
 def _report_abrupt_end(args: argparse.Namespace, code: int) -> int:
-    from agilerl.checkpoint.folder import list_checkpoints
-    from agilerl.cli.failure_context import resume_command
-    from agilerl.cli.train import EXIT_ENV_FAILED, _error
+    from agilerl.checkpoint.folder import list_checkpoints  # torch: only when needed
 
     cause = (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}")
     root = (Path(args.checkpoint_path) if args.checkpoint_path else
@@ -85,26 +85,7 @@ def _report_abrupt_end(args: argparse.Namespace, code: int) -> int:
     else:
         saved = ("the checkpoints written so far (in the run folder's checkpoints/) are "
                  "intact; resume from the last one with --resume-from-checkpoint")
-    _error(f"training stopped: the Ray driver ended without a report ({cause}): Ray ends "
-           "a driver whose own node fails (that node's raylet or object store died, or its "
-           f"dashboard agent, which the raylet goes down with)\n  {saved}")
+    report_error(f"training stopped: the Ray driver ended without a report ({cause}): Ray "
+                 "ends a driver whose own node fails (that node's raylet or object store "
+                 f"died, or its dashboard agent, which the raylet goes down with)\n  {saved}")
     return EXIT_ENV_FAILED
-
-
-def _child(parent: int) -> int:
-    """The driver: run the command handed over, then write its exit status."""
-    with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere best effort
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the line above
-        return 1
-    folder = Path(os.environ[INSIDE_ENV])
-    args = pickle.loads((folder / _ARGS).read_bytes())  # noqa: S301 - our own file
-    from agilerl.cli.train import run_reported
-
-    status = run_reported(args)
-    (folder / _STATUS).write_text(str(status))
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(_child(int(sys.argv[1])))

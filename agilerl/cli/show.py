@@ -38,9 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _resolved_file(path: str) -> dict[str, object] | int:
-    from agilerl.models.validation import validate_path
+    from agilerl.models.manifest import validate_path_keeping_manifest
 
-    report = validate_path(path, keep_manifest=True)
+    report = validate_path_keeping_manifest(path)
     for issue in report.warnings:
         print(f"warning: {issue}", file=sys.stderr)
     if report.errors:

@@ -45,6 +45,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypeVar, overload
 
 from agilerl.cli.failure_context import resume_command, user_code_frame
+from agilerl.cli.train_exit import (
+    EXIT_ENV_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_NO_RESOURCES,
+    EXIT_OK,
+    EXIT_USAGE,
+    report_error,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from types import FrameType
@@ -59,16 +68,6 @@ _Namespace = TypeVar("_Namespace")
 
 NAME = "train"
 HELP = "train a population locally from a training manifest"
-
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_ENV_FAILED = 4
-EXIT_NO_RESOURCES = 5
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-EXIT_TERMINATED = 143  # 128 + SIGTERM
-
 
 def _exit_status(signum: int) -> int:
     """The shell convention for "stopped by signal N": 128 + N (130 SIGINT, 143 SIGTERM)."""
@@ -224,10 +223,6 @@ def verbosity(args: argparse.Namespace) -> int:
     return 2 if getattr(args, "generation_tables", False) else 1
 
 
-def _error(message: str) -> None:
-    print(f"agilerl train: {message}", file=sys.stderr)
-
-
 @contextlib.contextmanager
 def _sigterm_stops() -> Iterator[None]:
     """SIGTERM raises :class:`_Stopped` (in this process only: env worker processes ignore
@@ -270,7 +265,7 @@ def _warnings_as_lines() -> Iterator[None]:
         if any(seen == text or seen.endswith(f": {text}") for seen in shown):
             return
         shown.append(text)
-        _error(f"warning: {text}")
+        report_error(f"warning: {text}")
 
     with warnings.catch_warnings():
         warnings.showwarning = show
@@ -292,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         # (TrainingAborted, whose message says the last checkpoint stays valid).
         signum = int(getattr(exc, "signum", signal.SIGINT))
         detail = f": {exc}" if str(exc) else ""
-        _error(f"stopped by {signal.Signals(signum).name}{detail}")
+        report_error(f"stopped by {signal.Signals(signum).name}{detail}")
         return _exit_status(signum)
 
 
@@ -302,13 +297,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         overrides = parse_overrides(args.overrides)
     except OverrideError as exc:
-        _error(str(exc))
+        report_error(str(exc))
         return EXIT_USAGE
     from agilerl.input_files import file_problem
 
     problem = file_problem(args.manifest)
     if problem is not None:
-        _error(f"manifest {args.manifest} {problem}")
+        report_error(f"manifest {args.manifest} {problem}")
         return EXIT_USAGE
     return _run_checked(args, overrides)
 
@@ -334,7 +329,7 @@ def _run_checked(args: argparse.Namespace, overrides: Sequence[Override]) -> int
         print(str(exc), file=sys.stderr)
         return EXIT_INVALID
     except OverrideError as exc:  # a path through a scalar: the command line is wrong
-        _error(str(exc))
+        report_error(str(exc))
         return EXIT_USAGE
     try:  # a device that is not there is named before anything is announced or built
         from agilerl.training.build import resolve_device
@@ -395,7 +390,7 @@ def _train(args: argparse.Namespace, trainer: LocalTrainer) -> int:
             ray_address=args.ray_address,
         )
     except TrainingInterrupted as exc:
-        _error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
+        report_error(f"stopped by {signal.Signals(exc.signum).name}; checkpoint written to "
                f"{exc.checkpoint}\n"
                f"  resume with: {resume_command(args, trainer, exc.checkpoint)}")
         return _exit_status(exc.signum)
@@ -408,7 +403,7 @@ def _train(args: argparse.Namespace, trainer: LocalTrainer) -> int:
 
         shortage = resource_shortage(exc)
         if shortage is not None:
-            _error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
+            report_error(f"training stopped: {shortage}\n  {_last_checkpoint_note(args, trainer)}")
             return EXIT_NO_RESOURCES
         where = user_code_frame(exc)
         if where is not None and _failure_status(exc) is None:
@@ -422,7 +417,7 @@ def _train(args: argparse.Namespace, trainer: LocalTrainer) -> int:
 
 def _env_failed(args: argparse.Namespace, trainer: LocalTrainer, what: str) -> int:
     """Report an environment that failed while training, and the checkpoint to go back to."""
-    _error(f"training stopped: {what}\n  {_last_checkpoint_note(args, trainer)}")
+    report_error(f"training stopped: {what}\n  {_last_checkpoint_note(args, trainer)}")
     return EXIT_ENV_FAILED
 
 
@@ -454,12 +449,12 @@ def _report(exc: Exception) -> int:
     if isinstance(exc, ManifestError):
         print(str(exc), file=sys.stderr)  # its own header names the file
     elif shortage is not None:
-        _error(shortage)
+        report_error(shortage)
     elif isinstance(exc, OSError) and exc.filename is not None:
-        _error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
+        report_error(f"cannot use {exc.filename}: {exc.strerror or exc} (check the paths given to "
                "--run-dir, --checkpoint-path, --elite-path, --tensorboard-log-dir)")
     else:
-        _error(str(missing_extra(exc, "this run") or exc))
+        report_error(str(missing_extra(exc, "this run") or exc))
     return status
 
 
@@ -529,5 +524,5 @@ def run_reported(args: argparse.Namespace) -> int:
     try:
         return run(args)
     except Exception as exc:  # last line of defence: a message, never a traceback
-        _error(f"internal error: {type(exc).__name__}: {exc}")
+        report_error(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL

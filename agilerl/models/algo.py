@@ -2,10 +2,11 @@
 
 Which algorithms exist and their class-level facts (agent type, off-policy, default
 ``evo_steps``, network and environment spec classes, ...) come from the generated registry
-(``schemas/algorithms/*`` → ``x-agilerl``). This module turns each generated spec class
-into the public one: the same fields, plus those facts as class attributes and the rules a
-schema cannot state. ``ALGO_REGISTRY`` maps each registered name (exact, case-sensitive)
-to its public spec class.
+(``schemas/algorithms/*`` → ``x-agilerl``). This module holds the public base spec classes
+(the generated fields, class attributes for those facts, and the rules a schema cannot
+state); :func:`agilerl.models.registration.registered` copies the facts onto each
+algorithm's class. ``ALGO_REGISTRY`` maps each registered name (exact, case-sensitive) to
+its public spec class.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import ValidationInfo, model_validator
 
@@ -189,9 +190,6 @@ class AlgorithmRegistry(MutableMapping[str, type[AlgoSpec]]):
 ALGO_REGISTRY = AlgorithmRegistry()
 """Registered name (exact, case-sensitive) → spec class."""
 
-SpecT = TypeVar("SpecT", bound=type[AlgoSpec])
-
-
 def register_algorithm(name: str, spec_class: type[AlgoSpec]) -> None:
     """Add (or replace, with a warning) a registry entry."""
     current = ALGO_REGISTRY._classes.get(name)
@@ -199,41 +197,6 @@ def register_algorithm(name: str, spec_class: type[AlgoSpec]) -> None:
         logger.warning("Algorithm %r is already registered; replacing %s with %s", name,
                        current.__name__, spec_class.__name__)
     ALGO_REGISTRY[name] = spec_class
-
-
-def registered(spec_class: SpecT) -> SpecT:
-    """Class decorator: copy the generated registry facts onto a public spec class and
-    register it under its name (the class name without ``Spec``)."""
-    public(spec_class)
-    name = spec_class.__name__.removesuffix("Spec")
-    entry = gen.REGISTRY[name]
-    spec_class.algo_name = name
-    spec_class.agent_type = AgentType(entry.agent_type)
-    spec_class.off_policy = entry.off_policy
-    spec_class.offline = entry.offline
-    spec_class.bandit = entry.bandit
-    spec_class.default_evo_steps = entry.default_evo_steps
-    spec_class.env_kind = entry.environment
-    spec_class.env_type = entry.env_type
-    spec_class.training_loop = entry.training_loop
-    spec_class.arena = entry.arena
-    spec_class.replay_features = entry.replay_features
-    spec_class.network_spec = _public_network(entry.network_spec.__name__)
-    spec_class.env_spec = _public_env(entry.environment)
-    register_algorithm(name, spec_class)
-    return spec_class
-
-
-def _public_network(name: str) -> type[NetworkSpecModel]:
-    from agilerl.models.networks import NETWORK_SPECS
-
-    return NETWORK_SPECS[name]
-
-
-def _public_env(kind: str) -> type[EnvSpecModel]:
-    from agilerl.models.env import ENV_SPECS
-
-    return ENV_SPECS[kind]
 
 
 def generated_entry(name: str) -> gen.AlgorithmEntry:

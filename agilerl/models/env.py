@@ -26,6 +26,7 @@ from pydantic import (
 from agilerl.models import _generated as gen
 from agilerl.models._facade import public
 from agilerl.models.algo import AgentType, raise_first, skip_rules
+from agilerl.models.env_checks import find_file
 from agilerl.models.rules import Violation, bandit_env_rules, llm_env_rules, offline_env_rules
 
 if TYPE_CHECKING:
@@ -73,8 +74,6 @@ class EnvSpec:
         manifest's folder) rather than the working directory; other values unchanged."""
         if base_dir is None:
             return self
-        from agilerl.models.env_checks import find_file
-
         updates = {}
         for name in self.file_fields:
             value = getattr(self, name, None)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agilerl.core.environment_facts import moved_module
+from agilerl.models.algo import ALGO_REGISTRY
 from agilerl.models.suggest import closest
 
 _GYM_ID = re.compile(r"^(?:(?P<ns>[^/]+)/)?(?P<name>.+?)(?:-v(?P<version>\d+))?$")
@@ -242,8 +243,6 @@ def check_single_agent_env(env_id: str, algo: str) -> Finding | None:
     names the multi-agent algorithms instead of calling the id an unregistered Gymnasium one."""
     if not env_id.startswith(PETTINGZOO_PREFIXES) or ":" in env_id:
         return None
-    from agilerl.models.algo import ALGO_REGISTRY
-
     multi = sorted(name for name, cls in ALGO_REGISTRY.items() if cls.env_kind == "pettingzoo")
     return Finding("error", f"'{env_id}' is a PettingZoo (multi-agent) environment and {algo} "
                    "is a single-agent algorithm; train it with a multi-agent algorithm: "

@@ -28,7 +28,7 @@ from agilerl.models.env import EnvSpecModel
 from agilerl.models.hpo import MultiFrequencySelectionSpec, MutationSpec, TournamentSelectionSpec
 from agilerl.models.loading import LocatedDocument, load_file
 from agilerl.models.training import ReplayBufferSpec, TrainingSpec
-from agilerl.models.validation import ManifestParts, check_document
+from agilerl.models.validation import ManifestParts, check_document, check_path
 
 if TYPE_CHECKING:
     from agilerl.arena.models import TrainingManifest as ArenaManifest
@@ -317,6 +317,19 @@ def _fields_of(parts: ManifestParts) -> _Fields:
         "replay_buffer": parts.replay_buffer,
         "selection_strategy": parts.selection_strategy,
     }
+
+
+def validate_path_keeping_manifest(path: str | os.PathLike[str]) -> ManifestReport:
+    """:func:`~agilerl.models.validation.validate_path`; a valid file's report also holds
+    the manifest (``manifest``) and its JSON form (``resolved``), built from the parts
+    already checked."""
+    report, checked = check_path(path)
+    if report.ok and checked is not None:
+        manifest = TrainingManifest.from_parts(checked.parts, source=checked.document.file,
+                                               base_dir=checked.document.base_dir)
+        report.manifest = manifest
+        report.resolved = manifest.to_json_dict()
+    return report
 
 
 __all__ = ["ManifestWarning", "TrainingManifest"]

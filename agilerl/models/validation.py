@@ -17,12 +17,12 @@ import os
 import types
 import typing
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from agilerl.core.environment_facts import LLM_DATASET_FORMATS
-from agilerl.core.manifest_errors import Location, ManifestIssue, ManifestReport
+from agilerl.core.manifest_errors import Location, ManifestError, ManifestIssue, ManifestReport
 from agilerl.models import budget, env_checks, env_spaces
 from agilerl.models.algo import ALGO_REGISTRY, AlgoSpec
 from agilerl.models.env import (
@@ -71,6 +71,8 @@ LEGACY_SELECTION_KEY = "tournament_selection"
 _COLLECT = {"collect_rules": True}
 
 M = TypeVar("M", bound=BaseModel)
+
+
 class ManifestParts:
     """The validated pieces of a manifest (what ``TrainingManifest`` is built from)."""
 
@@ -84,6 +86,13 @@ class ManifestParts:
         self.replay_buffer: ReplayBufferSpec | None = None
         self.selection_strategy: TournamentSelectionSpec | MultiFrequencySelectionSpec | None = None
         self.selection_key: str = "selection_strategy"
+
+
+class CheckedFile(NamedTuple):
+    """A manifest file that could be read: its document and the parts checked from it."""
+
+    document: LocatedDocument
+    parts: ManifestParts
 
 
 class _Checker(NetworkChecks):
@@ -461,32 +470,28 @@ def check_document(doc: LocatedDocument, *, check_environment: bool = True) -> t
     return checker.report, parts
 
 
-def validate_path(path: str | os.PathLike[str], *, keep_manifest: bool = False) -> ManifestReport:
+def validate_path(path: str | os.PathLike[str]) -> ManifestReport:
     """Validate a manifest file (never raises for a bad file: everything is in the report)."""
-    from agilerl.core.manifest_errors import ManifestError
+    return check_path(path)[0]
 
+
+def check_path(path: str | os.PathLike[str]) -> tuple[ManifestReport, CheckedFile | None]:
+    """:func:`validate_path`'s report, with the document and its checked parts when the
+    file could be read (what a caller needs to build the manifest without checking again)."""
     source = os.fspath(path)
+    report = ManifestReport(source=source)
     try:
         doc = load_file(source)
     except FileNotFoundError:
-        report = ManifestReport(source=source)
         report.add(ManifestIssue("", "file not found", None, kind="file"))
-        return report
+        return report, None
     except ManifestError as exc:
-        report = ManifestReport(source=source)
         for issue in exc.issues:
             report.add(issue)
-        return report
+        return report, None
     except OSError as exc:
-        report = ManifestReport(source=source)
         report.add(ManifestIssue("", f"cannot read the file: {exc.strerror or exc}", None,
                                  kind="file"))
-        return report
+        return report, None
     report, parts = check_document(doc)
-    if keep_manifest and report.ok:
-        from agilerl.models.manifest import TrainingManifest
-
-        manifest = TrainingManifest.from_parts(parts, source=doc.file, base_dir=doc.base_dir)
-        report.manifest = manifest
-        report.resolved = manifest.to_json_dict()
-    return report
+    return report, CheckedFile(doc, parts)

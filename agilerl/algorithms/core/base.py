@@ -30,6 +30,7 @@ import torch
 from agilerl.algorithms.core.evaluation import evaluate_greedy
 from agilerl.algorithms.core.exploration import EpsilonSchedule
 from agilerl.algorithms.core.member_state import MemberState, MemberStateFields, cpu_copy
+from agilerl.algorithms.core.registry import algorithm_class
 from agilerl.core.spaces import ObsEncoder
 from agilerl.core.value_types import JsonValue, Space
 from agilerl.hpo.dormant import Scores, load_network_scores, network_scores
@@ -433,8 +434,6 @@ _NOT_HYPERPARAMETERS = frozenset({"net_config", "hp_config", "index", "device", 
 
 
 def _registered(name: str) -> type[RLAlgorithm]:
-    from agilerl.algorithms.core.registry import algorithm_class
-
     cls = algorithm_class(name)
     assert issubclass(cls, RLAlgorithm)  # an RL agent's state names an RL algorithm
     return cls

@@ -29,7 +29,8 @@ from pydantic import (
     model_serializer,
 )
 
-from agilerl.arena.models import _generated as gen
+# The generated models themselves, not the package facade (whose __init__ imports this module).
+import agilerl.arena.models._generated as gen
 from agilerl.arena.models._generated.registry import LOCAL_ONLY
 from agilerl.core.manifest_errors import (
     ManifestError,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import agilerl
 from agilerl.arena.server import nofollow
+from agilerl.arena.server.passed_env import passed_env
 from agilerl.arena.server.quota import disk_usage
 
 if TYPE_CHECKING:
@@ -115,10 +116,7 @@ def parse_requirements(text: str) -> list[str]:
 
 
 def _pip_env(scratch: Path) -> dict[str, str]:
-    from agilerl.arena.server.scheduler import PASSED_ENV
-
-    env = {k: v for k, v in os.environ.items()
-           if k in PASSED_ENV or k.startswith("LC_") or _PIP_ENV.match(k)}
+    env = passed_env() | {k: v for k, v in os.environ.items() if _PIP_ENV.match(k)}
     env.update(TMPDIR=str(scratch), PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
                PYTHONNOUSERSITE="1")
     env.pop("PYTHONPATH", None)

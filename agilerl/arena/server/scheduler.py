@@ -48,6 +48,7 @@ from agilerl.arena.server.cluster import ClusterUnavailable, RayCluster
 from agilerl.arena.server.config import ServerConfig
 from agilerl.arena.server.containment import for_jobs
 from agilerl.arena.server.env_jobs import Binding, binding_json, binding_of
+from agilerl.arena.server.passed_env import passed_env
 from agilerl.arena.server.quota import QuotaWatch
 from agilerl.arena.server.runs import LogWriter, RunDir
 from agilerl.arena.server.sandbox import landlock_abi
@@ -68,18 +69,13 @@ class _Steps(TypedDict, total=False):
 _TICK_S = 0.5
 #: how long the log readers may take to drain once the job's tree has been ended.
 _DRAIN_S = 5.0
-#: server environment variables a job inherits (besides ``LC_*``); nothing else of the
-#: server's environment reaches it, so credentials kept there stay with the server.
-PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH",
-              "CUDA_VISIBLE_DEVICES", "VIRTUAL_ENV", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 def job_env(run: RunDir, extra: dict[str, str]) -> dict[str, str]:
     """A job's whole environment: the allow-listed server variables, ``HOME`` and
     ``TMPDIR`` inside its experiment folder, what Python needs to find agilerl, then the
     operator's ``extra`` (``--job-env``)."""
-    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
+    env = passed_env()
     root = str(Path(agilerl.__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     env.update(HOME=str(run.root), TMPDIR=str(run.tmp), PYTHONPATH=path, PYTHONUNBUFFERED="1")
