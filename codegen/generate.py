@@ -6,6 +6,7 @@ from pathlib import Path
 
 from codegen import bundle, docs
 from codegen.algorithm_modules import ALGORITHMS_PACKAGE, algorithm_files
+from codegen.attributes_gen import ATTRIBUTES_PATH, attributes_module
 from codegen.catalog import Catalog, load
 from codegen.codegen_input import codegen_document
 from codegen.pydantic_gen import rewrite, run_datamodel_codegen
@@ -45,6 +46,7 @@ def outputs(repo: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     for target in PACKAGES:
         files.update(_model_set(catalog, target))
+    files[ATTRIBUTES_PATH] = attributes_module(catalog, files[f"{PACKAGES['local']}/models.py"])
     files.update(algorithm_files(catalog, models_for(catalog, "arena")))
     files[BUNDLE_PATH] = bundle.render(catalog, "local")
     files[ARENA_BUNDLE_PATH] = bundle.render(catalog, "arena")

@@ -13,10 +13,11 @@ import torch
 
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.grpo import GRPO
+from agilerl.models._generated.hyperparameter_attributes import CISPOHyperparameterAttributes
 
 
 @registered
-class CISPO(GRPO):
+class CISPO(CISPOHyperparameterAttributes, GRPO):
     """GRPO advantages with clipped, stop-gradient importance-sampling weights."""
 
     algo = "CISPO"

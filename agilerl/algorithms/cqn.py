@@ -20,18 +20,17 @@ import torch.nn.functional as F
 
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.dqn import DQN
+from agilerl.models._generated.hyperparameter_attributes import CQNHyperparameterAttributes
 
 
 @registered
-class CQN(DQN):
+class CQN(CQNHyperparameterAttributes, DQN):
     """CQN for discrete action spaces (offline: trained by the ``offline`` loop)."""
 
     algo = "CQN"
     unsupported_settings: ClassVar[dict[str, str]] = {}
     loss_metric_names: ClassVar[tuple[str, ...]] = ("loss", "td_loss", "cql_loss")
     grad_norm_clip: ClassVar[float | None] = 1.0  # as the reference
-
-    cql_alpha: float
 
     def loss_terms(self, q_all: torch.Tensor, q: torch.Tensor, target: torch.Tensor
                    ) -> dict[str, torch.Tensor]:

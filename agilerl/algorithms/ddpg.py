@@ -39,6 +39,7 @@ from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import Experiences
 from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.core.value_types import JsonValue
+from agilerl.models._generated.hyperparameter_attributes import DDPGHyperparameterAttributes
 from agilerl.networks.actor_critic_gradient import ActorCriticChains
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.continuous_q import ContinuousQNetwork
@@ -71,7 +72,7 @@ class _ExtraState(TypedDict, total=False):
 
 
 @registered
-class DDPG(RLAlgorithm):
+class DDPG(DDPGHyperparameterAttributes, RLAlgorithm):
     """DDPG with delayed actor updates (``policy_freq``) and OU or Gaussian action noise."""
 
     algo = "DDPG"
@@ -83,20 +84,6 @@ class DDPG(RLAlgorithm):
         "vect_noise_dim": "there is always one noise stream per sub-env (the number of "
                           "sub-envs is read from the observations)",
     }
-
-    batch_size: int
-    lr_actor: float
-    lr_critic: float
-    learn_step: int
-    gamma: float
-    tau: float
-    policy_freq: int
-    O_U_noise: bool
-    expl_noise: float
-    mean_noise: float
-    theta: float
-    dt: float
-    share_encoders: bool
 
     # ------------------------------------------------------------------ building
     def _build(self, net_config: NetworkConfig) -> None:

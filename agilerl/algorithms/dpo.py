@@ -26,6 +26,7 @@ from agilerl.algorithms.core.registry import registered
 from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
 from agilerl.llm.losses import DPOOutput, dpo_loss, response_log_probs
 from agilerl.llm.text_batches import TokenBatch
+from agilerl.models._generated.hyperparameter_attributes import DPOHyperparameterAttributes
 
 
 class DPOStateFields(LLMStateFields, total=False):
@@ -36,7 +37,7 @@ class DPOStateFields(LLMStateFields, total=False):
 
 
 @registered
-class DPO(DatasetLLMAlgorithm[PreferenceBatch]):
+class DPO(DPOHyperparameterAttributes, DatasetLLMAlgorithm[PreferenceBatch]):
     """Preference optimisation against a reference policy with strength ``beta``."""
 
     algo = "DPO"

@@ -28,6 +28,7 @@ from agilerl.algorithms.core.target import (
     clip_grad_norm,
 )
 from agilerl.core.spaces import IncompatibleSpaceError, ObsEncoder
+from agilerl.models._generated.hyperparameter_attributes import DQNHyperparameterAttributes
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 
 @registered
-class DQN(SoftTargetUpdate, RLAlgorithm):
+class DQN(DQNHyperparameterAttributes, SoftTargetUpdate, RLAlgorithm):
     """DQN for discrete action spaces."""
 
     algo = "DQN"
@@ -53,12 +54,6 @@ class DQN(SoftTargetUpdate, RLAlgorithm):
     #: Gradient-norm clip of every update (None: none).
     grad_norm_clip: ClassVar[float | None] = None
 
-    batch_size: int
-    lr: float
-    learn_step: int
-    gamma: float
-    tau: float
-    double: bool
     actor: QNetwork
     actor_target: QNetwork
     obs_encoder: ObsEncoder  # (a single-agent algorithm's)

@@ -21,6 +21,7 @@ from agilerl.algorithms.core.llm_policy import (
     group_advantages,
 )
 from agilerl.algorithms.core.registry import registered
+from agilerl.models._generated.hyperparameter_attributes import GRPOHyperparameterAttributes
 
 if TYPE_CHECKING:
     from agilerl.models.algorithms.cispo import CISPOSpec
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 
 @registered
-class GRPO(PolicyGradientLLM):
+class GRPO(GRPOHyperparameterAttributes, PolicyGradientLLM):
     """Group-relative advantages over ``group_size`` samples, clipped ratio, KL with ``beta``."""
 
     algo = "GRPO"

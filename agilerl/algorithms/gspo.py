@@ -11,10 +11,11 @@ from typing import ClassVar
 
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.grpo import GRPO
+from agilerl.models._generated.hyperparameter_attributes import GSPOHyperparameterAttributes
 
 
 @registered
-class GSPO(GRPO):
+class GSPO(GSPOHyperparameterAttributes, GRPO):
     """GRPO with a sequence-level importance ratio (``importance_sampling_level`` null)."""
 
     algo = "GSPO"

@@ -37,6 +37,7 @@ from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.components.rollout_buffer import RolloutBuffer
 from agilerl.core.spaces import IncompatibleSpaceError, action_dim
 from agilerl.core.value_types import Observation
+from agilerl.models._generated.hyperparameter_attributes import IPPOHyperparameterAttributes
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
@@ -48,7 +49,7 @@ AgentRollouts = Mapping[str, RolloutBuffer]
 
 
 @registered
-class IPPO(MultiAgentRLAlgorithm):
+class IPPO(IPPOHyperparameterAttributes, MultiAgentRLAlgorithm):
     """Independent PPO over the units of a multi-agent env (see the module docstring)."""
 
     algo = "IPPO"
@@ -57,21 +58,6 @@ class IPPO(MultiAgentRLAlgorithm):
                           "run eagerly faster than the compile takes)",
         "action_batch_size": "every agent of a unit acts in one forward pass already",
     }
-
-    batch_size: int
-    lr: float
-    learn_step: int
-    gamma: float
-    gae_lambda: float
-    action_std_init: float
-    clip_coef: float
-    ent_coef: float
-    vf_coef: float
-    max_grad_norm: float
-    target_kl: float | None
-    update_epochs: int
-    share_group_networks: bool
-    anneal_lr: bool
 
     def shares_group_networks(self) -> bool:
         return bool(self.share_group_networks)

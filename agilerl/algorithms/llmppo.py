@@ -22,6 +22,7 @@ from agilerl.algorithms.core.llm_policy import (
     finish_advantages,
 )
 from agilerl.algorithms.core.registry import registered
+from agilerl.models._generated.hyperparameter_attributes import LLMPPOHyperparameterAttributes
 
 if TYPE_CHECKING:
     from agilerl.models.algorithms.llmppo import LLMPPOSpec
@@ -46,18 +47,12 @@ def token_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, g
 
 
 @registered
-class LLMPPO(PolicyGradientLLM):
+class LLMPPO(LLMPPOHyperparameterAttributes, PolicyGradientLLM):
     """Clipped PPO over completion tokens with a value head (see module docstring)."""
 
     algo = "LLMPPO"
     lr_names: ClassVar[tuple[str, ...]] = ("lr_actor", "lr_critic")
     spec: LLMPPOSpec
-    lr_actor: float
-    lr_critic: float | None
-    clip_coef: float
-    vf_coef: float
-    gamma: float
-    gae_lambda: float
 
     def _build_extra(self) -> None:
         head = torch.nn.Linear(self.base.hidden_size, 1).to(self.device)

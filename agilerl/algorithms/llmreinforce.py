@@ -14,10 +14,11 @@ import torch
 
 from agilerl.algorithms.core.llm_policy import Experience, PolicyGradientLLM, UpdateBatch
 from agilerl.algorithms.core.registry import registered
+from agilerl.models._generated.hyperparameter_attributes import LLMREINFORCEHyperparameterAttributes
 
 
 @registered
-class LLMREINFORCE(PolicyGradientLLM):
+class LLMREINFORCE(LLMREINFORCEHyperparameterAttributes, PolicyGradientLLM):
     """Batch-normalised returns as advantages, clipped ratio, KL with ``beta``."""
 
     algo = "LLMREINFORCE"

@@ -53,6 +53,7 @@ from agilerl.algorithms.core.multi_agent import (
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.core.value_types import Observation
+from agilerl.models._generated.hyperparameter_attributes import MADDPGHyperparameterAttributes
 from agilerl.networks.centralised_q import CentralisedQNetwork
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.deterministic_actor import DeterministicActor
@@ -83,7 +84,7 @@ class _ExtraState(TypedDict, total=False):
 
 
 @registered
-class MADDPG(MultiAgentRLAlgorithm):
+class MADDPG(MADDPGHyperparameterAttributes, MultiAgentRLAlgorithm):
     """MADDPG over per-agent (or per-group) observation and action spaces."""
 
     algo = "MADDPG"
@@ -99,19 +100,6 @@ class MADDPG(MultiAgentRLAlgorithm):
         "torch_compiler": "networks are not compiled in this version (they are small; "
                           "compilation would not speed them up on CPU)",
     }
-
-    batch_size: int
-    lr_actor: float
-    lr_critic: float
-    learn_step: int
-    gamma: float
-    tau: float
-    O_U_noise: bool
-    expl_noise: float
-    mean_noise: float
-    theta: float
-    dt: float
-    logit_penalty: float
 
     #: Critic updates per actor update (MATD3 reads it from its spec).
     policy_freq: int = 1

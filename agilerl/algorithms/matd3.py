@@ -23,16 +23,15 @@ from agilerl.algorithms.core.base import NetworkInput
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.maddpg import MADDPG
 from agilerl.algorithms.td3 import NOISE_CLIP, POLICY_NOISE
+from agilerl.models._generated.hyperparameter_attributes import MATD3HyperparameterAttributes
 
 
 @registered
-class MATD3(MADDPG):
+class MATD3(MATD3HyperparameterAttributes, MADDPG):
     """MATD3 over per-agent (or per-group) observation and action spaces."""
 
     algo = "MATD3"
     critic_roles: ClassVar[tuple[str, ...]] = ("critic_1", "critic_2")
-
-    policy_freq: int
 
     def _target_action(
         self, agent: str, next_obs: NetworkInput, next_mask: torch.Tensor | None = None

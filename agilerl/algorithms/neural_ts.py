@@ -13,10 +13,11 @@ import numpy as np
 
 from agilerl.algorithms.core.bandit import NeuralBandit
 from agilerl.algorithms.core.registry import registered
+from agilerl.models._generated.hyperparameter_attributes import NeuralTSHyperparameterAttributes
 
 
 @registered
-class NeuralTS(NeuralBandit):
+class NeuralTS(NeuralTSHyperparameterAttributes, NeuralBandit):
     """NeuralTS: pull the arm whose sampled reward is highest."""
 
     algo = "NeuralTS"

@@ -11,10 +11,11 @@ import numpy as np
 
 from agilerl.algorithms.core.bandit import NeuralBandit
 from agilerl.algorithms.core.registry import registered
+from agilerl.models._generated.hyperparameter_attributes import NeuralUCBHyperparameterAttributes
 
 
 @registered
-class NeuralUCB(NeuralBandit):
+class NeuralUCB(NeuralUCBHyperparameterAttributes, NeuralBandit):
     """NeuralUCB: optimism in the face of uncertainty."""
 
     algo = "NeuralUCB"

@@ -34,6 +34,7 @@ from agilerl.algorithms.core.single_obs import acts_on_single
 from agilerl.algorithms.core.target import clip_grad_norm
 from agilerl.components.rollout_buffer import RolloutBuffer, Sequences
 from agilerl.core.spaces import IncompatibleSpaceError, ObsEncoder, action_dim, obs_index
+from agilerl.models._generated.hyperparameter_attributes import PPOHyperparameterAttributes
 from agilerl.networks.actor_critic import ActorCritic
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 
 @registered
-class PPO(RLAlgorithm):
+class PPO(PPOHyperparameterAttributes, RLAlgorithm):
     """PPO with an actor-critic network (shared encoder when ``share_encoders``).
 
     With ``recurrent`` the encoder is an LSTM: ``get_action``, ``greedy_action`` and
@@ -68,24 +69,6 @@ class PPO(RLAlgorithm):
         "bptt_sequence_type": "it applies to recurrent PPO only",
     }
 
-    batch_size: int
-    lr: float
-    learn_step: int
-    gamma: float
-    gae_lambda: float
-    action_std_init: float
-    clip_coef: float
-    ent_coef: float
-    vf_coef: float
-    max_grad_norm: float
-    target_kl: float | None
-    update_epochs: int
-    share_encoders: bool
-    num_envs: int
-    recurrent: bool
-    max_seq_len: int | None
-    bptt_sequence_type: str
-    anneal_lr: bool
     obs_encoder: ObsEncoder  # (a single-agent algorithm's)
 
     @classmethod

@@ -40,6 +40,7 @@ from agilerl.algorithms.core.target import (
     clip_grad_norm,
 )
 from agilerl.core.spaces import IncompatibleSpaceError, obs_cat
+from agilerl.models._generated.hyperparameter_attributes import RainbowDQNHyperparameterAttributes
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.flat_params import FlatTraining
 from agilerl.networks.mlp_gradient import Tape, cached_chain
@@ -56,7 +57,7 @@ MAX_GRAD_NORM = 10.0
 
 
 @registered
-class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
+class RainbowDQN(RainbowDQNHyperparameterAttributes, SoftTargetUpdate, RLAlgorithm):
     """Rainbow DQN for discrete action spaces."""
 
     algo = "RainbowDQN"
@@ -68,21 +69,8 @@ class RainbowDQN(SoftTargetUpdate, RLAlgorithm):
                   "not read",
     }
 
-    batch_size: int
-    lr: float
-    learn_step: int
-    gamma: float
-    tau: float
-    beta: float
-    prior_eps: float
-    num_atoms: int
-    v_min: float
-    v_max: float
     actor: RainbowQNetwork
     actor_target: RainbowQNetwork
-    noise_std: float
-    n_step: int
-    combined_reward: bool
 
     def _build(self, net_config: NetworkConfig) -> None:
         if not isinstance(self.action_space, spaces.Discrete):

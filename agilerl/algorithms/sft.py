@@ -17,13 +17,14 @@ from agilerl.algorithms.core.llm_dataset import DatasetLLMAlgorithm
 from agilerl.algorithms.core.registry import registered
 from agilerl.llm.losses import sft_loss
 from agilerl.llm.text_batches import TokenBatch
+from agilerl.models._generated.hyperparameter_attributes import SFTHyperparameterAttributes
 
 if TYPE_CHECKING:
     from agilerl.llm.dataset_envs import DatasetEnv
 
 
 @registered
-class SFT(DatasetLLMAlgorithm[TokenBatch]):
+class SFT(SFTHyperparameterAttributes, DatasetLLMAlgorithm[TokenBatch]):
     """Masked next-token loss on the response tokens."""
 
     algo = "SFT"

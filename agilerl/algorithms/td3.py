@@ -14,6 +14,7 @@ import torch
 
 from agilerl.algorithms.core.registry import registered
 from agilerl.algorithms.ddpg import DDPG
+from agilerl.models._generated.hyperparameter_attributes import TD3HyperparameterAttributes
 
 #: Standard deviation and clip of the target policy smoothing noise (normalised units).
 POLICY_NOISE = 0.2
@@ -21,7 +22,7 @@ NOISE_CLIP = 0.5
 
 
 @registered
-class TD3(DDPG):
+class TD3(TD3HyperparameterAttributes, DDPG):
     """TD3 for bounded continuous action spaces."""
 
     algo = "TD3"

@@ -33,6 +33,9 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import RLAlgorithm
 from agilerl.core.spaces import IncompatibleSpaceError
 from agilerl.core.value_types import JsonValue
+from agilerl.models._generated.hyperparameter_attributes import (
+    NeuralBanditHyperparameterAttributes,
+)
 from agilerl.networks.config import NetworkConfig
 from agilerl.networks.mlp_gradient import MLPChain, Tape, cached_chain
 from agilerl.networks.optim import make_optimizer
@@ -60,16 +63,8 @@ class BanditExtraState(TypedDict):
     regret: list[float]
 
 
-class NeuralBandit(RLAlgorithm):
+class NeuralBandit(NeuralBanditHyperparameterAttributes, RLAlgorithm):
     """Base of NeuralUCB and NeuralTS; subclasses implement :meth:`exploration_scores`."""
-
-
-    batch_size: int
-    lr: float
-    learn_step: int
-    gamma: float
-    lamb: float
-    reg: float
 
     #: Whether the network starts from the papers' Gaussian initialisation (see
     #: :meth:`_gaussian_init`) instead of the library's orthogonal one; chosen per

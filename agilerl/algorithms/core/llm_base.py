@@ -37,6 +37,9 @@ import torch
 
 from agilerl.algorithms.core.member_state import MemberState, MemberStateFields, cpu_copy
 from agilerl.hpo.ranges import plain_hp_config
+from agilerl.models._generated.hyperparameter_attributes import (
+    LLMAlgorithmHyperparameterAttributes,
+)
 
 if TYPE_CHECKING:
     from agilerl.llm.adapters import BaseKey
@@ -128,7 +131,7 @@ class LLMStateFields(_LLMStateRequired, total=False):
     optimizer_steps: int
 
 
-class LLMAlgorithm(MemberState):
+class LLMAlgorithm(LLMAlgorithmHyperparameterAttributes, MemberState):
     """Base class of LLM fine-tuning algorithms (a LoRA adapter over a shared base).
 
     Subclasses set ``algo`` and ``lr_names`` and implement ``learn``; their
@@ -140,11 +143,10 @@ class LLMAlgorithm(MemberState):
     #: LLM members evolve hyperparameters only.
     mirrored_networks: ClassVar[dict[str, str]] = {}
 
-    # Spec fields every LLM algorithm reads (set from the spec in ``__init__``).
-    batch_size: int
+    # Hyperparameters the shared code reads that not every LLM algorithm has (SFT has
+    # neither, DPO no temperature), so no base spec states them; those every one has come
+    # from LLMAlgorithmHyperparameterAttributes.
     beta: float
-    max_grad_norm: float
-    update_epochs: int
     temperature: float
     spec: LLMAlgorithmSpec
 
