@@ -24,9 +24,10 @@ from agilerl.core.manifest_errors import (
     UnknownAlgorithmError,
 )
 from agilerl.models.algo import AlgoSpec
-from agilerl.models.env import EnvSpecModel
+from agilerl.models.env import EnvSpecModel, resolve_env_spec
 from agilerl.models.hpo import MultiFrequencySelectionSpec, MutationSpec, TournamentSelectionSpec
 from agilerl.models.loading import LocatedDocument, load_file
+from agilerl.models.trainer_specs import manifest_mapping, selection_from_kwargs
 from agilerl.models.training import ReplayBufferSpec, TrainingSpec
 from agilerl.models.validation import ManifestParts, check_document, check_path
 
@@ -175,8 +176,6 @@ class TrainingManifest(BaseModel):
         section comes from the algorithm's ``net_config`` (LLMs: model name, context length
         and LoRA settings). ``tournament_selection=`` is a deprecated spelling of
         ``selection_strategy=``."""
-        from agilerl.models.trainer_specs import manifest_mapping, selection_from_kwargs
-
         selection_strategy = selection_from_kwargs(selection_strategy, kwargs)
         data = manifest_mapping(algorithm, environment, training, mutation, replay_buffer,
                                 selection_strategy)
@@ -222,8 +221,6 @@ class TrainingManifest(BaseModel):
     def env_spec(self) -> EnvSpecModel:
         """The environment parsed into the spec class the algorithm needs (relative data
         files resolved against :attr:`base_dir`)."""
-        from agilerl.models.env import resolve_env_spec
-
         spec = self._env_spec if self._env_spec is not None else self.environment
         return resolve_env_spec(self.algorithm, spec, self._base_dir)
 
@@ -232,8 +229,6 @@ class TrainingManifest(BaseModel):
         """Deprecated: the tournament selection spec (None under MF-PBT or when unset)."""
         warnings.warn("TrainingManifest.tournament_selection is deprecated; use "
                       "selection_strategy", DeprecationWarning, stacklevel=2)
-        from agilerl.models.hpo import TournamentSelectionSpec
-
         spec = self.selection_strategy
         return spec if isinstance(spec, TournamentSelectionSpec) else None
 
@@ -261,8 +256,6 @@ def _plain_sections(data: Mapping[str, object]) -> dict[str, object]:
     foreign models with the same fields): objects are dumped to their manifest form."""
     if not any(isinstance(value, BaseModel) for value in data.values()):
         return copy.deepcopy(dict(data))
-    from agilerl.models.trainer_specs import manifest_mapping
-
     selection = data.get("selection_strategy", data.get("tournament_selection"))
     plain = manifest_mapping(data.get("algorithm"), data.get("environment", {}),
                              data.get("training"), data.get("mutation"),
@@ -279,8 +272,6 @@ def _plain_sections(data: Mapping[str, object]) -> dict[str, object]:
 def _keep_algorithm_object(manifest: TrainingManifest, given: object) -> None:
     """When the caller passed one of our algorithm spec objects, the manifest keeps that very
     object (with its runtime-only fields), gaining the network the manifest resolved."""
-    from agilerl.models.algo import AlgoSpec
-
     if not isinstance(given, AlgoSpec) or type(given) is not type(manifest.algorithm):
         return
     if "net_config" in type(given).model_fields and given.net_config is None:  # type: ignore[attr-defined]

@@ -52,6 +52,7 @@ from agilerl.models.pydantic_issues import field_names, issues_from_validation_e
 from agilerl.models.rules import (
     Violation,
     algorithm_rules,
+    frequency_ratio_rules,
     llm_model_rule,
     llm_training_rules,
     max_wall_seconds_warning,
@@ -296,7 +297,6 @@ class _Checker(NetworkChecks):
                 if isinstance(training, Mapping) else {"pop_size": None}
             self.violations(tournament_rule(raw, sound.get("pop_size")), (key,))
         if spec is not None and tag == "multi_frequency":
-            from agilerl.models.rules import frequency_ratio_rules
 
             self.violations(frequency_ratio_rules(spec), (key,))
         self.parts.selection_strategy = spec
