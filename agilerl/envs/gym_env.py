@@ -86,14 +86,14 @@ NATIVE_MIN_ENVS = 4
 """Fewest sub-envs for which a native vector implementation beats a sync loop."""
 
 
-def _get(spec: object, field: str) -> Any:
+def spec_field(spec: object, field: str) -> Any:
     """``spec.field``, or None: a spec's fields are read by name (their types are the
     spec model's, or whatever a plain namespace standing in for it holds)."""
     return getattr(spec, field, None)
 
 
 def _num_envs(spec: object) -> int:
-    num_envs = _get(spec, "num_envs")
+    num_envs = spec_field(spec, "num_envs")
     if num_envs is None:
         raise ValueError("Environment spec has no 'num_envs'.")
     num_envs = int(num_envs)
@@ -133,11 +133,11 @@ def make_env_factory(
     Entrypoints and wrappers are resolved once, here, so building many sub-envs does not
     re-execute user files, and resolution errors surface before any env is built.
     """
-    name = _get(spec, "name")
-    entrypoint = _get(spec, "entrypoint")
-    path = _get(spec, "path")
-    config = dict(_get(spec, "config") or {})
-    wrappers: list[ResolvedWrapper] = resolve_wrappers(_get(spec, "wrappers"), path)
+    name = spec_field(spec, "name")
+    entrypoint = spec_field(spec, "entrypoint")
+    path = spec_field(spec, "path")
+    config = dict(spec_field(spec, "config") or {})
+    wrappers: list[ResolvedWrapper] = resolve_wrappers(spec_field(spec, "wrappers"), path)
     wrappers += resolve_wrappers(extra_wrappers, path)
 
     if entrypoint:
@@ -202,15 +202,15 @@ def _accepts(constructor: Callable[..., object], keys: Sequence[str]) -> bool:
 
 def vector_mode(spec: object, extra_wrappers: Sequence[object] | None = None) -> VectorMode:
     """Which vectoriser :func:`make_vector_env` uses for ``spec`` (see the module docs)."""
-    name = _get(spec, "name")
-    customised = bool(_get(spec, "entrypoint") or _get(spec, "wrappers") or extra_wrappers)
+    name = spec_field(spec, "name")
+    customised = bool(spec_field(spec, "entrypoint") or spec_field(spec, "wrappers") or extra_wrappers)
     if not customised and is_atari_id(name):
         require_ale()
     if not customised and name and _num_envs(spec) >= NATIVE_MIN_ENVS:
         native = _native_entry_point(name)
-        if native is not None and _accepts(native, list(_get(spec, "config") or {})):
+        if native is not None and _accepts(native, list(spec_field(spec, "config") or {})):
             return "native"
-    sync = _get(spec, "sync")
+    sync = spec_field(spec, "sync")
     if sync or _num_envs(spec) == 1:
         return "sync"
     if sync is None and _cheap_to_step(spec, extra_wrappers):
@@ -221,8 +221,8 @@ def vector_mode(spec: object, extra_wrappers: Sequence[object] | None = None) ->
 def _cheap_to_step(spec: object, extra_wrappers: Sequence[object] | None) -> bool:
     """Whether one step of all of ``spec``'s sub-envs, timed on a probe copy, takes less
     than :data:`~agilerl.envs.step_cost.IN_PROCESS_BUDGET_S`."""
-    key = (_get(spec, "name"), _get(spec, "entrypoint"), _get(spec, "path"),
-           repr(_get(spec, "config")), repr(_get(spec, "wrappers")), repr(extra_wrappers))
+    key = (spec_field(spec, "name"), spec_field(spec, "entrypoint"), spec_field(spec, "path"),
+           repr(spec_field(spec, "config")), repr(spec_field(spec, "wrappers")), repr(extra_wrappers))
     seconds = step_seconds(key, make_env_factory(spec, extra_wrappers))
     return seconds is not None and seconds * _num_envs(spec) < IN_PROCESS_BUDGET_S
 
@@ -249,12 +249,12 @@ def make_vector_env(
     env: VectorEnv
     if mode == "native":
         env = gymnasium.make_vec(
-            _get(spec, "name"),
+            spec_field(spec, "name"),
             num_envs=num_envs,
             vectorization_mode="vector_entry_point",
-            **dict(_get(spec, "config") or {}),
+            **dict(spec_field(spec, "config") or {}),
         )
-        if is_atari_id(_get(spec, "name")):
+        if is_atari_id(spec_field(spec, "name")):
             env = FoldedSeeds(env)
     else:
         factory = make_env_factory(spec, extra_wrappers)
@@ -263,12 +263,12 @@ def make_vector_env(
             env = SyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE)
         else:
             env = ChunkedAsyncVectorEnv(env_fns, autoreset_mode=AUTORESET_MODE,
-                                        name=_get(spec, "name") or _get(spec, "entrypoint"))
+                                        name=spec_field(spec, "name") or spec_field(spec, "entrypoint"))
     reported = env.metadata.get("autoreset_mode")
     if reported != AUTORESET_MODE:
         env.close()
         raise RuntimeError(
-            f"Vector env for '{_get(spec, 'name')}' uses autoreset mode {reported!r}; "
+            f"Vector env for '{spec_field(spec, 'name')}' uses autoreset mode {reported!r}; "
             f"this package requires {AUTORESET_MODE!r}."
         )
     if seed is not None:

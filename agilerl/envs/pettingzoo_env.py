@@ -36,7 +36,7 @@ import multiprocessing.util as mp_util
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
@@ -52,7 +52,7 @@ from agilerl.envs.chunked_async import (
     default_num_processes,
 )
 from agilerl.envs.entrypoint import resolve_entrypoint
-from agilerl.envs.gym_env import AUTORESET_MODE
+from agilerl.envs.gym_env import AUTORESET_MODE, spec_field
 from agilerl.envs.parallel_step import fast_parallel_step
 from agilerl.envs.wrappers import apply_wrappers, resolve_wrappers
 
@@ -79,12 +79,6 @@ class AgentInfo(TypedDict):
 
     active: np.ndarray
     env_infos: list[dict[str, object]]
-
-
-def _get(spec: object, field: str) -> Any:
-    """``spec.field``, or None (a spec's fields are read by name, as in
-    :mod:`agilerl.envs.gym_env`)."""
-    return getattr(spec, field, None)
 
 
 def resolve_pz_module(name: str) -> ModuleType:
@@ -126,15 +120,15 @@ def make_pz_env_factory(
     spec: object, extra_wrappers: Sequence[object] | None = None
 ) -> Callable[[], ParallelEnv]:
     """A zero-argument callable building one PettingZoo parallel env from ``spec``."""
-    path = _get(spec, "path")
-    config = dict(_get(spec, "config") or {})
-    wrappers = resolve_wrappers(_get(spec, "wrappers"), path)
+    path = spec_field(spec, "path")
+    config = dict(spec_field(spec, "config") or {})
+    wrappers = resolve_wrappers(spec_field(spec, "wrappers"), path)
     wrappers += resolve_wrappers(extra_wrappers, path)
-    entrypoint = _get(spec, "entrypoint")
+    entrypoint = spec_field(spec, "entrypoint")
     if entrypoint:
         constructor: Callable[..., ParallelEnv] = resolve_entrypoint(entrypoint, path)
     else:
-        name = _get(spec, "name")
+        name = spec_field(spec, "name")
         if not name:
             raise ValueError("PettingZoo env spec needs a 'name' (module path) or an 'entrypoint'.")
         constructor = resolve_pz_module(name).parallel_env
@@ -160,15 +154,15 @@ def make_pz_vector_env(
     ``seed``: when given the env is reset once with it (sub-env ``i`` gets ``seed + i``)
     and the per-agent action spaces are seeded.
     """
-    num_envs = int(_get(spec, "num_envs") or 0)
+    num_envs = int(spec_field(spec, "num_envs") or 0)
     if num_envs < 1:
-        raise ValueError(f"Environment 'num_envs' must be >= 1, got {_get(spec, 'num_envs')}.")
+        raise ValueError(f"Environment 'num_envs' must be >= 1, got {spec_field(spec, 'num_envs')}.")
     factory = make_pz_env_factory(spec, extra_wrappers)
-    sync = _get(spec, "sync")
+    sync = spec_field(spec, "sync")
     env: PettingZooVectorEnv | AsyncPettingZooVectorEnv
     if sync is False and num_envs > 1:
         env = AsyncPettingZooVectorEnv([factory] * num_envs,
-                                       name=str(_get(spec, "name") or entrypoint_label(spec)))
+                                       name=str(spec_field(spec, "name") or entrypoint_label(spec)))
     else:
         env = PettingZooVectorEnv([factory] * num_envs)
     if seed is not None:
@@ -180,7 +174,7 @@ def make_pz_vector_env(
 
 
 def entrypoint_label(spec: object) -> str:
-    return str(_get(spec, "entrypoint") or "PettingZoo env")
+    return str(spec_field(spec, "entrypoint") or "PettingZoo env")
 
 
 class _AgentSpaces:
