@@ -321,7 +321,7 @@ def learn_at(agent: OffPolicyMember, point: LearnPoint) -> dict[str, float]:
     if not isinstance(memory, PrioritizedReplayBuffer):
         return agent.learn(point.batch(agent))
     progress = done_steps / max_steps if max_steps else 1.0
-    batch = memory.sample(agent.batch_size, beta=agent.per_beta(progress), rng=rng)
+    batch = memory.sample(agent.batch_size, rng, beta=agent.per_beta(progress))
     metrics = dict(agent.learn(batch))
     priorities = metrics.pop("priorities", None)
     if priorities is not None:

@@ -428,10 +428,10 @@ class _BetaRecorder(PrioritizedReplayBuffer):
         super().__init__(*args, **kwargs)
         self.betas: list[float] = []
 
-    def sample(self, batch_size: int, beta: float = 0.4,  # type: ignore[override]
-               rng: np.random.Generator | None = None) -> Batch:
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None, *,
+               beta: float = 0.4) -> Batch:
         self.betas.append(beta)
-        return super().sample(batch_size, beta=beta, rng=rng)
+        return super().sample(batch_size, rng, beta=beta)
 
 
 def test_prioritized_replay_anneals_beta_over_the_training_budget() -> None:
@@ -472,9 +472,9 @@ class _PriorityRecorder(PrioritizedReplayBuffer):
         self.sampled: list[np.ndarray] = []
         self.updated: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def sample(self, batch_size: int, beta: float = 0.4,  # type: ignore[override]
-               rng: np.random.Generator | None = None) -> Batch:
-        batch = super().sample(batch_size, beta=beta, rng=rng)
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None, *,
+               beta: float = 0.4) -> Batch:
+        batch = super().sample(batch_size, rng, beta=beta)
         self.sampled.append(batch["indices"].copy())
         return batch
 
