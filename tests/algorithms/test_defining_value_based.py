@@ -322,10 +322,10 @@ def test_rainbow_loss_is_the_projected_n_step_cross_entropy(path: str) -> None:
         float((_rainbow_textbook(agent, data, noise=False) * weights).mean()),
         float((_rainbow_textbook(agent, data, discount_n=False) * weights).mean()),
         float((_rainbow_textbook(agent, data, double=False) * weights).mean()))
-    metrics = agent.learn(data)
+    metrics, priorities = agent.learn_prioritized(data)
     assert (agent.__dict__.get("_flat") is not None) == (path == "closed_form")
     assert metrics["loss"] == pytest.approx(expected, rel=1e-4)
-    np.testing.assert_allclose(metrics["priorities"], per_row + agent.prior_eps, rtol=1e-4)
+    np.testing.assert_allclose(priorities, per_row + agent.prior_eps, rtol=1e-4)
 
 
 def test_c51_projection_of_a_hand_worked_example() -> None:
