@@ -10,9 +10,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "agilerl"
 
 #: Lines that mention ``Any`` (imports included), outside generated code.
-ANY_LINES = 101
+ANY_LINES = 99
 #: ``# type: ignore`` comments, outside generated code.
-TYPE_IGNORES = 59
+TYPE_IGNORES = 58
 
 
 def _sources() -> list[Path]:

@@ -15,14 +15,12 @@
 * Prioritized replay: with ``replay_buffer.per_buffer`` the loss is weighted by the batch's
   importance-sampling ``weights``, sampled with ``beta`` annealed linearly from its initial
   value to 1 over ``training.max_steps`` (a function of the member's own step count, so it
-  carries over through checkpoints); ``learn`` returns the new priorities (per-sample loss
-  + ``prior_eps``) for the memory.
+  carries over through checkpoints); ``learn_prioritized`` returns the new priorities
+  (per-sample loss + ``prior_eps``) for the memory beside the metrics.
 * Soft target updates with ``tau``; gradients clipped to norm 10 (as the reference).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -124,18 +122,33 @@ class RainbowDQN(RainbowDQNHyperparameterAttributes, SoftTargetUpdate, RLAlgorit
         return self.beta + (1.0 - self.beta) * min(1.0, max(0.0, float(progress)))
 
     # ------------------------------------------------------------------ learning
-    def learn(self, experiences: Experiences) -> dict[str, Any]:  # loss, and PER priorities
-        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``.
+    def learn(self, experiences: Experiences) -> dict[str, float]:
+        """One gradient step on a batch ``{obs, action, reward, next_obs, done}``; its
+        metrics (``loss``). :meth:`learn_prioritized` is the same step that also gives the
+        new priorities of a prioritized batch's rows.
 
         Optional fields: ``n`` (steps of n-step returns; discount ``gamma ** n``),
         ``one_step_reward``/``one_step_next_obs``/``one_step_done`` (added one-step loss,
-        ``combined_reward``), ``weights`` and ``indices`` (prioritized replay: the result
-        then also holds ``priorities``, one per sample, for ``update_priorities``).
+        ``combined_reward``), ``weights`` (prioritized replay's importance-sampling weights
+        of the loss).
 
         On an MLP encoder the gradient is taken in closed form (:mod:`~agilerl.networks.
         rainbow_gradient`) into flat buffers; otherwise through autograd. Both give the
         same update up to float rounding.
         """
+        _, loss = self._step(experiences)
+        return {"loss": float(loss)}
+
+    def learn_prioritized(self, experiences: Experiences) -> tuple[dict[str, float], np.ndarray]:
+        """The step of :meth:`learn`: its metrics, and each row's new priority (its own loss
+        + ``prior_eps``) for the memory's ``update_priorities``."""
+        elementwise, loss = self._step(experiences)
+        priorities = elementwise.cpu().numpy() + self.prior_eps
+        return {"loss": float(loss)}, priorities
+
+    def _step(self, experiences: Experiences) -> tuple[torch.Tensor, torch.Tensor]:
+        """One gradient step, then fresh noise for both networks: (each row's loss, the
+        batch's weighted loss), both detached."""
         chain = cached_chain(self, self.actor, "_rainbow_chain", RainbowChain.of)
         target_chain = cached_chain(self, self.actor_target, "_rainbow_target_chain",
                                     RainbowChain.of)
@@ -146,11 +159,7 @@ class RainbowDQN(RainbowDQNHyperparameterAttributes, SoftTargetUpdate, RLAlgorit
             elementwise, loss = self._autograd_step(experiences)
         self.actor.reset_noise(self.torch_rng)
         self.actor_target.reset_noise(self.torch_rng)
-
-        metrics: dict[str, float | np.ndarray] = {"loss": float(loss)}
-        if "indices" in experiences:
-            metrics["priorities"] = elementwise.cpu().numpy() + self.prior_eps
-        return metrics
+        return elementwise, loss
 
     def _batch(self, experiences: Experiences) -> tuple[
             torch.Tensor | dict[str, torch.Tensor], torch.Tensor, list[TargetInputs],

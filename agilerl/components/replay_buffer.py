@@ -302,7 +302,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016) over a numpy sum tree.
 
     A transition is drawn with probability ``p_i ** alpha / sum_j p_j ** alpha``; new
-    transitions get the largest priority seen so far. ``sample(batch_size, beta)`` also
+    transitions get the largest priority seen so far. ``sample(batch_size, beta=beta)`` also
     returns ``weights`` (importance-sampling weights ``(N * P(i)) ** -beta`` normalised by
     their maximum) and ``indices`` to pass back to ``update_priorities`` with the new
     TD errors. Sampling is stratified: one draw per equal slice of the total priority.
@@ -352,9 +352,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             nodes = np.where(go_right, left + 1, left)
         return np.minimum(nodes - self._leaves, self.size - 1)
 
-    def sample(  # type: ignore[override]
-        self, batch_size: int, beta: float = 0.4, rng: np.random.Generator | None = None
+    def sample(
+        self, batch_size: int, rng: np.random.Generator | None = None, *, beta: float = 0.4
     ) -> dict[str, np.ndarray]:
+        """``batch_size`` transitions drawn in proportion to their priorities, with the
+        ``weights`` for exponent ``beta`` and the ``indices`` for ``update_priorities``.
+        The generator comes second as in :meth:`ReplayBuffer.sample`; ``beta`` is
+        keyword-only so a generator passed by position can never be taken for it."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         gen = rng or self.rng

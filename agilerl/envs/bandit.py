@@ -21,12 +21,12 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
+from agilerl.core.environment_facts import BANDIT_TABLE_SUFFIXES as TABLE_SUFFIXES
+from agilerl.core.environment_facts import unsupported_table_file
 from agilerl.envs.entrypoint import resolve_entrypoint
 from agilerl.input_files import file_problem
 
 __all__ = ["TABLE_SUFFIXES", "BanditEnv", "load_table", "make_bandit_env"]
-
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".h5", ".hdf5")
 
 
 def load_table(source: object) -> object:
@@ -34,12 +34,10 @@ def load_table(source: object) -> object:
     if not isinstance(source, str | os.PathLike):
         return source
     path = Path(source)
+    unsupported = unsupported_table_file(path)
+    if unsupported is not None:
+        raise ValueError(unsupported)
     suffix = path.suffix.lower()
-    if suffix not in TABLE_SUFFIXES:
-        raise ValueError(
-            f"Unsupported file type '{suffix or path.name}' for '{path}': use one of "
-            f"{', '.join(TABLE_SUFFIXES)}."
-        )
     problem = file_problem(path)
     if problem is not None:
         raise FileNotFoundError(f"Bandit data file '{path}' {problem}.")

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from agilerl.core.environment_facts import unsupported_table_file
+
 Path = tuple[object, ...]
 """Keys and list indices from a section's root to the value a rule is about."""
 
@@ -427,7 +429,10 @@ def bandit_env_rules(env: object) -> list[Violation]:
     if features is None and not has_entry:
         return [Violation((), "the bandit environment requires either features and targets "
                           "or an entrypoint")]
-    return []
+    # A file the builder could not read is refused here, where its field is known.
+    tables = (("features", features), ("targets", targets))
+    return [Violation((name,), problem) for name, value in tables
+            if isinstance(value, str) and (problem := unsupported_table_file(value)) is not None]
 
 
 def llm_env_rules(env: object) -> list[Violation]:

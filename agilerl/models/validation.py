@@ -404,7 +404,8 @@ class _Checker(NetworkChecks):
                               env_checks.check_reference(ref, dotted_ok=True))
         for field in ("features", "targets", "dataset_path"):
             value = getattr(spec, field, None)
-            if isinstance(value, str):
+            refused = any(i.path == format_path(("environment", field)) for i in self.report.errors)
+            if isinstance(value, str) and not refused:  # (a file of a type no reader takes)
                 self._finding(("environment", field), env_checks.check_file(value, base))
         if isinstance(spec, LLMEnvSpec):
             if spec.dataset and spec.dataset.lower().endswith(

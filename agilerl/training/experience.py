@@ -86,15 +86,26 @@ class OffPolicyMember(TrainedMember, Protocol):
     def on_episode_end(self, ended: np.ndarray) -> None: ...
 
     def learn(self, experiences: Batch) -> dict[str, float]:
-        """The update's metrics (a prioritized learner's also hold ``priorities``)."""
+        """The update's metrics."""
         ...
-
-    def per_beta(self, progress: float) -> float: ...
 
     @classmethod
     def exploration_settings(cls, training: TrainingSpec) -> object:
         """How the class explores in a run (e.g. an epsilon schedule), passed back to
         :meth:`explore_action`."""
+        ...
+
+
+class PrioritizedMember(OffPolicyMember, Protocol):
+    """An off-policy member that learns from a prioritized memory (Rainbow DQN): the
+    manifest rules give a ``PrioritizedReplayBuffer`` to no other."""
+
+    def per_beta(self, progress: float) -> float:
+        """The importance-sampling exponent after ``progress`` (0 to 1) of the budget."""
+        ...
+
+    def learn_prioritized(self, experiences: Batch) -> tuple[dict[str, float], np.ndarray]:
+        """The update's metrics, and the sampled rows' new priorities."""
         ...
 
 
@@ -237,7 +248,7 @@ def train_off_policy_member(
     sub-env; its open windows are stored as truncated episodes when the call ends). A
     prioritized memory is sampled with ``agent.per_beta(progress)``, progress being the
     member's env steps over ``max_steps`` (the run's budget; without one, 1), and gets the
-    ``priorities`` the agent's ``learn`` returns for the sampled rows.
+    ``priorities`` the agent's ``learn_prioritized`` returns for the sampled rows.
     """
     run = off_policy_member_run(
         agent, env, memory, steps, learning_delay=learning_delay, exploration=exploration,
@@ -320,12 +331,11 @@ def learn_at(agent: OffPolicyMember, point: LearnPoint) -> dict[str, float]:
     memory, rng, done_steps, max_steps = point
     if not isinstance(memory, PrioritizedReplayBuffer):
         return agent.learn(point.batch(agent))
+    member = cast(PrioritizedMember, agent)  # the only members given a prioritized memory
     progress = done_steps / max_steps if max_steps else 1.0
-    batch = memory.sample(agent.batch_size, beta=agent.per_beta(progress), rng=rng)
-    metrics = dict(agent.learn(batch))
-    priorities = metrics.pop("priorities", None)
-    if priorities is not None:
-        memory.update_priorities(batch["indices"], priorities)
+    batch = memory.sample(member.batch_size, rng, beta=member.per_beta(progress))
+    metrics, priorities = member.learn_prioritized(batch)
+    memory.update_priorities(batch["indices"], priorities)
     return metrics
 
 

@@ -322,10 +322,10 @@ def test_rainbow_loss_is_the_projected_n_step_cross_entropy(path: str) -> None:
         float((_rainbow_textbook(agent, data, noise=False) * weights).mean()),
         float((_rainbow_textbook(agent, data, discount_n=False) * weights).mean()),
         float((_rainbow_textbook(agent, data, double=False) * weights).mean()))
-    metrics = agent.learn(data)
+    metrics, priorities = agent.learn_prioritized(data)
     assert (agent.__dict__.get("_flat") is not None) == (path == "closed_form")
     assert metrics["loss"] == pytest.approx(expected, rel=1e-4)
-    np.testing.assert_allclose(metrics["priorities"], per_row + agent.prior_eps, rtol=1e-4)
+    np.testing.assert_allclose(priorities, per_row + agent.prior_eps, rtol=1e-4)
 
 
 def test_c51_projection_of_a_hand_worked_example() -> None:
@@ -428,10 +428,10 @@ class _BetaRecorder(PrioritizedReplayBuffer):
         super().__init__(*args, **kwargs)
         self.betas: list[float] = []
 
-    def sample(self, batch_size: int, beta: float = 0.4,  # type: ignore[override]
-               rng: np.random.Generator | None = None) -> Batch:
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None, *,
+               beta: float = 0.4) -> Batch:
         self.betas.append(beta)
-        return super().sample(batch_size, beta=beta, rng=rng)
+        return super().sample(batch_size, rng, beta=beta)
 
 
 def test_prioritized_replay_anneals_beta_over_the_training_budget() -> None:
@@ -472,9 +472,9 @@ class _PriorityRecorder(PrioritizedReplayBuffer):
         self.sampled: list[np.ndarray] = []
         self.updated: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def sample(self, batch_size: int, beta: float = 0.4,  # type: ignore[override]
-               rng: np.random.Generator | None = None) -> Batch:
-        batch = super().sample(batch_size, beta=beta, rng=rng)
+    def sample(self, batch_size: int, rng: np.random.Generator | None = None, *,
+               beta: float = 0.4) -> Batch:
+        batch = super().sample(batch_size, rng, beta=beta)
         self.sampled.append(batch["indices"].copy())
         return batch
 

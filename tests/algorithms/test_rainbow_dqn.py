@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -140,11 +142,11 @@ def test_per_priorities_change_what_is_sampled(small_net):
     uniform = memory._tree[memory._leaves: memory._leaves + len(memory)].copy()
     assert np.all(uniform == uniform[0])  # nothing learned yet: all at the max priority
     batch = memory.sample(32, beta=0.4, rng=np.random.default_rng(0))
-    metrics = agent.learn(batch)
-    memory.update_priorities(batch["indices"], metrics["priorities"])
+    _, priorities = agent.learn_prioritized(batch)
+    memory.update_priorities(batch["indices"], priorities)
     leaves = memory._tree[memory._leaves: memory._leaves + len(memory)]
     assert not np.all(leaves == leaves[0])
-    assert metrics["priorities"].shape == (32,) and np.all(metrics["priorities"] > 0)
+    assert priorities.shape == (32,) and np.all(priorities > 0)
     draws = np.concatenate([memory.sample(64, rng=np.random.default_rng(i))["indices"]
                             for i in range(200)])
     counts = np.bincount(draws, minlength=len(memory))
@@ -154,6 +156,20 @@ def test_per_priorities_change_what_is_sampled(small_net):
     before = leaves.copy()
     train_off_policy_member(agent, env, memory, 64, seed=1, max_steps=1000)
     assert not np.array_equal(before, memory._tree[memory._leaves: memory._leaves + len(memory)])
+
+
+def test_learn_on_a_prioritized_batch_reports_float_metrics_only(small_net):
+    """The metrics of a step are floats, a prioritized batch's included: the new priorities
+    come from ``learn_prioritized`` beside them, for the same step."""
+    agent, env = _rainbow("ObsDependentRewardEnv", small_net)
+    memory = PrioritizedReplayBuffer(256, alpha=1.0, seed=0)
+    train_off_policy_member(agent, env, memory, 128, seed=0, learning_delay=10**9)
+    batch = memory.sample(32, np.random.default_rng(0), beta=0.4)
+    twin = RainbowDQN.from_state(copy.deepcopy(agent.get_state()))
+    metrics = agent.learn(batch)
+    assert set(metrics) == {"loss"} and all(type(v) is float for v in metrics.values())
+    same, priorities = twin.learn_prioritized(batch)
+    assert same == metrics and priorities.shape == (32,) and np.all(priorities > 0)
 
 
 def test_importance_weights_follow_annealed_beta(small_net):
@@ -219,8 +235,6 @@ def test_mutations_reach_online_and_target_alike_and_keep_working(plan, small_ne
 
 def test_rainbow_builds_its_encoder_through_the_factory():
     """A composite observation gets the multi-input encoder under the noisy dueling heads."""
-    import copy
-
     from gymnasium import spaces
 
     from agilerl.modules.multi_input import MultiInputEncoder
@@ -238,11 +252,11 @@ def test_rainbow_builds_its_encoder_through_the_factory():
              "mode": rng.integers(0, 4, size=4)}
     assert agent.explore_action(batch, 0).shape == (4,)
     stored = agent.obs_encoder.storable(batch)
-    metrics = agent.learn({"obs": stored, "next_obs": stored, "action": np.zeros(4, np.int64),
-                           "reward": np.ones(4, np.float32), "done": np.zeros(4, np.float32),
-                           "n": np.full(4, 3), "weights": np.ones(4, np.float32),
-                           "indices": np.arange(4)})
-    assert np.isfinite(metrics["loss"]) and metrics["priorities"].shape == (4,)
+    metrics, priorities = agent.learn_prioritized({
+        "obs": stored, "next_obs": stored, "action": np.zeros(4, np.int64),
+        "reward": np.ones(4, np.float32), "done": np.zeros(4, np.float32),
+        "n": np.full(4, 3), "weights": np.ones(4, np.float32), "indices": np.arange(4)})
+    assert np.isfinite(metrics["loss"]) and priorities.shape == (4,)
     clone = RainbowDQN.from_state(copy.deepcopy(agent.get_state()))
     np.testing.assert_array_equal(clone.greedy_action(batch), agent.greedy_action(batch))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 
 from agilerl.algorithms import DQN, PPO, RLAlgorithm, build_algorithm
 from agilerl.algorithms.core.exploration import EpsilonSchedule
@@ -120,6 +121,19 @@ def test_checkpoint_load_acts_and_clone_is_independent(tmp_path, small_net):
     assert not torch.equal(
         next(clone.actor_critic.parameters()), next(agent.actor_critic.parameters())
     )
+
+
+def test_an_algorithms_load_refuses_another_algorithms_file(tmp_path, small_net):
+    """``DQN.load`` gives a DQN or says why not; only the shared base class builds
+    whichever algorithm a file holds."""
+    from agilerl.checkpoint import CheckpointError
+
+    path = tmp_path / "ppo-elite.pt"
+    PPO(spaces.Box(-1.0, 1.0, (1,), np.float32), spaces.Discrete(2), net_config=small_net,
+        seed=0).save_checkpoint(path)
+    with pytest.raises(CheckpointError, match=r"ppo-elite\.pt holds a PPO agent, not a DQN"):
+        DQN.load(path)
+    assert isinstance(PPO.load(path), PPO) and isinstance(RLAlgorithm.load(path), PPO)
 
 
 def test_hyperparameters_come_from_the_spec(small_net):

@@ -115,6 +115,22 @@ def test_prioritized_buffer_samples_by_priority_and_weights():
     )
 
 
+def test_prioritized_buffer_takes_the_generator_where_the_uniform_one_does():
+    """A generator passed by position is the one sampled with, as for ``ReplayBuffer``;
+    ``beta`` is keyword-only, so it can never take a generator's place."""
+    from agilerl.components.replay_buffer import PrioritizedReplayBuffer
+
+    buf = PrioritizedReplayBuffer(8, alpha=1.0, seed=0)
+    buf.add(_batch(0, 8))
+    buf.update_priorities(np.arange(8), np.arange(1.0, 9.0))
+    by_position = buf.sample(6, np.random.default_rng(3))
+    by_keyword = buf.sample(6, rng=np.random.default_rng(3), beta=0.4)
+    np.testing.assert_array_equal(by_position["indices"], by_keyword["indices"])
+    np.testing.assert_array_equal(by_position["weights"], by_keyword["weights"])
+    with pytest.raises(TypeError):
+        buf.sample(6, np.random.default_rng(3), 0.4)
+
+
 def test_n_step_windows_flush_as_truncated_episodes_and_round_trip():
     from agilerl.components.replay_buffer import PrioritizedReplayBuffer
 

@@ -66,6 +66,10 @@ def test_bandit_source_rules() -> None:
         BanditEnvSpec(features="f.csv", targets="t.csv", entrypoint="m:f")
     with pytest.raises(ValidationError, match="together"):
         BanditEnvSpec(features="f.csv")
+    with pytest.raises(ValidationError, match=r"Unsupported file type '\.xlsx' for 'f\.xlsx'"):
+        BanditEnvSpec(features="f.xlsx", targets="t.csv")
+    with pytest.raises(ValidationError, match="Unsupported file type 'targets' for 'targets'"):
+        BanditEnvSpec(features="f.CSV", targets="targets")
     spec = BanditEnvSpec(features="f.csv", targets="t.csv")
     assert spec.name == "BanditEnv"
     assert BanditEnvSpec.model_validate(spec.model_dump(mode="json")) == spec

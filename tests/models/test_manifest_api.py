@@ -187,6 +187,20 @@ def _doc(data):
     return LocatedDocument(data=data)
 
 
+@pytest.mark.parametrize("check_environment", [True, False])
+def test_a_bandit_table_of_a_type_no_reader_takes_is_refused_where_it_is_named(
+        check_environment: bool) -> None:
+    """Refused when the manifest is validated, not when the environment is built; instead
+    of (not besides) the file's absence."""
+    data = {"algorithm": {"name": "NeuralUCB"},
+            "environment": {"features": "f.xlsx", "targets": "t.csv"}}
+    with pytest.raises(ManifestError) as caught:
+        TrainingManifest.from_document(_doc(data), check_environment=check_environment)
+    features = [e["msg"] for e in caught.value.errors() if e["loc"] == ("environment", "features")]
+    assert features == ["Unsupported file type '.xlsx' for 'f.xlsx': use one of .csv, .parquet, "
+                        ".pq, .h5, .hdf5."]
+
+
 def test_llm_specs_validate_and_merge_the_network() -> None:
     grpo = {"algorithm": {"name": "GRPO", "group_size": 4, "max_model_len": 10,
                           "pretrained_model_name_or_path": "old/model"},

@@ -12,12 +12,15 @@ import pytest
 def learn_both_ways(agents: list[Any], chain_class: type, network_name: str,
                     make_batch: Callable[[Any, np.random.Generator], Any],
                     monkeypatch: pytest.MonkeyPatch, *, activation: str = "ReLU",
-                    updates: int = 6, mutate_at: int = 4) -> list[list[dict[str, Any]]]:
-    """The metrics of ``updates`` ``learn`` calls of each of two identical agents: the
-    first through the closed form, the second through autograd (``chain_class.of``
-    patched to None), on the same batches (``make_batch(agent, rng)``). A learning-rate
-    change comes before update 2 and an ``add_nodes`` mutation of ``network_name`` before
-    update ``mutate_at``, so the flat buffers must follow both."""
+                    updates: int = 6, mutate_at: int = 4,
+                    learn: Callable[[Any, Any], dict[str, Any]] | None = None,
+                    ) -> list[list[dict[str, Any]]]:
+    """What ``updates`` ``learn(agent, batch)`` calls (default: the agent's ``learn``
+    metrics) give for each of two identical agents: the first through the closed form,
+    the second through autograd (``chain_class.of`` patched to None), on the same batches
+    (``make_batch(agent, rng)``). A learning-rate change comes before update 2 and an
+    ``add_nodes`` mutation of ``network_name`` before update ``mutate_at``, so the flat
+    buffers must follow both."""
     history = []
     for i, agent in enumerate(agents):
         if i == 1:
@@ -31,7 +34,8 @@ def learn_both_ways(agents: list[Any], chain_class: type, network_name: str,
                 plan = agent.networks[network_name].draw_plan(
                     "add_nodes", np.random.default_rng(1), [activation])
                 agent.apply_architecture_mutation(network_name, plan)
-            metrics.append(agent.learn(make_batch(agent, rng)))
+            batch = make_batch(agent, rng)
+            metrics.append(agent.learn(batch) if learn is None else learn(agent, batch))
         history.append(metrics)
     assert agents[0].__dict__.get("_flat") is not None  # the closed form ran, flat
     assert agents[1].__dict__.get("_flat") is None

@@ -111,6 +111,12 @@ def _normalised_scores(network: torch.nn.Module) -> list[torch.Tensor]:
             for score in layer_scores(mlp) if score is not None]
 
 
+def _learn_prioritized(agent: RainbowDQN, batch: dict[str, np.ndarray]) -> dict[str, object]:
+    """One prioritized update: its metrics with the new priorities beside them."""
+    metrics, priorities = agent.learn_prioritized(batch)
+    return {**metrics, "priorities": priorities}
+
+
 @pytest.mark.parametrize(("activation", "layer_norm"), [("ReLU", True), ("GELU", False)])
 def test_closed_form_update_equals_the_autograd_update(activation, layer_norm,
                                                        monkeypatch) -> None:
@@ -122,7 +128,7 @@ def test_closed_form_update_equals_the_autograd_update(activation, layer_norm,
                          tau=0.1, num_atoms=7, v_min=-5.0, v_max=5.0, noise_std=0.5)
               for _ in range(2)]
     history = learn_both_ways(agents, RainbowChain, "actor", lambda _, rng: _batch(rng),
-                              monkeypatch, activation=activation)
+                              monkeypatch, activation=activation, learn=_learn_prioritized)
     for got, want in zip(history[0], history[1], strict=True):
         assert got["loss"] == pytest.approx(want["loss"], rel=1e-4)
         np.testing.assert_allclose(got["priorities"], want["priorities"], rtol=1e-4)

@@ -119,10 +119,22 @@ class MemberState(SpecHyperparameters, Agent, ABC):
 
         The file is loaded as plain data only (a crafted or foreign file is refused with a
         :class:`~agilerl.checkpoint.CheckpointError`; nothing in it is run).
+
+        An algorithm's class loads its own algorithm's files only (``DQN.load`` of a PPO
+        file is refused with a :class:`~agilerl.checkpoint.CheckpointError` naming both);
+        a shared base class (``RLAlgorithm.load``, ``LLMAlgorithm.load``) builds whichever
+        algorithm the file holds.
         """
-        from agilerl.checkpoint.folder import load_state_file
+        from agilerl.checkpoint.folder import CheckpointError, load_state_file
 
         state = load_state_file(Path(path))
+        held = state.get("algo") if isinstance(state, Mapping) else None
+        wanted = getattr(cls, "algo", None)  # None on the shared base classes
+        if wanted is not None and isinstance(held, str) and held != wanted:
+            raise CheckpointError(
+                f"{path} holds a {held} agent, not a {wanted}: load it with {held}.load, or "
+                "with the shared base class's load (RLAlgorithm.load, LLMAlgorithm.load), "
+                "which builds whichever algorithm the file holds")
         member = cls.from_state(state, device=device)
         member.inference = bool(inference)
         return member

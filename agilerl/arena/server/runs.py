@@ -416,15 +416,15 @@ class LogWriter:
 
 
 def _last_seq(path: Path) -> int:
+    """The ``seq`` of the log's last line that has one :class:`LogWriter` could have
+    written (a whole number >= 0), else 0. The job may have rewritten its log: lines that
+    are not JSON objects, or whose ``seq`` is anything else (a float, ``Infinity``,
+    ``NaN``, a string), are passed over."""
     for line in _tail_lines(path):
         entry = untrusted_json(line)
-        seq = entry.get("seq") if isinstance(entry, dict) else None
-        if not isinstance(seq, int | float | str):
-            continue  # no entry, no seq, or one int() refuses with a TypeError
-        try:
-            return int(seq)
-        except (ValueError, KeyError, TypeError):
-            continue
+        seq = _count(entry.get("seq")) if isinstance(entry, dict) else None
+        if seq is not None:
+            return seq
     return 0
 
 

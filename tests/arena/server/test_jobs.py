@@ -8,7 +8,10 @@ import os
 import tarfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from .conftest import Api, manifest, ndjson
 
@@ -106,6 +109,22 @@ def test_long_logs_are_served_whole(server: Any) -> None:
         assert lines[-1]["message"].startswith("line 2999 ")
         seqs = [e["detail"]["seq"] for e in lines]
         assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 3000
+
+
+@pytest.mark.parametrize("seq", ["Infinity", "-Infinity", "NaN", "12.5", "-3", "true", '"12"'])
+def test_a_log_goes_on_from_its_last_whole_seq(tmp_path: Path, seq: str) -> None:
+    """A job may rewrite its log: a last line whose ``seq`` is not a whole number >= 0 is
+    passed over like any other malformed line, and numbering goes on from the one before."""
+    from agilerl.arena.server.runs import LogWriter
+
+    path = tmp_path / "logs.ndjson"
+    path.write_text('{"seq": 7, "message": "kept"}\n'
+                    f'{{"seq": {seq}, "message": "planted"}}\n')
+    writer = LogWriter(path)
+    try:
+        assert writer.write("stdout", "next") == 8
+    finally:
+        writer.close()
 
 
 def test_follow_streams_lines_while_written(make_server: Any) -> None:
