@@ -20,7 +20,7 @@ from agilerl.arena.server.errors import ApiError, invalid_state
 from agilerl.arena.server.events import NDJSON
 from agilerl.arena.server.events import event as _event
 from agilerl.arena.server.routes_catalog import blank, flag, integer
-from agilerl.arena.server.runs import MetricsUnreadable, RunDir
+from agilerl.arena.server.runs import MetricsUnreadable, RunDir, whole_count
 from agilerl.arena.server.store import Row
 
 if TYPE_CHECKING:
@@ -140,15 +140,16 @@ def _final(row: Row, follow: bool) -> bytes:
     return _event("status", "training", "completed", f"Job is {row['state']}", detail)
 
 
-def _seq(entry: Mapping[str, JsonValue]) -> int:
-    seq = entry.get("seq", 0)
-    if not isinstance(seq, int | float | str):  # the job may rewrite its log: int() refuses
-        raise TypeError(f"a log entry's seq is a {type(seq).__name__}")
-    return int(seq)
-
-
 def _lines(entries: Sequence[Mapping[str, JsonValue]], since: int) -> bytes:
-    return b"".join(_log_line(e) for e in entries if _seq(e) > since)
+    """The log events of ``entries`` after ``since``. The job may rewrite its log: a line
+    whose ``seq`` is not a whole number >= 0 (``Infinity``, a float, a string) is passed over
+    as the writer passes it over, instead of ending the stream with an error."""
+    out = []
+    for entry in entries:
+        seq = whole_count(entry.get("seq", 0))
+        if seq is not None and seq > since:
+            out.append(_log_line(entry))
+    return b"".join(out)
 
 
 async def _drain(run: RunDir, offset: int, since: int) -> AsyncIterator[bytes]:

@@ -87,7 +87,7 @@ def _number(data: Mapping[str, JsonValue], keys: tuple[str, ...]) -> float | Non
     return None
 
 
-def _count(value: object) -> int | None:
+def whole_count(value: object) -> int | None:
     """A whole number >= 0 the job wrote, else None (the job's files are untrusted)."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
@@ -172,8 +172,8 @@ class RunDir:
             training_score=_number(data, _TRAIN_KEYS),
             size_mb=size / 1e6,
             created_at=stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            generation=_count(data.get("generation")),
-            elite_member=_count(data.get("elite_member")),
+            generation=whole_count(data.get("generation")),
+            elite_member=whole_count(data.get("elite_member")),
         )
 
     def latest_checkpoint(self) -> Checkpoint | None:
@@ -422,7 +422,7 @@ def _last_seq(path: Path) -> int:
     ``NaN``, a string), are passed over."""
     for line in _tail_lines(path):
         entry = untrusted_json(line)
-        seq = _count(entry.get("seq")) if isinstance(entry, dict) else None
+        seq = whole_count(entry.get("seq")) if isinstance(entry, dict) else None
         if seq is not None:
             return seq
     return 0

@@ -111,6 +111,26 @@ def test_long_logs_are_served_whole(server: Any) -> None:
         assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 3000
 
 
+def test_served_logs_pass_over_lines_whose_seq_is_not_a_whole_number(server: Any) -> None:
+    """A job may rewrite its log: lines whose ``seq`` is not a whole number >= 0 are left out
+    of the served log (following or not), and the stream still ends with its final event."""
+    srv, api = server
+    api.submit(manifest(100, checkpoint_steps=100), experiment_name="rewritten")
+    row = api.wait("rewritten", {"COMPLETED"})
+    path = srv.data_dir / "experiments" / str(row["id"]) / "logs.ndjson"
+    planted = ["Infinity", "-Infinity", "NaN", "12.5", "-3", "true", '"12"', "[1]", "{}"]
+    with path.open("a") as fh:
+        for seq in planted:
+            fh.write(f'{{"seq": {seq}, "message": "planted {seq}"}}\n')
+        fh.write('{"seq": 100000, "message": "kept"}\n')
+    for follow in ("false", "true"):
+        events = api.logs("rewritten", follow=follow)
+        messages = [e["message"] for e in events if e["kind"] == "log"]
+        assert not [m for m in messages if m.startswith("planted")]
+        assert messages[-1] == "kept"
+        assert events[-1]["kind"] == "status" and events[-1]["detail"]["state"] == "COMPLETED"
+
+
 @pytest.mark.parametrize("seq", ["Infinity", "-Infinity", "NaN", "12.5", "-3", "true", '"12"'])
 def test_a_log_goes_on_from_its_last_whole_seq(tmp_path: Path, seq: str) -> None:
     """A job may rewrite its log: a last line whose ``seq`` is not a whole number >= 0 is
