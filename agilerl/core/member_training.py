@@ -11,7 +11,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agilerl.core.value_types import JsonScalar
@@ -43,9 +43,9 @@ class TrainReport:
 class Deadline:
     """The moment a run's wall-clock budget (``training.max_wall_seconds``) is spent.
 
-    Each run makes its own, and it travels with the run's training jobs to wherever a member
-    trains: pickled, it is the seconds left, so it means the same moment in a worker process
-    or on another machine of a Ray cluster, whatever their clocks say.
+    Each run makes its own, and it travels in the run's :class:`RunContext` to wherever a
+    member trains: pickled, it is the seconds left, so it means the same moment in a worker
+    process or on another machine of a Ray cluster, whatever their clocks say.
     """
 
     __slots__ = ("_at",)
@@ -134,12 +134,15 @@ class EvolvableAgent(Agent, Protocol):
 
 
 class MemberTrainer(Protocol):
-    """Collects experience for one member and lets it learn: the paradigm-specific half."""
+    """Collects experience for one member and lets it learn: the paradigm-specific half.
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
-        """Train ``agent`` for about ``steps`` steps from ``seed``; a trainer whose steps
-        are long may return early, between two steps, once ``deadline`` is spent."""
+    It is built from the run's :class:`RunContext`; a call gets only what is the call's own.
+    """
+
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
+        """Train ``agent`` for about ``steps`` steps from ``seed`` (the call's seed); a
+        trainer whose steps are long may return early, between two steps, once its
+        context's ``deadline`` is spent."""
         ...
 
 
@@ -157,8 +160,16 @@ class EnvFactory(Protocol):
 class RunContext:
     """What a member trainer is built from: the run's parts a training loop reads.
 
-    In the driver these are the trainer's own objects; in a worker process the env and
-    memory are that process's replicas.
+    In the driver these are the trainer's own objects. A worker process or Ray actor gets
+    the driver's context without the env and memory (:meth:`portable`) and puts in its own
+    replicas of them (``dataclasses.replace``); every other field is the driver's, so each
+    place a member trains reads the same values (the deadline, pickled as the seconds left,
+    names the same moment, give or take the time a starting worker takes to read it).
+
+    The context holds what every call of a run shares (the run seed, the device, the
+    deadline); :meth:`MemberTrainer.__call__` gets only what differs between calls: the
+    member, its steps and the call's seed, which the generation loop derives from the run
+    seed, the generation, the member and the phase.
     """
 
     env: object
@@ -172,6 +183,18 @@ class RunContext:
     """The manifest's ``algorithm`` section."""
     paradigm: str = ""
     """The registry ``training_loop`` the members train with."""
+    seed: int = 0
+    """The run seed (each call's own seed is derived from it by the generation loop)."""
+    device: str = "cpu"
+    """The torch device the members live on (where a worker loads the members it is sent)."""
+    deadline: Deadline | None = None
+    """The run's wall-clock budget (``training.max_wall_seconds``): a member trainer may
+    stop between its own steps once it is spent (None: no budget)."""
+
+    def portable(self) -> RunContext:
+        """This context for another process: without this process's env and memory, which
+        that process replaces with its own replicas."""
+        return replace(self, env=None, memory=None)
 
 
 MemberTrainerFactory = Callable[[RunContext], MemberTrainer]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 
 
 class MemberFailure(RuntimeError):
@@ -54,9 +54,6 @@ class TrainJob(NamedTuple):
     member: int
     steps: int
     seed: int
-    deadline: Deadline | None = None
-    """The run's wall-clock budget: the member trainer may stop between its own steps once
-    it is spent (None: no budget)."""
 
 
 class EvalJob(NamedTuple):
@@ -72,10 +69,8 @@ class PopulationBackend(Protocol):
 
     def __len__(self) -> int: ...
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
-        """Train ``member`` for about ``steps`` env steps; the env is reset from ``seed``
-        (``deadline``: as :attr:`TrainJob.deadline`)."""
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+        """Train ``member`` for about ``steps`` env steps; the env is reset from ``seed``."""
         ...
 
     def evaluate(self, member: int, *, seed: int) -> float:
@@ -149,8 +144,7 @@ class SequentialCalls:
     """The batch calls of :class:`PopulationBackend` as one ``train``/``evaluate`` call after
     another, for backends whose members live in this process (no shared-memory merging)."""
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         raise NotImplementedError
 
     def evaluate(self, member: int, *, seed: int) -> float:
@@ -162,8 +156,7 @@ class SequentialCalls:
         for job in jobs:
             if stop is not None and stop():
                 return
-            yield job.member, (self.train(job.member, job.steps, seed=job.seed,
-                                          deadline=job.deadline) if job.steps
+            yield job.member, (self.train(job.member, job.steps, seed=job.seed) if job.steps
                                else TrainReport(steps=0))
 
     def end_training_phase(self) -> None:

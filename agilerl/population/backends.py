@@ -3,9 +3,10 @@
 A backend is built by a factory registered under a name (``local`` is built in; ``ray``
 registers itself when :mod:`agilerl.population.ray_backend` is importable) from two things:
 
-- :class:`PopulationSetup`, what every backend receives: the agents, the driver's env and
-  shared replay memory, and picklable factories that rebuild an equivalent env and the
-  paradigm's member trainer in another process;
+- :class:`~agilerl.population.setup.PopulationSetup`, what every backend receives: the
+  agents, the driver's env and shared replay memory, the run's seed, device and deadline,
+  and picklable factories that rebuild an equivalent env and the paradigm's member trainer
+  in another process;
 - :class:`BackendSettings`, where members should live (the manifest's ``training.backend``,
   ``num_workers``, ``ray_address``, or the CLI's ``--backend``, ``--workers``,
   ``--ray-address``).
@@ -19,8 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from agilerl.core.errors import (
     ArgumentError,
@@ -28,60 +28,17 @@ from agilerl.core.errors import (
     TrainingSetupError,
     UnsupportedSettingError,
 )
-from agilerl.core.member_training import Agent, EnvFactory, MemberTrainerFactory, RunContext
-from agilerl.population.backend import MemberEnv, PopulationBackend
+from agilerl.population.backend import PopulationBackend
+from agilerl.population.setup import PopulationSetup
 
-if TYPE_CHECKING:  # pragma: no cover
-    from agilerl.components.offline_dataset import OfflineDataset
-    from agilerl.components.replay_buffer import ReplayBuffer
-    from agilerl.models.training import TrainingSpec
-    from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
+__all__ = ["AUTO_WORKERS", "BACKENDS", "BackendSettings", "PopulationSetup", "make_backend",
+           "register_backend", "usable_cores"]
 
 BACKENDS = ("local", "ray")
 """The names ``training.backend`` accepts (the schema's enum)."""
 
 #: Modules that register a backend when imported, by backend name.
 _PLUGINS = {"ray": "agilerl.population.ray_backend"}
-
-
-@dataclass
-class PopulationSetup:
-    """Everything a backend is built from."""
-
-    agents: list[Agent]
-    """The members, slot order (their ``get_state``/``from_state`` move them between processes)."""
-    env: MemberEnv
-    """The driver's vector env (the local backend trains and evaluates on it)."""
-    env_factory: EnvFactory
-    """Picklable: builds an env equivalent to ``env`` (same spec and construction seed)."""
-    member_trainer_factory: MemberTrainerFactory
-    """Picklable: the paradigm's ``train(agent, steps, *, seed)`` for a context."""
-    training_spec: TrainingSpec
-    algorithm_spec: object = None
-    paradigm: str = ""
-    memory: ReplayBuffer | OfflineDataset | None = None
-    """The driver's shared replay memory (off-policy paradigms), else None; picklable, so
-    a worker starts from a copy of it."""
-    pending_experience: list[ExperienceDelta | ExperienceDeltaState] = field(
-        default_factory=list)
-    """Members' memory deltas of a training phase interrupted after they trained (from a
-    checkpoint's replay state, key ``pending_experience``; see :mod:`.shared_memory`)."""
-    eval_steps: int | None = None
-    eval_loop: int = 1
-    seed: int = 0
-    """The run seed (every call's own seed is derived from it by the loop)."""
-    torch_threads: int | None = 1
-    """Torch intra-op threads per member while it trains (each worker's setting)."""
-    device: str = "cpu"
-    worker_processes: bool = True
-    """The paradigm's members can train in worker processes (False: LLM adapters over one
-    shared base model, which every worker would have to load again)."""
-    extra: dict[str, object] = field(default_factory=dict)
-
-    def context(self) -> RunContext:
-        """The driver-side :class:`~agilerl.core.member_training.RunContext`."""
-        return RunContext(env=self.env, memory=self.memory, training_spec=self.training_spec,
-                             algorithm_spec=self.algorithm_spec, paradigm=self.paradigm)
 
 
 @dataclass

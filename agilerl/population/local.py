@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from agilerl.checkpoint.rng import seed_everything
-from agilerl.core.member_training import Agent, Deadline, MemberTrainer, TrainReport
+from agilerl.core.member_training import Agent, MemberTrainer, TrainReport
 from agilerl.population.backend import MemberEnv, MutationOperator, SequentialCalls
 from agilerl.population.shared_memory import (
     ExperienceDelta,
@@ -19,7 +19,7 @@ from agilerl.population.shared_memory import (
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.components.replay_buffer import ReplayBuffer
-    from agilerl.population.backends import PopulationSetup
+    from agilerl.population.setup import PopulationSetup
 
 
 class LocalPopulation(SequentialCalls):
@@ -56,7 +56,7 @@ class LocalPopulation(SequentialCalls):
 
     @classmethod
     def from_setup(cls, setup: PopulationSetup) -> LocalPopulation:
-        """The in-process backend for a :class:`~agilerl.population.backends.PopulationSetup`."""
+        """The in-process backend for a :class:`~agilerl.population.setup.PopulationSetup`."""
         return cls(setup.agents, setup.env, setup.member_trainer_factory(setup.context()),
                    eval_steps=setup.eval_steps, eval_loop=setup.eval_loop, memory=setup.memory,
                    pending=setup.pending_experience)
@@ -64,13 +64,12 @@ class LocalPopulation(SequentialCalls):
     def __len__(self) -> int:
         return len(self.agents)
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         seed_everything(seed)
         start = time.perf_counter()
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.train_member(self.agents[member], steps, seed=seed, deadline=deadline)
+        report = self.train_member(self.agents[member], steps, seed=seed)
         if self.shared is not None:
             self.shared.end_member()
         report.seconds = time.perf_counter() - start

@@ -61,7 +61,7 @@ from agilerl.population.shared_memory import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.components.offline_dataset import OfflineDataset
-    from agilerl.population.backends import PopulationSetup
+    from agilerl.population.setup import PopulationSetup
 
 
 class UpdatePoint(Protocol):

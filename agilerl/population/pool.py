@@ -43,14 +43,13 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.population.backend import (
     EvalJob,
     MemberFailure,
     MutationOperator,
     TrainJob,
 )
-from agilerl.population.backends import PopulationSetup
 from agilerl.population.pool_worker import (
     ErrorReply,
     EvaluatedReply,
@@ -64,6 +63,7 @@ from agilerl.population.pool_worker import (
     serve_requests,
 )
 from agilerl.population.resident_pages import release_library_pages
+from agilerl.population.setup import PopulationSetup
 from agilerl.population.shared_memory import SharedReplay, shareable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -152,18 +152,16 @@ class ProcessPopulation:
         self._workers: list[_Worker] = []
         self._closed = False
         self._unfreeze = False  # this object froze the collector's generations (see _start)
+        context = setup.context()
         init = WorkerInit(
             env_factory=setup.env_factory, member_trainer_factory=setup.member_trainer_factory,
-            training_spec=setup.training_spec, algorithm_spec=setup.algorithm_spec,
-            paradigm=setup.paradigm,
-            memory=_for_workers(self.memory),
+            context=context.portable(), memory=_for_workers(self.memory),
             agent_class=type(self.agents[0]), eval_steps=setup.eval_steps,
             eval_loop=setup.eval_loop, torch_threads=int(setup.torch_threads or 1),
-            device=setup.device,
         )
         # Built here once as well, so what it warns about reaches the caller as in a
         # sequential run (the workers build theirs quietly).
-        setup.member_trainer_factory(setup.context())
+        setup.member_trainer_factory(context)
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         self._start(workers, init)
 
@@ -178,7 +176,7 @@ class ProcessPopulation:
                 "training.num_workers: 1") from None
         preload = (type(self.agents[0]).__module__,
                    type(init.member_trainer_factory).__module__)
-        ctx, here = _context(preload, init.device)
+        ctx, here = _context(preload, init.context.device)
         if here:
             # Forked from this process, workers share its pages until either side writes to
             # them. Everything so far goes into the collector's permanent generation until
@@ -298,10 +296,9 @@ class ProcessPopulation:
     def __len__(self) -> int:
         return len(self.agents)
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         """One member's training call (in a worker); see :meth:`train_members`."""
-        for _, report in self.train_members([TrainJob(member, steps, seed, deadline)]):
+        for _, report in self.train_members([TrainJob(member, steps, seed)]):
             return report
         raise RuntimeError(f"member {member} was not trained")  # pragma: no cover
 
@@ -318,7 +315,7 @@ class ProcessPopulation:
 
         def request(job: TrainJob) -> Callable[[_Worker], Message]:
             return lambda w: ("train", job.member, job.steps, job.seed,
-                              self._state_for(job.member, w), job.deadline)
+                              self._state_for(job.member, w))
 
         def place(member: int, free: list[_Worker]) -> _Worker:
             holder = self._holder[member]

@@ -24,7 +24,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, cast
 
@@ -35,12 +35,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.core.member_training import (
         Agent,
-        Deadline,
         EnvFactory,
         MemberTrainerFactory,
+        RunContext,
         TrainReport,
     )
-    from agilerl.models.training import TrainingSpec
     from agilerl.population.backend import MemberEnv
     from agilerl.population.shared_memory import ExperienceDelta
 
@@ -54,9 +53,8 @@ class WorkerInit:
 
     env_factory: EnvFactory
     member_trainer_factory: MemberTrainerFactory
-    training_spec: TrainingSpec
-    algorithm_spec: object
-    paradigm: str
+    context: RunContext
+    """The driver's run context without its env and memory (the worker puts in its own)."""
     memory: object
     """A copy of the driver's committed shared memory, the handle of a read-only memory
     (``open_here()`` opens it in the worker), or None."""
@@ -64,12 +62,11 @@ class WorkerInit:
     eval_steps: int | None
     eval_loop: int
     torch_threads: int
-    device: str
 
 
 Message = tuple[object, ...]
 """A request or reply: a tuple whose first item names its kind (see :func:`serve_requests`)."""
-TrainRequest = tuple[str, int, int, int, "Mapping[str, object] | None", "Deadline | None"]
+TrainRequest = tuple[str, int, int, int, "Mapping[str, object] | None"]
 EvaluateRequest = tuple[str, int, int, "Mapping[str, object] | None"]
 TrainedReply = tuple[str, int, "TrainReport", "ExperienceDelta | None", int]
 EvaluatedReply = tuple[str, int, float, dict[str, object]]
@@ -139,7 +136,6 @@ def _torch_threads(count: int) -> Iterator[None]:
 
 class _Worker:
     def __init__(self, init: WorkerInit, driver_memory: object = None) -> None:
-        from agilerl.core.member_training import RunContext
         from agilerl.population.shared_memory import SharedReplay, shareable
 
         self.init = init
@@ -155,20 +151,20 @@ class _Worker:
                            driver_memory if driver_memory is not None else
                            opened() if callable(opened) else init.memory)
         self.shared = SharedReplay(self.memory) if shareable(self.memory) else None
-        context = RunContext(env=self.env, memory=self.memory, training_spec=init.training_spec,
-                             algorithm_spec=init.algorithm_spec, paradigm=init.paradigm)
+        self.context = replace(init.context, env=self.env, memory=self.memory)
         with warnings.catch_warnings():  # the driver has shown them (ProcessPopulation)
             warnings.simplefilter("ignore")
-            self.train_member = init.member_trainer_factory(context)
+            self.train_member = init.member_trainer_factory(self.context)
         self.agents: dict[int, Agent] = {}
 
     def load(self, member: int, state: Mapping[str, object] | None) -> Agent:
         if state is not None:
-            self.agents[member] = self.init.agent_class.from_state(state, device=self.init.device)
+            self.agents[member] = self.init.agent_class.from_state(state,
+                                                                  device=self.context.device)
         return self.agents[member]
 
-    def train(self, member: int, steps: int, seed: int, state: Mapping[str, object] | None,
-              deadline: Deadline | None) -> tuple[TrainReport, ExperienceDelta | None, int]:
+    def train(self, member: int, steps: int, seed: int, state: Mapping[str, object] | None
+              ) -> tuple[TrainReport, ExperienceDelta | None, int]:
         from agilerl.checkpoint.rng import seed_everything
 
         agent = self.load(member, state)
@@ -176,7 +172,7 @@ class _Worker:
         start = time.perf_counter()
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.train_member(agent, steps, seed=seed, deadline=deadline)
+        report = self.train_member(agent, steps, seed=seed)
         delta = self.shared.end_member() if self.shared is not None else None
         report.seconds = time.perf_counter() - start
         return report, delta, int(agent.steps[-1])
@@ -229,8 +225,8 @@ def serve_requests(conn: Connection, *, own_process: bool = False,
     the pipe closes (the loop of a worker process, and of the driver's own worker thread).
     Requests and replies:
 
-    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed, state|None,
-    deadline|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
+    ``("init", WorkerInit)`` -> ``("ready",)``; ``("train", member, steps, seed,
+    state|None)`` -> ``("trained", member, report, delta, steps)``; ``("evaluate", member, seed,
     state|None)`` -> ``("evaluated", member, fitness, state)``; ``("get", member)`` ->
     ``("state", member, state)``; ``("merge", deltas)`` -> no reply; ``("stop",)`` -> return.
     A failure of any kind -> ``("error", member, summary, traceback)``, then it returns. Its end of

@@ -43,7 +43,7 @@ from typing import Any, TypeVar, cast
 import ray
 
 from agilerl.core.errors import TrainingSetupError
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.population.backend import EvalJob, MemberFailure, MutationOperator, TrainJob
 from agilerl.population.backends import (
     BackendSettings,
@@ -113,14 +113,17 @@ class RayPopulation:
         self._phase: list[ray.ObjectRef[ExperienceDelta]] = [
             ray.put(d) for d in (self.shared.pending if self.shared else [])]
         self._recipe = ray.put(HostRecipe({
-            "agent_class": self.agent_class, "device": setup.device,
+            "agent_class": self.agent_class,
             "env_factory": setup.env_factory, "memory": setup.memory,
             "shared": self.shared is not None,
             "member_trainer_factory": setup.member_trainer_factory,
-            "training_spec": setup.training_spec, "algorithm_spec": setup.algorithm_spec,
-            "paradigm": setup.paradigm, "eval_steps": setup.eval_steps,
+            "eval_steps": setup.eval_steps,
             "eval_loop": setup.eval_loop, "torch_threads": setup.torch_threads,
         }))
+        # Sent with each actor as it starts, not kept in the object store: the deadline
+        # it carries is pickled as the seconds left then, so an actor started again after
+        # a node loss gets the run's deadline, not a fresh budget.
+        self._context = setup.context().portable()
         self._placement = named_placement_group()
         self._actors = [self._new_actor(k) for k in range(self._actor_count(settings))]
         self._home = [m % len(self._actors) for m in range(self.size)]
@@ -153,7 +156,8 @@ class RayPopulation:
                 self._placement, placement_group_bundle_index=k)
         else:
             options["scheduling_strategy"] = "SPREAD"
-        return ray.remote(MemberHost).options(**options).remote(self._recipe, self.size)
+        return ray.remote(MemberHost).options(**options).remote(self._recipe, self._context,
+                                                                self.size)
 
     def _actor(self, member: int) -> Any:
         return self._actors[self._home[member]]
@@ -326,9 +330,8 @@ class RayPopulation:
     def __len__(self) -> int:
         return self.size
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
-        return next(iter(self.train_members([TrainJob(member, steps, seed, deadline)])))[1]
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+        return next(iter(self.train_members([TrainJob(member, steps, seed)])))[1]
 
     def evaluate(self, member: int, *, seed: int) -> float:
         return self.evaluate_members([EvalJob(member, seed)])[0]
@@ -354,8 +357,7 @@ class RayPopulation:
                 k = self._home[job.member]
                 if k in running:
                     break
-                refs = self._submit(job.member, "train", job.member, job.steps, job.seed,
-                                    job.deadline)
+                refs = self._submit(job.member, "train", job.member, job.steps, job.seed)
                 running[k] = (job, refs, time.perf_counter())
                 pending.pop(0)
             if not running and order[yielded] not in done:
@@ -380,7 +382,7 @@ class RayPopulation:
         except ray.exceptions.RayActorError as exc:
             self._recover(job.member, exc, 0)
             report = cast(TrainReport, self._call(job.member, "train", job.member, job.steps,
-                                                  job.seed, job.deadline))
+                                                  job.seed))
         done[job.member] = report
 
     def end_training_phase(self) -> None:

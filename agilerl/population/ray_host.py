@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict, cast
 
 import ray
@@ -15,7 +16,6 @@ import ray
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.core.member_training import (
     Agent,
-    Deadline,
     EnvFactory,
     MemberTrainerFactory,
     RunContext,
@@ -27,21 +27,16 @@ from agilerl.population.shared_memory import ExperienceDelta, SharedReplay, shar
 if TYPE_CHECKING:  # pragma: no cover
     from agilerl.components.offline_dataset import DatasetState, OfflineDataset
     from agilerl.components.replay_buffer import ReplayState
-    from agilerl.models.training import TrainingSpec
 
 
 class HostRecipe(TypedDict):
     """What every actor is built from (put in Ray's object store once)."""
 
     agent_class: type[Agent]
-    device: str
     env_factory: EnvFactory
     memory: ReplayBuffer | OfflineDataset | None
     shared: bool
     member_trainer_factory: MemberTrainerFactory
-    training_spec: TrainingSpec
-    algorithm_spec: object
-    paradigm: str
     eval_steps: int | None
     eval_loop: int
     torch_threads: int | None
@@ -58,7 +53,9 @@ class HostInfo(TypedDict, total=False):
 class MemberHost:
     """The actor: some members, their env and memory replicas, and the calls on them."""
 
-    def __init__(self, recipe: HostRecipe, slots: int) -> None:
+    def __init__(self, recipe: HostRecipe, context: RunContext, slots: int) -> None:
+        """``context``: the driver's run context without its env and memory, which are
+        this actor's replicas here."""
         import torch
 
         from agilerl.population.local import LocalPopulation
@@ -67,7 +64,6 @@ class MemberHost:
         if threads:
             torch.set_num_threads(int(threads))
         self.agent_class = recipe["agent_class"]
-        self.device = recipe["device"]
         # the run's env, built by the trainer's env builder: every kind resets and closes
         self.env = cast(MemberEnv, recipe["env_factory"]())
         # Arrays from the object store are read-only views of it: the replica owns copies.
@@ -75,16 +71,13 @@ class MemberHost:
         #: the generation rule on this actor's memory replica (several members share it)
         self.shared = (SharedReplay(self.memory)
                        if recipe["shared"] and shareable(self.memory) else None)
-        context = RunContext(env=self.env, memory=self.memory,
-                             training_spec=recipe["training_spec"],
-                             algorithm_spec=recipe["algorithm_spec"],
-                             paradigm=recipe["paradigm"])
+        self.context = replace(context, env=self.env, memory=self.memory)
         # Seeding and calls as in one process; the memory rule is applied here, across
         # the whole population, not by this partial LocalPopulation (hence no memory).
         # every slot is filled by ``load`` before a call uses it
         placeholders = cast("list[Agent]", [None] * slots)
         self.members = LocalPopulation(
-            placeholders, self.env, recipe["member_trainer_factory"](context),
+            placeholders, self.env, recipe["member_trainer_factory"](self.context),
             eval_steps=recipe["eval_steps"], eval_loop=recipe["eval_loop"])
 
     def _result(self, member: int) -> tuple[HostInfo, dict[str, object]]:
@@ -98,15 +91,16 @@ class MemberHost:
         own = copy.deepcopy(dict(state))  # own arrays, not read-only object-store views
         if index is not None:
             own["index"] = index
-        self.members.agents[member] = self.agent_class.from_state(own, device=self.device)
+        self.members.agents[member] = self.agent_class.from_state(own,
+                                                                 device=self.context.device)
         return self._result(member)
 
-    def train(self, member: int, steps: int, seed: int, deadline: Deadline | None = None
+    def train(self, member: int, steps: int, seed: int
               ) -> tuple[TrainReport, ExperienceDelta | None, HostInfo, dict[str, object]]:
         """Train one member; also returns what it added to the shared memory (or None)."""
         if self.shared is not None:
             self.shared.begin_member()
-        report = self.members.train(member, steps, seed=seed, deadline=deadline)
+        report = self.members.train(member, steps, seed=seed)
         delta = self.shared.end_member() if self.shared is not None else None
         return (report, delta, *self._result(member))
 

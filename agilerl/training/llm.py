@@ -25,7 +25,6 @@ from agilerl.checkpoint.rng import derive_seed
 from agilerl.core.algorithm_spec import algo_name
 from agilerl.core.member_training import (
     Agent,
-    Deadline,
     MemberTrainer,
     RunContext,
     TrainReport,
@@ -157,8 +156,7 @@ class ReasoningMemberTrainer:
     def __init__(self, env: ReasoningEnv) -> None:
         self.env = env
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         from agilerl.algorithms.core.llm_policy import Experience
 
         member = cast("PolicyGradientLLM", agent)  # the members of a reasoning run
@@ -198,6 +196,6 @@ def reasoning_member_trainer(context: RunContext) -> MemberTrainer:
     if isinstance(context.env, MultiTurnEnv):
         from agilerl.training.llm_multiturn import MultiTurnMemberTrainer
 
-        return MultiTurnMemberTrainer(context.env)
+        return MultiTurnMemberTrainer(context.env, context.deadline)
     assert isinstance(context.env, ReasoningEnv)  # what make_llm_env builds otherwise
     return ReasoningMemberTrainer(context.env)

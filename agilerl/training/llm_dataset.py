@@ -67,8 +67,7 @@ class DatasetMemberTrainer:
     def __init__(self, env: DatasetEnv[TokenBatch | PreferenceBatch]) -> None:
         self.env = env
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         # the members of an SFT or DPO run
         member = cast("DatasetLLMAlgorithm[TokenBatch | PreferenceBatch]", agent)
         sums: dict[str, float] = {}

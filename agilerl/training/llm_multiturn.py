@@ -16,10 +16,12 @@ from agilerl.llm.multiturn import Episode, MultiTurnEnv
 
 
 class MultiTurnMemberTrainer:
-    """``train(agent, steps, seed)``: ``steps`` batches of episodes, then ``learn``."""
+    """``train(agent, steps, seed)``: ``steps`` batches of episodes, then ``learn``; no new
+    batch starts once ``deadline`` (the run's ``training.max_wall_seconds``) is spent."""
 
-    def __init__(self, env: MultiTurnEnv) -> None:
+    def __init__(self, env: MultiTurnEnv, deadline: Deadline | None = None) -> None:
         self.env = env
+        self.deadline = deadline
 
     def experience(self, agent: PolicyGradientLLM, episodes: list[Episode]) -> Experience:
         """One training row per turn, credited as the module docstring says."""
@@ -45,13 +47,13 @@ class MultiTurnMemberTrainer:
         return Experience(rollout, np.array(credit), groups=np.array(groups),
                           episode_start=np.array(starts), returns=np.array(returns))
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         member = cast(PolicyGradientLLM, agent)  # the members of a multi-turn run
         sums: dict[str, float] = {}
         returns: list[float] = []
         tokens, seconds = 0, 0.0
         done = 0
+        deadline = self.deadline
         for _ in range(int(steps)):
             if deadline is not None and deadline.spent():  # training.max_wall_seconds:
                 break  # no new batch of episodes

@@ -39,7 +39,7 @@ from agilerl.algorithms.core.multi_agent import (
     MultiAgentVectorEnv,
 )
 from agilerl.components.multi_agent_replay_buffer import MultiAgentReplayBuffer
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.experience import MemberResult, _learn_schedule, mean_metrics
 
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ class MultiAgentOffPolicyMemberTrainer:
         self.memory = memory
         self.learning_delay = int(training.learning_delay)
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         result = train_multi_agent_off_policy_member(
             cast("MADDPG", agent), self.env, self.memory, steps, learning_delay=self.learning_delay, seed=seed,
         )

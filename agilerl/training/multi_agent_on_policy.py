@@ -29,7 +29,7 @@ from agilerl.algorithms.core.multi_agent import (
     MultiAgentVectorEnv,
 )
 from agilerl.components.rollout_buffer import RolloutBuffer
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.experience import MemberResult, mean_metrics, tell_progress
 
 if TYPE_CHECKING:
@@ -47,8 +47,7 @@ class MultiAgentOnPolicyMemberTrainer:
         self.env = env
         self.max_steps = max_steps
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         result = train_multi_agent_on_policy_member(cast("IPPO", agent), self.env, steps, seed=seed,
                                                     max_steps=self.max_steps)
         return TrainReport(steps=int(result["steps"]), score=float(result["score"]),

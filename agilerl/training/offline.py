@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.arguments import explained
 from agilerl.training.experience import (
     LearnPoint,
@@ -66,8 +66,7 @@ class OfflineMemberTrainer:
     #: Lockstep members need no env of their own (see agilerl.population.lockstep).
     uses_env = False
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         start = time.perf_counter()
         member = cast(OffPolicyMember, agent)  # the members of an offline run (CQN)
         run = self.run(member, steps, seed=seed)

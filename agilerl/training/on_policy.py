@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import cast
 
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.experience import (
     MemberResult,
     OnPolicyMember,
@@ -23,8 +23,7 @@ class OnPolicyMemberTrainer:
         self.env = env
         self.max_steps = max_steps
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         member = cast(OnPolicyMember, agent)  # the members of an on-policy run
         return self.report(train_on_policy_member(member, self.env, steps, seed=seed,
                                                   max_steps=self.max_steps))

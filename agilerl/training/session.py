@@ -27,6 +27,7 @@ from agilerl.checkpoint import capture_rng_state, write_checkpoint
 from agilerl.checkpoint.folder import prune_checkpoints, remove_torn_writes
 from agilerl.core.algorithm_spec import algo_name
 from agilerl.core.errors import TrainingAborted, TrainingInterrupted
+from agilerl.core.member_training import Deadline
 from agilerl.population import TrainReport
 from agilerl.run_folder import CHECKPOINTS_DIR, ELITE_FILE, MANIFEST_FILE, runs_root
 from agilerl.training.build import tag_subpopulations
@@ -85,14 +86,15 @@ class TrainSession:
         self.trainer = trainer
         self.options = options
         training = trainer.training_spec
+        budget = getattr(training, "max_wall_seconds", None) if trainer.multiturn else None
         self.settings = LoopSettings(
             max_steps=int(training.max_steps),
             evo_steps=trainer.evo_steps,
             seed=trainer.seed,
             target_score=training.target_score,
             checkpoint_steps=training.checkpoint_steps,
-            max_wall_seconds=getattr(training, "max_wall_seconds", None)
-            if trainer.multiturn else None,
+            # Made before the backend, whose member trainers' contexts carry it.
+            deadline=Deadline(budget) if budget is not None else None,
         )
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
@@ -114,7 +116,8 @@ class TrainSession:
             self._continue(trainer._continuation)
 
     def _make_backend(self) -> PopulationBackend:
-        from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
+        from agilerl.population.backends import BackendSettings, make_backend
+        from agilerl.population.setup import PopulationSetup
 
         trainer, options, training = self.trainer, self.options, self.trainer.training_spec
         setup = PopulationSetup(
@@ -125,6 +128,7 @@ class TrainSession:
             pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
             eval_loop=int(training.eval_loop), seed=trainer.seed,
             torch_threads=options.torch_threads, device=trainer.device,
+            deadline=self.settings.deadline,
             worker_processes=paradigm(trainer.paradigm).runs_in_workers,
             extra={"verbose": options.verbose},
         )
@@ -508,8 +512,8 @@ class TrainSession:
         extra = [("budget", self.progress.state.budget),
                  ("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
         if self.state.out_of_time:
-            extra.append(("stopped", f"training.max_wall_seconds "
-                                     f"({self.settings.max_wall_seconds:g} s) spent"))
+            budget = getattr(self.trainer.training_spec, "max_wall_seconds", None)
+            extra.append(("stopped", f"training.max_wall_seconds ({budget:g} s) spent"))
         if self._run_dir is not None:
             extra.append(("run folder", str(self._run_dir.resolve())))
         if self.tensorboard_dir is not None:

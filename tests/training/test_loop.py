@@ -29,7 +29,7 @@ class FakeBackend(SequentialCalls):
     def __len__(self) -> int:
         return len(self.members)
 
-    def train(self, member: int, steps: int, *, seed: int, deadline=None) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         random.seed(seed)
         self.members[member]["w"] += random.random()
         self.members[member]["steps"] += steps
@@ -207,7 +207,7 @@ class VectorBackend(FakeBackend):
 
     num_envs = 16
 
-    def train(self, member: int, steps: int, *, seed: int, deadline=None) -> TrainReport:
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
         steps = max(1, steps // self.num_envs) * self.num_envs
         return super().train(member, steps, seed=seed)
 

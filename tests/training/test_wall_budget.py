@@ -1,5 +1,5 @@
 """``training.max_wall_seconds``: each run has its own deadline, and it reaches the member
-trainers wherever they run (this process, worker processes)."""
+trainers, in the run's context, wherever they run (this process, worker processes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agilerl.core.member_training import Deadline, TrainReport
+from agilerl.core.member_training import Deadline, RunContext, TrainReport
 from agilerl.population.backend import SequentialCalls
 from agilerl.population.backends import BackendSettings, PopulationSetup, make_backend
 from agilerl.training.loop import LoopSettings, LoopState, run_generations
@@ -42,18 +42,19 @@ class _Hooks:
 
 
 class _Members(SequentialCalls):
-    """Members that count steps; ``on_train(member, deadline)`` runs inside each call."""
+    """Members that count steps; ``on_train(member, deadline)`` runs inside each call, with
+    the deadline the members were built with (as a member trainer's context holds it)."""
 
-    def __init__(self, n: int, on_train: Any) -> None:
+    def __init__(self, n: int, on_train: Any, deadline: Deadline | None) -> None:
         self.counts = [0] * n
         self.on_train = on_train
+        self.deadline = deadline
 
     def __len__(self) -> int:
         return len(self.counts)
 
-    def train(self, member: int, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
-        self.on_train(member, deadline)
+    def train(self, member: int, steps: int, *, seed: int) -> TrainReport:
+        self.on_train(member, self.deadline)
         self.counts[member] += steps
         return TrainReport(steps=steps, seconds=0.01)
 
@@ -82,7 +83,8 @@ def test_two_runs_in_one_process_have_their_own_wall_budget() -> None:
         assert deadline is None
         a_spent.wait(timeout=10)
 
-    run_a, run_b = _Members(2, train_a), _Members(2, train_b)
+    deadline_a = Deadline(0.05)
+    run_a, run_b = _Members(2, train_a, deadline_a), _Members(2, train_b, None)
     state_a, state_b = LoopState(), LoopState()
     original = run_b.evaluate
 
@@ -93,15 +95,15 @@ def test_two_runs_in_one_process_have_their_own_wall_budget() -> None:
     run_b.evaluate = evaluate_b  # type: ignore[method-assign]
     errors: list[BaseException] = []
 
-    def go(backend: _Members, state: LoopState, budget: float | None) -> None:
+    def go(backend: _Members, state: LoopState) -> None:
         try:
             run_generations(backend, LoopSettings(max_steps=200, evo_steps=100, seed=1,
-                                                  max_wall_seconds=budget), state, _Hooks())
+                                                  deadline=backend.deadline), state, _Hooks())
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=go, args=(run_b, state_b, None)),
-               threading.Thread(target=go, args=(run_a, state_a, 0.05))]
+    threads = [threading.Thread(target=go, args=(run_b, state_b)),
+               threading.Thread(target=go, args=(run_a, state_a))]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -140,28 +142,47 @@ def _make_env() -> _Env:
     return _Env()
 
 
-def _seconds_left_trainer(context: Any) -> Any:
-    def train(agent: _Agent, steps: int, *, seed: int,
-              deadline: Deadline | None = None) -> TrainReport:
+def _context_trainer(context: RunContext) -> Any:
+    """A member trainer that reports what its run context holds."""
+    deadline = context.deadline
+
+    def train(agent: _Agent, steps: int, *, seed: int) -> TrainReport:
         agent.steps[-1] += steps
         left = deadline.seconds_left() if deadline is not None else -1.0
-        return TrainReport(steps=steps, metrics={"seconds_left": left})
+        return TrainReport(steps=steps, metrics={
+            "seconds_left": left, "run_seed": float(context.seed),
+            "on_cpu": float(context.device == "cpu"), "has_env": float(context.env is not None)})
 
     return train
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_the_deadline_reaches_member_trainers_in_workers(workers: int) -> None:
+def _reports(workers: int, deadline: Deadline | None) -> list[dict[str, float]]:
     setup = PopulationSetup(agents=[_Agent(index=i) for i in range(2)], env=_Env(),
-                            env_factory=_make_env, member_trainer_factory=_seconds_left_trainer,
-                            training_spec=None)
+                            env_factory=_make_env, member_trainer_factory=_context_trainer,
+                            training_spec=None, seed=17, device="cpu", deadline=deadline)
     backend = make_backend(setup, BackendSettings(num_workers=workers))
     try:
         assert type(backend).__name__ == ("ProcessPopulation" if workers > 1 else
                                           "LocalPopulation")
-        left = [backend.train(m, 10, seed=m, deadline=Deadline(60.0)).metrics["seconds_left"]
-                for m in range(2)]
-        assert all(0 < s <= 60 for s in left)
-        assert backend.train(0, 10, seed=3).metrics["seconds_left"] == -1.0
+        return [backend.train(m, 10, seed=m).metrics for m in range(2)]
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_run_context_reaches_member_trainers_in_workers(workers: int) -> None:
+    """Every member trainer, in this process or a worker, reads the run's deadline, seed
+    and device from its context, with its own env in it."""
+    reports = _reports(workers, Deadline(60.0))
+    assert all(0 < r["seconds_left"] <= 60 for r in reports)
+    assert all(r["run_seed"] == 17 and r["on_cpu"] and r["has_env"] for r in reports)
+    assert [r["seconds_left"] for r in _reports(workers, None)] == [-1.0, -1.0]
+
+
+def test_a_context_sent_elsewhere_leaves_the_env_and_memory_behind() -> None:
+    context = RunContext(env=_Env(), memory=None, training_spec=None,
+                         seed=5, device="cpu", deadline=Deadline(30.0))
+    sent = pickle.loads(pickle.dumps(context.portable()))
+    assert sent.env is None and sent.memory is None
+    assert (sent.seed, sent.device) == (5, "cpu")
+    assert sent.deadline is not None and 29.0 < sent.deadline.seconds_left() <= 30.0
