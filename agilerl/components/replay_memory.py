@@ -17,9 +17,20 @@ from agilerl.components.replay_buffer import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
+    from agilerl.components.offline_dataset import OfflineDataset
+    from agilerl.core.replay_memory import ReplayMemory, TransitionMemory
     from agilerl.models.training import ReplayBufferSpec
+
+    # The protocols the training loops read memories through: mypy checks that every
+    # memory built here (and the offline dataset) conforms to them.
+    _UNIFORM: type[TransitionMemory] = ReplayBuffer
+    _N_STEP: type[TransitionMemory] = MultiStepReplayBuffer
+    _PRIORITIZED: type[TransitionMemory] = PrioritizedReplayBuffer
+    _JOINT: type[ReplayMemory[dict[str, dict[str, np.ndarray]]]] = MultiAgentReplayBuffer
+    _DATASET: type[ReplayMemory[object]] = OfflineDataset
 
 
 class _Folding(TypedDict, total=False):

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     import torch
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-    from agilerl.components.offline_dataset import OfflineDataset
-    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.core.replay_memory import ReplayMemory
     from agilerl.models.training import TrainingSpec
     from agilerl.networks.base import EvolvableNetwork
 
@@ -175,7 +174,7 @@ class RunContext:
     env: object
     """The vector env the member trainer steps (its kind is the paradigm's: a vector env, a
     multi-agent or bandit env, an LLM env)."""
-    memory: ReplayBuffer | OfflineDataset | None
+    memory: ReplayMemory[object] | None
     """The replay memory (off-policy and bandit loops), the dataset (offline), else None."""
     training_spec: TrainingSpec
     """The manifest's ``training`` section (``TrainingSpec``)."""

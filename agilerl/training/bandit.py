@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
-from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.experience import TrainedMember
+
+if TYPE_CHECKING:
+    from agilerl.core.replay_memory import TransitionMemory
 
 
 class ContextualBandit(Protocol):
@@ -54,12 +56,11 @@ class BanditMemberTrainer:
     """``train(agent, pulls, seed)``: the env is reset from ``seed`` first, and batches
     are sampled with a generator seeded from it, so a call repeats exactly."""
 
-    def __init__(self, env: object, memory: ReplayBuffer) -> None:
+    def __init__(self, env: object, memory: TransitionMemory) -> None:
         self.env = cast(ContextualBandit, env)  # a bandit run's env
         self.memory = memory
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         member = cast(BanditMember, agent)  # the members of a bandit run
         start = time.perf_counter()
         env, memory = self.env, self.memory
@@ -74,7 +75,7 @@ class BanditMemberTrainer:
             memory.add(obs=row[None], reward=np.asarray([reward], dtype=np.float32))
             if len(memory) >= member.batch_size:
                 for _ in range(int(member.learn_step)):
-                    learn.append(member.learn(memory.sample(member.batch_size, rng))["loss"])
+                    learn.append(member.learn(memory.sample(member.batch_size, rng=rng))["loss"])
             rewards[i] = float(reward)
             member.record_regret(1.0 - float(reward))
             context = next_context

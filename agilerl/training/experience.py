@@ -23,12 +23,13 @@ import numpy as np
 from gymnasium import spaces
 
 from agilerl.algorithms.core.autoreset import Autoreset, VectorEnv
-from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from agilerl.components.replay_buffer import PrioritizedReplayBuffer
 from agilerl.components.rollout_buffer import RolloutBuffer
 
 if TYPE_CHECKING:
     import torch
 
+    from agilerl.core.replay_memory import ReplayMemory, TransitionMemory
     from agilerl.core.spaces import ObsEncoder
     from agilerl.core.value_types import Observation, Space
     from agilerl.models.training import TrainingSpec
@@ -49,14 +50,6 @@ class MemberResult(TypedDict, total=False):
     learn_updates: int
     metrics: dict[str, float]
     seconds: float
-
-
-class Sampler(Protocol):
-    """What a :class:`LearnPoint` samples from: a replay memory, or a dataset's batches."""
-
-    def __len__(self) -> int: ...
-
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch: ...
 
 
 class TrainedMember(Protocol):
@@ -201,14 +194,15 @@ class LearnPoint(NamedTuple):
     ``agent.batch_size`` from ``memory`` with ``rng`` and learn from it (``done_steps``,
     ``max_steps``: the progress a prioritized memory's beta follows)."""
 
-    memory: Sampler
+    memory: ReplayMemory[Batch]
+    """A replay memory, or a dataset's batches."""
     rng: np.random.Generator
     done_steps: int
     max_steps: int | None
 
     def batch(self, agent: OffPolicyMember) -> Batch:
         """What ``agent.learn`` takes here (a uniform memory's sample)."""
-        return self.memory.sample(agent.batch_size, self.rng)
+        return self.memory.sample(agent.batch_size, rng=self.rng)
 
 
 class RolloutPoint(NamedTuple):
@@ -225,7 +219,7 @@ class RolloutPoint(NamedTuple):
 def train_off_policy_member(
     agent: OffPolicyMember,
     env: object,
-    memory: ReplayBuffer,
+    memory: TransitionMemory,
     steps: int,
     *,
     learning_delay: int = 0,
@@ -272,7 +266,7 @@ def drive_member_run(run: Generator[_Point, dict[str, float], MemberResult],
 def off_policy_member_run(
     agent: OffPolicyMember,
     env: object,
-    memory: ReplayBuffer,
+    memory: TransitionMemory,
     steps: int,
     *,
     learning_delay: int = 0,

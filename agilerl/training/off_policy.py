@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, cast
 
-from agilerl.components.replay_buffer import ReplayBuffer
-from agilerl.core.member_training import Agent, Deadline, TrainReport
+from agilerl.core.member_training import Agent, TrainReport
 from agilerl.training.experience import (
     LearnPoint,
     MemberResult,
@@ -22,21 +21,21 @@ from agilerl.training.experience import (
 )
 
 if TYPE_CHECKING:
+    from agilerl.core.replay_memory import TransitionMemory
     from agilerl.models.training import TrainingSpec
 
 
 class OffPolicyMemberTrainer:
     """``train(agent, steps, seed)`` for off-policy agents: act, store, learn."""
 
-    def __init__(self, env: object, memory: ReplayBuffer, training: TrainingSpec) -> None:
+    def __init__(self, env: object, memory: TransitionMemory, training: TrainingSpec) -> None:
         self.env = env
         self.memory = memory
         self.training = training
         self.learning_delay = int(training.learning_delay)
         self.max_steps = int(training.max_steps)
 
-    def __call__(self, agent: Agent, steps: int, *, seed: int,
-                 deadline: Deadline | None = None) -> TrainReport:
+    def __call__(self, agent: Agent, steps: int, *, seed: int) -> TrainReport:
         member = cast(OffPolicyMember, agent)  # the members of an off-policy run
         result = train_off_policy_member(
             member, self.env, self.memory, steps, learning_delay=self.learning_delay,
@@ -46,7 +45,7 @@ class OffPolicyMemberTrainer:
         return self.report(result)
 
     def run(self, agent: OffPolicyMember, steps: int, *, seed: int, env: object = None,
-            memory: ReplayBuffer | None = None
+            memory: TransitionMemory | None = None
             ) -> Generator[LearnPoint, dict[str, float], MemberResult]:
         """The same call as a generator that yields at every learning update (see
         :func:`off_policy_member_run`), on ``env`` and ``memory`` (default: the trainer's)."""
