@@ -14,6 +14,7 @@ from agilerl.core.errors import (
     UnsupportedAlgorithmError,
     memory_exhausted,
 )
+from agilerl.training import hp_bounds
 from agilerl.training.networks import resolve_network_spec
 from agilerl.training.paradigms import paradigm
 
@@ -166,15 +167,6 @@ def _network_space(obs_space: AgentSpace) -> Space:
     return obs_space
 
 
-def _hp_config(trainer: LocalTrainer) -> Mapping[str, object] | None:
-    spec_hp = getattr(trainer.algorithm_spec, "hp_config", None)
-    if spec_hp:
-        return spec_hp
-    mutation = trainer.mutation_spec
-    selection = getattr(mutation, "rl_hp_selection", None) if mutation is not None else None
-    return dict(selection) if selection else None
-
-
 def make_population(trainer: LocalTrainer) -> list[Agent]:
     """``pop_size`` agents, each seeded from the run seed and its slot index."""
     from agilerl.algorithms import build_algorithm
@@ -191,7 +183,7 @@ def make_population(trainer: LocalTrainer) -> list[Agent]:
         # As in the reference: once built, the spec holds the network that was built.
         assert isinstance(algorithm_spec, RLAlgorithmSpec | MultiAgentRLAlgorithmSpec)
         algorithm_spec.net_config = net_config
-    hp_config = _hp_config(trainer)
+    hp_config = hp_bounds.hp_config(trainer.algorithm_spec, trainer.mutation_spec)
     pop_size = int(trainer.training_spec.pop_size)
     try:
         population: list[Agent] = [

@@ -10,6 +10,9 @@ set, replaces ``max_steps`` by that many passes over the training prompts.
 Mutation changes hyperparameters only (``rl_hp_selection``): architecture, parameter and
 activation mutations do not apply to adapters over a frozen base, and their probabilities
 are moved to ``no_mut`` with a warning.
+
+The builders return what they build (:class:`LLMRunParts`, the members, a mutation
+section); :class:`~agilerl.training.trainer.LocalTrainer` keeps it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -29,19 +33,38 @@ from agilerl.core.member_training import (
     RunContext,
     TrainReport,
 )
+from agilerl.training.hp_bounds import hp_config
 
 if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedTokenizerBase
+
     from agilerl.algorithms.core.llm_policy import PolicyGradientLLM
+    from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
     from agilerl.llm.multiturn import MultiTurnEnv
     from agilerl.llm.reasoning import ReasoningEnv
+    from agilerl.llm.text_batches import TokenBatch
     from agilerl.models.algo import LLMAlgorithmSpec
     from agilerl.models.env import LLMEnvSpec
+    from agilerl.models.hpo import MutationSpec
+    from agilerl.models.training import TrainingSpec
     from agilerl.training.trainer import LocalTrainer
 
 _SEED_AGENT = 0xA6E7
 
 #: Mutation kinds that change networks, which LLM members do not evolve.
 _NETWORK_MUTATIONS = ("arch_mut", "params_mut", "act_mut")
+
+
+@dataclass(frozen=True)
+class LLMRunParts:
+    """What an LLM loop's env builder makes: the env, and what the trainer keeps of it."""
+
+    env: ReasoningEnv | MultiTurnEnv | DatasetEnv[TokenBatch | PreferenceBatch]
+    tokenizer: PreTrainedTokenizerBase
+    """The base model's tokenizer (the trainer's ``tokenizer``)."""
+    max_steps: int | None = None
+    """``training.max_steps`` as ``training.num_epochs`` sets it (that many passes over the
+    env's training data); None: no ``num_epochs``, ``max_steps`` stands."""
 
 
 def llm_spec(trainer: LocalTrainer) -> LLMAlgorithmSpec:
@@ -57,7 +80,7 @@ def _spec_device(trainer: LocalTrainer) -> str:
     return str(trainer.device)
 
 
-def make_llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
+def make_llm_env(trainer: LocalTrainer) -> LLMRunParts:
     """The LLM environment of the trainer's env spec, on the tokenizer of the base model."""
     from agilerl.llm import require_llm_extra
     from agilerl.llm.adapters import BaseKey, shared_base
@@ -69,7 +92,6 @@ def make_llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
     spec = cast("LLMEnvSpec", trainer.env_spec)  # an LLM algorithm's environment
     algo = llm_spec(trainer)
     base = shared_base(BaseKey.from_spec(algo, _spec_device(trainer)))
-    trainer.tokenizer = base.tokenizer
     training = trainer.training_spec
     # The data split and order follow algorithm.seed (as the reference's trainer sets the
     # env's seed), not the run seed: a resumed run, whose run seed comes from the checkpoint
@@ -94,37 +116,37 @@ def make_llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
         raise UnsupportedAlgorithmError(
             f"environment.env_type = {env_type!r} cannot train "
             f"{getattr(algo, 'name', '?')} (it trains on reasoning or multiturn environments)")
-    _apply_num_epochs(trainer, env)
-    return env
+    return LLMRunParts(env, base.tokenizer, epochs_max_steps(training, algo, env))
 
 
-def _apply_num_epochs(trainer: LocalTrainer, env: object) -> None:
-    epochs = getattr(trainer.training_spec, "num_epochs", None)
+def epochs_max_steps(training: TrainingSpec, algo: LLMAlgorithmSpec,
+                     env: object) -> int | None:
+    """``training.max_steps`` for ``training.num_epochs`` passes over ``env``'s training
+    data (None: no ``num_epochs``, or an env that has no epochs)."""
+    epochs = getattr(training, "num_epochs", None)
     if epochs and hasattr(env, "batches_per_epoch"):
-        per_epoch = env.batches_per_epoch(int(trainer.algorithm_spec.batch_size))
-        trainer.training_spec.max_steps = int(epochs) * per_epoch
+        return int(epochs) * int(env.batches_per_epoch(int(algo.batch_size)))
+    return None
 
 
-def network_mutations_off(trainer: LocalTrainer) -> None:
-    """Move architecture/parameter/activation mutation probabilities to ``no_mut``, with a
-    warning naming them (LLM members evolve hyperparameters only)."""
-    mutation = trainer.mutation_spec
+def network_mutations_off(mutation: MutationSpec | None) -> MutationSpec | None:
+    """``mutation`` with its architecture/parameter/activation mutation probabilities moved
+    to ``no_mut``, with a warning naming them (LLM members evolve hyperparameters only)."""
     if mutation is None:
-        return
+        return None
     probs = mutation.probabilities
     asked = {name: float(getattr(probs, name)) for name in _NETWORK_MUTATIONS
              if float(getattr(probs, name) or 0) > 0}
     if not asked:
-        return
+        return mutation
     warnings.warn(
         "mutation.probabilities " + ", ".join(f"{k} = {v}" for k, v in asked.items())
         + ": LLM members are LoRA adapters over a frozen base model and evolve "
         "hyperparameters only (rl_hp_mut); these draws leave the member unchanged",
-        UserWarning, stacklevel=4)
+        UserWarning, stacklevel=5)  # LocalTrainer's caller
     update = {name: 0.0 for name in asked}
     update["no_mut"] = float(probs.no_mut) + sum(asked.values())
-    trainer.mutation_spec = mutation.model_copy(
-        update={"probabilities": probs.model_copy(update=update)})
+    return mutation.model_copy(update={"probabilities": probs.model_copy(update=update)})
 
 
 def make_llm_population(trainer: LocalTrainer) -> list[Agent]:
@@ -134,9 +156,7 @@ def make_llm_population(trainer: LocalTrainer) -> list[Agent]:
     from agilerl.algorithms import algorithm_class
     from agilerl.algorithms.core.llm_base import LLMAlgorithm
     from agilerl.llm.model import generation_notice
-    from agilerl.training.build import _hp_config
 
-    network_mutations_off(trainer)
     spec = llm_spec(trainer)
     generation_notice(bool(getattr(spec, "use_vllm", False)), str(trainer.device))
     cls = algorithm_class(algo_name(spec))
@@ -145,8 +165,8 @@ def make_llm_population(trainer: LocalTrainer) -> list[Agent]:
     for i in range(int(trainer.training_spec.pop_size)):
         seed = derive_seed(trainer.seed, _SEED_AGENT, i)
         torch.manual_seed(seed)  # the adapter's initial weights
-        population.append(cls(index=i, hp_config=_hp_config(trainer), device=trainer.device,
-                              spec=spec))
+        population.append(cls(index=i, hp_config=hp_config(spec, trainer.mutation_spec),
+                              device=trainer.device, spec=spec))
     return population
 
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, cast
 
 from agilerl.checkpoint.rng import derive_seed
 from agilerl.core.algorithm_spec import algo_name
-from agilerl.core.member_training import Agent, Deadline, RunContext, TrainReport
+from agilerl.core.member_training import Agent, RunContext, TrainReport
+from agilerl.training.llm import LLMRunParts, epochs_max_steps, llm_spec
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -31,14 +32,13 @@ if TYPE_CHECKING:  # pragma: no cover
 _SEED_ENV = 0xE7
 
 
-def make_dataset_llm_env(trainer: LocalTrainer) -> DatasetEnv[TokenBatch | PreferenceBatch]:
+def make_dataset_llm_env(trainer: LocalTrainer) -> LLMRunParts:
     """The preference or SFT environment of the trainer's env spec, on the base model's
     tokenizer (the base is loaded here once and shared by every member)."""
     from agilerl.core.errors import UnsupportedAlgorithmError
     from agilerl.llm import require_llm_extra
     from agilerl.llm.adapters import BaseKey, shared_base
     from agilerl.llm.dataset_envs import DATASET_ENVS, make_dataset_env
-    from agilerl.training.llm import _apply_num_epochs, llm_spec
 
     require_llm_extra()
     spec = cast("LLMEnvSpec", trainer.env_spec)  # an LLM algorithm's environment
@@ -50,13 +50,12 @@ def make_dataset_llm_env(trainer: LocalTrainer) -> DatasetEnv[TokenBatch | Prefe
             f"{' or '.join(DATASET_ENVS)} datasets only ({algo_name(algo)} does not support "
             f"{'multi-turn' if env_type == 'multiturn' else env_type} environments)")
     base = shared_base(BaseKey.from_spec(algo, str(trainer.device)))
-    trainer.tokenizer = base.tokenizer
     env = make_dataset_env(
         spec, base.tokenizer, max_context_length=int(algo.max_model_len),
         seed=derive_seed(trainer.seed, _SEED_ENV),
         evaluation_interval=int(trainer.training_spec.evaluation_interval or 1))
-    _apply_num_epochs(trainer, env)
-    return env
+    return LLMRunParts(env, base.tokenizer,
+                       epochs_max_steps(trainer.training_spec, algo, env))
 
 
 class DatasetMemberTrainer:

@@ -25,12 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
     from agilerl.components.offline_dataset import OfflineDataset
     from agilerl.core.member_training import Agent
-    from agilerl.llm.dataset_envs import DatasetEnv, PreferenceBatch
-    from agilerl.llm.multiturn import MultiTurnEnv
-    from agilerl.llm.reasoning import ReasoningEnv
-    from agilerl.llm.text_batches import TokenBatch
+    from agilerl.core.replay_memory import TransitionMemory
     from agilerl.models.algo import AlgoSpec
+    from agilerl.models.hpo import MutationSpec
     from agilerl.models.training import TrainingSpec
+    from agilerl.training.llm import LLMRunParts
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -41,9 +40,9 @@ class Paradigm:
     replay_memory: bool
     member_trainer: Callable[[RunContext], MemberTrainer]
     """``context -> train(agent, steps, *, seed)`` (the population seam's half)."""
-    make_env: Callable[[LocalTrainer], object] | None = None
-    """``trainer -> env`` when the loop builds its own environment (LLM); None: the env
-    spec's vector env."""
+    make_env: Callable[[LocalTrainer], LLMRunParts] | None = None
+    """``trainer -> the env and what the trainer keeps of it`` when the loop builds its own
+    environment (LLM); None: the env spec's vector env."""
     make_population: Callable[[LocalTrainer], list[Agent]] | None = None
     """``trainer -> members`` when the loop builds its own members (LLM adapters over a
     shared base); None: ``build_algorithm`` per slot."""
@@ -52,6 +51,9 @@ class Paradigm:
     loop's dataset), built with the trainer; it becomes ``trainer.memory``."""
     joint_memory: bool = False
     """The replay memory stores joint multi-agent transitions (``MultiAgentReplayBuffer``)."""
+    usable_mutations: Callable[[MutationSpec | None], MutationSpec | None] | None = None
+    """``mutation section -> the one the loop's members can take`` (LLM adapters: no network
+    mutations); None: the section as given."""
 
     @property
     def runs_in_workers(self) -> bool:
@@ -61,7 +63,7 @@ class Paradigm:
         return self.make_env is None and self.make_population is None
 
 
-def _replay_memory(context: RunContext) -> ReplayBuffer:
+def _replay_memory(context: RunContext) -> TransitionMemory:
     """The run's replay memory (a loop with ``replay_memory`` is built with one)."""
     memory = context.memory
     assert isinstance(memory, ReplayBuffer)
@@ -86,10 +88,16 @@ def _llm_reasoning(context: RunContext) -> MemberTrainer:
     return reasoning_member_trainer(context)
 
 
-def _llm_env(trainer: LocalTrainer) -> ReasoningEnv | MultiTurnEnv:
+def _llm_env(trainer: LocalTrainer) -> LLMRunParts:
     from agilerl.training.llm import make_llm_env
 
     return make_llm_env(trainer)
+
+
+def _llm_mutations(mutation: MutationSpec | None) -> MutationSpec | None:
+    from agilerl.training.llm import network_mutations_off
+
+    return network_mutations_off(mutation)
 
 
 def _llm_population(trainer: LocalTrainer) -> list[Agent]:
@@ -104,7 +112,7 @@ def _llm_dataset(context: RunContext) -> MemberTrainer:
     return dataset_member_trainer(context)
 
 
-def _llm_dataset_env(trainer: LocalTrainer) -> DatasetEnv[TokenBatch | PreferenceBatch]:
+def _llm_dataset_env(trainer: LocalTrainer) -> LLMRunParts:
     from agilerl.training.llm_dataset import make_dataset_llm_env
 
     return make_dataset_llm_env(trainer)
@@ -163,11 +171,14 @@ PARADIGMS: dict[str, Paradigm] = {
     "off_policy": Paradigm(replay_memory=True, member_trainer=_off_policy),
     "on_policy": Paradigm(replay_memory=False, member_trainer=_on_policy),
     "llm_reasoning": Paradigm(replay_memory=False, member_trainer=_llm_reasoning,
-                              make_env=_llm_env, make_population=_llm_population),
+                              make_env=_llm_env, make_population=_llm_population,
+                              usable_mutations=_llm_mutations),
     "llm_preference": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
-                               make_env=_llm_dataset_env, make_population=_llm_population),
+                               make_env=_llm_dataset_env, make_population=_llm_population,
+                               usable_mutations=_llm_mutations),
     "llm_sft": Paradigm(replay_memory=False, member_trainer=_llm_dataset,
-                        make_env=_llm_dataset_env, make_population=_llm_population),
+                        make_env=_llm_dataset_env, make_population=_llm_population,
+                        usable_mutations=_llm_mutations),
     "offline": Paradigm(replay_memory=False, member_trainer=_offline, memory=_offline_dataset),
     "bandits": Paradigm(replay_memory=True, member_trainer=_bandits),
     "multi_agent_on_policy": Paradigm(replay_memory=False, member_trainer=_multi_agent_on_policy),

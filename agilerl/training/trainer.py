@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, SupportsInt, TypeVar
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.models.manifest import TrainingManifest
     from agilerl.models.training import ReplayBufferSpec, TrainingSpec
     from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
+    from agilerl.training.llm import LLMRunParts
     from agilerl.training.resume import TrainerState
 
 __all__ = [
@@ -321,8 +322,12 @@ class LocalTrainer(Trainer):
 
     def _build_rest(self, resume_from_checkpoint: str | os.PathLike[str] | None) -> None:
         from agilerl.training import build
+        from agilerl.training.paradigms import paradigm
 
         self.env_factory = None
+        usable_mutations = paradigm(self.paradigm).usable_mutations
+        if usable_mutations is not None:
+            self.mutation_spec = usable_mutations(self.mutation_spec)
         with explained(f"the {algo_name(self.algorithm_spec)} population for environment "
                         f"{self._env_label()}"):
             self.population = build.make_population(self)
@@ -381,7 +386,13 @@ class LocalTrainer(Trainer):
         from agilerl.training.paradigms import paradigm
 
         own_env = paradigm(self.paradigm).make_env
-        return own_env(self) if own_env is not None else self.env_builder()()
+        if own_env is None:
+            return self.env_builder()()
+        parts = own_env(self)
+        self.tokenizer = parts.tokenizer
+        if parts.max_steps is not None:
+            self.training_spec.max_steps = parts.max_steps
+        return parts.env
 
     def env_builder(self) -> EnvFactory:
         """A picklable function that builds this trainer's env (the same spec and seed), for
@@ -394,7 +405,7 @@ class LocalTrainer(Trainer):
 
         own_env = paradigm(self.paradigm).make_env
         if own_env is not None:  # built from the trainer itself: this process only
-            return functools.partial(own_env, self)
+            return functools.partial(_own_env, own_env, self)
         if hasattr(self.env_spec, "make_env") and not _is_gym_spec(self.env_spec):
             return self.env_spec.make_env
         return functools.partial(make_vector_env, self.env_spec,
@@ -537,6 +548,11 @@ class LocalTrainer(Trainer):
 
     def __deepcopy__(self, memo: dict[int, object]) -> LocalTrainer:  # pragma: no cover
         raise TypeError("LocalTrainer holds live environments and cannot be deep-copied")
+
+
+def _own_env(build: Callable[[LocalTrainer], LLMRunParts], trainer: LocalTrainer) -> object:
+    """The env alone of a loop that builds its own (an env factory's result)."""
+    return build(trainer).env
 
 
 def _is_gym_spec(spec: object) -> bool:

@@ -132,17 +132,15 @@ def test_learning_rate_mutation_reaches_the_optimizer(tiny_model: Path) -> None:
 
 
 def test_network_mutations_are_turned_off_with_a_warning() -> None:
-    from types import SimpleNamespace
-
     from agilerl.models import MutationSpec
     from agilerl.training.llm import network_mutations_off
 
     spec = MutationSpec.model_validate({"probabilities": {"no_mut": 0.4, "arch_mut": 0.2,
                                                          "rl_hp_mut": 0.4}})
-    trainer = SimpleNamespace(mutation_spec=spec)
     with pytest.warns(UserWarning, match="arch_mut = 0.2"):
-        network_mutations_off(trainer)
-    probs = trainer.mutation_spec.probabilities
+        turned_off = network_mutations_off(spec)
+    assert turned_off is not None
+    probs = turned_off.probabilities
     moved = spec.probabilities.arch_mut + spec.probabilities.params_mut \
         + spec.probabilities.act_mut
     assert probs.arch_mut == probs.params_mut == probs.act_mut == 0
