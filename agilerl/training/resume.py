@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -24,9 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.checkpoint.rng import RngState
     from agilerl.components.offline_dataset import DatasetState
     from agilerl.components.replay_buffer import ReplayState
+    from agilerl.core.member_training import Agent
     from agilerl.core.value_types import JsonObject
     from agilerl.hpo.multi_frequency import MFState
     from agilerl.hpo.tournament import TournamentState
+    from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
     from agilerl.training.trainer import LocalTrainer
 
 
@@ -53,8 +56,24 @@ class ResumeWithoutReplayBufferWarning(UserWarning):
     was written without one: it continues, but not exactly (the CLI prints the warning)."""
 
 
-def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerState | None:
-    """Load ``path`` into ``trainer``; return the loop state to continue from, if any.
+@dataclass(frozen=True)
+class Resumed:
+    """What a checkpoint or agent file gives a trainer (which keeps it)."""
+
+    population: list[Agent]
+    """The members, restored (an agent file: one in every slot)."""
+    state: TrainerState | None = None
+    """The loop state to continue from (None: an agent file; training starts a new loop)."""
+    seed: int | None = None
+    """The run seed the checkpoint was written with (None: the trainer's own stands)."""
+    experience_pending: list[ExperienceDelta | ExperienceDeltaState] | None = None
+    """The memory deltas of a training phase the checkpoint interrupted (None: the
+    checkpoint's replay memory was not restored)."""
+
+
+def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> Resumed:
+    """Load ``path`` for ``trainer``: its members and run seed, returned, and its replay
+    memory, loaded into ``trainer.memory``.
 
     * A checkpoint folder (or a folder holding checkpoint folders: the newest, see
       :func:`~agilerl.checkpoint.find_checkpoint`) written for the same environment,
@@ -66,8 +85,7 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerS
     """
     target = Path(path)
     if target.is_file():
-        _load_agent_file(trainer, target)
-        return None
+        return Resumed(_load_agent_file(trainer, target))
     checkpoint = find_checkpoint(target)
     state = _trainer_state(checkpoint)
     if state.get("algorithm") == algo_name(trainer.algorithm_spec):
@@ -86,7 +104,7 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerS
                 f"checkpoint {checkpoint.path}: member_{i}.pt cannot be restored into a "
                 f"{algo_name(trainer.algorithm_spec)} agent ({type(exc).__name__}: {exc})"
             ) from None
-    trainer.population = population
+    pending: list[ExperienceDelta | ExperienceDeltaState] | None = None
     if trainer.memory is not None:
         buffer = checkpoint.replay_buffer()
         if buffer is None and paradigm(trainer.paradigm).replay_memory:
@@ -102,15 +120,14 @@ def load_resume(trainer: LocalTrainer, path: str | os.PathLike[str]) -> TrainerS
                     trainer.memory.load_state_dict(cast("ReplayState", buffer))
                 else:
                     trainer.memory.load_state_dict(cast("DatasetState", buffer))
-                trainer.experience_pending = list(buffer.get(PENDING_KEY, []))
+                pending = list(buffer.get(PENDING_KEY, []))
             except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
                 raise CheckpointError(
                     f"checkpoint {checkpoint.path}: replay_buffer.pt cannot be restored "
                     f"({type(exc).__name__}: {exc})") from None
-    trainer.seed = int(state["seed"])
     state["checkpoint"] = checkpoint.path
     state["manifest"] = checkpoint.manifest()
-    return state
+    return Resumed(population, state, int(state["seed"]), pending)
 
 
 def _trainer_state(checkpoint: Checkpoint) -> TrainerState:
@@ -228,7 +245,7 @@ def _check_selection_state(trainer: LocalTrainer, path: Path,
                               f"selection_strategy: {problem}")
 
 
-def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
+def _load_agent_file(trainer: LocalTrainer, path: Path) -> list[Agent]:
     from agilerl.checkpoint.folder import load_state_file
 
     agent_state = load_state_file(path, f"agent file {path}")
@@ -248,4 +265,4 @@ def _load_agent_file(trainer: LocalTrainer, path: Path) -> None:
         except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
             raise CheckpointError(f"agent file {path} cannot be restored into a {algo} agent "
                                   f"({type(exc).__name__}: {exc})") from None
-    trainer.population = population
+    return population

@@ -77,14 +77,38 @@ class TrainOptions:
     """``training.ray_address`` override (``--ray-address``); None: the manifest's."""
 
 
+@dataclass
+class SessionOutcome:
+    """What a ``train()`` call leaves on its trainer, filled in as the session goes;
+    ``LocalTrainer.train`` stores it however the call ends."""
+
+    loop_started: bool = False
+    """The loop was about to run: the trainer's continuation becomes :attr:`continuation`."""
+    population: list[Agent] | None = None
+    """The members the backend handed back (None: not handed back)."""
+    experience_pending: list[ExperienceDelta | ExperienceDeltaState] = field(
+        default_factory=list)
+    """The memory deltas of members trained in an interrupted training phase."""
+    last_checkpoint: Path | None = None
+    last_run_dir: Path | None = None
+    continuation: TrainerState | None = None
+    """Where the loop stopped, once its state is consistent (None: the call failed); the
+    checkpoint the trainer resumed from is then used up."""
+    elite_settled: bool = False
+    """The call got past saving the elite (when asked to): :attr:`last_elite_path` is its."""
+    last_elite_path: Path | None = None
+
+
 class TrainSession:
-    """Runs the loop for a trainer and implements the loop's hooks."""
+    """Runs the loop for a trainer and implements the loop's hooks; what the call leaves
+    on the trainer is :attr:`outcome`."""
 
     def __init__(self, trainer: LocalTrainer, options: TrainOptions) -> None:
         from agilerl.training.evolution import LocalEvolution
 
         self.trainer = trainer
         self.options = options
+        self.outcome = SessionOutcome()
         training = trainer.training_spec
         budget = getattr(training, "max_wall_seconds", None) if trainer.multiturn else None
         self.settings = LoopSettings(
@@ -141,7 +165,7 @@ class TrainSession:
     def run(self) -> tuple[list[Agent], list[float]]:
         from agilerl.logging import ProgressDisplay
 
-        trainer, options = self.trainer, self.options
+        trainer, options, outcome = self.trainer, self.options, self.outcome
         try:
             self._open_outputs()
         except BaseException:
@@ -154,7 +178,7 @@ class TrainSession:
         started = time.perf_counter()
         interrupted = False
         error: BaseException | None = None
-        trainer._continuation = None  # set again below once the loop state is consistent
+        outcome.loop_started = True  # no continuation until the loop state is consistent
         try:
             self.events.run_start(algorithm=self.algo, env=self.env_name, seed=trainer.seed,
                                   resumed=self._resumed, agents=list(trainer.population))
@@ -169,26 +193,26 @@ class TrainSession:
             error = exc
             raise
         finally:
-            trainer.population = self.backend.agents_here()
-            trainer.experience_pending = self._pending_experience() if interrupted else []
+            population = self.backend.agents_here()
+            outcome.experience_pending = self._pending_experience() if interrupted else []
+            outcome.population = population
+            outcome.last_checkpoint = self.last_checkpoint
+            outcome.last_run_dir = self._run_dir
             self.backend.close()
-            tag_subpopulations(trainer.population, trainer.selection_strategy)
-            trainer.last_checkpoint = self.last_checkpoint
-            trainer.last_run_dir = self._run_dir
+            tag_subpopulations(population, trainer.selection_strategy)
             self.loggers.close()
             self.events.finish(error, self._global_steps())
-        trainer._resume = None
-        trainer._continuation = {"loop": self.state.state_dict(),
-                                 "evolution": self.evolution.state_dict()}
+        outcome.continuation = {"loop": self.state.state_dict(),
+                                "evolution": self.evolution.state_dict()}
         if not interrupted and options.save_elite:
             # From the members handed back: the backend (a Ray session) is closed by now.
-            self._save_elite(trainer.population)
-        trainer.last_elite_path = self.elite_path
+            self._save_elite(population)
+        outcome.last_elite_path, outcome.elite_settled = self.elite_path, True
         self._summary(fitnesses, time.perf_counter() - started, interrupted)
         if interrupted:
             raise TrainingInterrupted(self.last_checkpoint, self._stop_signal or signal.SIGINT,
                                       resume_hint=self._resume_hint())
-        return trainer.population, fitnesses
+        return population, fitnesses
 
     def _open_outputs(self) -> None:
         """Write the resolved manifest and open the loggers (W&B, TensorBoard, CSV)."""

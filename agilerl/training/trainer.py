@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agilerl.population.shared_memory import ExperienceDelta, ExperienceDeltaState
     from agilerl.training.llm import LLMRunParts
     from agilerl.training.resume import TrainerState
+    from agilerl.training.session import SessionOutcome
 
 __all__ = [
     "ArenaTrainer",
@@ -353,7 +354,13 @@ class LocalTrainer(Trainer):
         if resume_from_checkpoint is not None:
             from agilerl.training.resume import load_resume
 
-            self._resume = load_resume(self, resume_from_checkpoint)
+            resumed = load_resume(self, resume_from_checkpoint)
+            self.population = resumed.population
+            if resumed.experience_pending is not None:
+                self.experience_pending = resumed.experience_pending
+            if resumed.seed is not None:
+                self.seed = resumed.seed
+            self._resume = resumed.state
         build.tag_subpopulations(self.population, self.selection_strategy)
 
     def close(self) -> None:
@@ -520,7 +527,26 @@ class LocalTrainer(Trainer):
             torch_threads=torch_threads, source=source, num_workers=num_workers,
             backend=backend, ray_address=ray_address,
         )
-        return TrainSession(self, options).run()
+        session = TrainSession(self, options)
+        try:
+            return session.run()
+        finally:
+            self._keep(session.outcome)
+
+    def _keep(self, outcome: SessionOutcome) -> None:
+        """Store what a ``train()`` call left (as far as it got, when it failed)."""
+        if not outcome.loop_started:
+            return
+        self._continuation = outcome.continuation
+        if outcome.population is not None:
+            self.population = outcome.population
+            self.experience_pending = outcome.experience_pending
+            self.last_checkpoint = outcome.last_checkpoint
+            self.last_run_dir = outcome.last_run_dir
+        if outcome.continuation is not None:
+            self._resume = None
+        if outcome.elite_settled:
+            self.last_elite_path = outcome.last_elite_path
 
     # ------------------------------------------------------------------ info
     @property
