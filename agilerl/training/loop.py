@@ -26,8 +26,8 @@ mutated a moment ago are never judged on a few steps of training.
 
 With a wall-clock budget (``max_wall_seconds``, multi-turn LLM runs) no member starts
 training once it is spent (member trainers may also stop between their own steps: the run's
-own :class:`~agilerl.core.member_training.Deadline`, :attr:`LoopSettings.deadline`, is the
-one every member trainer's run context holds, so runs sharing a process do not share a
+own :class:`~agilerl.core.member_training.Deadline`, given to :func:`run_generations`, is
+the one every member trainer's run context holds, so runs sharing a process do not share a
 budget); the generation in progress is evaluated, a checkpoint is written when checkpoints
 are on, and the run returns without having finished its steps, so a resumed or continued
 run goes on to ``max_steps``.
@@ -147,9 +147,9 @@ class LoopSettings:
     seed: int
     target_score: float | None = None
     checkpoint_steps: int | None = None
-    deadline: Deadline | None = None
-    """The run's wall-clock budget (None: no limit): the deadline the backend's member
-    trainers were given in their run context, made before the backend was built."""
+    max_wall_seconds: float | None = None
+    """Wall-clock budget of a run (None: no limit); the loop reads the run's
+    :class:`~agilerl.core.member_training.Deadline` for it, given to :func:`run_generations`."""
 
 
 @dataclass
@@ -227,15 +227,21 @@ def run_generations(
     state: LoopState,
     hooks: LoopHooks,
     evolution: Evolution | None = None,
+    deadline: Deadline | None = None,
 ) -> list[float]:
-    """Run generations until ``max_steps``, early stop or interruption; return fitnesses.
+    """Run generations until ``max_steps``, early stop, interruption or ``deadline``;
+    return fitnesses.
+
+    ``deadline``: the run's wall-clock budget (``settings.max_wall_seconds``), the same
+    :class:`~agilerl.core.member_training.Deadline` the backend's member trainers hold in
+    their run context (None: no budget).
 
     Raises :class:`Interrupted` (after a checkpoint) when ``hooks.interrupt_requested()``
     turns true; the run can then be resumed from that checkpoint.
     """
     state.out_of_time = False
     try:
-        return _run(backend, settings, state, hooks, evolution)
+        return _run(backend, settings, state, hooks, evolution, deadline)
     except MemberFailure as failure:
         if failure.generation is None:
             failure.generation = state.generation
@@ -248,8 +254,8 @@ def _run(
     state: LoopState,
     hooks: LoopHooks,
     evolution: Evolution | None,
+    deadline: Deadline | None,
 ) -> list[float]:
-    deadline = settings.deadline
     state.early_stop.target_score = settings.target_score
     if state.env_steps is None:  # a new run, or one from a checkpoint that did not count
         state.env_steps = sum(backend.steps(m) for m in range(len(backend)))
@@ -257,7 +263,7 @@ def _run(
         evolution.pre_training(backend)
         state.pre_mutation_done = True
     while not state.finished and (state.members_done or _budget_left(backend, settings.max_steps)):
-        _train_members(backend, settings, state, hooks)
+        _train_members(backend, settings, state, hooks, deadline)
         backend.end_training_phase()
         fitnesses = backend.evaluate_members([
             EvalJob(m, derive_seed(settings.seed, state.generation, m, PHASE_EVAL))
@@ -291,6 +297,7 @@ def _run(
 
 def _train_members(
     backend: PopulationBackend, settings: LoopSettings, state: LoopState, hooks: LoopHooks,
+    deadline: Deadline | None,
 ) -> None:
     """Train the members not yet trained this generation (the backend may run them
     concurrently); an interrupt lets members already started finish, then checkpoints."""
@@ -300,8 +307,6 @@ def _train_members(
                  derive_seed(settings.seed, state.generation, member, PHASE_TRAIN))
         for member in range(state.members_done, len(backend))
     ]
-    deadline = settings.deadline
-
     def stop() -> bool:
         return hooks.interrupt_requested() or (deadline is not None and deadline.spent())
 

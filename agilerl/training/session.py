@@ -110,16 +110,19 @@ class TrainSession:
         self.options = options
         self.outcome = SessionOutcome()
         training = trainer.training_spec
-        budget = getattr(training, "max_wall_seconds", None) if trainer.multiturn else None
         self.settings = LoopSettings(
             max_steps=int(training.max_steps),
             evo_steps=trainer.evo_steps,
             seed=trainer.seed,
             target_score=training.target_score,
             checkpoint_steps=training.checkpoint_steps,
-            # Made before the backend, whose member trainers' contexts carry it.
-            deadline=Deadline(budget) if budget is not None else None,
+            max_wall_seconds=getattr(training, "max_wall_seconds", None)
+            if trainer.multiturn else None,
         )
+        budget = self.settings.max_wall_seconds
+        #: The run's deadline: made before the backend, whose member trainers' contexts
+        #: carry it, and given to the loop.
+        self.deadline = Deadline(budget) if budget is not None else None
         self.state = LoopState(early_stop=EarlyStopping(training.target_score))
         self.evolution = LocalEvolution(trainer.mutations, trainer.selection_strategy)
         self.backend = self._make_backend()
@@ -152,7 +155,7 @@ class TrainSession:
             pending_experience=list(trainer.experience_pending), eval_steps=training.eval_steps,
             eval_loop=int(training.eval_loop), seed=trainer.seed,
             torch_threads=options.torch_threads, device=trainer.device,
-            deadline=self.settings.deadline,
+            deadline=self.deadline,
             worker_processes=paradigm(trainer.paradigm).runs_in_workers,
             extra={"verbose": options.verbose},
         )
@@ -185,7 +188,7 @@ class TrainSession:
             with self._stop_on_signals(), self._threads(), self.progress:
                 self.progress.update(self._global_steps(), generation=self.state.generation + 1)
                 fitnesses = run_generations(self.backend, self.settings, self.state, self,
-                                            self.evolution)
+                                            self.evolution, self.deadline)
         except Interrupted as stop:
             interrupted, error = True, stop
             fitnesses = list(self.state.fitnesses)
@@ -536,8 +539,8 @@ class TrainSession:
         extra = [("budget", self.progress.state.budget),
                  ("generations", str(self.state.generation)), ("seed", str(self.trainer.seed))]
         if self.state.out_of_time:
-            budget = getattr(self.trainer.training_spec, "max_wall_seconds", None)
-            extra.append(("stopped", f"training.max_wall_seconds ({budget:g} s) spent"))
+            extra.append(("stopped", f"training.max_wall_seconds "
+                                     f"({self.settings.max_wall_seconds:g} s) spent"))
         if self._run_dir is not None:
             extra.append(("run folder", str(self._run_dir.resolve())))
         if self.tensorboard_dir is not None:

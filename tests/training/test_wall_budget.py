@@ -97,8 +97,8 @@ def test_two_runs_in_one_process_have_their_own_wall_budget() -> None:
 
     def go(backend: _Members, state: LoopState) -> None:
         try:
-            run_generations(backend, LoopSettings(max_steps=200, evo_steps=100, seed=1,
-                                                  deadline=backend.deadline), state, _Hooks())
+            run_generations(backend, LoopSettings(max_steps=200, evo_steps=100, seed=1),
+                            state, _Hooks(), deadline=backend.deadline)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
