@@ -5,8 +5,8 @@ A member keeps each spec field its schema lists in ``x-agilerl.hyperparameters``
 attribute of the same name. The algorithm class inherits one generated class per algorithm
 that annotates exactly those attributes, typed as the generated spec model types the field
 (constraints dropped: ``Annotated[Integer, Field(ge=1)]`` -> ``int``), so the names and types
-are stated once, in the schema. A shared base class of the library (the bandits', the LLM
-algorithms') inherits the class of the base spec its algorithms extend, which annotates the
+are stated once, in the schema. Each shared base class of the library (every algorithm's,
+the RL, multi-agent, bandit and LLM bases) inherits the class of the base spec its algorithms extend, which annotates the
 hyperparameters every one of those algorithms holds, with one type.
 """
 

@@ -35,6 +35,7 @@ from agilerl.core.spaces import ObsEncoder
 from agilerl.core.value_types import JsonValue, Space
 from agilerl.hpo.dormant import Scores, load_network_scores, network_scores
 from agilerl.hpo.ranges import plain_hp_config
+from agilerl.models._generated.hyperparameter_attributes import RLAlgorithmHyperparameterAttributes
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
@@ -79,7 +80,7 @@ class RLStateFields(MemberStateFields):
     extra: dict[str, object]
 
 
-class RLAlgorithm(MemberState):
+class RLAlgorithm(RLAlgorithmHyperparameterAttributes, MemberState):
     """Base class of single-agent RL algorithms (DQN, PPO, ...).
 
     Subclasses set ``algo`` (the registry name, e.g. ``"DQN"``), ``lr_names`` (the

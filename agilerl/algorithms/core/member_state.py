@@ -21,6 +21,7 @@ import torch
 from agilerl.algorithms.core.hyperparameters import SpecHyperparameters
 from agilerl.core.member_training import Agent
 from agilerl.core.value_types import JsonScalar
+from agilerl.models._generated.hyperparameter_attributes import AlgoHyperparameterAttributes
 
 #: Version of the state dict written by ``get_state``.
 STATE_FORMAT = 1
@@ -42,7 +43,7 @@ MemberStateFields = TypedDict("MemberStateFields", {
 })
 
 
-class MemberState(SpecHyperparameters, Agent, ABC):
+class MemberState(AlgoHyperparameterAttributes, SpecHyperparameters, Agent, ABC):
     """Identity, hyperparameters and history of a member, in and out of its state dict.
 
     Subclasses implement ``get_state``/``set_state`` (adding their weights) on top of

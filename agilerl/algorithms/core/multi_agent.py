@@ -53,6 +53,9 @@ from gymnasium import spaces
 from agilerl.algorithms.core.base import ObsLike, RLAlgorithm, RLStateFields
 from agilerl.core.spaces import ObsEncoder
 from agilerl.core.value_types import JsonValue, Observation, Space
+from agilerl.models._generated.hyperparameter_attributes import (
+    MultiAgentRLAlgorithmHyperparameterAttributes,
+)
 from agilerl.networks.base import EvolvableNetwork
 from agilerl.networks.config import NetworkConfig, normalise_net_config
 from agilerl.networks.optim import (
@@ -198,7 +201,7 @@ def _as_agent_dict(value: object, agent_ids: Sequence[str] | None, what: str
 
 
 # ---------------------------------------------------------------------- the base class
-class MultiAgentRLAlgorithm(RLAlgorithm):
+class MultiAgentRLAlgorithm(MultiAgentRLAlgorithmHyperparameterAttributes, RLAlgorithm):
     """Base class of multi-agent algorithms (see the module docstring).
 
     Subclasses build their networks in ``_build`` with :meth:`register_network` /
